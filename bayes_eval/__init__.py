@@ -1,0 +1,26 @@
+"""bayes_eval: how likely is an AI agent to succeed at a task, with a credible upper bound.
+
+Quick use::
+
+    import bayes_eval
+    posterior = bayes_eval.fit("evidence.csv", "phuong2024")
+    posterior.summary(threshold=0.01)
+"""
+
+from bayes_eval.errors import InputError
+from bayes_eval.evidence import Evidence, load_evidence
+from bayes_eval.fit import fit
+from bayes_eval.posterior import Posterior, load_posterior
+from bayes_eval.specs import Spec, load_spec, shipped_specs
+
+__all__ = [
+    "Evidence",
+    "InputError",
+    "Posterior",
+    "Spec",
+    "fit",
+    "load_evidence",
+    "load_posterior",
+    "load_spec",
+    "shipped_specs",
+]

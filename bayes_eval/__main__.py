@@ -1,0 +1,7 @@
+"""``python -m bayes_eval`` runs the command line."""
+
+import sys
+
+from bayes_eval.cli import main
+
+sys.exit(main())

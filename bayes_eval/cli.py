@@ -1,0 +1,171 @@
+"""``bayes-eval`` command line (DESIGN section 6).
+
+Errors are one line on stderr starting ``error:``; exit status 2 for bad input or
+usage, 1 for a failed fit; no traceback unless ``--debug``. Output files are
+written only after everything has succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.errors import InputError
+
+FORMATS = ("table", "csv", "json")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one ``error:`` line and exit status 2."""
+
+    def error(self, message):
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bayes-eval", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
+    fit.add_argument("evidence", help="CSV or Parquet evidence table (DESIGN section 3)")
+    fit.add_argument("--model", default="phuong_chain",
+                     help="shipped spec name or spec path (default: phuong_chain)")
+    fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
+    fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
+    fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
+    fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
+    fit.add_argument("--format", default="table", choices=FORMATS)
+    fit.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``bayes-eval``; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        args = _parser().parse_args(argv)
+        return {"fit": _fit}[args.command](args)
+    except InputError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a failed fit: say so in one line
+        if debug:
+            traceback.print_exc()
+        print(f"error: fit failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _seed(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"--seed: '{text}' is not a whole number") from None
+    if value < 0:
+        raise InputError(f"--seed: {value} must be >= 0")
+    return value
+
+
+def _fit(args) -> int:
+    from bayes_eval.fit import fit
+    from bayes_eval.specs import check_level
+    from bayes_eval.summary import check_threshold
+
+    level = None if args.level is None else check_level(args.level)
+    threshold = None if args.threshold is None else check_threshold(args.threshold)
+    seed = _seed(args.seed)
+    out = None if args.out is None else _check_out(Path(args.out))
+    notes: list[str] = []
+    posterior = fit(args.evidence, args.model, level=level, seed=seed, notes=notes)
+    summary = posterior.summary(threshold=threshold)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if out is not None:
+        _write(out, posterior, summary)
+    if args.format == "csv":
+        sys.stdout.write(summary.to_csv(index=False))
+    elif args.format == "json":
+        records = [
+            {k: _json_value(v) for k, v in row.items()} for row in summary.to_dict("records")
+        ]
+        print(json.dumps(records, indent=2))
+    else:
+        print(_table(summary, posterior, threshold))
+        if out is not None:
+            print(f"\nwrote {out / 'posterior.nc'} and {out / 'summary.csv'}")
+    return 0
+
+
+def _check_out(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {out} exists and is not a folder")
+    if not out.parent.exists():
+        raise InputError(f"--out: parent folder {out.parent} does not exist")
+    return out
+
+
+def _write(out: Path, posterior, summary) -> None:
+    """Write into a temporary folder first, then move, so a failure leaves nothing behind."""
+    staging = Path(tempfile.mkdtemp(prefix=".bayes-eval-", dir=out.parent))
+    try:
+        posterior.to_netcdf(staging / "posterior.nc")
+        summary.to_csv(staging / "summary.csv", index=False)
+        out.mkdir(exist_ok=True)
+        for item in staging.iterdir():
+            item.replace(out / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _json_value(value):
+    if pd.isna(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _number(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{value:.3e}"
+
+
+def _table(summary, posterior, threshold) -> str:
+    level = summary["level"].iloc[0] if len(summary) else posterior.level
+    columns = ["agent", "task", "method", "mean", "median", f"upper ({level:g})"]
+    if threshold is not None:
+        columns.append(f"P(P>{threshold:g})")
+    columns += ["cp_upper", "ok"]
+    lines = []
+    for row in summary.to_dict("records"):
+        values = [row["agent"], row["task"], row["method"], _number(row["mean"]),
+                  _number(row["median"]), _number(row["upper"])]
+        if threshold is not None:
+            values.append(_number(row["prob_above"]))
+        ok = row["diagnostics_ok"]
+        values += [_number(row["cp_upper"]), "-" if pd.isna(ok) else str(ok).lower()]
+        lines.append(values)
+    widths = [max(len(str(x)) for x in col) for col in zip(columns, *lines, strict=True)]
+    text = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
+            for r in [columns, *lines]]
+    header = (f"model {posterior.spec.name} on {posterior.evidence.source} "
+              f"(one-sided bounds at level {level:g})")
+    notes = [f"  {r['task']} ({r['agent']}): {r['provenance']}" for r in summary.to_dict("records")]
+    return "\n".join([header, "", *text, "", "provenance:", *notes])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""Exact posteriors: Beta factors, their products and equal mixtures of products.
+
+Every exact estimate in the package is a ``BetaProduct``: the success probability
+``P`` is an equal mixture over components (expert-guided runs), each component a
+product of independent ``Beta(a, b)`` factors (milestones or steps), times a
+constant (point-valued factors). End-to-end is one component with one factor.
+
+All the mathematics works on ``X = -log P`` so that probabilities down to 1e-300
+keep their precision. Means and standard deviations are closed forms. Quantiles and
+CDF values are deterministic, never read off Monte Carlo draws:
+
+* one factor: scipy's Beta quantiles (exact);
+* two or more factors, all shapes >= ``SADDLEPOINT_MIN_SHAPE``: the second-order
+  Lugannani-Rice saddlepoint approximation of the sum of ``-log p`` (its cumulant
+  generating function is closed-form in log-gamma functions), vectorised over tasks;
+* anything else (small or near-singular shapes, mixtures over runs): a grid of the
+  exact bin masses of each ``-log p``, convolved. Each factor's mass is put at the
+  left edge of its bin, so the grid sum lies within ``M h`` below the true sum: every
+  quantile is bracketed and the reported midpoint is off by at most ``M h / 2``
+  (``QUANTILE_TOLERANCE`` in log P, i.e. relative error in P, unless the support is
+  so wide that the grid had to coarsen, which is reported).
+
+A factor with ``b = 0`` (all successes under the Haldane prior) is a point mass at 1
+and drops out of the product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import signal, special, stats
+
+from bayes_eval.constants import (
+    GRID_MAX_POINTS,
+    GRID_TAIL_MASS,
+    QUANTILE_TOLERANCE,
+    SADDLEPOINT_MIN_SHAPE,
+)
+
+__all__ = [
+    "BetaProduct",
+    "ProductSummary",
+    "clopper_pearson_upper",
+    "log_beta_draws",
+    "summarise_products",
+]
+
+
+@dataclass(frozen=True)
+class BetaProduct:
+    """Distribution of ``P = exp(-log_scale) * mean_c prod_m p_cm``, ``p_cm ~ Beta(a_cm, b_cm)``.
+
+    Parameters
+    ----------
+    components : tuple of (a, b) array pairs
+        One pair per mixture component (run); arrays hold that component's factors.
+        ``b == 0`` marks a point mass at 1; every ``a`` must be positive.
+    log_scale : float
+        ``-log`` of a constant factor (point values); 0 for none.
+    """
+
+    components: tuple[tuple[np.ndarray, np.ndarray], ...]
+    log_scale: float = 0.0
+    _factors: tuple[tuple[np.ndarray, np.ndarray], ...] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        kept = []
+        for a, b in self.components:
+            a = np.atleast_1d(np.asarray(a, dtype=float))
+            b = np.atleast_1d(np.asarray(b, dtype=float))
+            if np.any(~(a > 0)) or np.any(~(b >= 0)) or a.shape != b.shape:
+                raise ValueError(f"invalid Beta factors a={a}, b={b}")
+            proper = b > 0
+            kept.append((a[proper], b[proper]))
+        if not kept:
+            raise ValueError("a BetaProduct needs at least one component")
+        object.__setattr__(self, "_factors", tuple(kept))
+
+    @property
+    def factors(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Each component's proper factors (point masses at 1 removed)."""
+        return self._factors
+
+    def moments(self) -> tuple[float, float]:
+        """Exact mean and standard deviation of ``P``."""
+        log_m1 = np.array([_log_moment(a, b, 1) for a, b in self._factors])
+        log_m2 = np.array([_log_moment(a, b, 2) for a, b in self._factors])
+        n = len(self._factors)
+        log_mean = special.logsumexp(log_m1) - np.log(n) - self.log_scale
+        log_second = special.logsumexp(log_m2) - np.log(n) - 2 * self.log_scale
+        # var = E[P^2] - E[P]^2, computed relative to E[P^2] to keep precision.
+        ratio = np.exp(2 * log_mean - log_second)
+        sd = np.exp(0.5 * log_second) * np.sqrt(max(0.0, -np.expm1(np.log(min(ratio, 1.0)))))
+        return float(np.exp(log_mean)), float(sd)
+
+    def draws(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        """``size`` draws of ``log P`` (each draw picks a component uniformly)."""
+        which = rng.integers(len(self._factors), size=size)
+        out = np.full(size, -self.log_scale)
+        for c, (a, b) in enumerate(self._factors):
+            chosen = which == c
+            if a.size and chosen.any():
+                out[chosen] += log_beta_draws(a, b, (int(chosen.sum()),), rng).sum(axis=-1)
+        return out
+
+
+@dataclass(frozen=True)
+class ProductSummary:
+    """Deterministic summaries of ``X = -log P`` for one ``BetaProduct``.
+
+    Attributes
+    ----------
+    x_quantiles : ndarray
+        ``X`` quantiles at the requested probabilities (``P`` quantile at ``1 - q``
+        is ``exp(-x_quantiles)``).
+    x_cdf : ndarray
+        ``P(X <= x)`` at the requested points, i.e. ``P(P >= exp(-x))``.
+    error : float
+        Bound (grid) or validated size (saddlepoint) of the error in ``X``; 0 if exact.
+    engine : str
+        ``"point"``, ``"beta"``, ``"saddlepoint"`` or ``"grid"``.
+    """
+
+    x_quantiles: np.ndarray
+    x_cdf: np.ndarray
+    error: float
+    engine: str
+
+
+def summarise_products(
+    products: list[BetaProduct], probs: np.ndarray, x_points: np.ndarray | None = None
+) -> list[ProductSummary]:
+    """Quantiles of ``X = -log P`` at ``probs`` and CDF values at ``x_points``, per product.
+
+    Products are routed to the cheapest engine that meets ``QUANTILE_TOLERANCE``;
+    regular multi-factor products are solved together, vectorised.
+    """
+    probs = np.asarray(probs, dtype=float)
+    x_points = np.zeros(0) if x_points is None else np.asarray(x_points, dtype=float)
+    out: list[ProductSummary | None] = [None] * len(products)
+    regular = []
+    for i, product in enumerate(products):
+        factors = product.factors
+        shift = product.log_scale
+        if len(factors) == 1 and factors[0][0].size == 0:
+            out[i] = _point_mass(shift, probs, x_points)
+        elif len(factors) == 1 and factors[0][0].size == 1:
+            a, b = factors[0][0][0], factors[0][1][0]
+            out[i] = ProductSummary(
+                shift + _x_ppf(a, b, probs), _x_cdf(a, b, x_points - shift), 0.0, "beta"
+            )
+        elif len(factors) == 1 and min(factors[0][0].min(), factors[0][1].min()) >= (
+            SADDLEPOINT_MIN_SHAPE
+        ):
+            regular.append(i)
+        else:
+            out[i] = _grid_summary(factors, shift, probs, x_points)
+    if regular:
+        a = [products[i].factors[0][0] for i in regular]
+        b = [products[i].factors[0][1] for i in regular]
+        shift = np.array([products[i].log_scale for i in regular])
+        xq = _saddlepoint_quantiles(a, b, probs) + shift[:, None]
+        xc = _saddlepoint_cdf(a, b, x_points[None, :] - shift[:, None])
+        for j, i in enumerate(regular):
+            out[i] = ProductSummary(xq[j], xc[j], QUANTILE_TOLERANCE, "saddlepoint")
+    return out
+
+
+def clopper_pearson_upper(successes, trials, level):
+    """One-sided Clopper-Pearson upper bound at ``level`` (1 when all trials succeed)."""
+    k = np.asarray(successes, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    with np.errstate(invalid="ignore"):
+        bound = stats.beta.ppf(level, k + 1, np.maximum(n - k, 1e-300))
+    return np.where(k >= n, 1.0, bound)
+
+
+def log_beta_draws(a, b, size: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Draws of ``log p`` for ``p ~ Beta(a, b)``, precise for tiny ``a`` or ``b``.
+
+    Uses ``log G_a = log G_(a+1) + log(U) / a`` for gamma variates, so shapes such as
+    1/50 do not underflow to ``log 0``. ``size`` is prepended to ``a``'s shape.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    shape = tuple(size) + np.broadcast_shapes(a.shape, b.shape)
+    log_ga = _log_gamma_draws(a, shape, rng)
+    log_gb = _log_gamma_draws(b, shape, rng)
+    return log_ga - np.logaddexp(log_ga, log_gb)
+
+
+def _log_gamma_draws(shape_param, shape, rng):
+    k = np.broadcast_to(shape_param, shape)
+    return np.log(rng.standard_gamma(k + 1.0)) + np.log(rng.uniform(size=shape)) / k
+
+
+def _log_moment(a, b, order):
+    """``log E[prod p^order]`` for independent ``Beta(a, b)`` factors."""
+    return float(
+        np.sum(
+            special.gammaln(a + order)
+            - special.gammaln(a)
+            + special.gammaln(a + b)
+            - special.gammaln(a + b + order)
+        )
+    )
+
+
+def _point_mass(x, probs, x_points):
+    return ProductSummary(np.full(probs.shape, x), (x_points >= x).astype(float), 0.0, "point")
+
+
+# ---------------------------------------------------------------------------
+# one factor: X = -log p, p ~ Beta(a, b)
+# ---------------------------------------------------------------------------
+
+
+def _x_cdf(a, b, x):
+    """``P(-log p <= x)``, precise in both tails."""
+    x = np.asarray(x, dtype=float)
+    y = -np.expm1(-np.maximum(x, 0.0))  # 1 - exp(-x), the event 1 - p <= y
+    lower = special.betainc(b, a, y)
+    upper = special.betainc(a, b, np.exp(-np.maximum(x, 0.0)))  # P(X > x)
+    return np.where(x <= 0, 0.0, np.where(lower < 0.5, lower, 1.0 - upper))
+
+
+def _x_ppf(a, b, q):
+    """Quantile of ``-log p`` at probability ``q``, precise in both tails."""
+    q = np.asarray(q, dtype=float)
+    one_minus_p = special.betaincinv(b, a, q)  # 1 - p at the q-quantile of X
+    p = special.betaincinv(a, b, 1.0 - q)
+    return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
+
+
+# ---------------------------------------------------------------------------
+# grid: exact bin masses, one convolution, bracketed quantiles
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StepCdf:
+    """CDF of the left-edge grid sum ``S_left``; the true sum lies in ``[S_left, S_left + width)``."""
+
+    start: float
+    step: float
+    cum: np.ndarray
+    width: float
+
+    def upper(self, x):
+        """Upper bound of the true CDF at ``x`` (the CDF of ``S_left``)."""
+        j = np.floor((np.asarray(x) - self.start) / self.step + 1e-9).astype(np.int64)
+        inside = np.clip(j, 0, self.cum.size - 1)
+        return np.where(j < 0, 0.0, self.cum[inside])
+
+    def lower(self, x):
+        """Lower bound of the true CDF at ``x``."""
+        return self.upper(np.asarray(x) - self.width)
+
+
+def _grid_cdf(a, b, x_cap=np.inf) -> _StepCdf:
+    m = a.size
+    lo = _x_ppf(a, b, GRID_TAIL_MASS)
+    hi = _x_ppf(a, b, 1.0 - GRID_TAIL_MASS)
+    # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
+    hi = np.minimum(hi, x_cap - (lo.sum() - lo))
+    hi = np.maximum(hi, lo)
+    step = max(2 * QUANTILE_TOLERANCE / m, (hi - lo).sum() / GRID_MAX_POINTS)
+    total = None
+    for aj, bj, lj, hj in zip(a, b, lo, hi, strict=True):
+        n_bins = max(1, int(np.ceil((hj - lj) / step)))
+        cdf = _x_cdf(aj, bj, lj + step * np.arange(n_bins + 1))
+        mass = np.diff(cdf)
+        mass[0] += cdf[0]  # the lower tail goes to the first bin's left edge
+        mass = np.maximum(mass, 0.0)
+        total = mass if total is None else signal.fftconvolve(total, mass)
+    cum = np.clip(np.maximum.accumulate(np.cumsum(np.maximum(total, 0.0))), 0.0, 1.0)
+    return _StepCdf(float(lo.sum()), step, cum, m * step)
+
+
+def _grid_summary(factors, shift, probs, x_points):
+    cdfs = [_grid_cdf(a, b) if a.size else None for a, b in factors]
+    xq, err = _mixture_quantiles(cdfs, probs)
+    fine_step = 2 * QUANTILE_TOLERANCE / max(a.size for a, _ in factors)
+    if any(c is not None and c.step > fine_step * (1 + 1e-9) for c in cdfs):
+        # The first pass had to coarsen; refine up to the largest point we need.
+        x_cap = max(np.max(xq + err), np.max(x_points - shift, initial=0.0)) + 1.0
+        cdfs = [_grid_cdf(a, b, x_cap) if a.size else None for a, b in factors]
+        xq, err = _mixture_quantiles(cdfs, probs)
+    lower, upper = _mixture_cdf_bounds(cdfs, x_points - shift)
+    return ProductSummary(shift + xq, 0.5 * (lower + upper), float(np.max(err)), "grid")
+
+
+def _mixture_cdf_bounds(cdfs, x):
+    x = np.asarray(x, dtype=float)
+    lower = np.zeros(x.shape)
+    upper = np.zeros(x.shape)
+    for c in cdfs:
+        if c is None:  # a component that is a point mass at P = 1 (X = 0)
+            lower += x >= 0
+            upper += x >= 0
+        else:
+            lower += c.lower(x)
+            upper += c.upper(x)
+    return lower / len(cdfs), upper / len(cdfs)
+
+
+def _mixture_quantiles(cdfs, probs):
+    """Bracket each quantile by bisection on the CDF bounds; return midpoint and half-width."""
+    ends = [c.start + c.step * c.cum.size + c.width for c in cdfs if c is not None]
+    top = max(ends, default=1.0)
+    brackets = []
+    for bound in (1, 0):  # the upper CDF bound gives the lower end of the bracket
+        lo = np.full(probs.shape, -1.0)
+        hi = np.full(probs.shape, top)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            value = _mixture_cdf_bounds(cdfs, mid)[bound]
+            reached = value >= probs
+            hi = np.where(reached, mid, hi)
+            lo = np.where(reached, lo, mid)
+            if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE):
+                break
+        brackets.append(hi)
+    low_end, high_end = brackets
+    return 0.5 * (low_end + high_end), 0.5 * (high_end - low_end)
+
+
+# ---------------------------------------------------------------------------
+# saddlepoint: second-order Lugannani-Rice for sums of -log Beta, vectorised
+# ---------------------------------------------------------------------------
+
+
+def _pad(a_list, b_list):
+    width = max(len(a) for a in a_list)
+    # Padding factors have b = 0, so every term of the CGF is 0 for them; their
+    # a is the row's largest so that min(a) is still the real factors' minimum.
+    a = np.repeat([[ai.max()] for ai in a_list], width, axis=1)
+    b = np.zeros((len(a_list), width))
+    for i, (ai, bi) in enumerate(zip(a_list, b_list, strict=True)):
+        a[i, : ai.size] = ai
+        b[i, : bi.size] = bi
+    return a, b
+
+
+def _cgf(a, b, s):
+    """Cumulant generating function of ``sum -log p`` and its first four derivatives."""
+    s = s[:, None]
+    k0 = special.gammaln(a - s) - special.gammaln(a) + special.gammaln(a + b) - special.gammaln(
+        a + b - s
+    )
+    k1 = special.digamma(a + b - s) - special.digamma(a - s)
+    k2 = special.polygamma(1, a - s) - special.polygamma(1, a + b - s)
+    k3 = special.polygamma(2, a + b - s) - special.polygamma(2, a - s)
+    k4 = special.polygamma(3, a - s) - special.polygamma(3, a + b - s)
+    return [k.sum(axis=1) for k in (k0, k1, k2, k3, k4)]
+
+
+def _lugannani_rice(a, b, s):
+    """``(x, P(X <= x))`` at saddlepoints ``s``; ``x = K'(s)``."""
+    x = _cgf(a, b, s)[1]
+    # Near s = 0 the terms cancel catastrophically (0/0 in the limit): within
+    # |u| < 0.02 interpolate linearly in s between the two edges of that window.
+    edge = 0.02 / np.sqrt(_cgf(a, b, np.zeros_like(s))[2])
+    near = np.abs(s) < edge
+    cdf = _lugannani_rice_cdf(a, b, np.where(near, edge, s))
+    if np.any(near):
+        left = _lugannani_rice_cdf(a, b, -edge)
+        weight = (s + edge) / (2 * edge)
+        cdf = np.where(near, left + weight * (cdf - left), cdf)
+    return x, cdf
+
+
+def _lugannani_rice_cdf(a, b, s):
+    k0, k1, k2, k3, k4 = _cgf(a, b, s)
+    w = np.sign(s) * np.sqrt(np.maximum(2 * (s * k1 - k0), 0.0))
+    u = s * np.sqrt(k2)
+    l3 = k3 / k2**1.5
+    l4 = k4 / k2**2
+    tail = stats.norm.sf(w) + stats.norm.pdf(w) * (
+        1 / u - 1 / w + (l4 / 8 - 5 * l3**2 / 24) / u - l3 / (2 * u**2) - 1 / u**3 + 1 / w**3
+    )
+    return np.clip(1.0 - tail, 0.0, 1.0)
+
+
+def _bisect_saddlepoint(a, b, target, value_of):
+    """Find s with ``value_of(s) == target`` (increasing in s), s in (-inf, min a)."""
+    a_min = a.min(axis=1)
+    # s = a_min - exp(t): t from +30 (s ~ -1e13) down to -30 (s next to a_min).
+    lo = np.full(target.shape, -30.0)
+    hi = np.full(target.shape, 30.0)
+    for _ in range(100):
+        t = 0.5 * (lo + hi)
+        larger = value_of(a_min - np.exp(t)) > target  # too far right: move s left
+        lo = np.where(larger, t, lo)
+        hi = np.where(larger, hi, t)
+    return a_min - np.exp(0.5 * (lo + hi))
+
+
+def _saddlepoint_quantiles(a_list, b_list, probs):
+    a, b = _pad(a_list, b_list)
+    out = np.empty((a.shape[0], probs.size))
+    for j, q in enumerate(probs):
+        target = np.full(a.shape[0], q)
+        s = _bisect_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s)[1])
+        out[:, j] = _lugannani_rice(a, b, s)[0]
+    return out
+
+
+def _saddlepoint_cdf(a_list, b_list, x):
+    a, b = _pad(a_list, b_list)
+    out = np.empty(x.shape)
+    for j in range(x.shape[1]):
+        positive = x[:, j] > 0
+        s = _bisect_saddlepoint(a, b, np.where(positive, x[:, j], 1.0), lambda s: _cgf(a, b, s)[1])
+        out[:, j] = np.where(positive, _lugannani_rice(a, b, s)[1], 0.0)
+    return out

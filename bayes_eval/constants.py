@@ -1,0 +1,49 @@
+"""Numbers and names that the whole package shares, kept in one place."""
+
+# Dimension names of every labelled array and of the InferenceData groups.
+AGENT = "agent"
+TASK = "task"
+MILESTONE = "milestone"
+STEP = "step"
+RUN = "run"
+
+DEFAULT_AGENT = "agent"
+DEFAULT_RUN = "1"
+
+# Evidence methods (the `method` column).
+END_TO_END = "end_to_end"
+MILESTONE_METHOD = "milestone"
+EXPERT_COMPLETION = "expert_completion"
+BEST_OF_N = "expert_best_of_n"
+GOLDEN = "golden_solution"
+METHODS = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
+GRADINGS = ("final", "ordered")
+
+# Credible level used when neither the spec nor the user gives one.
+DEFAULT_LEVEL = 0.975
+
+# Exact quantiles: largest allowed error in log P (so relative error in P).
+QUANTILE_TOLERANCE = 4e-4
+# Tail mass of each Beta factor that the grid may lump at the edge of its support.
+GRID_TAIL_MASS = 1e-13
+# Most grid points one product may use; past it the grid step grows and the
+# achieved tolerance (always reported) loosens.
+GRID_MAX_POINTS = 2**21
+# Shape parameters at or above which the second-order saddlepoint is used for
+# products of two or more factors (validated against the grid in the tests).
+SADDLEPOINT_MIN_SHAPE = 10.0
+
+# Draws kept from exact posteriors, for plots and predictive checks.
+DEFAULT_EXACT_DRAWS = 4000
+DEFAULT_SEED = 20240901
+
+# Diagnostics thresholds (DESIGN section 5).
+RHAT_MAX = 1.01
+ESS_MIN = 400
+EBFMI_MIN = 0.3
+
+# Columns of the summary table: a contract (DESIGN section 5).
+SUMMARY_COLUMNS = (
+    "agent", "task", "method", "mean", "median", "sd", "lower", "upper", "level",
+    "log10_upper", "prob_above", "cp_upper", "upper_mcse", "diagnostics_ok", "provenance",
+)

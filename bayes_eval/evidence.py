@@ -1,0 +1,477 @@
+"""Evidence: read, validate and hold a tidy table of evaluation results (DESIGN section 3).
+
+One row per observation: counts (``successes``/``trials``) or one row per trial
+(``success``, aggregated on load). Every rule is checked on load; the first broken
+one raises ``InputError`` naming the file, the row (1-based, as a spreadsheet shows
+it, header = row 1), the column and the rule.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import io
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import (
+    AGENT,
+    BEST_OF_N,
+    DEFAULT_AGENT,
+    DEFAULT_RUN,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    GOLDEN,
+    GRADINGS,
+    METHODS,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
+from bayes_eval.errors import InputError
+
+__all__ = ["Evidence", "load_evidence"]
+
+COLUMNS = (
+    "task", "agent", "method", "step", "run", "milestone", "successes", "trials",
+    "success", "chosen_index", "logprob", "grading",
+)
+COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
+# Which optional columns each method may (or must) fill.
+NEEDS_STEP = (MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
+TAKES_RUN = (EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
+TAKES_MILESTONE = (BEST_OF_N, GOLDEN)
+# The normalised table: one row per observation after aggregating per-trial rows.
+TABLE_COLUMNS = (
+    "agent", "task", "method", "milestone", "run", "step", "successes", "trials",
+    "chosen_index", "logprob", "grading", "row", "n_rows",
+)
+KEY = ("agent", "task", "method", "milestone", "run", "step")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A validated evidence table.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per observation with ``TABLE_COLUMNS``; ``row`` is the first source
+        row (spreadsheet numbering) and ``n_rows`` how many source rows it aggregates.
+        Absent integers are -1, absent strings empty, an absent ``logprob`` NaN.
+    source : str
+        Where the table came from (a path or ``"DataFrame"``).
+    """
+
+    table: pd.DataFrame
+    source: str
+
+    @cached_property
+    def hash(self) -> str:
+        """SHA-256 of the normalised observations (not of the file's bytes)."""
+        canonical = self.table.drop(columns=["row", "n_rows"]).sort_values(list(KEY))
+        return hashlib.sha256(canonical.to_csv(index=False).encode()).hexdigest()
+
+    def methods(self) -> set[str]:
+        """The evidence methods present."""
+        return set(self.table["method"])
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (agent, task) with any evidence, in first-seen order."""
+        return list(dict.fromkeys(zip(self.table["agent"], self.table["task"], strict=True)))
+
+    def rows(self, method: str) -> pd.DataFrame:
+        """The normalised rows of one method."""
+        return self.table[self.table["method"] == method]
+
+    def counts(self, method: str):
+        """Successes and trials of a counted method as an ``xarray.Dataset``.
+
+        Dims: ``(agent, task)`` for end-to-end, ``(agent, task, milestone)`` for
+        milestones, ``(agent, task, run, step)`` for expert completion. Cells without
+        evidence hold 0 successes of 0 trials (no information).
+        """
+        import xarray as xr
+
+        dims = {
+            END_TO_END: (AGENT, TASK),
+            MILESTONE_METHOD: (AGENT, TASK, MILESTONE),
+            EXPERT_COMPLETION: (AGENT, TASK, RUN, STEP),
+        }[method]
+        rows = self.rows(method)
+        columns = {AGENT: "agent", TASK: "task", MILESTONE: "step", RUN: "run", STEP: "step"}
+        index = pd.MultiIndex.from_frame(rows[[columns[d] for d in dims]], names=list(dims))
+        frame = pd.DataFrame(
+            {"successes": rows["successes"].to_numpy(), "trials": rows["trials"].to_numpy()},
+            index=index,
+        )
+        data = xr.Dataset.from_dataframe(frame).fillna(0).astype(np.int64)
+        return data
+
+    def describe(self) -> str:
+        """One line: how many rows of which method for how many agents and tasks."""
+        counts = self.table.groupby("method")["n_rows"].sum()
+        parts = ", ".join(f"{n} {m}" for m, n in counts.items())
+        n_agents = self.table["agent"].nunique()
+        n_tasks = self.table["task"].nunique()
+        return f"{self.source}: {parts} rows; {n_agents} agent(s), {n_tasks} task(s)"
+
+
+def load_evidence(source, *, name: str | None = None) -> Evidence:
+    """Read and validate evidence from a CSV or Parquet path, or a DataFrame.
+
+    Parameters
+    ----------
+    source : str, pathlib.Path or pandas.DataFrame
+        The tidy table of DESIGN section 3.
+    name : str, optional
+        How to name the source in messages (defaults to the path or ``"DataFrame"``).
+
+    Returns
+    -------
+    Evidence
+
+    Raises
+    ------
+    InputError
+        On the first broken rule, naming file, row, column and rule.
+    """
+    if isinstance(source, Evidence):
+        return source
+    if isinstance(source, pd.DataFrame):
+        label = name or "DataFrame"
+        _check_header(label, [str(c) for c in source.columns])
+        return _validate(source, label, from_file=False)
+    label = name or str(source)
+    path = Path(source)
+    frame = _read_table(path, label)
+    return _validate(frame, label, from_file=path.suffix.lower() not in (".parquet", ".pq"))
+
+
+# ---------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------
+
+
+def _read_table(path: Path, label: str) -> pd.DataFrame:
+    if not path.exists():
+        raise InputError(f"{label}: no such file")
+    if path.is_dir():
+        raise InputError(f"{label}: is a folder, not a table")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises many types for a non-Parquet file
+            raise InputError(f"{label}: not a readable Parquet table ({_first_line(exc)})") from exc
+        _check_header(label, [str(c) for c in frame.columns])
+        return frame
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not a text table (not UTF-8: byte {exc.start})") from exc
+    if "\x00" in text:
+        raise InputError(f"{label}: not a text table (binary content)")
+    reader = csv.reader(io.StringIO(text))
+    header = None
+    body = []
+    try:
+        for cells in reader:
+            if not any(cell.strip() for cell in cells):
+                continue
+            if header is None:
+                header = [c.strip() for c in cells]
+                _check_header(label, header)
+            elif len(cells) != len(header):
+                raise InputError(
+                    f"{label}: row {reader.line_num}: has {len(cells)} fields, "
+                    f"the header has {len(header)}"
+                )
+            else:
+                body.append((reader.line_num, cells))
+    except csv.Error as exc:
+        raise InputError(f"{label}: row {reader.line_num}: not valid CSV ({exc})") from exc
+    if header is None:
+        raise InputError(f"{label}: empty file, no header and no rows")
+    frame = pd.DataFrame([cells for _, cells in body], columns=header, dtype=object)
+    frame.index = [n for n, _ in body]
+    return frame
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _check_header(label: str, header: list[str]) -> None:
+    seen = set()
+    for column in header:
+        if column in seen:
+            raise InputError(f"{label}: row 1, column {column}: column appears twice")
+        seen.add(column)
+        if column not in COLUMNS:
+            close = difflib.get_close_matches(column, COLUMNS, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise InputError(
+                f"{label}: row 1, column {column}: unknown column{hint}; "
+                f"known columns: {', '.join(COLUMNS)}"
+            )
+    for required in ("task", "method"):
+        if required not in seen:
+            raise InputError(f"{label}: row 1: required column '{required}' is missing")
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+
+
+class _Row:
+    """One source row with typed accessors that raise located errors."""
+
+    def __init__(self, label: str, where: str, values: dict):
+        self.label = label
+        self.where = where
+        self.values = values
+
+    def fail(self, column: str | None, rule: str):
+        place = f"{self.where}, column {column}" if column else self.where
+        raise InputError(f"{self.label}: {place}: {rule}")
+
+    def raw(self, column: str):
+        value = self.values.get(column)
+        if value is None:
+            return None
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        if value is pd.NA or value is pd.NaT:
+            return None
+        if isinstance(value, str):
+            value = value.strip()
+            return value or None
+        return value
+
+    def text(self, column: str) -> str | None:
+        value = self.raw(column)
+        if value is None:
+            return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return str(value)
+
+    def integer(self, column: str, minimum: int) -> int | None:
+        value = self.raw(column)
+        if value is None:
+            return None
+        number = _as_number(value)
+        if number is None or not math.isfinite(number):
+            self.fail(column, f"'{value}' is not a whole number")
+        if not float(number).is_integer():
+            self.fail(column, f"{value} is not a whole number")
+        if number < minimum:
+            self.fail(column, f"{column} ({value}) must be at least {minimum}")
+        return int(number)
+
+    def real(self, column: str) -> float | None:
+        value = self.raw(column)
+        if value is None:
+            return None
+        number = _as_number(value)
+        if number is None:
+            self.fail(column, f"'{value}' is not a number")
+        if not math.isfinite(number):
+            self.fail(column, f"{value} is not a finite number")
+        return float(number)
+
+    def boolean(self, column: str) -> int | None:
+        value = self.raw(column)
+        if value is None:
+            return None
+        if isinstance(value, bool | np.bool_):
+            return int(value)
+        text = str(value).strip().lower()
+        if text in ("1", "1.0", "true"):
+            return 1
+        if text in ("0", "0.0", "false"):
+            return 0
+        self.fail(column, f"'{value}' is not 0/1 or true/false")
+        return None
+
+    def absent(self, column: str, method: str) -> None:
+        if self.raw(column) is not None:
+            self.fail(column, f"does not apply to method {method} (leave it empty)")
+
+
+def _as_number(value) -> float | None:
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, int | float | np.integer | np.floating):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def _validate(frame: pd.DataFrame, label: str, *, from_file: bool) -> Evidence:
+    """Check every row; ``from_file`` rows are indexed by their CSV line number."""
+    if frame.shape[0] == 0:
+        raise InputError(f"{label}: the table has no rows")
+    if not from_file:  # a DataFrame or Parquet table: spreadsheet row = position + 2
+        frame = frame.set_axis(range(2, frame.shape[0] + 2))
+    records = frame.to_dict("records")
+    parsed = []
+    for index, values in zip(frame.index, records, strict=True):
+        parsed.append(_parse_row(_Row(label, f"row {index}", values), index))
+    table = _aggregate(parsed, label)
+    _check_steps(table, label)
+    return Evidence(table=table, source=label)
+
+
+def _parse_row(row: _Row, number: int) -> dict:
+    task = row.text("task")
+    if task is None:
+        row.fail("task", "task is empty")
+    method = row.text("method")
+    if method is None:
+        row.fail("method", "method is empty")
+    if method not in METHODS:
+        close = difflib.get_close_matches(method, METHODS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        row.fail("method", f"unknown method '{method}'{hint}; known: {', '.join(METHODS)}")
+    out = {
+        "agent": row.text("agent") or DEFAULT_AGENT,
+        "task": task,
+        "method": method,
+        "milestone": -1,
+        "run": "",
+        "step": -1,
+        "successes": -1,
+        "trials": -1,
+        "chosen_index": -1,
+        "logprob": np.nan,
+        "grading": "",
+        "row": int(number),
+        "per_trial": False,
+    }
+    if method in NEEDS_STEP:
+        step = row.integer("step", 1)
+        if step is None:
+            row.fail("step", f"method {method} needs a step (1-based)")
+        out["step"] = step
+    else:
+        row.absent("step", method)
+    if method in TAKES_MILESTONE:
+        milestone = row.integer("milestone", 1)
+        out["milestone"] = -1 if milestone is None else milestone
+    else:
+        row.absent("milestone", method)
+    if method in TAKES_RUN:
+        out["run"] = row.text("run") or DEFAULT_RUN
+    if method in COUNTED:
+        _parse_counts(row, method, out)
+    else:
+        for column in ("success", "successes", "trials"):
+            row.absent(column, method)
+    if method == BEST_OF_N:
+        index = row.integer("chosen_index", 1)
+        if index is None:
+            row.fail("chosen_index", f"method {method} needs chosen_index (1-based)")
+        out["chosen_index"] = index
+    else:
+        row.absent("chosen_index", method)
+    if method == GOLDEN:
+        logprob = row.real("logprob")
+        if logprob is None:
+            row.fail("logprob", f"method {method} needs logprob (natural log, <= 0)")
+        if logprob > 0:
+            row.fail("logprob", f"logprob ({logprob:g}) must be <= 0")
+        out["logprob"] = logprob
+    else:
+        row.absent("logprob", method)
+    if method == END_TO_END:
+        grading = row.text("grading") or "final"
+        if grading not in GRADINGS:
+            row.fail("grading", f"'{grading}' is not one of {', '.join(GRADINGS)}")
+        out["grading"] = grading
+    else:
+        row.absent("grading", method)
+    return out
+
+
+def _parse_counts(row: _Row, method: str, out: dict) -> None:
+    success = row.boolean("success")
+    has_counts = row.raw("successes") is not None or row.raw("trials") is not None
+    if success is not None and has_counts:
+        row.fail("success", "gives both success and successes/trials; use one form per row")
+    if success is not None:
+        out.update(successes=success, trials=1, per_trial=True)
+        if method in (END_TO_END, MILESTONE_METHOD):
+            out["run"] = ""  # a per-trial row's run names the trial; trials are pooled
+        return
+    if method in (END_TO_END, MILESTONE_METHOD):
+        row.absent("run", method)
+    successes = row.integer("successes", 0)
+    trials = row.integer("trials", 1)
+    if successes is None:
+        row.fail("successes", f"method {method} needs successes and trials (or success)")
+    if trials is None:
+        row.fail("trials", f"method {method} needs successes and trials (or success)")
+    if successes > trials:
+        row.fail("successes", f"successes ({successes}) exceeds trials ({trials})")
+    out.update(successes=successes, trials=trials)
+
+
+def _aggregate(parsed: list[dict], label: str) -> pd.DataFrame:
+    groups: dict[tuple, dict] = {}
+    for record in parsed:
+        key = tuple(record[k] for k in KEY)
+        first = groups.get(key)
+        if first is None:
+            groups[key] = dict(record, n_rows=1)
+            continue
+        if not (record["per_trial"] and first["per_trial"]):
+            raise InputError(
+                f"{label}: row {record['row']}: duplicates row {first['row']} "
+                "(same agent, task, method, milestone, run and step)"
+            )
+        if record["grading"] != first["grading"]:
+            raise InputError(
+                f"{label}: row {record['row']}, column grading: '{record['grading']}' differs "
+                f"from row {first['row']} ('{first['grading']}') for the same task"
+            )
+        first["successes"] += record["successes"]
+        first["trials"] += 1
+        first["n_rows"] += 1
+    table = pd.DataFrame(list(groups.values()))
+    return table[list(TABLE_COLUMNS)].reset_index(drop=True)
+
+
+def _check_steps(table: pd.DataFrame, label: str) -> None:
+    stepped = table[table["step"] >= 1]
+    for (agent, task, method, milestone, run), group in stepped.groupby(
+        ["agent", "task", "method", "milestone", "run"], sort=False
+    ):
+        steps = sorted(group["step"])
+        expected = list(range(1, len(steps) + 1))
+        if steps == expected:
+            continue
+        missing = sorted(set(range(1, max(steps) + 1)) - set(steps))
+        row = int(group.loc[group["step"] == max(steps), "row"].iloc[0])
+        where = f"agent '{agent}', task '{task}', {method}"
+        if run:
+            where += f", run '{run}'"
+        if milestone >= 1:
+            where += f", milestone {milestone}"
+        raise InputError(
+            f"{label}: row {row}, column step: steps of {where} skip {missing[0]} "
+            f"(have {', '.join(map(str, steps))})"
+        )

@@ -1,0 +1,287 @@
+"""Fit a spec to evidence: which rows each model uses, and the exact posteriors it implies.
+
+Every exact model reduces each (agent, task) to an ``Estimate``: a ``BetaProduct``
+posterior (equal mixture over runs of products of Beta factors), a point value
+(expert best-of-N, golden solution), or no estimate with the reason. The
+``Posterior`` built from them computes summaries deterministically and draws
+samples only when they are asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import (
+    BEST_OF_N,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    GOLDEN,
+    MILESTONE_METHOD,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.evidence import Evidence, load_evidence
+from bayes_eval.expert import best_of_n_runs, golden_runs
+from bayes_eval.specs import Prior, check_level, load_spec
+
+__all__ = ["Estimate", "fit"]
+
+# Which evidence methods each kind of model reads.
+USES = {
+    "end_to_end": (END_TO_END,),
+    "milestone": (MILESTONE_METHOD,),
+    "expert_completion": (EXPERT_COMPLETION,),
+    "phuong_chain": (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
+}
+
+
+@dataclass
+class Estimate:
+    """What a model says about one (agent, task).
+
+    Attributes
+    ----------
+    method : str
+        The evidence the estimate rests on (the rung, for the chain).
+    alpha, beta : list of lists of float
+        Beta parameters per component (run) and factor; empty for point values.
+    factors : list of int
+        The milestone or step number of each factor (per component, in order).
+    point_log : float
+        ``log`` of a point value (best-of-N or golden); NaN for a posterior.
+    cp : tuple of int or None
+        (successes, trials) when the estimate is end-to-end, for Clopper-Pearson.
+    provenance : str
+        Model, prior and, for the chain, which rung produced each factor.
+    reason : str
+        Why there is no estimate (empty when there is one).
+    used : pandas.Index
+        The evidence rows (normalised table index) the estimate rests on.
+    """
+
+    agent: str
+    task: str
+    method: str
+    alpha: list = field(default_factory=list)
+    beta: list = field(default_factory=list)
+    factors: list = field(default_factory=list)
+    point_log: float = math.nan
+    cp: tuple[int, int] | None = None
+    provenance: str = ""
+    reason: str = ""
+    used: pd.Index = field(default_factory=lambda: pd.Index([]))
+
+
+def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
+    """Fit a model to evidence.
+
+    Parameters
+    ----------
+    evidence : path, DataFrame or Evidence
+        The tidy evidence table.
+    model : str, path or Spec
+        A shipped spec name (``"phuong2024"``), a spec path, or a ``Spec``.
+    level : float, optional
+        One-sided credible level; defaults to the spec's.
+    seed : int, optional
+        Seed of the posterior draws; defaults to the spec's.
+    notes : list, optional
+        Receives one line per group of evidence rows the model left out, and why.
+
+    Returns
+    -------
+    bayes_eval.posterior.Posterior
+
+    Raises
+    ------
+    InputError
+        Bad evidence, spec or level, or a task with no evidence the model can use.
+    """
+    from bayes_eval.posterior import Posterior
+
+    evidence = load_evidence(evidence)
+    spec = load_spec(model)
+    level = spec.level if level is None else check_level(level)
+    seed = spec.seed if seed is None else int(seed)
+    used = evidence.table["method"].isin(USES[spec.kind])
+    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
+    by_pair = dict(list(evidence.table[used].groupby(["agent", "task"], sort=False)))
+    missing = [pair for pair in evidence.pairs() if pair not in by_pair]
+    if missing:
+        agent, task = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise InputError(
+            f"{evidence.source}: task '{task}' (agent '{agent}') has no "
+            f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
+        )
+    build = {
+        "end_to_end": _end_to_end,
+        "milestone": _milestones,
+        "expert_completion": _expert_completion,
+        "phuong_chain": _chain,
+    }[spec.kind]
+    estimates = [build(agent, task, rows, spec) for (agent, task), rows in by_pair.items()]
+    taken = pd.Index([]).append([e.used for e in estimates])
+    _report_left_out(
+        evidence, used & ~evidence.table.index.isin(taken),
+        f"{spec.name} rests those tasks on other evidence (see provenance)", notes,
+    )
+    return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+def _report_left_out(evidence: Evidence, mask, why: str, notes) -> None:
+    if notes is None or not np.any(mask):
+        return
+    left = evidence.table[mask]
+    for method, rows in left.groupby("method", sort=False):
+        numbers = rows["row"].tolist()
+        shown = ", ".join(map(str, numbers[:6])) + (", ..." if len(numbers) > 6 else "")
+        count = int(rows["n_rows"].sum())
+        notes.append(f"left out {count} {method} row(s) (rows {shown}): {why}")
+
+
+# ---------------------------------------------------------------------------
+# one builder per kind
+# ---------------------------------------------------------------------------
+
+
+def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
+    return prior.alpha + successes, prior.beta + trials - successes
+
+
+def _end_to_end(agent, task, rows, spec, role="end_to_end") -> Estimate:
+    prior = spec.priors[role]
+    row = rows.iloc[0]
+    k, n = int(row["successes"]), int(row["trials"])
+    a, b = _posterior(prior, k, n)
+    return Estimate(
+        agent, task, END_TO_END, [[a]], [[b]], [0], cp=(k, n), used=rows.index,
+        provenance=f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']}"
+        " grading)",
+    )
+
+
+def _milestones(agent, task, rows, spec) -> Estimate:
+    prior = spec.priors["milestone"]
+    rows = rows.sort_values("step")
+    alpha, beta, parts = [], [], []
+    for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):
+        a, b = _posterior(prior, int(k), int(n))
+        if a == 0:
+            return Estimate(
+                agent, task, MILESTONE_METHOD,
+                provenance=f"{spec.name}; milestone prior {prior.label()}",
+                reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
+                f"{prior.label()} (phuong_chain falls back to expert evidence)",
+                used=rows.index,
+            )
+        alpha.append(a)
+        beta.append(b)
+        parts.append(f"m{step} {k}/{n}")
+    return Estimate(
+        agent, task, MILESTONE_METHOD, [alpha], [beta], rows["step"].tolist(), used=rows.index,
+        provenance=f"{spec.name}; milestone prior {prior.label()}; {', '.join(parts)}",
+    )
+
+
+def _expert_completion(agent, task, rows, spec) -> Estimate:
+    prior = spec.priors["step"]
+    alpha, beta, parts = [], [], []
+    for run, steps in rows.sort_values("step").groupby("run", sort=True):
+        ab = [_posterior(prior, int(k), int(n)) for k, n in zip(steps["successes"],
+                                                                steps["trials"], strict=True)]
+        alpha.append([a for a, _ in ab])
+        beta.append([b for _, b in ab])
+        parts.append(f"run {run}: {len(ab)} steps")
+    return Estimate(
+        agent, task, EXPERT_COMPLETION, alpha, beta, list(range(1, max(map(len, alpha)) + 1)),
+        used=rows.index,
+        provenance=f"{spec.name}; step prior {prior.label()}; equal mixture of "
+        f"{len(alpha)} run(s) ({'; '.join(parts)})",
+    )
+
+
+def _chain(agent, task, rows, spec) -> Estimate:
+    """Phuong et al.'s fallback chain for one task (DESIGN section 1.6)."""
+    by_method = {m: r for m, r in rows.groupby("method", sort=False)}
+    e2e = by_method.get(END_TO_END)
+    if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
+        return _tag(_end_to_end(agent, task, e2e, spec), "rung end_to_end")
+    if MILESTONE_METHOD in by_method:
+        return _chain_milestones(agent, task, by_method, spec)
+    if EXPERT_COMPLETION in by_method:
+        return _tag(_expert_completion(agent, task, by_method[EXPERT_COMPLETION], spec),
+                    "rung expert_completion")
+    for method in (BEST_OF_N, GOLDEN):
+        whole = by_method.get(method)
+        if whole is not None and (whole["milestone"] < 1).any():
+            whole = whole[whole["milestone"] < 1]
+            value, text = _expert_point(method, whole)
+            return Estimate(agent, task, method, point_log=value, used=whole.index,
+                            provenance=f"{spec.name}; rung {method} (whole task): {text}")
+    if e2e is not None:
+        return _tag(_end_to_end(agent, task, e2e, spec),
+                    "rung end_to_end (0 successes, no other usable evidence)")
+    return Estimate(agent, task, spec.kind, provenance=spec.name,
+                    reason="only milestone-level expert rows, and no milestone rows to place them")
+
+
+def _tag(estimate: Estimate, rung: str) -> Estimate:
+    estimate.provenance = estimate.provenance.replace(";", f"; {rung};", 1)
+    return estimate
+
+
+def _chain_milestones(agent, task, by_method, spec) -> Estimate:
+    prior = spec.priors["milestone"]
+    rows = by_method[MILESTONE_METHOD].sort_values("step")
+    alpha, beta, factors, parts = [], [], [], []
+    point_log, rungs, used = 0.0, set(), rows.index
+    for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):
+        a, b = _posterior(prior, int(k), int(n))
+        if a > 0:
+            alpha.append(a)
+            beta.append(b)
+            factors.append(int(step))
+            parts.append(f"m{step} milestone {k}/{n}")
+            continue
+        for method in (BEST_OF_N, GOLDEN):
+            expert = by_method.get(method)
+            if expert is not None and (expert["milestone"] == step).any():
+                expert = expert[expert["milestone"] == step]
+                value, text = _expert_point(method, expert)
+                used = used.append(expert.index)
+                point_log += value
+                rungs.add(method)
+                parts.append(f"m{step} {method} {text} (0/{n} unguided)")
+                break
+        else:
+            return Estimate(
+                agent, task, MILESTONE_METHOD, provenance=f"{spec.name}; rung milestone",
+                used=used, reason=f"milestone {step} has 0/{n} unguided successes and no expert best-of-N "
+                "or golden-solution run for it",
+            )
+    head = f"{spec.name}; milestone prior {prior.label()}; "
+    if not rungs:
+        return Estimate(agent, task, MILESTONE_METHOD, [alpha], [beta], factors, used=used,
+                        provenance=head + "rung milestone; " + ", ".join(parts))
+    # A point value in the product makes the whole estimate a point value.
+    method = GOLDEN if GOLDEN in rungs else BEST_OF_N
+    mean_log = sum(math.log(a / (a + b)) for a, b in zip(alpha, beta, strict=True))
+    kind = "lower bound x posterior means" if method == GOLDEN else "point value"
+    return Estimate(agent, task, method, point_log=point_log + mean_log, used=used,
+                    provenance=head + f"rung {method} ({kind}); " + ", ".join(parts))
+
+
+def _expert_point(method: str, rows: pd.DataFrame) -> tuple[float, str]:
+    """``log`` of a best-of-N estimate (mean of 2^-bits over runs) or golden bound (best run)."""
+    if method == BEST_OF_N:
+        runs = best_of_n_runs(rows)
+        value = float(np.log(np.mean(np.exp(runs["log_p"]))))
+        bits = ", ".join(f"{b:.2f}" for b in runs["bits"])
+        return value, f"2^-bits, bits per run [{bits}] (point value)"
+    runs = golden_runs(rows)
+    value = float(runs["log_p"].max())
+    return value, f"exp(sum logprob) = {math.exp(value):.3g} (lower bound, best of {len(runs)})"

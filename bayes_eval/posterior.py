@@ -1,0 +1,290 @@
+"""The result of a fit: an ArviZ ``InferenceData`` plus the spec and the evidence.
+
+Exact models keep their posteriors as parameters (the ``conjugate`` group: Beta
+shapes per agent, task, run and factor, and point values), from which the summary
+is computed deterministically at any level. Posterior draws (``p_task`` and the
+per-milestone or per-step rates) are generated from a seed the first time they
+are asked for, so summaries of thousands of tasks never pay for them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayes_eval.conjugate import BetaProduct, log_beta_draws
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.evidence import TABLE_COLUMNS, Evidence
+from bayes_eval.specs import spec_from_toml
+
+__all__ = ["Posterior", "load_posterior"]
+
+FACTOR = "factor"
+GROUPS = ("posterior", "observed_data", "conjugate", "evidence")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bayes_eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class Posterior:
+    """A fitted model.
+
+    Parameters
+    ----------
+    conjugate : xarray.Dataset
+        Per (agent, task): ``method``, ``provenance``, ``reason``, ``point_log``,
+        ``cp_successes``/``cp_trials`` and the Beta shapes ``alpha``/``beta`` over
+        ``(agent, task, run, factor)`` (NaN where absent).
+    spec : Spec
+    evidence : Evidence
+    level : float
+        Default one-sided credible level of ``summary``.
+    seed : int
+        Seed of the posterior draws.
+    """
+
+    def __init__(self, conjugate: xr.Dataset, spec, evidence: Evidence, level: float, seed: int):
+        self.conjugate = conjugate
+        self.spec = spec
+        self.evidence = evidence
+        self.level = level
+        self.seed = seed
+
+    @classmethod
+    def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
+        """Lay out a list of ``fit.Estimate`` as the ``conjugate`` dataset."""
+        agents = list(dict.fromkeys(e.agent for e in estimates))
+        tasks = list(dict.fromkeys(e.task for e in estimates))
+        n_runs = max((len(e.alpha) for e in estimates), default=1) or 1
+        n_factors = max((max(e.factors, default=0) for e in estimates), default=0) or 1
+        shape = (len(agents), len(tasks))
+        alpha = np.full(shape + (n_runs, n_factors), np.nan)
+        beta = np.full_like(alpha, np.nan)
+        text = {name: np.full(shape, "", dtype=object) for name in ("method", "provenance",
+                                                                    "reason")}
+        point_log = np.full(shape, np.nan)
+        cp = np.full(shape + (2,), -1, dtype=np.int64)
+        for e in estimates:
+            i, j = agents.index(e.agent), tasks.index(e.task)
+            for r, (a_run, b_run) in enumerate(zip(e.alpha, e.beta, strict=True)):
+                slots = [max(f, 1) - 1 for f in e.factors[: len(a_run)]]
+                alpha[i, j, r, slots] = a_run
+                beta[i, j, r, slots] = b_run
+            text["method"][i, j] = e.method
+            text["provenance"][i, j] = e.provenance
+            text["reason"][i, j] = e.reason
+            point_log[i, j] = e.point_log
+            if e.cp is not None:
+                cp[i, j] = e.cp
+        pair = (AGENT, TASK)
+        data = xr.Dataset(
+            {
+                "alpha": (pair + (RUN, FACTOR), alpha),
+                "beta": (pair + (RUN, FACTOR), beta),
+                "point_log": (pair, point_log),
+                "cp_successes": (pair, cp[..., 0]),
+                "cp_trials": (pair, cp[..., 1]),
+                **{name: (pair, values.astype(str)) for name, values in text.items()},
+            },
+            coords={AGENT: agents, TASK: tasks, RUN: np.arange(1, n_runs + 1),
+                    FACTOR: np.arange(1, n_factors + 1)},
+        )
+        return cls(data, spec, evidence, level, seed)
+
+    # ------------------------------------------------------------------ summaries
+
+    def cells(self) -> list[tuple[str, str, int, int]]:
+        """``(agent, task, i, j)`` of every pair with a result row, ``i, j`` its array position."""
+        method = self.conjugate["method"].values
+        agents = self.conjugate[AGENT].values.tolist()
+        tasks = self.conjugate[TASK].values.tolist()
+        return [(agents[i], tasks[j], int(i), int(j)) for i, j in zip(*np.nonzero(method != ""),
+                                                                       strict=True)]
+
+    def product_at(self, i: int, j: int) -> BetaProduct | None:
+        """The exact posterior of ``P`` at array position ``(i, j)``.
+
+        None for a point value or a pair without an estimate.
+        """
+        if self.conjugate["reason"].values[i, j] or not np.isnan(
+            self.conjugate["point_log"].values[i, j]
+        ):
+            return None
+        return _product(self.conjugate["alpha"].values[i, j], self.conjugate["beta"].values[i, j])
+
+    def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
+        """One row per (agent, task) with the columns of DESIGN section 5."""
+        from bayes_eval.summary import summarise
+
+        return summarise(self, self.level if level is None else level, threshold)
+
+    # ------------------------------------------------------------------ draws and groups
+
+    @cached_property
+    def posterior(self) -> xr.Dataset:
+        """Posterior draws: ``p_task`` and ``p_milestone`` / ``p_step`` where they apply."""
+        return _draws(self.conjugate, self.spec.draws, self.seed)
+
+    @cached_property
+    def observed_data(self) -> xr.Dataset:
+        """The counts the model saw, per evidence method, as labelled arrays."""
+        parts = {}
+        for method, name in ((END_TO_END, "task"), (MILESTONE_METHOD, "milestone"),
+                             (EXPERT_COMPLETION, "step")):
+            if method in self.evidence.methods():
+                counts = self.evidence.counts(method)
+                if method == EXPERT_COMPLETION:
+                    counts = counts.rename({RUN: "expert_run"})
+                parts[f"successes_{name}"] = counts["successes"]
+                parts[f"trials_{name}"] = counts["trials"]
+        return xr.Dataset(parts)
+
+    @property
+    def idata(self):
+        """The result as an ``arviz.InferenceData`` (imports ArviZ on first use)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import arviz as az
+
+            return az.InferenceData(
+                posterior=self.posterior, observed_data=self.observed_data,
+                conjugate=self.conjugate,
+            )
+
+    def attrs(self) -> dict:
+        """Provenance written into every saved group."""
+        return {
+            "bayes_eval_version": _version(),
+            "spec_name": self.spec.name,
+            "spec_source": self.spec.source,
+            "spec_toml": self.spec.text,
+            "evidence_source": self.evidence.source,
+            "evidence_hash": self.evidence.hash,
+            "level": float(self.level),
+            "seed": int(self.seed),
+        }
+
+    def to_netcdf(self, path) -> Path:
+        """Write every group to one NetCDF file (readable by ``arviz.from_netcdf``)."""
+        path = Path(path)
+        attrs = self.attrs()
+        table = self.evidence.table.rename_axis("evidence_row")
+        groups = {
+            "posterior": self.posterior,
+            "observed_data": self.observed_data,
+            "conjugate": self.conjugate,
+            "evidence": xr.Dataset.from_dataframe(table),
+        }
+        mode = "w"
+        for name, data in groups.items():
+            data = data.assign_attrs(attrs)
+            data.to_netcdf(path, mode=mode, group=name, engine="h5netcdf")
+            mode = "a"
+        return path
+
+
+def load_posterior(path) -> Posterior:
+    """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash differs.
+
+    Raises
+    ------
+    InputError
+        Missing or unreadable file, missing group, or a hash mismatch.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    groups = {}
+    for name in GROUPS:
+        try:
+            with xr.open_dataset(path, group=name, engine="h5netcdf") as data:
+                groups[name] = data.load()
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: not a bayes_eval posterior (group {name}: {exc})") from exc
+    attrs = groups["conjugate"].attrs
+    table = groups["evidence"].to_dataframe().reset_index(drop=True)[list(TABLE_COLUMNS)]
+    for column in ("agent", "task", "method", "run", "grading"):
+        table[column] = table[column].astype(str).replace("nan", "")
+    evidence = Evidence(table=table, source=str(attrs["evidence_source"]))
+    if evidence.hash != attrs["evidence_hash"]:
+        raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
+    spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))
+    conjugate = groups["conjugate"]
+    for name in ("method", "provenance", "reason"):
+        conjugate[name] = conjugate[name].astype(str)
+    conjugate.attrs = {}
+    result = Posterior(conjugate, spec, evidence, float(attrs["level"]), int(attrs["seed"]))
+    posterior = groups["posterior"]
+    posterior.attrs = {}
+    result.__dict__["posterior"] = posterior
+    return result
+
+
+def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
+    """A ``BetaProduct`` from NaN-padded ``(run, factor)`` shapes; empty runs are dropped."""
+    components = []
+    for a_run, b_run in zip(alpha, beta, strict=True):
+        present = ~np.isnan(a_run)
+        if present.any():
+            components.append((a_run[present], b_run[present]))
+    return BetaProduct(tuple(components))
+
+
+def _draws(conjugate: xr.Dataset, n_draws: int, seed: int) -> xr.Dataset:
+    rng = np.random.default_rng(seed)
+    agents = conjugate[AGENT].values
+    tasks = conjugate[TASK].values
+    n_runs, n_factors = conjugate.sizes[RUN], conjugate.sizes[FACTOR]
+    log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
+    log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
+    methods = conjugate["method"].values
+    point = conjugate["point_log"].values
+    reason = conjugate["reason"].values
+    for i in range(len(agents)):
+        for j in range(len(tasks)):
+            if not methods[i, j] or reason[i, j] or not np.isnan(point[i, j]):
+                continue
+            a = conjugate["alpha"].values[i, j]
+            b = conjugate["beta"].values[i, j]
+            present = ~np.isnan(a)
+            proper = present & (b > 0)
+            draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
+            draws[:, proper] = log_beta_draws(a[proper], b[proper], (n_draws,), rng)
+            log_factor[:, i, j] = draws
+            runs = np.flatnonzero(present.any(axis=1))
+            chosen = runs[rng.integers(len(runs), size=n_draws)]
+            log_task[:, i, j] = np.nansum(draws[np.arange(n_draws), chosen], axis=-1)
+    coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
+    data = {"p_task": (("chain", "draw", AGENT, TASK), np.exp(log_task)[None])}
+    rates = np.exp(log_factor)
+    if (methods == MILESTONE_METHOD).any():
+        milestone_rates = np.where((methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan)
+        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), milestone_rates[None])
+        coords[MILESTONE] = conjugate[FACTOR].values
+    if (methods == EXPERT_COMPLETION).any():
+        step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
+        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), step_rates[None])
+        coords[RUN] = conjugate[RUN].values
+        coords[STEP] = conjugate[FACTOR].values
+    return xr.Dataset(data, coords=coords)

@@ -1,0 +1,219 @@
+"""Model specs: TOML files holding a model's numbers, never its structure (DESIGN section 4)."""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEED
+from bayes_eval.errors import InputError
+from bayes_eval.resources import shipped_dir
+
+__all__ = ["Prior", "Spec", "check_level", "load_spec", "shipped_specs", "spec_from_toml"]
+
+SCHEMA_VERSION = 1
+TOP_KEYS = ("schema_version", "name", "kind", "pooling", "description", "priors", "sampler",
+            "report")
+PRIOR_KEYS = ("dist", "alpha", "beta", "reason")
+SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
+REPORT_KEYS = ("level",)
+# Which priors each kind needs, and which poolings and engines it supports.
+KINDS = {
+    "end_to_end": {"priors": ("end_to_end",), "pooling": ("none",)},
+    "milestone": {"priors": ("milestone",), "pooling": ("none",)},
+    "expert_completion": {"priors": ("step",), "pooling": ("none",)},
+    "phuong_chain": {"priors": ("end_to_end", "milestone", "step"), "pooling": ("none",)},
+}
+ENGINES = ("exact",)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A ``Beta(alpha, beta)`` prior; ``alpha = beta = 0`` is Haldane's improper prior."""
+
+    alpha: float
+    beta: float
+    reason: str
+
+    def label(self) -> str:
+        """Short text for provenance, e.g. ``Beta(0.5, 0.5)``."""
+        return f"Beta({self.alpha:g}, {self.beta:g})"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated model spec.
+
+    Attributes
+    ----------
+    name, kind, pooling, description : str
+    priors : dict of str to Prior
+        By role: ``end_to_end``, ``milestone`` or ``step``.
+    sampler : dict
+        Engine settings (``engine``, ``draws``, ``seed``, ...).
+    level : float
+        Default one-sided credible level of the reported bounds.
+    source : str
+        The file the spec came from.
+    text : str
+        The TOML text, kept verbatim for provenance.
+    """
+
+    name: str
+    kind: str
+    pooling: str
+    description: str
+    priors: dict[str, Prior]
+    sampler: dict = field(default_factory=dict)
+    level: float = DEFAULT_LEVEL
+    source: str = ""
+    text: str = ""
+
+    @property
+    def draws(self) -> int:
+        """Posterior draws to keep."""
+        return int(self.sampler.get("draws", DEFAULT_EXACT_DRAWS))
+
+    @property
+    def seed(self) -> int:
+        """Default random seed."""
+        return int(self.sampler.get("seed", DEFAULT_SEED))
+
+
+def shipped_specs() -> dict[str, Path]:
+    """Names and paths of the specs shipped with the package."""
+    return {p.stem: p for p in sorted(shipped_dir("models").glob("*.toml"))}
+
+
+def load_spec(spec: str | Path | Spec) -> Spec:
+    """Load a spec by shipped name (``"phuong2024"``) or by path to a TOML file.
+
+    Raises
+    ------
+    InputError
+        Unknown name, unreadable file, unknown key (with the intended key suggested),
+        wrong type or out-of-range value.
+    """
+    if isinstance(spec, Spec):
+        return spec
+    text_name = str(spec)
+    path = Path(text_name)
+    shipped = shipped_specs()
+    if text_name in shipped and not path.exists():
+        path = shipped[text_name]
+    elif not path.exists():
+        close = difflib.get_close_matches(text_name, list(shipped), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise InputError(
+            f"{text_name}: no such model{hint}; shipped: {', '.join(shipped)}, or give a .toml path"
+        )
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a spec file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text file ({exc})") from exc
+    return spec_from_toml(text, str(path))
+
+
+def spec_from_toml(text: str, source: str) -> Spec:
+    """Parse and validate a spec's TOML text; ``source`` names it in messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{source}: not valid TOML ({exc})") from exc
+    return _validate(data, source, text)
+
+
+def check_level(level, what: str = "--level") -> float:
+    """Validate a credible level: 0 < level < 1."""
+    try:
+        value = float(level)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: '{level}' is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise InputError(f"{what}: {level} must lie strictly between 0 and 1")
+    return value
+
+
+def _unknown_keys(where: str, table: dict, allowed) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise InputError(f"{where}: unknown key '{key}'{hint}; allowed: {', '.join(allowed)}")
+
+
+def _get(where: str, table: dict, key: str, kind, required: bool = True):
+    if key not in table:
+        if required:
+            raise InputError(f"{where}: missing key '{key}'")
+        return None
+    value = table[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise InputError(f"{where}: '{key}' must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _validate(data: dict, source: str, text: str) -> Spec:
+    _unknown_keys(source, data, TOP_KEYS)
+    version = _get(source, data, "schema_version", int)
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema_version {version} is not supported (use {SCHEMA_VERSION})")
+    name = _get(source, data, "name", str)
+    kind = _get(source, data, "kind", str)
+    if kind not in KINDS:
+        close = difflib.get_close_matches(kind, list(KINDS), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise InputError(f"{source}: kind '{kind}' is unknown{hint}; known: {', '.join(KINDS)}")
+    pooling = _get(source, data, "pooling", str, required=False) or "none"
+    if pooling not in KINDS[kind]["pooling"]:
+        raise InputError(
+            f"{source}: pooling '{pooling}' is not available for kind {kind}; "
+            f"available: {', '.join(KINDS[kind]['pooling'])}"
+        )
+    description = _get(source, data, "description", str, required=False) or ""
+    priors_table = _get(source, data, "priors", dict)
+    needed = KINDS[kind]["priors"]
+    _unknown_keys(f"{source} [priors]", priors_table, needed)
+    priors = {}
+    for role in needed:
+        where = f"{source} [priors.{role}]"
+        if role not in priors_table:
+            raise InputError(f"{source}: missing prior [priors.{role}] for kind {kind}")
+        table = _get(f"{source} [priors]", priors_table, role, dict)
+        _unknown_keys(where, table, PRIOR_KEYS)
+        if _get(where, table, "dist", str) != "Beta":
+            raise InputError(f"{where}: dist must be \"Beta\"")
+        alpha = _get(where, table, "alpha", float)
+        beta = _get(where, table, "beta", float)
+        if not (alpha >= 0 and beta >= 0):
+            raise InputError(f"{where}: alpha and beta must be >= 0 (0 is Haldane's prior)")
+        reason = _get(where, table, "reason", str).strip()
+        if not reason:
+            raise InputError(f"{where}: 'reason' must say why this prior was chosen")
+        priors[role] = Prior(alpha, beta, reason)
+    sampler = dict(_get(source, data, "sampler", dict, required=False) or {})
+    _unknown_keys(f"{source} [sampler]", sampler, SAMPLER_KEYS)
+    engine = sampler.setdefault("engine", "exact")
+    if engine not in ENGINES:
+        raise InputError(f"{source} [sampler]: engine '{engine}' unknown; known: {', '.join(ENGINES)}")
+    for key in ("draws", "tune", "chains", "seed"):
+        if key in sampler:
+            value = _get(f"{source} [sampler]", sampler, key, int)
+            if value < (0 if key in ("tune", "seed") else 1):
+                raise InputError(f"{source} [sampler]: {key} ({value}) is out of range")
+    if "target_accept" in sampler:
+        check_level(_get(f"{source} [sampler]", sampler, "target_accept", float),
+                    f"{source} [sampler] target_accept")
+    report = _get(source, data, "report", dict, required=False) or {}
+    _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
+    level = DEFAULT_LEVEL
+    if "level" in report:
+        level = check_level(_get(f"{source} [report]", report, "level", float),
+                            f"{source} [report] level")
+    return Spec(name, kind, pooling, description, priors, sampler, level, source, text)

@@ -1,0 +1,89 @@
+"""The summary table: one row per (agent, task), columns as DESIGN section 5 fixes them.
+
+``upper`` is the one-sided credible bound at ``level`` (``P(P <= upper) = level``),
+``lower`` the matching one-sided lower bound, ``prob_above`` is ``P(P > threshold)``.
+Point values (expert best-of-N, golden solution) fill ``mean`` only. A pair without
+an estimate keeps its row, empty, with the reason in ``provenance``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
+from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.errors import InputError
+from bayes_eval.specs import check_level
+
+__all__ = ["check_threshold", "summarise"]
+
+LN10 = math.log(10)
+
+
+def check_threshold(threshold, what: str = "--threshold") -> float:
+    """Validate a probability threshold: 0 < tau < 1."""
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: '{threshold}' is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise InputError(f"{what}: {threshold} must lie strictly between 0 and 1")
+    return value
+
+
+def summarise(posterior, level: float, threshold: float | None = None) -> pd.DataFrame:
+    """Summary of an exact ``Posterior`` at ``level``, with ``P(P > threshold)`` if given."""
+    level = check_level(level)
+    tau = None if threshold is None else check_threshold(threshold)
+    probs = np.array([1.0 - level, 0.5, level])
+    x_points = np.array([] if tau is None else [-math.log(tau)])
+    data = {name: posterior.conjugate[name].values for name in posterior.conjugate.data_vars}
+    cells = posterior.cells()
+    products = [posterior.product_at(i, j) for _, _, i, j in cells]
+    exact = [n for n, product in enumerate(products) if product is not None]
+    solved = summarise_products([products[n] for n in exact], probs, x_points)
+    solved = dict(zip(exact, solved, strict=True))
+    rows = []
+    for n, (agent, task, i, j) in enumerate(cells):
+        row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
+        row.update(agent=agent, task=task, method=data["method"][i, j], level=level,
+                   provenance=data["provenance"][i, j], diagnostics_ok=True)
+        if data["reason"][i, j]:
+            row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
+            row["diagnostics_ok"] = pd.NA
+        elif n in solved:
+            columns = _posterior_columns(products[n], solved[n], tau)
+            columns["provenance"] = row["provenance"] + columns.pop("quantiles")
+            row.update(columns)
+        else:
+            row["mean"] = math.exp(data["point_log"][i, j])
+            row["provenance"] += "; point value, no posterior"
+        if data["cp_trials"][i, j] > 0:
+            k, trials = data["cp_successes"][i, j], data["cp_trials"][i, j]
+            row["cp_upper"] = float(clopper_pearson_upper(k, trials, level))
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
+    return table
+
+
+def _posterior_columns(product, solved, tau) -> dict:
+    mean, sd = product.moments()
+    x_upper, x_median, x_lower = solved.x_quantiles
+    engine = f"; quantiles: {solved.engine}"
+    if solved.error > 0:
+        engine += f" (log P error <= {solved.error:.1e})"
+    return {
+        "mean": mean,
+        "median": math.exp(-x_median),
+        "sd": sd,
+        "lower": math.exp(-x_lower),
+        "upper": math.exp(-x_upper),
+        "log10_upper": -x_upper / LN10,
+        "prob_above": np.nan if tau is None else float(solved.x_cdf[0]),
+        "provenance": None,
+        "quantiles": engine,
+    }
