@@ -36,8 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
     fit.add_argument("evidence", help="CSV or Parquet evidence table (DESIGN section 3)")
-    fit.add_argument("--model", default="phuong_chain",
-                     help="shipped spec name or spec path (default: phuong_chain)")
+    fit.add_argument(
+        "--model",
+        default="phuong_chain",
+        help="shipped spec name or spec path (default: phuong_chain)",
+    )
     fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
     fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
@@ -151,18 +154,28 @@ def _table(summary, posterior, threshold) -> str:
     columns += ["cp_upper", "ok"]
     lines = []
     for row in summary.to_dict("records"):
-        values = [row["agent"], row["task"], row["method"], _number(row["mean"]),
-                  _number(row["median"]), _number(row["upper"])]
+        values = [
+            row["agent"],
+            row["task"],
+            row["method"],
+            _number(row["mean"]),
+            _number(row["median"]),
+            _number(row["upper"]),
+        ]
         if threshold is not None:
             values.append(_number(row["prob_above"]))
         ok = row["diagnostics_ok"]
         values += [_number(row["cp_upper"]), "-" if pd.isna(ok) else str(ok).lower()]
         lines.append(values)
     widths = [max(len(str(x)) for x in col) for col in zip(columns, *lines, strict=True)]
-    text = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
-            for r in [columns, *lines]]
-    header = (f"model {posterior.spec.name} on {posterior.evidence.source} "
-              f"(one-sided bounds at level {level:g})")
+    text = [
+        "  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
+        for r in [columns, *lines]
+    ]
+    header = (
+        f"model {posterior.spec.name} on {posterior.evidence.source} "
+        f"(one-sided bounds at level {level:g})"
+    )
     notes = [f"  {r['task']} ({r['agent']}): {r['provenance']}" for r in summary.to_dict("records")]
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 

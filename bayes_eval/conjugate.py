@@ -26,6 +26,7 @@ and drops out of the product.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,7 @@ from scipy import signal, special, stats
 
 from bayes_eval.constants import (
     GRID_MAX_POINTS,
+    GRID_MAX_X,
     GRID_TAIL_MASS,
     QUANTILE_TOLERANCE,
     SADDLEPOINT_MIN_SHAPE,
@@ -217,12 +219,11 @@ def _point_mass(x, probs, x_points):
 
 
 def _x_cdf(a, b, x):
-    """``P(-log p <= x)``, precise in both tails."""
-    x = np.asarray(x, dtype=float)
-    y = -np.expm1(-np.maximum(x, 0.0))  # 1 - exp(-x), the event 1 - p <= y
-    lower = special.betainc(b, a, y)
-    upper = special.betainc(a, b, np.exp(-np.maximum(x, 0.0)))  # P(X > x)
-    return np.where(x <= 0, 0.0, np.where(lower < 0.5, lower, 1.0 - upper))
+    """``P(-log p <= x)``: through ``1 - p`` where that is precise (x < log 2), else ``p``."""
+    x = np.maximum(np.asarray(x, dtype=float), 0.0)
+    near_one = special.betainc(b, a, -np.expm1(-x))  # P(1 - p <= 1 - exp(-x))
+    far = 1.0 - special.betainc(a, b, np.exp(-x))  # 1 - P(p < exp(-x))
+    return np.where(x <= 0, 0.0, np.where(x < math.log(2), near_one, far))
 
 
 def _x_ppf(a, b, q):
@@ -230,7 +231,8 @@ def _x_ppf(a, b, q):
     q = np.asarray(q, dtype=float)
     one_minus_p = special.betaincinv(b, a, q)  # 1 - p at the q-quantile of X
     p = special.betaincinv(a, b, 1.0 - q)
-    return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
+    with np.errstate(divide="ignore"):
+        return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
 
 
 # ---------------------------------------------------------------------------
@@ -261,7 +263,7 @@ class _StepCdf:
 def _grid_cdf(a, b, x_cap=np.inf) -> _StepCdf:
     m = a.size
     lo = _x_ppf(a, b, GRID_TAIL_MASS)
-    hi = _x_ppf(a, b, 1.0 - GRID_TAIL_MASS)
+    hi = np.minimum(_x_ppf(a, b, 1.0 - GRID_TAIL_MASS), GRID_MAX_X)
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
     hi = np.minimum(hi, x_cap - (lo.sum() - lo))
     hi = np.maximum(hi, lo)
@@ -346,8 +348,11 @@ def _pad(a_list, b_list):
 def _cgf(a, b, s):
     """Cumulant generating function of ``sum -log p`` and its first four derivatives."""
     s = s[:, None]
-    k0 = special.gammaln(a - s) - special.gammaln(a) + special.gammaln(a + b) - special.gammaln(
-        a + b - s
+    k0 = (
+        special.gammaln(a - s)
+        - special.gammaln(a)
+        + special.gammaln(a + b)
+        - special.gammaln(a + b - s)
     )
     k1 = special.digamma(a + b - s) - special.digamma(a - s)
     k2 = special.polygamma(1, a - s) - special.polygamma(1, a + b - s)

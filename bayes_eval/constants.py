@@ -29,6 +29,8 @@ GRID_TAIL_MASS = 1e-13
 # Most grid points one product may use; past it the grid step grows and the
 # achieved tolerance (always reported) loosens.
 GRID_MAX_POINTS = 2**21
+# Largest -log P the grid represents (P = exp(-2000), far below any float's use).
+GRID_MAX_X = 2000.0
 # Shape parameters at or above which the second-order saddlepoint is used for
 # products of two or more factors (validated against the grid in the tests).
 SADDLEPOINT_MIN_SHAPE = 10.0
@@ -44,6 +46,19 @@ EBFMI_MIN = 0.3
 
 # Columns of the summary table: a contract (DESIGN section 5).
 SUMMARY_COLUMNS = (
-    "agent", "task", "method", "mean", "median", "sd", "lower", "upper", "level",
-    "log10_upper", "prob_above", "cp_upper", "upper_mcse", "diagnostics_ok", "provenance",
+    "agent",
+    "task",
+    "method",
+    "mean",
+    "median",
+    "sd",
+    "lower",
+    "upper",
+    "level",
+    "log10_upper",
+    "prob_above",
+    "cp_upper",
+    "upper_mcse",
+    "diagnostics_ok",
+    "provenance",
 )

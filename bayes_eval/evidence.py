@@ -41,8 +41,18 @@ from bayes_eval.errors import InputError
 __all__ = ["Evidence", "load_evidence"]
 
 COLUMNS = (
-    "task", "agent", "method", "step", "run", "milestone", "successes", "trials",
-    "success", "chosen_index", "logprob", "grading",
+    "task",
+    "agent",
+    "method",
+    "step",
+    "run",
+    "milestone",
+    "successes",
+    "trials",
+    "success",
+    "chosen_index",
+    "logprob",
+    "grading",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
 # Which optional columns each method may (or must) fill.
@@ -51,8 +61,19 @@ TAKES_RUN = (EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
 TAKES_MILESTONE = (BEST_OF_N, GOLDEN)
 # The normalised table: one row per observation after aggregating per-trial rows.
 TABLE_COLUMNS = (
-    "agent", "task", "method", "milestone", "run", "step", "successes", "trials",
-    "chosen_index", "logprob", "grading", "row", "n_rows",
+    "agent",
+    "task",
+    "method",
+    "milestone",
+    "run",
+    "step",
+    "successes",
+    "trials",
+    "chosen_index",
+    "logprob",
+    "grading",
+    "row",
+    "n_rows",
 )
 KEY = ("agent", "task", "method", "milestone", "run", "step")
 

@@ -126,8 +126,10 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
     estimates = [build(agent, task, rows, spec) for (agent, task), rows in by_pair.items()]
     taken = pd.Index([]).append([e.used for e in estimates])
     _report_left_out(
-        evidence, used & ~evidence.table.index.isin(taken),
-        f"{spec.name} rests those tasks on other evidence (see provenance)", notes,
+        evidence,
+        used & ~evidence.table.index.isin(taken),
+        f"{spec.name} rests those tasks on other evidence (see provenance)",
+        notes,
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
 
@@ -158,7 +160,14 @@ def _end_to_end(agent, task, rows, spec, role="end_to_end") -> Estimate:
     k, n = int(row["successes"]), int(row["trials"])
     a, b = _posterior(prior, k, n)
     return Estimate(
-        agent, task, END_TO_END, [[a]], [[b]], [0], cp=(k, n), used=rows.index,
+        agent,
+        task,
+        END_TO_END,
+        [[a]],
+        [[b]],
+        [0],
+        cp=(k, n),
+        used=rows.index,
         provenance=f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']}"
         " grading)",
     )
@@ -172,7 +181,9 @@ def _milestones(agent, task, rows, spec) -> Estimate:
         a, b = _posterior(prior, int(k), int(n))
         if a == 0:
             return Estimate(
-                agent, task, MILESTONE_METHOD,
+                agent,
+                task,
+                MILESTONE_METHOD,
                 provenance=f"{spec.name}; milestone prior {prior.label()}",
                 reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
                 f"{prior.label()} (phuong_chain falls back to expert evidence)",
@@ -182,7 +193,13 @@ def _milestones(agent, task, rows, spec) -> Estimate:
         beta.append(b)
         parts.append(f"m{step} {k}/{n}")
     return Estimate(
-        agent, task, MILESTONE_METHOD, [alpha], [beta], rows["step"].tolist(), used=rows.index,
+        agent,
+        task,
+        MILESTONE_METHOD,
+        [alpha],
+        [beta],
+        rows["step"].tolist(),
+        used=rows.index,
         provenance=f"{spec.name}; milestone prior {prior.label()}; {', '.join(parts)}",
     )
 
@@ -191,13 +208,20 @@ def _expert_completion(agent, task, rows, spec) -> Estimate:
     prior = spec.priors["step"]
     alpha, beta, parts = [], [], []
     for run, steps in rows.sort_values("step").groupby("run", sort=True):
-        ab = [_posterior(prior, int(k), int(n)) for k, n in zip(steps["successes"],
-                                                                steps["trials"], strict=True)]
+        ab = [
+            _posterior(prior, int(k), int(n))
+            for k, n in zip(steps["successes"], steps["trials"], strict=True)
+        ]
         alpha.append([a for a, _ in ab])
         beta.append([b for _, b in ab])
         parts.append(f"run {run}: {len(ab)} steps")
     return Estimate(
-        agent, task, EXPERT_COMPLETION, alpha, beta, list(range(1, max(map(len, alpha)) + 1)),
+        agent,
+        task,
+        EXPERT_COMPLETION,
+        alpha,
+        beta,
+        list(range(1, max(map(len, alpha)) + 1)),
         used=rows.index,
         provenance=f"{spec.name}; step prior {prior.label()}; equal mixture of "
         f"{len(alpha)} run(s) ({'; '.join(parts)})",
@@ -213,20 +237,35 @@ def _chain(agent, task, rows, spec) -> Estimate:
     if MILESTONE_METHOD in by_method:
         return _chain_milestones(agent, task, by_method, spec)
     if EXPERT_COMPLETION in by_method:
-        return _tag(_expert_completion(agent, task, by_method[EXPERT_COMPLETION], spec),
-                    "rung expert_completion")
+        return _tag(
+            _expert_completion(agent, task, by_method[EXPERT_COMPLETION], spec),
+            "rung expert_completion",
+        )
     for method in (BEST_OF_N, GOLDEN):
         whole = by_method.get(method)
         if whole is not None and (whole["milestone"] < 1).any():
             whole = whole[whole["milestone"] < 1]
             value, text = _expert_point(method, whole)
-            return Estimate(agent, task, method, point_log=value, used=whole.index,
-                            provenance=f"{spec.name}; rung {method} (whole task): {text}")
+            return Estimate(
+                agent,
+                task,
+                method,
+                point_log=value,
+                used=whole.index,
+                provenance=f"{spec.name}; rung {method} (whole task): {text}",
+            )
     if e2e is not None:
-        return _tag(_end_to_end(agent, task, e2e, spec),
-                    "rung end_to_end (0 successes, no other usable evidence)")
-    return Estimate(agent, task, spec.kind, provenance=spec.name,
-                    reason="only milestone-level expert rows, and no milestone rows to place them")
+        return _tag(
+            _end_to_end(agent, task, e2e, spec),
+            "rung end_to_end (0 successes, no other usable evidence)",
+        )
+    return Estimate(
+        agent,
+        task,
+        spec.kind,
+        provenance=spec.name,
+        reason="only milestone-level expert rows, and no milestone rows to place them",
+    )
 
 
 def _tag(estimate: Estimate, rung: str) -> Estimate:
@@ -259,20 +298,38 @@ def _chain_milestones(agent, task, by_method, spec) -> Estimate:
                 break
         else:
             return Estimate(
-                agent, task, MILESTONE_METHOD, provenance=f"{spec.name}; rung milestone",
-                used=used, reason=f"milestone {step} has 0/{n} unguided successes and no expert best-of-N "
+                agent,
+                task,
+                MILESTONE_METHOD,
+                provenance=f"{spec.name}; rung milestone",
+                used=used,
+                reason=f"milestone {step} has 0/{n} unguided successes and no expert best-of-N "
                 "or golden-solution run for it",
             )
     head = f"{spec.name}; milestone prior {prior.label()}; "
     if not rungs:
-        return Estimate(agent, task, MILESTONE_METHOD, [alpha], [beta], factors, used=used,
-                        provenance=head + "rung milestone; " + ", ".join(parts))
+        return Estimate(
+            agent,
+            task,
+            MILESTONE_METHOD,
+            [alpha],
+            [beta],
+            factors,
+            used=used,
+            provenance=head + "rung milestone; " + ", ".join(parts),
+        )
     # A point value in the product makes the whole estimate a point value.
     method = GOLDEN if GOLDEN in rungs else BEST_OF_N
     mean_log = sum(math.log(a / (a + b)) for a, b in zip(alpha, beta, strict=True))
     kind = "lower bound x posterior means" if method == GOLDEN else "point value"
-    return Estimate(agent, task, method, point_log=point_log + mean_log, used=used,
-                    provenance=head + f"rung {method} ({kind}); " + ", ".join(parts))
+    return Estimate(
+        agent,
+        task,
+        method,
+        point_log=point_log + mean_log,
+        used=used,
+        provenance=head + f"rung {method} ({kind}); " + ", ".join(parts),
+    )
 
 
 def _expert_point(method: str, rows: pd.DataFrame) -> tuple[float, str]:

@@ -81,8 +81,9 @@ class Posterior:
         shape = (len(agents), len(tasks))
         alpha = np.full(shape + (n_runs, n_factors), np.nan)
         beta = np.full_like(alpha, np.nan)
-        text = {name: np.full(shape, "", dtype=object) for name in ("method", "provenance",
-                                                                    "reason")}
+        text = {
+            name: np.full(shape, "", dtype=object) for name in ("method", "provenance", "reason")
+        }
         point_log = np.full(shape, np.nan)
         cp = np.full(shape + (2,), -1, dtype=np.int64)
         for e in estimates:
@@ -107,8 +108,12 @@ class Posterior:
                 "cp_trials": (pair, cp[..., 1]),
                 **{name: (pair, values.astype(str)) for name, values in text.items()},
             },
-            coords={AGENT: agents, TASK: tasks, RUN: np.arange(1, n_runs + 1),
-                    FACTOR: np.arange(1, n_factors + 1)},
+            coords={
+                AGENT: agents,
+                TASK: tasks,
+                RUN: np.arange(1, n_runs + 1),
+                FACTOR: np.arange(1, n_factors + 1),
+            },
         )
         return cls(data, spec, evidence, level, seed)
 
@@ -119,8 +124,10 @@ class Posterior:
         method = self.conjugate["method"].values
         agents = self.conjugate[AGENT].values.tolist()
         tasks = self.conjugate[TASK].values.tolist()
-        return [(agents[i], tasks[j], int(i), int(j)) for i, j in zip(*np.nonzero(method != ""),
-                                                                       strict=True)]
+        return [
+            (agents[i], tasks[j], int(i), int(j))
+            for i, j in zip(*np.nonzero(method != ""), strict=True)
+        ]
 
     def product_at(self, i: int, j: int) -> BetaProduct | None:
         """The exact posterior of ``P`` at array position ``(i, j)``.
@@ -150,8 +157,11 @@ class Posterior:
     def observed_data(self) -> xr.Dataset:
         """The counts the model saw, per evidence method, as labelled arrays."""
         parts = {}
-        for method, name in ((END_TO_END, "task"), (MILESTONE_METHOD, "milestone"),
-                             (EXPERT_COMPLETION, "step")):
+        for method, name in (
+            (END_TO_END, "task"),
+            (MILESTONE_METHOD, "milestone"),
+            (EXPERT_COMPLETION, "step"),
+        ):
             if method in self.evidence.methods():
                 counts = self.evidence.counts(method)
                 if method == EXPERT_COMPLETION:
@@ -168,7 +178,8 @@ class Posterior:
             import arviz as az
 
             return az.InferenceData(
-                posterior=self.posterior, observed_data=self.observed_data,
+                posterior=self.posterior,
+                observed_data=self.observed_data,
                 conjugate=self.conjugate,
             )
 
@@ -279,7 +290,9 @@ def _draws(conjugate: xr.Dataset, n_draws: int, seed: int) -> xr.Dataset:
     data = {"p_task": (("chain", "draw", AGENT, TASK), np.exp(log_task)[None])}
     rates = np.exp(log_factor)
     if (methods == MILESTONE_METHOD).any():
-        milestone_rates = np.where((methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan)
+        milestone_rates = np.where(
+            (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
+        )
         data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), milestone_rates[None])
         coords[MILESTONE] = conjugate[FACTOR].values
     if (methods == EXPERT_COMPLETION).any():

@@ -14,8 +14,16 @@ from bayes_eval.resources import shipped_dir
 __all__ = ["Prior", "Spec", "check_level", "load_spec", "shipped_specs", "spec_from_toml"]
 
 SCHEMA_VERSION = 1
-TOP_KEYS = ("schema_version", "name", "kind", "pooling", "description", "priors", "sampler",
-            "report")
+TOP_KEYS = (
+    "schema_version",
+    "name",
+    "kind",
+    "pooling",
+    "description",
+    "priors",
+    "sampler",
+    "report",
+)
 PRIOR_KEYS = ("dist", "alpha", "beta", "reason")
 SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
 REPORT_KEYS = ("level",)
@@ -163,7 +171,9 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     _unknown_keys(source, data, TOP_KEYS)
     version = _get(source, data, "schema_version", int)
     if version != SCHEMA_VERSION:
-        raise InputError(f"{source}: schema_version {version} is not supported (use {SCHEMA_VERSION})")
+        raise InputError(
+            f"{source}: schema_version {version} is not supported (use {SCHEMA_VERSION})"
+        )
     name = _get(source, data, "name", str)
     kind = _get(source, data, "kind", str)
     if kind not in KINDS:
@@ -188,7 +198,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         table = _get(f"{source} [priors]", priors_table, role, dict)
         _unknown_keys(where, table, PRIOR_KEYS)
         if _get(where, table, "dist", str) != "Beta":
-            raise InputError(f"{where}: dist must be \"Beta\"")
+            raise InputError(f'{where}: dist must be "Beta"')
         alpha = _get(where, table, "alpha", float)
         beta = _get(where, table, "beta", float)
         if not (alpha >= 0 and beta >= 0):
@@ -201,19 +211,24 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     _unknown_keys(f"{source} [sampler]", sampler, SAMPLER_KEYS)
     engine = sampler.setdefault("engine", "exact")
     if engine not in ENGINES:
-        raise InputError(f"{source} [sampler]: engine '{engine}' unknown; known: {', '.join(ENGINES)}")
+        raise InputError(
+            f"{source} [sampler]: engine '{engine}' unknown; known: {', '.join(ENGINES)}"
+        )
     for key in ("draws", "tune", "chains", "seed"):
         if key in sampler:
             value = _get(f"{source} [sampler]", sampler, key, int)
             if value < (0 if key in ("tune", "seed") else 1):
                 raise InputError(f"{source} [sampler]: {key} ({value}) is out of range")
     if "target_accept" in sampler:
-        check_level(_get(f"{source} [sampler]", sampler, "target_accept", float),
-                    f"{source} [sampler] target_accept")
+        check_level(
+            _get(f"{source} [sampler]", sampler, "target_accept", float),
+            f"{source} [sampler] target_accept",
+        )
     report = _get(source, data, "report", dict, required=False) or {}
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
     level = DEFAULT_LEVEL
     if "level" in report:
-        level = check_level(_get(f"{source} [report]", report, "level", float),
-                            f"{source} [report] level")
+        level = check_level(
+            _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
+        )
     return Spec(name, kind, pooling, description, priors, sampler, level, source, text)

@@ -49,8 +49,14 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     rows = []
     for n, (agent, task, i, j) in enumerate(cells):
         row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
-        row.update(agent=agent, task=task, method=data["method"][i, j], level=level,
-                   provenance=data["provenance"][i, j], diagnostics_ok=True)
+        row.update(
+            agent=agent,
+            task=task,
+            method=data["method"][i, j],
+            level=level,
+            provenance=data["provenance"][i, j],
+            diagnostics_ok=True,
+        )
         if data["reason"][i, j]:
             row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
             row["diagnostics_ok"] = pd.NA

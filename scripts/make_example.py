@@ -31,30 +31,90 @@ def main() -> None:
     rows = []
     for agent, tasks in TRUTH.items():
         for task, (rate, n_e2e, milestone_rates, n_ms) in tasks.items():
-            rows.append(dict(agent=agent, task=task, method="end_to_end",
-                             successes=rng.binomial(n_e2e, rate), trials=n_e2e, grading="final"))
+            rows.append(
+                dict(
+                    agent=agent,
+                    task=task,
+                    method="end_to_end",
+                    successes=rng.binomial(n_e2e, rate),
+                    trials=n_e2e,
+                    grading="final",
+                )
+            )
             for step, p in enumerate(milestone_rates, start=1):
                 k = rng.binomial(n_ms, p)
-                rows.append(dict(agent=agent, task=task, method="milestone", step=step,
-                                 successes=k, trials=n_ms))
+                rows.append(
+                    dict(
+                        agent=agent,
+                        task=task,
+                        method="milestone",
+                        step=step,
+                        successes=k,
+                        trials=n_ms,
+                    )
+                )
                 if k == 0:  # no unguided success: an expert-guided run and a golden solution
                     for s, index in enumerate(rng.geometric(0.4, size=3), start=1):
-                        rows.append(dict(agent=agent, task=task, method="expert_best_of_n",
-                                         step=s, run="1", milestone=step, chosen_index=index))
+                        rows.append(
+                            dict(
+                                agent=agent,
+                                task=task,
+                                method="expert_best_of_n",
+                                step=s,
+                                run="1",
+                                milestone=step,
+                                chosen_index=index,
+                            )
+                        )
                     for s in range(1, 4):
-                        rows.append(dict(agent=agent, task=task, method="golden_solution",
-                                         step=s, run="1", milestone=step,
-                                         logprob=round(-rng.exponential(1.5), 3)))
+                        rows.append(
+                            dict(
+                                agent=agent,
+                                task=task,
+                                method="golden_solution",
+                                step=s,
+                                run="1",
+                                milestone=step,
+                                logprob=round(-rng.exponential(1.5), 3),
+                            )
+                        )
         for run in ("1", "2"):
             for step, p in enumerate(ECR_STEP_RATES[agent], start=1):
-                rows.append(dict(agent=agent, task="data_exfiltration",
-                                 method="expert_completion", step=step, run=run,
-                                 successes=rng.binomial(ECR_SAMPLES, p), trials=ECR_SAMPLES))
+                rows.append(
+                    dict(
+                        agent=agent,
+                        task="data_exfiltration",
+                        method="expert_completion",
+                        step=step,
+                        run=run,
+                        successes=rng.binomial(ECR_SAMPLES, p),
+                        trials=ECR_SAMPLES,
+                    )
+                )
         for step, index in enumerate(rng.geometric(0.5, size=4), start=1):
-            rows.append(dict(agent=agent, task="data_exfiltration", method="expert_best_of_n",
-                             step=step, run="1", chosen_index=index))
-    columns = ["agent", "task", "method", "step", "run", "milestone", "successes", "trials",
-               "chosen_index", "logprob", "grading"]
+            rows.append(
+                dict(
+                    agent=agent,
+                    task="data_exfiltration",
+                    method="expert_best_of_n",
+                    step=step,
+                    run="1",
+                    chosen_index=index,
+                )
+            )
+    columns = [
+        "agent",
+        "task",
+        "method",
+        "step",
+        "run",
+        "milestone",
+        "successes",
+        "trials",
+        "chosen_index",
+        "logprob",
+        "grading",
+    ]
     table = pd.DataFrame(rows, columns=columns)
     for column in ("step", "milestone", "successes", "trials", "chosen_index"):
         table[column] = table[column].astype("Int64")

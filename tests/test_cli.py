@@ -1,0 +1,105 @@
+"""`bayes-eval fit`: output formats, determinism, and bad input (exit 2, one line, no files)."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from bayes_eval import load_posterior
+from bayes_eval.cli import main
+from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.resources import example_evidence
+
+EXAMPLE = str(example_evidence())
+
+
+def run(capsys, *args):
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_json_and_csv_have_the_contract_columns(capsys):
+    status, out, _ = run(capsys, "fit", EXAMPLE, "--format", "json", "--threshold", "0.01")
+    assert status == 0
+    records = json.loads(out)
+    assert [list(r) for r in records][0] == list(SUMMARY_COLUMNS)
+    status, out, _ = run(capsys, "fit", EXAMPLE, "--format", "csv")
+    assert out.splitlines()[0] == ",".join(SUMMARY_COLUMNS)
+
+
+def test_same_seed_same_numbers_and_round_trip(capsys, tmp_path):
+    first, second = tmp_path / "one", tmp_path / "two"
+    assert run(capsys, "fit", EXAMPLE, "--out", str(first), "--seed", "5")[0] == 0
+    assert run(capsys, "fit", EXAMPLE, "--out", str(second), "--seed", "5")[0] == 0
+    assert (first / "summary.csv").read_text() == (second / "summary.csv").read_text()
+    one, two = load_posterior(first / "posterior.nc"), load_posterior(second / "posterior.nc")
+    assert one.posterior["p_task"].equals(two.posterior["p_task"])
+    pd.testing.assert_frame_equal(
+        one.summary(), pd.read_csv(first / "summary.csv"), check_dtype=False
+    )
+
+
+def test_no_pymc_import_on_the_exact_path(tmp_path):
+    code = (
+        "import sys; from bayes_eval.cli import main; "
+        f"main(['fit', {EXAMPLE!r}, '--format', 'csv', '--out', {str(tmp_path / 'o')!r}]); "
+        "assert 'pymc' not in sys.modules and 'pytensor' not in sys.modules, 'imported PyMC'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+BAD_ARGS = [
+    (["fit", EXAMPLE, "--level", "1.5"], "--level: 1.5 must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--level", "0"], "--level: 0 must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--level", "high"], "--level: 'high' is not a number"),
+    (["fit", EXAMPLE, "--threshold", "1"], "--threshold: 1 must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--threshold", "-0.1"], "--threshold: -0.1 must lie strictly"),
+    (["fit", EXAMPLE, "--seed", "x"], "--seed: 'x' is not a whole number"),
+    (["fit", EXAMPLE, "--seed", "-3"], "--seed: -3 must be >= 0"),
+    (["fit", EXAMPLE, "--model", "phuong2042"], "no such model (did you mean 'phuong2024'?)"),
+    (
+        ["fit", EXAMPLE, "--model", "end_to_end"],
+        "task 'data_exfiltration' (agent 'agent-a') has no end_to_end rows",
+    ),
+    (["fit", EXAMPLE, "--format", "xml"], "invalid choice"),
+    (["fit"], "the following arguments are required: evidence"),
+    (["frobnicate"], "invalid choice"),
+    (["fit", "missing.csv"], "missing.csv: no such file"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_ARGS)
+def test_bad_arguments(capsys, tmp_path, args, message):
+    out_dir = tmp_path / "out"
+    status, out, err = run(capsys, *args, "--out", str(out_dir))
+    assert status == 2
+    assert out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert message in err
+    assert "Traceback" not in err
+    assert not out_dir.exists()
+
+
+def test_bad_table_writes_nothing(capsys, tmp_path):
+    table = tmp_path / "e.csv"
+    table.write_text("task,method,successes,trials\nt,end_to_end,5,4\n")
+    status, out, err = run(capsys, "fit", str(table), "--out", str(tmp_path / "out"))
+    assert status == 2 and out == ""
+    assert err == f"error: {table}: row 2, column successes: successes (5) exceeds trials (4)\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_debug_shows_the_traceback(capsys):
+    status, _, err = run(capsys, "fit", "missing.csv", "--debug")
+    assert status == 2 and "Traceback" in err
+
+
+def test_bad_spec_file(capsys, tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('schema_version = 1\nname = "x"\nkind = "end_to_end"\nprior = {}\n')
+    status, _, err = run(capsys, "fit", EXAMPLE, "--model", str(spec))
+    assert status == 2
+    assert "unknown key 'prior' (did you mean 'priors'?)" in err

@@ -1,0 +1,165 @@
+"""Evidence: valid tables load into labelled arrays; every malformed one is a located error."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_eval import InputError, load_evidence
+
+HEADER = (
+    "agent,task,method,step,run,milestone,successes,trials,success,chosen_index,logprob,grading"
+)
+GOOD = [
+    "a,t1,end_to_end,,,,3,10,,,,final",
+    "a,t1,milestone,1,,,5,10,,,,",
+    "a,t1,milestone,2,,,4,10,,,,",
+    "a,t2,expert_completion,1,r1,,2,5,,,,",
+    "a,t2,expert_best_of_n,1,r1,,,,,3,,",
+    "a,t2,golden_solution,1,r1,,,,,,-1.5,",
+]
+
+
+def write(tmp_path, lines, header=HEADER, name="e.csv"):
+    path = tmp_path / name
+    path.write_text("\n".join([header, *lines]) + "\n")
+    return path
+
+
+def test_valid_table_and_labelled_arrays(tmp_path):
+    evidence = load_evidence(write(tmp_path, GOOD))
+    assert len(evidence.table) == 6
+    e2e = evidence.counts("end_to_end")
+    assert e2e["successes"].dims == ("agent", "task")
+    milestones = evidence.counts("milestone")
+    assert milestones["trials"].sel(agent="a", task="t1").values.tolist() == [10, 10]
+    steps = evidence.counts("expert_completion")
+    assert steps["successes"].dims == ("agent", "task", "run", "step")
+
+
+def test_per_trial_rows_are_aggregated(tmp_path):
+    lines = [f"a,t1,end_to_end,,,,,,{s},,," for s in (1, 0, 0, "true", "false")]
+    evidence = load_evidence(write(tmp_path, lines))
+    row = evidence.table.iloc[0]
+    assert (row["successes"], row["trials"], row["n_rows"], row["row"]) == (2, 5, 5, 2)
+
+
+def test_dataframe_and_parquet_sources(tmp_path):
+    frame = pd.DataFrame({"task": ["t"], "method": ["end_to_end"], "successes": [1], "trials": [4]})
+    assert load_evidence(frame).table["trials"].tolist() == [4]
+    frame.to_parquet(tmp_path / "e.parquet")
+    assert load_evidence(tmp_path / "e.parquet").table["agent"].tolist() == ["agent"]
+    bad = frame.assign(successes=[9])
+    with pytest.raises(InputError, match=r"row 2, column successes: successes \(9\) exceeds"):
+        load_evidence(bad)
+
+
+# (lines, expected fragment of the one-line message)
+BAD_ROWS = [
+    (
+        ["a,t,end_to_end,,,,12,10,,,,"],
+        "row 2, column successes: successes (12) exceeds trials (10)",
+    ),
+    (["a,t,end_to_end,,,,-1,10,,,,"], "row 2, column successes: successes (-1) must be at least 0"),
+    (["a,t,end_to_end,,,,1.5,10,,,,"], "row 2, column successes: 1.5 is not a whole number"),
+    (["a,t,end_to_end,,,,x,10,,,,"], "row 2, column successes: 'x' is not a whole number"),
+    (["a,t,end_to_end,,,,nan,10,,,,"], "row 2, column successes: 'nan' is not a whole number"),
+    (["a,t,end_to_end,,,,1,0,,,,"], "row 2, column trials: trials (0) must be at least 1"),
+    (["a,t,end_to_end,,,,1,,,,,"], "row 2, column trials: method end_to_end needs successes"),
+    (["a,t,end_to_end,,,,,,,,,"], "row 2, column successes: method end_to_end needs successes"),
+    (["a,t,end_to_end,,,,1,2,1,,,"], "row 2, column success: gives both success and"),
+    (["a,t,end_to_end,,,,,,2,,,"], "row 2, column success: '2' is not 0/1 or true/false"),
+    (["a,t,end_to_end,,,,,,yes,,,"], "row 2, column success: 'yes' is not 0/1"),
+    (["a,t,teleport,,,,1,2,,,,"], "row 2, column method: unknown method 'teleport'"),
+    (["a,t,milstone,1,,,1,2,,,,"], "(did you mean 'milestone'?)"),
+    (["a,t,,,,,1,2,,,,"], "row 2, column method: method is empty"),
+    (["a,,end_to_end,,,,1,2,,,,"], "row 2, column task: task is empty"),
+    (["a,t,milestone,,,,1,2,,,,"], "row 2, column step: method milestone needs a step"),
+    (["a,t,milestone,0,,,1,2,,,,"], "row 2, column step: step (0) must be at least 1"),
+    (["a,t,milestone,1.5,,,1,2,,,,"], "row 2, column step: 1.5 is not a whole number"),
+    (["a,t,end_to_end,1,,,1,2,,,,"], "row 2, column step: does not apply to method end_to_end"),
+    (["a,t,end_to_end,,,,1,2,,,,weekly"], "row 2, column grading: 'weekly' is not one of"),
+    (["a,t,milestone,1,,,1,2,,,,final"], "row 2, column grading: does not apply to method"),
+    (["a,t,expert_best_of_n,1,,,,,,0,,"], "row 2, column chosen_index: chosen_index (0) must be"),
+    (["a,t,expert_best_of_n,1,,,,,,,,"], "row 2, column chosen_index: method expert_best_of_n"),
+    (["a,t,expert_best_of_n,1,,,3,4,,2,,"], "row 2, column successes: does not apply"),
+    (["a,t,golden_solution,1,,,,,,,0.5,"], "row 2, column logprob: logprob (0.5) must be <= 0"),
+    (["a,t,golden_solution,1,,,,,,,inf,"], "row 2, column logprob: inf is not a finite number"),
+    (["a,t,golden_solution,1,,,,,,,,"], "row 2, column logprob: method golden_solution needs"),
+    (["a,t,end_to_end,,,,1,2,,,-1,"], "row 2, column logprob: does not apply"),
+    (["a,t,milestone,1,,2,1,2,,,,"], "row 2, column milestone: does not apply"),
+    (["a,t,expert_best_of_n,1,,0,,,,1,,"], "row 2, column milestone: milestone (0) must be"),
+    (["a,t,end_to_end,,r,,1,2,,,,"], "row 2, column run: does not apply to method end_to_end"),
+    (["a,t,end_to_end,,,,1,2,,,,", "a,t,end_to_end,,,,2,3,,,,"], "row 3: duplicates row 2"),
+    (["a,t,end_to_end,,,,1,2,,,,", "a,t,end_to_end,,,,,,1,,,"], "row 3: duplicates row 2"),
+    (
+        ["a,t,end_to_end,,,,,,1,,,final", "a,t,end_to_end,,,,,,1,,,ordered"],
+        "row 3, column grading: 'ordered' differs from row 2",
+    ),
+    (
+        ["a,t,milestone,1,,,1,2,,,,", "a,t,milestone,2,,,1,2,,,,", "a,t,milestone,4,,,1,2,,,,"],
+        "row 4, column step: steps of agent 'a', task 't', milestone skip 3 (have 1, 2, 4)",
+    ),
+    (
+        ["a,t,expert_completion,2,r,,1,2,,,,"],
+        "column step: steps of agent 'a', task 't', expert_completion, run 'r' skip 1",
+    ),
+    (["a,t,end_to_end,,,,1,2,,,"], "row 2: has 11 fields, the header has 12"),
+]
+
+
+@pytest.mark.parametrize(("lines", "message"), BAD_ROWS)
+def test_malformed_rows(tmp_path, lines, message):
+    path = write(tmp_path, lines)
+    with pytest.raises(InputError) as info:
+        load_evidence(path)
+    text = str(info.value)
+    assert text.startswith(str(path) + ": ")
+    assert message in text
+    assert "\n" not in text
+
+
+BAD_FILES = [
+    ("", "empty file"),
+    (HEADER + "\n", "the table has no rows"),
+    (
+        "task,method,sucesses,trials\nt,end_to_end,1,2\n",
+        "unknown column (did you mean 'successes'?)",
+    ),
+    ("task,method,trials,trials\nt,end_to_end,1,2\n", "column trials: column appears twice"),
+    ("agent,task,successes,trials\na,t,1,2\n", "required column 'method' is missing"),
+    ("method,successes,trials\nend_to_end,1,2\n", "required column 'task' is missing"),
+    ('task,method\n"t,end_to_end\n', "row"),
+]
+
+
+@pytest.mark.parametrize(("content", "message"), BAD_FILES)
+def test_malformed_files(tmp_path, content, message):
+    path = tmp_path / "e.csv"
+    path.write_text(content)
+    with pytest.raises(InputError, match=None) as info:
+        load_evidence(path)
+    assert message in str(info.value)
+
+
+def test_not_a_table(tmp_path):
+    binary = tmp_path / "e.csv"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(InputError, match="not a text table"):
+        load_evidence(binary)
+    fake = tmp_path / "e.parquet"
+    fake.write_text("task,method\n")
+    with pytest.raises(InputError, match="not a readable Parquet table"):
+        load_evidence(fake)
+    with pytest.raises(InputError, match="no such file"):
+        load_evidence(tmp_path / "missing.csv")
+    with pytest.raises(InputError, match="is a folder"):
+        load_evidence(tmp_path)
+
+
+def test_hash_ignores_row_order(tmp_path):
+    one = load_evidence(write(tmp_path, GOOD, name="a.csv"))
+    two = load_evidence(write(tmp_path, GOOD[::-1], name="b.csv"))
+    assert one.hash == two.hash
+    changed = load_evidence(write(tmp_path, [GOOD[0].replace("3,10", "4,10")], name="c.csv"))
+    assert changed.hash != one.hash
+    assert np.all(one.table.columns == two.table.columns)
