@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import signal, special, stats
+from scipy import fft, special, stats
 
 from bayes_eval.constants import (
     GRID_MAX_POINTS,
@@ -221,9 +221,11 @@ def _point_mass(x, probs, x_points):
 def _x_cdf(a, b, x):
     """``P(-log p <= x)``: through ``1 - p`` where that is precise (x < log 2), else ``p``."""
     x = np.maximum(np.asarray(x, dtype=float), 0.0)
-    near_one = special.betainc(b, a, -np.expm1(-x))  # P(1 - p <= 1 - exp(-x))
-    far = 1.0 - special.betainc(a, b, np.exp(-x))  # 1 - P(p < exp(-x))
-    return np.where(x <= 0, 0.0, np.where(x < math.log(2), near_one, far))
+    near = x < math.log(2)
+    out = np.empty(x.shape)
+    out[near] = special.betainc(b, a, -np.expm1(-x[near]))  # P(1 - p <= 1 - exp(-x))
+    out[~near] = 1.0 - special.betainc(a, b, np.exp(-x[~near]))  # 1 - P(p < exp(-x))
+    return out
 
 
 def _x_ppf(a, b, q):
@@ -242,7 +244,7 @@ def _x_ppf(a, b, q):
 
 @dataclass(frozen=True)
 class _StepCdf:
-    """CDF of the left-edge grid sum ``S_left``; the true sum lies in ``[S_left, S_left + width)``."""
+    """CDF of the left-edge grid sum ``S_left``; the true sum is in ``[S_left, S_left + width)``."""
 
     start: float
     step: float
@@ -275,9 +277,16 @@ def _grid_cdf(a, b, x_cap=np.inf) -> _StepCdf:
         mass = np.diff(cdf)
         mass[0] += cdf[0]  # the lower tail goes to the first bin's left edge
         mass = np.maximum(mass, 0.0)
-        total = mass if total is None else signal.fftconvolve(total, mass)
+        total = mass if total is None else _convolve(total, mass)
     cum = np.clip(np.maximum.accumulate(np.cumsum(np.maximum(total, 0.0))), 0.0, 1.0)
     return _StepCdf(float(lo.sum()), step, cum, m * step)
+
+
+def _convolve(x, y):
+    """Full linear convolution of two mass vectors by FFT."""
+    size = x.size + y.size - 1
+    n = fft.next_fast_len(size, real=True)
+    return fft.irfft(fft.rfft(x, n) * fft.rfft(y, n), n)[:size]
 
 
 def _grid_summary(factors, shift, probs, x_points):
@@ -309,6 +318,11 @@ def _mixture_cdf_bounds(cdfs, x):
 
 def _mixture_quantiles(cdfs, probs):
     """Bracket each quantile by bisection on the CDF bounds; return midpoint and half-width."""
+    if len(cdfs) == 1 and cdfs[0] is not None:  # one product: read the bracket off the grid
+        c = cdfs[0]
+        j = np.minimum(np.searchsorted(c.cum, probs), c.cum.size - 1)
+        low_end = c.start + c.step * j
+        return low_end + 0.5 * c.width, np.full(probs.shape, 0.5 * c.width)
     ends = [c.start + c.step * c.cum.size + c.width for c in cdfs if c is not None]
     top = max(ends, default=1.0)
     brackets = []
@@ -361,19 +375,24 @@ def _cgf(a, b, s):
     return [k.sum(axis=1) for k in (k0, k1, k2, k3, k4)]
 
 
-def _lugannani_rice(a, b, s):
-    """``(x, P(X <= x))`` at saddlepoints ``s``; ``x = K'(s)``."""
-    x = _cgf(a, b, s)[1]
-    # Near s = 0 the terms cancel catastrophically (0/0 in the limit): within
-    # |u| < 0.02 interpolate linearly in s between the two edges of that window.
-    edge = 0.02 / np.sqrt(_cgf(a, b, np.zeros_like(s))[2])
+def _window(a, b):
+    """Half-width in s of the window around 0 where Lugannani-Rice is interpolated."""
+    return 0.02 / np.sqrt(_cgf(a, b, np.zeros(a.shape[0]))[2])
+
+
+def _lugannani_rice(a, b, s, edge):
+    """``P(X <= K'(s))`` by second-order Lugannani-Rice.
+
+    Near s = 0 the terms cancel catastrophically (0/0 in the limit): within
+    ``|s| < edge`` (``|u| < 0.02``) interpolate linearly in s between the window's edges.
+    """
     near = np.abs(s) < edge
     cdf = _lugannani_rice_cdf(a, b, np.where(near, edge, s))
     if np.any(near):
         left = _lugannani_rice_cdf(a, b, -edge)
         weight = (s + edge) / (2 * edge)
         cdf = np.where(near, left + weight * (cdf - left), cdf)
-    return x, cdf
+    return cdf
 
 
 def _lugannani_rice_cdf(a, b, s):
@@ -388,27 +407,48 @@ def _lugannani_rice_cdf(a, b, s):
     return np.clip(1.0 - tail, 0.0, 1.0)
 
 
-def _bisect_saddlepoint(a, b, target, value_of):
-    """Find s with ``value_of(s) == target`` (increasing in s), s in (-inf, min a)."""
+def _solve_saddlepoint(a, b, target, value_of):
+    """Find s with ``value_of(s) == target`` (increasing in s), s in (-inf, min a).
+
+    Works in ``t = log(min a - s)`` (from +30, s ~ -1e13, down to -30, s next to
+    min a), where ``value_of`` decreases; the Illinois variant of regula falsi keeps
+    the root bracketed and converges superlinearly.
+    """
     a_min = a.min(axis=1)
-    # s = a_min - exp(t): t from +30 (s ~ -1e13) down to -30 (s next to a_min).
-    lo = np.full(target.shape, -30.0)
-    hi = np.full(target.shape, 30.0)
-    for _ in range(100):
-        t = 0.5 * (lo + hi)
-        larger = value_of(a_min - np.exp(t)) > target  # too far right: move s left
-        lo = np.where(larger, t, lo)
-        hi = np.where(larger, hi, t)
-    return a_min - np.exp(0.5 * (lo + hi))
+
+    def g(t):
+        return value_of(a_min - np.exp(t)) - target
+
+    lo, hi = np.full(target.shape, -30.0), np.full(target.shape, 30.0)
+    g_lo, g_hi = g(lo), g(hi)  # g_lo >= 0 >= g_hi
+    side = np.zeros(target.shape)
+    for _ in range(60):
+        span = g_lo - g_hi
+        t = np.where(
+            span > 0, lo + g_lo * (hi - lo) / np.where(span > 0, span, 1.0), 0.5 * (lo + hi)
+        )
+        t = np.clip(t, lo, hi)
+        g_t = g(t)
+        right = g_t > 0  # root lies above t
+        lo, g_lo = np.where(right, t, lo), np.where(right, g_t, g_lo)
+        hi, g_hi = np.where(right, hi, t), np.where(right, g_hi, g_t)
+        # Illinois: halve the stale end's value when the same end moves twice.
+        g_hi = np.where(right & (side > 0), 0.5 * g_hi, g_hi)
+        g_lo = np.where(~right & (side < 0), 0.5 * g_lo, g_lo)
+        side = np.where(right, 1.0, -1.0)
+        if np.all((hi - lo < 1e-12) | (np.abs(g_t) < 1e-13)):
+            break
+    return a_min - np.exp(t)
 
 
 def _saddlepoint_quantiles(a_list, b_list, probs):
     a, b = _pad(a_list, b_list)
+    edge = _window(a, b)
     out = np.empty((a.shape[0], probs.size))
     for j, q in enumerate(probs):
         target = np.full(a.shape[0], q)
-        s = _bisect_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s)[1])
-        out[:, j] = _lugannani_rice(a, b, s)[0]
+        s = _solve_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s, edge))
+        out[:, j] = _cgf(a, b, s)[1]
     return out
 
 
@@ -417,6 +457,6 @@ def _saddlepoint_cdf(a_list, b_list, x):
     out = np.empty(x.shape)
     for j in range(x.shape[1]):
         positive = x[:, j] > 0
-        s = _bisect_saddlepoint(a, b, np.where(positive, x[:, j], 1.0), lambda s: _cgf(a, b, s)[1])
-        out[:, j] = np.where(positive, _lugannani_rice(a, b, s)[1], 0.0)
+        s = _solve_saddlepoint(a, b, np.where(positive, x[:, j], 1.0), lambda s: _cgf(a, b, s)[1])
+        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, _window(a, b)), 0.0)
     return out

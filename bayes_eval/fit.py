@@ -108,7 +108,10 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
     seed = spec.seed if seed is None else int(seed)
     used = evidence.table["method"].isin(USES[spec.kind])
     _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
-    by_pair = dict(list(evidence.table[used].groupby(["agent", "task"], sort=False)))
+    by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
+    ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
+    for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
+        by_pair.setdefault((agent, task), {})[method] = rows
     missing = [pair for pair in evidence.pairs() if pair not in by_pair]
     if missing:
         agent, task = missing[0]
@@ -123,7 +126,9 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
         "expert_completion": _expert_completion,
         "phuong_chain": _chain,
     }[spec.kind]
-    estimates = [build(agent, task, rows, spec) for (agent, task), rows in by_pair.items()]
+    estimates = [
+        build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()
+    ]
     taken = pd.Index([]).append([e.used for e in estimates])
     _report_left_out(
         evidence,
@@ -154,8 +159,12 @@ def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]
     return prior.alpha + successes, prior.beta + trials - successes
 
 
-def _end_to_end(agent, task, rows, spec, role="end_to_end") -> Estimate:
-    prior = spec.priors[role]
+# Each builder takes one (agent, task)'s rows as {method: rows sorted by run and step}.
+
+
+def _end_to_end(agent, task, by_method, spec) -> Estimate:
+    prior = spec.priors["end_to_end"]
+    rows = by_method[END_TO_END]
     row = rows.iloc[0]
     k, n = int(row["successes"]), int(row["trials"])
     a, b = _posterior(prior, k, n)
@@ -173,9 +182,9 @@ def _end_to_end(agent, task, rows, spec, role="end_to_end") -> Estimate:
     )
 
 
-def _milestones(agent, task, rows, spec) -> Estimate:
+def _milestones(agent, task, by_method, spec) -> Estimate:
     prior = spec.priors["milestone"]
-    rows = rows.sort_values("step")
+    rows = by_method[MILESTONE_METHOD]
     alpha, beta, parts = [], [], []
     for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):
         a, b = _posterior(prior, int(k), int(n))
@@ -204,10 +213,11 @@ def _milestones(agent, task, rows, spec) -> Estimate:
     )
 
 
-def _expert_completion(agent, task, rows, spec) -> Estimate:
+def _expert_completion(agent, task, by_method, spec) -> Estimate:
     prior = spec.priors["step"]
+    rows = by_method[EXPERT_COMPLETION]
     alpha, beta, parts = [], [], []
-    for run, steps in rows.sort_values("step").groupby("run", sort=True):
+    for run, steps in rows.groupby("run", sort=True):
         ab = [
             _posterior(prior, int(k), int(n))
             for k, n in zip(steps["successes"], steps["trials"], strict=True)
@@ -228,19 +238,15 @@ def _expert_completion(agent, task, rows, spec) -> Estimate:
     )
 
 
-def _chain(agent, task, rows, spec) -> Estimate:
+def _chain(agent, task, by_method, spec) -> Estimate:
     """Phuong et al.'s fallback chain for one task (DESIGN section 1.6)."""
-    by_method = {m: r for m, r in rows.groupby("method", sort=False)}
     e2e = by_method.get(END_TO_END)
     if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
-        return _tag(_end_to_end(agent, task, e2e, spec), "rung end_to_end")
+        return _tag(_end_to_end(agent, task, by_method, spec), "rung end_to_end")
     if MILESTONE_METHOD in by_method:
         return _chain_milestones(agent, task, by_method, spec)
     if EXPERT_COMPLETION in by_method:
-        return _tag(
-            _expert_completion(agent, task, by_method[EXPERT_COMPLETION], spec),
-            "rung expert_completion",
-        )
+        return _tag(_expert_completion(agent, task, by_method, spec), "rung expert_completion")
     for method in (BEST_OF_N, GOLDEN):
         whole = by_method.get(method)
         if whole is not None and (whole["milestone"] < 1).any():
@@ -256,7 +262,7 @@ def _chain(agent, task, rows, spec) -> Estimate:
             )
     if e2e is not None:
         return _tag(
-            _end_to_end(agent, task, e2e, spec),
+            _end_to_end(agent, task, by_method, spec),
             "rung end_to_end (0 successes, no other usable evidence)",
         )
     return Estimate(
@@ -275,7 +281,7 @@ def _tag(estimate: Estimate, rung: str) -> Estimate:
 
 def _chain_milestones(agent, task, by_method, spec) -> Estimate:
     prior = spec.priors["milestone"]
-    rows = by_method[MILESTONE_METHOD].sort_values("step")
+    rows = by_method[MILESTONE_METHOD]
     alpha, beta, factors, parts = [], [], [], []
     point_log, rungs, used = 0.0, set(), rows.index
     for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import warnings
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 from bayes_eval.conjugate import BetaProduct, log_beta_draws
 from bayes_eval.constants import (
@@ -31,6 +31,9 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import TABLE_COLUMNS, Evidence
 from bayes_eval.specs import spec_from_toml
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["Posterior", "load_posterior"]
 
@@ -52,10 +55,13 @@ class Posterior:
 
     Parameters
     ----------
-    conjugate : xarray.Dataset
-        Per (agent, task): ``method``, ``provenance``, ``reason``, ``point_log``,
-        ``cp_successes``/``cp_trials`` and the Beta shapes ``alpha``/``beta`` over
-        ``(agent, task, run, factor)`` (NaN where absent).
+    parameters : dict of str to (dims, ndarray)
+        The ``conjugate`` group's variables, per (agent, task): ``method``,
+        ``provenance``, ``reason``, ``point_log``, ``cp_successes``/``cp_trials`` and
+        the Beta shapes ``alpha``/``beta`` over ``(agent, task, run, factor)`` (NaN
+        where absent). Kept as numpy arrays so summaries never import xarray.
+    coords : dict of str to sequence
+        Coordinates of ``agent``, ``task``, ``run`` and ``factor``.
     spec : Spec
     evidence : Evidence
     level : float
@@ -64,8 +70,9 @@ class Posterior:
         Seed of the posterior draws.
     """
 
-    def __init__(self, conjugate: xr.Dataset, spec, evidence: Evidence, level: float, seed: int):
-        self.conjugate = conjugate
+    def __init__(self, parameters, coords, spec, evidence: Evidence, level: float, seed: int):
+        self.parameters = parameters
+        self.coords = coords
         self.spec = spec
         self.evidence = evidence
         self.level = level
@@ -73,9 +80,11 @@ class Posterior:
 
     @classmethod
     def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
-        """Lay out a list of ``fit.Estimate`` as the ``conjugate`` dataset."""
+        """Lay out a list of ``fit.Estimate`` as the ``conjugate`` parameters."""
         agents = list(dict.fromkeys(e.agent for e in estimates))
         tasks = list(dict.fromkeys(e.task for e in estimates))
+        agent_at = {a: i for i, a in enumerate(agents)}
+        task_at = {t: j for j, t in enumerate(tasks)}
         n_runs = max((len(e.alpha) for e in estimates), default=1) or 1
         n_factors = max((max(e.factors, default=0) for e in estimates), default=0) or 1
         shape = (len(agents), len(tasks))
@@ -87,7 +96,7 @@ class Posterior:
         point_log = np.full(shape, np.nan)
         cp = np.full(shape + (2,), -1, dtype=np.int64)
         for e in estimates:
-            i, j = agents.index(e.agent), tasks.index(e.task)
+            i, j = agent_at[e.agent], task_at[e.task]
             for r, (a_run, b_run) in enumerate(zip(e.alpha, e.beta, strict=True)):
                 slots = [max(f, 1) - 1 for f in e.factors[: len(a_run)]]
                 alpha[i, j, r, slots] = a_run
@@ -99,31 +108,39 @@ class Posterior:
             if e.cp is not None:
                 cp[i, j] = e.cp
         pair = (AGENT, TASK)
-        data = xr.Dataset(
-            {
-                "alpha": (pair + (RUN, FACTOR), alpha),
-                "beta": (pair + (RUN, FACTOR), beta),
-                "point_log": (pair, point_log),
-                "cp_successes": (pair, cp[..., 0]),
-                "cp_trials": (pair, cp[..., 1]),
-                **{name: (pair, values.astype(str)) for name, values in text.items()},
-            },
-            coords={
-                AGENT: agents,
-                TASK: tasks,
-                RUN: np.arange(1, n_runs + 1),
-                FACTOR: np.arange(1, n_factors + 1),
-            },
-        )
-        return cls(data, spec, evidence, level, seed)
+        parameters = {
+            "alpha": (pair + (RUN, FACTOR), alpha),
+            "beta": (pair + (RUN, FACTOR), beta),
+            "point_log": (pair, point_log),
+            "cp_successes": (pair, cp[..., 0]),
+            "cp_trials": (pair, cp[..., 1]),
+            **{name: (pair, values.astype(str)) for name, values in text.items()},
+        }
+        coords = {
+            AGENT: agents,
+            TASK: tasks,
+            RUN: np.arange(1, n_runs + 1),
+            FACTOR: np.arange(1, n_factors + 1),
+        }
+        return cls(parameters, coords, spec, evidence, level, seed)
+
+    def values(self, name: str) -> np.ndarray:
+        """The array of one ``conjugate`` variable."""
+        return self.parameters[name][1]
+
+    @cached_property
+    def conjugate(self) -> xr.Dataset:
+        """The exact posterior's parameters as an ``xarray.Dataset``."""
+        import xarray as xr
+
+        return xr.Dataset(self.parameters, coords=self.coords)
 
     # ------------------------------------------------------------------ summaries
 
     def cells(self) -> list[tuple[str, str, int, int]]:
         """``(agent, task, i, j)`` of every pair with a result row, ``i, j`` its array position."""
-        method = self.conjugate["method"].values
-        agents = self.conjugate[AGENT].values.tolist()
-        tasks = self.conjugate[TASK].values.tolist()
+        method = self.values("method")
+        agents, tasks = list(self.coords[AGENT]), list(self.coords[TASK])
         return [
             (agents[i], tasks[j], int(i), int(j))
             for i, j in zip(*np.nonzero(method != ""), strict=True)
@@ -134,11 +151,9 @@ class Posterior:
 
         None for a point value or a pair without an estimate.
         """
-        if self.conjugate["reason"].values[i, j] or not np.isnan(
-            self.conjugate["point_log"].values[i, j]
-        ):
+        if self.values("reason")[i, j] or not np.isnan(self.values("point_log")[i, j]):
             return None
-        return _product(self.conjugate["alpha"].values[i, j], self.conjugate["beta"].values[i, j])
+        return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task) with the columns of DESIGN section 5."""
@@ -151,11 +166,13 @@ class Posterior:
     @cached_property
     def posterior(self) -> xr.Dataset:
         """Posterior draws: ``p_task`` and ``p_milestone`` / ``p_step`` where they apply."""
-        return _draws(self.conjugate, self.spec.draws, self.seed)
+        return _draws(self, self.spec.draws, self.seed)
 
     @cached_property
     def observed_data(self) -> xr.Dataset:
         """The counts the model saw, per evidence method, as labelled arrays."""
+        import xarray as xr
+
         parts = {}
         for method, name in (
             (END_TO_END, "task"),
@@ -198,6 +215,8 @@ class Posterior:
 
     def to_netcdf(self, path) -> Path:
         """Write every group to one NetCDF file (readable by ``arviz.from_netcdf``)."""
+        import xarray as xr
+
         path = Path(path)
         attrs = self.attrs()
         table = self.evidence.table.rename_axis("evidence_row")
@@ -223,6 +242,8 @@ def load_posterior(path) -> Posterior:
     InputError
         Missing or unreadable file, missing group, or a hash mismatch.
     """
+    import xarray as xr
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -242,10 +263,14 @@ def load_posterior(path) -> Posterior:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
     spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))
     conjugate = groups["conjugate"]
+    parameters = {name: (var.dims, var.values) for name, var in conjugate.data_vars.items()}
     for name in ("method", "provenance", "reason"):
-        conjugate[name] = conjugate[name].astype(str)
-    conjugate.attrs = {}
-    result = Posterior(conjugate, spec, evidence, float(attrs["level"]), int(attrs["seed"]))
+        dims, values = parameters[name]
+        parameters[name] = (dims, values.astype(str))
+    coords = {name: conjugate[name].values.tolist() for name in conjugate.dims}
+    result = Posterior(
+        parameters, coords, spec, evidence, float(attrs["level"]), int(attrs["seed"])
+    )
     posterior = groups["posterior"]
     posterior.attrs = {}
     result.__dict__["posterior"] = posterior
@@ -262,22 +287,21 @@ def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
     return BetaProduct(tuple(components))
 
 
-def _draws(conjugate: xr.Dataset, n_draws: int, seed: int) -> xr.Dataset:
+def _draws(result: Posterior, n_draws: int, seed: int):
+    import xarray as xr
+
     rng = np.random.default_rng(seed)
-    agents = conjugate[AGENT].values
-    tasks = conjugate[TASK].values
-    n_runs, n_factors = conjugate.sizes[RUN], conjugate.sizes[FACTOR]
+    agents, tasks = result.coords[AGENT], result.coords[TASK]
+    n_runs, n_factors = len(result.coords[RUN]), len(result.coords[FACTOR])
     log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
     log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
-    methods = conjugate["method"].values
-    point = conjugate["point_log"].values
-    reason = conjugate["reason"].values
+    methods, point, reason = (result.values(n) for n in ("method", "point_log", "reason"))
     for i in range(len(agents)):
         for j in range(len(tasks)):
             if not methods[i, j] or reason[i, j] or not np.isnan(point[i, j]):
                 continue
-            a = conjugate["alpha"].values[i, j]
-            b = conjugate["beta"].values[i, j]
+            a = result.values("alpha")[i, j]
+            b = result.values("beta")[i, j]
             present = ~np.isnan(a)
             proper = present & (b > 0)
             draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
@@ -294,10 +318,10 @@ def _draws(conjugate: xr.Dataset, n_draws: int, seed: int) -> xr.Dataset:
             (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
         )
         data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), milestone_rates[None])
-        coords[MILESTONE] = conjugate[FACTOR].values
+        coords[MILESTONE] = result.coords[FACTOR]
     if (methods == EXPERT_COMPLETION).any():
         step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
         data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), step_rates[None])
-        coords[RUN] = conjugate[RUN].values
-        coords[STEP] = conjugate[FACTOR].values
+        coords[RUN] = result.coords[RUN]
+        coords[STEP] = result.coords[FACTOR]
     return xr.Dataset(data, coords=coords)

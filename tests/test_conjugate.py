@@ -79,7 +79,7 @@ def test_two_factors_against_quadrature(a, b):
     product = BetaProduct(((np.array(a), np.array(b)),))
     (summary,) = summarise_products([product], np.array([0.025, 0.975]))
     for q, x in zip((0.025, 0.975), summary.x_quantiles, strict=True):
-        truth = optimize.brentq(lambda t: cdf(t) - q, 1e-6, 200.0, xtol=1e-10)
+        truth = optimize.brentq(lambda t, q=q: cdf(t) - q, 1e-6, 200.0, xtol=1e-10)
         assert abs(x - truth) <= QUANTILE_TOLERANCE
 
 
@@ -110,7 +110,8 @@ def test_mixture_over_runs_against_scipy():
         return 0.5 * (stats.beta.sf(p, 2, 30) + stats.beta.sf(p, 9.02, 1.02))
 
     truth = [
-        optimize.brentq(lambda p: mixture_sf(p) - q, 1e-12, 1 - 1e-12, xtol=1e-14) for q in PROBS
+        optimize.brentq(lambda p, q=q: mixture_sf(p) - q, 1e-12, 1 - 1e-12, xtol=1e-14)
+        for q in PROBS
     ]
     np.testing.assert_allclose(bounds, truth, rtol=REL)
     assert summary.engine == "grid"
