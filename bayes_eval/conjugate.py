@@ -12,13 +12,13 @@ CDF values are deterministic, never read off Monte Carlo draws:
 * one factor: scipy's Beta quantiles (exact);
 * two or more factors, all shapes >= ``SADDLEPOINT_MIN_SHAPE``: the second-order
   Lugannani-Rice saddlepoint approximation of the sum of ``-log p`` (its cumulant
-  generating function is closed-form in log-gamma functions), vectorised over tasks;
+  generating function is closed-form in log-gamma functions), vectorised over tasks,
+  within ``SADDLEPOINT_ERROR`` of the grid in that regime (checked in the tests);
 * anything else (small or near-singular shapes, mixtures over runs): a grid of the
-  exact bin masses of each ``-log p``, convolved. Each factor's mass is put at the
-  left edge of its bin, so the grid sum lies within ``M h`` below the true sum: every
-  quantile is bracketed and the reported midpoint is off by at most ``M h / 2``
-  (``QUANTILE_TOLERANCE`` in log P, i.e. relative error in P, unless the support is
-  so wide that the grid had to coarsen, which is reported).
+  exact bin masses of each ``-log p`` (from the Beta CDF, so singular densities are
+  no problem), convolved by FFT, with a piecewise-linear CDF. The step is halved
+  until two grids agree within ``QUANTILE_TOLERANCE`` in log P (relative error in
+  P); at the latest when ``M h / 2`` is below it, which bounds the error outright.
 
 A factor with ``b = 0`` (all successes under the Haldane prior) is a point mass at 1
 and drops out of the product.
@@ -37,6 +37,7 @@ from bayes_eval.constants import (
     GRID_MAX_X,
     GRID_TAIL_MASS,
     QUANTILE_TOLERANCE,
+    SADDLEPOINT_ERROR,
     SADDLEPOINT_MIN_SHAPE,
 )
 
@@ -165,7 +166,7 @@ def summarise_products(
         xq = _saddlepoint_quantiles(a, b, probs) + shift[:, None]
         xc = _saddlepoint_cdf(a, b, x_points[None, :] - shift[:, None])
         for j, i in enumerate(regular):
-            out[i] = ProductSummary(xq[j], xc[j], QUANTILE_TOLERANCE, "saddlepoint")
+            out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
     return out
 
 
@@ -238,48 +239,61 @@ def _x_ppf(a, b, q):
 
 
 # ---------------------------------------------------------------------------
-# grid: exact bin masses, one convolution, bracketed quantiles
+# grid: exact bin masses, one convolution, refined until two grids agree
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _StepCdf:
-    """CDF of the left-edge grid sum ``S_left``; the true sum is in ``[S_left, S_left + width)``."""
+class _GridCdf:
+    """Piecewise-linear CDF of a discretised sum.
+
+    Mass ``cum[j] - cum[j - 1]`` sits at ``start + j * step`` and is spread evenly
+    over one step around it, so the CDF is linear between ``start + (j -+ 1/2) step``.
+    """
 
     start: float
     step: float
     cum: np.ndarray
-    width: float
 
-    def upper(self, x):
-        """Upper bound of the true CDF at ``x`` (the CDF of ``S_left``)."""
-        j = np.floor((np.asarray(x) - self.start) / self.step + 1e-9).astype(np.int64)
-        inside = np.clip(j, 0, self.cum.size - 1)
-        return np.where(j < 0, 0.0, self.cum[inside])
+    def nodes(self):
+        """Abscissae and CDF values of the piecewise-linear CDF."""
+        x = self.start + self.step * (np.arange(self.cum.size + 1) - 0.5)
+        return x, np.concatenate([[0.0], self.cum])
 
-    def lower(self, x):
-        """Lower bound of the true CDF at ``x``."""
-        return self.upper(np.asarray(x) - self.width)
+    def __call__(self, x):
+        nodes, values = self.nodes()
+        return np.interp(x, nodes, values)
+
+    def quantile(self, q):
+        nodes, values = self.nodes()
+        j = np.clip(np.searchsorted(values, q, side="left"), 1, values.size - 1)
+        rise = values[j] - values[j - 1]
+        frac = np.where(rise > 0, (q - values[j - 1]) / np.where(rise > 0, rise, 1.0), 1.0)
+        return nodes[j - 1] + np.clip(frac, 0.0, 1.0) * self.step
 
 
-def _grid_cdf(a, b, x_cap=np.inf) -> _StepCdf:
-    m = a.size
+def _supports(a, b):
+    """Per factor, the range of ``-log p`` outside which ``GRID_TAIL_MASS`` lies."""
     lo = _x_ppf(a, b, GRID_TAIL_MASS)
     hi = np.minimum(_x_ppf(a, b, 1.0 - GRID_TAIL_MASS), GRID_MAX_X)
+    return lo, np.maximum(hi, lo)
+
+
+def _grid_cdf(a, b, step, x_cap=np.inf) -> _GridCdf:
+    """Discretise each factor's exact bin masses at their bin centres and convolve."""
+    lo, hi = _supports(a, b)
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
-    hi = np.minimum(hi, x_cap - (lo.sum() - lo))
-    hi = np.maximum(hi, lo)
-    step = max(2 * QUANTILE_TOLERANCE / m, (hi - lo).sum() / GRID_MAX_POINTS)
+    hi = np.maximum(np.minimum(hi, x_cap - (lo.sum() - lo)), lo)
     total = None
     for aj, bj, lj, hj in zip(a, b, lo, hi, strict=True):
         n_bins = max(1, int(np.ceil((hj - lj) / step)))
         cdf = _x_cdf(aj, bj, lj + step * np.arange(n_bins + 1))
         mass = np.diff(cdf)
-        mass[0] += cdf[0]  # the lower tail goes to the first bin's left edge
+        mass[0] += cdf[0]  # the lower tail joins the first bin
         mass = np.maximum(mass, 0.0)
         total = mass if total is None else _convolve(total, mass)
     cum = np.clip(np.maximum.accumulate(np.cumsum(np.maximum(total, 0.0))), 0.0, 1.0)
-    return _StepCdf(float(lo.sum()), step, cum, m * step)
+    return _GridCdf(float(lo.sum() + 0.5 * a.size * step), step, cum)
 
 
 def _convolve(x, y):
@@ -290,56 +304,69 @@ def _convolve(x, y):
 
 
 def _grid_summary(factors, shift, probs, x_points):
-    cdfs = [_grid_cdf(a, b) if a.size else None for a, b in factors]
-    xq, err = _mixture_quantiles(cdfs, probs)
-    fine_step = 2 * QUANTILE_TOLERANCE / max(a.size for a, _ in factors)
-    if any(c is not None and c.step > fine_step * (1 + 1e-9) for c in cdfs):
-        # The first pass had to coarsen; refine up to the largest point we need.
-        x_cap = max(np.max(xq + err), np.max(x_points - shift, initial=0.0)) + 1.0
-        cdfs = [_grid_cdf(a, b, x_cap) if a.size else None for a, b in factors]
-        xq, err = _mixture_quantiles(cdfs, probs)
-    lower, upper = _mixture_cdf_bounds(cdfs, x_points - shift)
-    return ProductSummary(shift + xq, 0.5 * (lower + upper), float(np.max(err)), "grid")
+    """Quantiles and CDF values on grids refined until successive ones agree.
+
+    The first step is a sixteenth of the narrowest factor's spread; each pass halves
+    it, until two passes agree within ``QUANTILE_TOLERANCE`` or the step is so fine
+    (``M step / 2 <= QUANTILE_TOLERANCE``) that each factor's discretisation error,
+    at most half a step, bounds the error by itself. The reported error is the
+    smaller of the last change and that bound.
+    """
+    proper = [(a, b) for a, b in factors if a.size]
+    m = max((a.size for a, _ in proper), default=1)
+    spans = [np.sum(np.subtract(*_supports(a, b)[::-1])) for a, b in proper]
+    spread = min(
+        float(np.min(np.sqrt(special.polygamma(1, a) - special.polygamma(1, a + b))))
+        for a, b in proper
+    )
+    coarsest = max(spans, default=0.0) / GRID_MAX_POINTS
+    guaranteed = 2 * QUANTILE_TOLERANCE / m
+    step = max(spread / 16, coarsest)
+    cdfs, xq = _grid_pass(factors, step, probs)
+    while True:
+        if step <= max(guaranteed, coarsest):
+            error = 0.5 * m * step
+            break
+        step = max(step / 2, coarsest)
+        finer, fine_xq = _grid_pass(factors, step, probs)
+        change = float(np.max(np.abs(fine_xq - xq)))
+        cdfs, xq = finer, fine_xq
+        if change <= QUANTILE_TOLERANCE:
+            error = min(change, 0.5 * m * step)
+            break
+    if coarsest > guaranteed and error > QUANTILE_TOLERANCE:
+        # The support was too wide for a fine grid: refine up to the largest point we need.
+        x_cap = max(np.max(xq), np.max(x_points - shift, initial=0.0)) + 1.0
+        cdfs = [_grid_cdf(a, b, guaranteed, x_cap) if a.size else None for a, b in factors]
+        xq = _mixture_quantiles(cdfs, probs)
+        error = QUANTILE_TOLERANCE
+    return ProductSummary(shift + xq, _mixture_cdf(cdfs, x_points - shift), error, "grid")
 
 
-def _mixture_cdf_bounds(cdfs, x):
+def _grid_pass(factors, step, probs):
+    cdfs = [_grid_cdf(a, b, step) if a.size else None for a, b in factors]
+    return cdfs, _mixture_quantiles(cdfs, probs)
+
+
+def _mixture_cdf(cdfs, x):
+    """CDF of the equal mixture; ``None`` marks a component that is a point mass at X = 0."""
     x = np.asarray(x, dtype=float)
-    lower = np.zeros(x.shape)
-    upper = np.zeros(x.shape)
-    for c in cdfs:
-        if c is None:  # a component that is a point mass at P = 1 (X = 0)
-            lower += x >= 0
-            upper += x >= 0
-        else:
-            lower += c.lower(x)
-            upper += c.upper(x)
-    return lower / len(cdfs), upper / len(cdfs)
+    return sum((x >= 0).astype(float) if c is None else c(x) for c in cdfs) / len(cdfs)
 
 
 def _mixture_quantiles(cdfs, probs):
-    """Bracket each quantile by bisection on the CDF bounds; return midpoint and half-width."""
-    if len(cdfs) == 1 and cdfs[0] is not None:  # one product: read the bracket off the grid
-        c = cdfs[0]
-        j = np.minimum(np.searchsorted(c.cum, probs), c.cum.size - 1)
-        low_end = c.start + c.step * j
-        return low_end + 0.5 * c.width, np.full(probs.shape, 0.5 * c.width)
-    ends = [c.start + c.step * c.cum.size + c.width for c in cdfs if c is not None]
-    top = max(ends, default=1.0)
-    brackets = []
-    for bound in (1, 0):  # the upper CDF bound gives the lower end of the bracket
-        lo = np.full(probs.shape, -1.0)
-        hi = np.full(probs.shape, top)
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            value = _mixture_cdf_bounds(cdfs, mid)[bound]
-            reached = value >= probs
-            hi = np.where(reached, mid, hi)
-            lo = np.where(reached, lo, mid)
-            if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE):
-                break
-        brackets.append(hi)
-    low_end, high_end = brackets
-    return 0.5 * (low_end + high_end), 0.5 * (high_end - low_end)
+    """Quantiles of the equal mixture (by bisection when there are several components)."""
+    if len(cdfs) == 1 and cdfs[0] is not None:
+        return cdfs[0].quantile(probs)
+    tops = [c.nodes()[0][-1] for c in cdfs if c is not None]
+    lo, hi = np.full(probs.shape, -1.0), np.full(probs.shape, max(tops, default=1.0))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        reached = _mixture_cdf(cdfs, mid) >= probs
+        hi, lo = np.where(reached, mid, hi), np.where(reached, lo, mid)
+        if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE):
+            break
+    return 0.5 * (lo + hi)
 
 
 # ---------------------------------------------------------------------------
@@ -377,14 +404,15 @@ def _cgf(a, b, s):
 
 def _window(a, b):
     """Half-width in s of the window around 0 where Lugannani-Rice is interpolated."""
-    return 0.02 / np.sqrt(_cgf(a, b, np.zeros(a.shape[0]))[2])
+    return 0.05 / np.sqrt(_cgf(a, b, np.zeros(a.shape[0]))[2])
 
 
 def _lugannani_rice(a, b, s, edge):
     """``P(X <= K'(s))`` by second-order Lugannani-Rice.
 
     Near s = 0 the terms cancel catastrophically (0/0 in the limit): within
-    ``|s| < edge`` (``|u| < 0.02``) interpolate linearly in s between the window's edges.
+    ``|s| < edge`` (``|u| < 0.05``, a twentieth of a standard deviation, where the CDF
+    is nearly linear) interpolate linearly in s between the window's edges.
     """
     near = np.abs(s) < edge
     cdf = _lugannani_rice_cdf(a, b, np.where(near, edge, s))
