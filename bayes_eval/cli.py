@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument("--format", default="table", choices=FORMATS)
     fit.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands.add_parser("example", help="print the path of the shipped example evidence table")
     return parser
 
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args = _parser().parse_args(argv)
-        return {"fit": _fit}[args.command](args)
+        return {"fit": _fit, "example": _example}[args.command](args)
     except InputError as exc:
         if debug:
             traceback.print_exc()
@@ -83,11 +84,10 @@ def _seed(text: str | None) -> int | None:
 
 def _fit(args) -> int:
     from bayes_eval.fit import fit
-    from bayes_eval.specs import check_level
-    from bayes_eval.summary import check_threshold
+    from bayes_eval.specs import check_probability
 
-    level = None if args.level is None else check_level(args.level)
-    threshold = None if args.threshold is None else check_threshold(args.threshold)
+    level = None if args.level is None else check_probability(args.level, "--level")
+    threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
     seed = _seed(args.seed)
     out = None if args.out is None else _check_out(Path(args.out))
     notes: list[str] = []
@@ -108,6 +108,13 @@ def _fit(args) -> int:
         print(_table(summary, posterior, threshold))
         if out is not None:
             print(f"\nwrote {out / 'posterior.nc'} and {out / 'summary.csv'}")
+    return 0
+
+
+def _example(args) -> int:
+    from bayes_eval.resources import example_evidence
+
+    print(example_evidence())
     return 0
 
 

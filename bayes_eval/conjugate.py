@@ -52,19 +52,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class BetaProduct:
-    """Distribution of ``P = exp(-log_scale) * mean_c prod_m p_cm``, ``p_cm ~ Beta(a_cm, b_cm)``.
+    """Distribution of ``P = mean_c prod_m p_cm``, independent ``p_cm ~ Beta(a_cm, b_cm)``.
 
     Parameters
     ----------
     components : tuple of (a, b) array pairs
         One pair per mixture component (run); arrays hold that component's factors.
         ``b == 0`` marks a point mass at 1; every ``a`` must be positive.
-    log_scale : float
-        ``-log`` of a constant factor (point values); 0 for none.
     """
 
     components: tuple[tuple[np.ndarray, np.ndarray], ...]
-    log_scale: float = 0.0
     _factors: tuple[tuple[np.ndarray, np.ndarray], ...] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -89,23 +86,12 @@ class BetaProduct:
         """Exact mean and standard deviation of ``P``."""
         log_m1 = np.array([_log_moment(a, b, 1) for a, b in self._factors])
         log_m2 = np.array([_log_moment(a, b, 2) for a, b in self._factors])
-        n = len(self._factors)
-        log_mean = special.logsumexp(log_m1) - np.log(n) - self.log_scale
-        log_second = special.logsumexp(log_m2) - np.log(n) - 2 * self.log_scale
+        log_mean = _log_mean_exp(log_m1)
+        log_second = _log_mean_exp(log_m2)
         # var = E[P^2] - E[P]^2, computed relative to E[P^2] to keep precision.
         ratio = np.exp(2 * log_mean - log_second)
         sd = np.exp(0.5 * log_second) * np.sqrt(max(0.0, -np.expm1(np.log(min(ratio, 1.0)))))
         return float(np.exp(log_mean)), float(sd)
-
-    def draws(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """``size`` draws of ``log P`` (each draw picks a component uniformly)."""
-        which = rng.integers(len(self._factors), size=size)
-        out = np.full(size, -self.log_scale)
-        for c, (a, b) in enumerate(self._factors):
-            chosen = which == c
-            if a.size and chosen.any():
-                out[chosen] += log_beta_draws(a, b, (int(chosen.sum()),), rng).sum(axis=-1)
-        return out
 
 
 @dataclass(frozen=True)
@@ -145,26 +131,22 @@ def summarise_products(
     regular = []
     for i, product in enumerate(products):
         factors = product.factors
-        shift = product.log_scale
         if len(factors) == 1 and factors[0][0].size == 0:
-            out[i] = _point_mass(shift, probs, x_points)
+            out[i] = _point_mass(probs, x_points)
         elif len(factors) == 1 and factors[0][0].size == 1:
             a, b = factors[0][0][0], factors[0][1][0]
-            out[i] = ProductSummary(
-                shift + _x_ppf(a, b, probs), _x_cdf(a, b, x_points - shift), 0.0, "beta"
-            )
+            out[i] = ProductSummary(_x_ppf(a, b, probs), _x_cdf(a, b, x_points), 0.0, "beta")
         elif len(factors) == 1 and min(factors[0][0].min(), factors[0][1].min()) >= (
             SADDLEPOINT_MIN_SHAPE
         ):
             regular.append(i)
         else:
-            out[i] = _grid_summary(factors, shift, probs, x_points)
+            out[i] = _grid_summary(factors, probs, x_points)
     if regular:
         a = [products[i].factors[0][0] for i in regular]
         b = [products[i].factors[0][1] for i in regular]
-        shift = np.array([products[i].log_scale for i in regular])
-        xq = _saddlepoint_quantiles(a, b, probs) + shift[:, None]
-        xc = _saddlepoint_cdf(a, b, x_points[None, :] - shift[:, None])
+        xq = _saddlepoint_quantiles(a, b, probs)
+        xc = _saddlepoint_cdf(a, b, np.broadcast_to(x_points, (len(regular), x_points.size)))
         for j, i in enumerate(regular):
             out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
     return out
@@ -210,8 +192,15 @@ def _log_moment(a, b, order):
     )
 
 
-def _point_mass(x, probs, x_points):
-    return ProductSummary(np.full(probs.shape, x), (x_points >= x).astype(float), 0.0, "point")
+def _log_mean_exp(values: np.ndarray) -> float:
+    """``log(mean(exp(values)))`` without overflow or underflow."""
+    top = values.max()
+    return float(top + np.log(np.mean(np.exp(values - top))))
+
+
+def _point_mass(probs, x_points):
+    """``P = 1`` exactly (every factor a point mass at 1): ``X = 0``."""
+    return ProductSummary(np.zeros(probs.shape), (x_points >= 0).astype(float), 0.0, "point")
 
 
 # ---------------------------------------------------------------------------
@@ -279,15 +268,28 @@ def _supports(a, b):
     return lo, np.maximum(hi, lo)
 
 
-def _grid_cdf(a, b, step, x_cap=np.inf) -> _GridCdf:
-    """Discretise each factor's exact bin masses at their bin centres and convolve."""
-    lo, hi = _supports(a, b)
+def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None) -> _GridCdf:
+    """Discretise each factor's exact bin masses at their bin centres and convolve.
+
+    ``support`` is ``_supports(a, b)``. ``edges`` (a list, one entry per factor) keeps
+    each factor's CDF at its bin edges between calls: a call with half the previous
+    step computes only the new edges.
+    """
+    lo, hi = support
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
     hi = np.maximum(np.minimum(hi, x_cap - (lo.sum() - lo)), lo)
+    edges = [None] * a.size if edges is None else edges
     total = None
-    for aj, bj, lj, hj in zip(a, b, lo, hi, strict=True):
+    for j, (aj, bj, lj, hj) in enumerate(zip(a, b, lo, hi, strict=True)):
         n_bins = max(1, int(np.ceil((hj - lj) / step)))
-        cdf = _x_cdf(aj, bj, lj + step * np.arange(n_bins + 1))
+        known = edges[j]
+        if known is not None and known[0] == 2 * step and known[1].size >= n_bins // 2 + 1:
+            cdf = np.empty(n_bins + 1)
+            cdf[0::2] = known[1][: n_bins // 2 + 1]
+            cdf[1::2] = _x_cdf(aj, bj, lj + step * np.arange(1, n_bins + 1, 2))
+        else:
+            cdf = _x_cdf(aj, bj, lj + step * np.arange(n_bins + 1))
+        edges[j] = (step, cdf)
         mass = np.diff(cdf)
         mass[0] += cdf[0]  # the lower tail joins the first bin
         mass = np.maximum(mass, 0.0)
@@ -303,7 +305,7 @@ def _convolve(x, y):
     return fft.irfft(fft.rfft(x, n) * fft.rfft(y, n), n)[:size]
 
 
-def _grid_summary(factors, shift, probs, x_points):
+def _grid_summary(factors, probs, x_points):
     """Quantiles and CDF values on grids refined until successive ones agree.
 
     The first step is a sixteenth of the narrowest factor's spread; each pass halves
@@ -314,7 +316,8 @@ def _grid_summary(factors, shift, probs, x_points):
     """
     proper = [(a, b) for a, b in factors if a.size]
     m = max((a.size for a, _ in proper), default=1)
-    spans = [np.sum(np.subtract(*_supports(a, b)[::-1])) for a, b in proper]
+    supports = [_supports(a, b) if a.size else None for a, b in factors]
+    spans = [np.sum(hi - lo) for lo, hi in filter(None, supports)]
     spread = min(
         float(np.min(np.sqrt(special.polygamma(1, a) - special.polygamma(1, a + b))))
         for a, b in proper
@@ -322,13 +325,14 @@ def _grid_summary(factors, shift, probs, x_points):
     coarsest = max(spans, default=0.0) / GRID_MAX_POINTS
     guaranteed = 2 * QUANTILE_TOLERANCE / m
     step = max(spread / 16, coarsest)
-    cdfs, xq = _grid_pass(factors, step, probs)
+    edges = [[None] * a.size for a, _ in factors]
+    cdfs, xq = _grid_pass(factors, supports, step, probs, edges)
     while True:
         if step <= max(guaranteed, coarsest):
             error = 0.5 * m * step
             break
         step = max(step / 2, coarsest)
-        finer, fine_xq = _grid_pass(factors, step, probs)
+        finer, fine_xq = _grid_pass(factors, supports, step, probs, edges)
         change = float(np.max(np.abs(fine_xq - xq)))
         cdfs, xq = finer, fine_xq
         if change <= QUANTILE_TOLERANCE:
@@ -336,15 +340,21 @@ def _grid_summary(factors, shift, probs, x_points):
             break
     if coarsest > guaranteed and error > QUANTILE_TOLERANCE:
         # The support was too wide for a fine grid: refine up to the largest point we need.
-        x_cap = max(np.max(xq), np.max(x_points - shift, initial=0.0)) + 1.0
-        cdfs = [_grid_cdf(a, b, guaranteed, x_cap) if a.size else None for a, b in factors]
+        x_cap = max(np.max(xq), np.max(x_points, initial=0.0)) + 1.0
+        cdfs = [
+            _grid_cdf(a, b, guaranteed, support, x_cap) if a.size else None
+            for (a, b), support in zip(factors, supports, strict=True)
+        ]
         xq = _mixture_quantiles(cdfs, probs)
         error = QUANTILE_TOLERANCE
-    return ProductSummary(shift + xq, _mixture_cdf(cdfs, x_points - shift), error, "grid")
+    return ProductSummary(xq, _mixture_cdf(cdfs, x_points), error, "grid")
 
 
-def _grid_pass(factors, step, probs):
-    cdfs = [_grid_cdf(a, b, step) if a.size else None for a, b in factors]
+def _grid_pass(factors, supports, step, probs, edges):
+    cdfs = [
+        _grid_cdf(a, b, step, support, edges=known) if a.size else None
+        for (a, b), support, known in zip(factors, supports, edges, strict=True)
+    ]
     return cdfs, _mixture_quantiles(cdfs, probs)
 
 
@@ -435,22 +445,29 @@ def _lugannani_rice_cdf(a, b, s):
     return np.clip(1.0 - tail, 0.0, 1.0)
 
 
-def _solve_saddlepoint(a, b, target, value_of):
+def _solve_saddlepoint(a, b, target, value_of, guess):
     """Find s with ``value_of(s) == target`` (increasing in s), s in (-inf, min a).
 
-    Works in ``t = log(min a - s)`` (from +30, s ~ -1e13, down to -30, s next to
-    min a), where ``value_of`` decreases; the Illinois variant of regula falsi keeps
-    the root bracketed and converges superlinearly.
+    Works in ``t = log(min a - s)``, where ``value_of`` decreases; starts from a bracket
+    of width 1 around ``guess`` (an approximate s), widened to the whole range
+    (t from -30, s next to min a, to +30, s ~ -1e13) where it does not hold, and
+    narrows it by the Illinois variant of regula falsi.
     """
     a_min = a.min(axis=1)
 
     def g(t):
         return value_of(a_min - np.exp(t)) - target
 
-    lo, hi = np.full(target.shape, -30.0), np.full(target.shape, 30.0)
-    g_lo, g_hi = g(lo), g(hi)  # g_lo >= 0 >= g_hi
+    centre = np.log(np.maximum(a_min - guess, 1e-12))
+    lo, hi = centre - 0.5, centre + 0.5
+    g_lo, g_hi = g(lo), g(hi)
+    lo, g_lo = np.where(g_lo >= 0, lo, -30.0), np.where(g_lo >= 0, g_lo, np.inf)
+    hi, g_hi = np.where(g_hi <= 0, hi, 30.0), np.where(g_hi <= 0, g_hi, -np.inf)
+    if np.any(np.isinf(g_lo)) or np.any(np.isinf(g_hi)):
+        g_lo = np.where(np.isinf(g_lo), g(lo), g_lo)
+        g_hi = np.where(np.isinf(g_hi), g(hi), g_hi)
     side = np.zeros(target.shape)
-    for _ in range(60):
+    for _ in range(100):
         span = g_lo - g_hi
         t = np.where(
             span > 0, lo + g_lo * (hi - lo) / np.where(span > 0, span, 1.0), 0.5 * (lo + hi)
@@ -464,7 +481,7 @@ def _solve_saddlepoint(a, b, target, value_of):
         g_hi = np.where(right & (side > 0), 0.5 * g_hi, g_hi)
         g_lo = np.where(~right & (side < 0), 0.5 * g_lo, g_lo)
         side = np.where(right, 1.0, -1.0)
-        if np.all((hi - lo < 1e-12) | (np.abs(g_t) < 1e-13)):
+        if np.all((hi - lo < 1e-10) | (np.abs(g_t) < 1e-10)):
             break
     return a_min - np.exp(t)
 
@@ -472,19 +489,24 @@ def _solve_saddlepoint(a, b, target, value_of):
 def _saddlepoint_quantiles(a_list, b_list, probs):
     a, b = _pad(a_list, b_list)
     edge = _window(a, b)
+    _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
     out = np.empty((a.shape[0], probs.size))
     for j, q in enumerate(probs):
         target = np.full(a.shape[0], q)
-        s = _solve_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s, edge))
+        guess = stats.norm.ppf(q) / np.sqrt(var)  # s of the normal approximation
+        s = _solve_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s, edge), guess)
         out[:, j] = _cgf(a, b, s)[1]
     return out
 
 
 def _saddlepoint_cdf(a_list, b_list, x):
     a, b = _pad(a_list, b_list)
+    _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
     out = np.empty(x.shape)
     for j in range(x.shape[1]):
         positive = x[:, j] > 0
-        s = _solve_saddlepoint(a, b, np.where(positive, x[:, j], 1.0), lambda s: _cgf(a, b, s)[1])
+        target = np.where(positive, x[:, j], 1.0)
+        guess = (target - mean) / var  # s of the normal approximation
+        s = _solve_saddlepoint(a, b, target, lambda s: _cgf(a, b, s)[1], guess)
         out[:, j] = np.where(positive, _lugannani_rice(a, b, s, _window(a, b)), 0.0)
     return out

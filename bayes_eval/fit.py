@@ -25,7 +25,7 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.expert import best_of_n_runs, golden_runs
-from bayes_eval.specs import Prior, check_level, load_spec
+from bayes_eval.specs import Prior, check_probability, load_spec
 
 __all__ = ["Estimate", "fit"]
 
@@ -104,7 +104,7 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    level = spec.level if level is None else check_level(level)
+    level = spec.level if level is None else check_probability(level, "level")
     seed = spec.seed if seed is None else int(seed)
     used = evidence.table["method"].isin(USES[spec.kind])
     _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
@@ -183,33 +183,10 @@ def _end_to_end(agent, task, by_method, spec) -> Estimate:
 
 
 def _milestones(agent, task, by_method, spec) -> Estimate:
-    prior = spec.priors["milestone"]
-    rows = by_method[MILESTONE_METHOD]
-    alpha, beta, parts = [], [], []
-    for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):
-        a, b = _posterior(prior, int(k), int(n))
-        if a == 0:
-            return Estimate(
-                agent,
-                task,
-                MILESTONE_METHOD,
-                provenance=f"{spec.name}; milestone prior {prior.label()}",
-                reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
-                f"{prior.label()} (phuong_chain falls back to expert evidence)",
-                used=rows.index,
-            )
-        alpha.append(a)
-        beta.append(b)
-        parts.append(f"m{step} {k}/{n}")
-    return Estimate(
-        agent,
-        task,
-        MILESTONE_METHOD,
-        [alpha],
-        [beta],
-        rows["step"].tolist(),
-        used=rows.index,
-        provenance=f"{spec.name}; milestone prior {prior.label()}; {', '.join(parts)}",
+    """The milestone method alone: a zero-success milestone under Haldane's prior has no
+    proper posterior, so the task gets no estimate (with the reason)."""
+    return _milestone_product(
+        agent, task, {MILESTONE_METHOD: by_method[MILESTONE_METHOD]}, spec, rung=""
     )
 
 
@@ -244,7 +221,7 @@ def _chain(agent, task, by_method, spec) -> Estimate:
     if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
         return _tag(_end_to_end(agent, task, by_method, spec), "rung end_to_end")
     if MILESTONE_METHOD in by_method:
-        return _chain_milestones(agent, task, by_method, spec)
+        return _milestone_product(agent, task, by_method, spec, rung="rung milestone; ")
     if EXPERT_COMPLETION in by_method:
         return _tag(_expert_completion(agent, task, by_method, spec), "rung expert_completion")
     for method in (BEST_OF_N, GOLDEN):
@@ -279,7 +256,10 @@ def _tag(estimate: Estimate, rung: str) -> Estimate:
     return estimate
 
 
-def _chain_milestones(agent, task, by_method, spec) -> Estimate:
+def _milestone_product(agent, task, by_method, spec, rung: str) -> Estimate:
+    """Product of milestone posteriors; a milestone with no proper posterior (0 successes
+    under Haldane's prior) falls back to expert best-of-N, then golden-solution rows for
+    it, where ``by_method`` has them (the chain), else the task gets no estimate."""
     prior = spec.priors["milestone"]
     rows = by_method[MILESTONE_METHOD]
     alpha, beta, factors, parts = [], [], [], []
@@ -307,10 +287,11 @@ def _chain_milestones(agent, task, by_method, spec) -> Estimate:
                 agent,
                 task,
                 MILESTONE_METHOD,
-                provenance=f"{spec.name}; rung milestone",
+                provenance=f"{spec.name}; milestone prior {prior.label()}",
                 used=used,
-                reason=f"milestone {step} has 0/{n} unguided successes and no expert best-of-N "
-                "or golden-solution run for it",
+                reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
+                f"{prior.label()}, and no expert best-of-N or golden-solution run for it"
+                + ("" if rung else " (phuong_chain would use one)"),
             )
     head = f"{spec.name}; milestone prior {prior.label()}; "
     if not rungs:
@@ -322,7 +303,7 @@ def _chain_milestones(agent, task, by_method, spec) -> Estimate:
             [beta],
             factors,
             used=used,
-            provenance=head + "rung milestone; " + ", ".join(parts),
+            provenance=head + rung + ", ".join(parts),
         )
     # A point value in the product makes the whole estimate a point value.
     method = GOLDEN if GOLDEN in rungs else BEST_OF_N

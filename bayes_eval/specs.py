@@ -11,7 +11,7 @@ from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEE
 from bayes_eval.errors import InputError
 from bayes_eval.resources import shipped_dir
 
-__all__ = ["Prior", "Spec", "check_level", "load_spec", "shipped_specs", "spec_from_toml"]
+__all__ = ["Prior", "Spec", "check_probability", "load_spec", "shipped_specs", "spec_from_toml"]
 
 SCHEMA_VERSION = 1
 TOP_KEYS = (
@@ -135,15 +135,15 @@ def spec_from_toml(text: str, source: str) -> Spec:
     return _validate(data, source, text)
 
 
-def check_level(level, what: str = "--level") -> float:
-    """Validate a credible level: 0 < level < 1."""
+def check_probability(value, what: str) -> float:
+    """Validate a level, threshold or acceptance rate: a number strictly between 0 and 1."""
     try:
-        value = float(level)
+        number = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{what}: '{level}' is not a number") from None
-    if not 0.0 < value < 1.0:
-        raise InputError(f"{what}: {level} must lie strictly between 0 and 1")
-    return value
+        raise InputError(f"{what}: '{value}' is not a number") from None
+    if not 0.0 < number < 1.0:
+        raise InputError(f"{what}: {value} must lie strictly between 0 and 1")
+    return number
 
 
 def _unknown_keys(where: str, table: dict, allowed) -> None:
@@ -220,7 +220,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             if value < (0 if key in ("tune", "seed") else 1):
                 raise InputError(f"{source} [sampler]: {key} ({value}) is out of range")
     if "target_accept" in sampler:
-        check_level(
+        check_probability(
             _get(f"{source} [sampler]", sampler, "target_accept", float),
             f"{source} [sampler] target_accept",
         )
@@ -228,7 +228,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
     level = DEFAULT_LEVEL
     if "level" in report:
-        level = check_level(
+        level = check_probability(
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
     return Spec(name, kind, pooling, description, priors, sampler, level, source, text)

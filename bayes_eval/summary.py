@@ -15,29 +15,17 @@ import pandas as pd
 
 from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
 from bayes_eval.constants import SUMMARY_COLUMNS
-from bayes_eval.errors import InputError
-from bayes_eval.specs import check_level
+from bayes_eval.specs import check_probability
 
-__all__ = ["check_threshold", "summarise"]
+__all__ = ["summarise"]
 
 LN10 = math.log(10)
 
 
-def check_threshold(threshold, what: str = "--threshold") -> float:
-    """Validate a probability threshold: 0 < tau < 1."""
-    try:
-        value = float(threshold)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: '{threshold}' is not a number") from None
-    if not 0.0 < value < 1.0:
-        raise InputError(f"{what}: {threshold} must lie strictly between 0 and 1")
-    return value
-
-
 def summarise(posterior, level: float, threshold: float | None = None) -> pd.DataFrame:
     """Summary of an exact ``Posterior`` at ``level``, with ``P(P > threshold)`` if given."""
-    level = check_level(level)
-    tau = None if threshold is None else check_threshold(threshold)
+    level = check_probability(level, "level")
+    tau = None if threshold is None else check_probability(threshold, "threshold")
     probs = np.array([1.0 - level, 0.5, level])
     x_points = np.array([] if tau is None else [-math.log(tau)])
     data = {name: posterior.values(name) for name in posterior.parameters}

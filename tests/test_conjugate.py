@@ -143,7 +143,7 @@ def test_saddlepoint_agrees_with_grid_where_it_is_used():
             b[-1] = 10.0
         (fast,) = summarise_products([BetaProduct(((a, b),))], PROBS)
         assert fast.engine == "saddlepoint"
-        grid = _grid_summary(((a, b),), 0.0, PROBS, np.zeros(0))
+        grid = _grid_summary(((a, b),), PROBS, np.zeros(0))
         assert grid.error <= QUANTILE_TOLERANCE
         assert np.max(np.abs(fast.x_quantiles - grid.x_quantiles)) <= SADDLEPOINT_ERROR
 

@@ -1,0 +1,189 @@
+"""Each shipped exact model on small tables with hand-worked answers."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bayes_eval
+from bayes_eval import InputError, load_posterior
+from bayes_eval.expert import step_bits, unguided_bits
+
+
+def table(*rows):
+    return pd.DataFrame(rows)
+
+
+def e2e(task, k, n, **extra):
+    return dict(task=task, method="end_to_end", successes=k, trials=n, **extra)
+
+
+def ms(task, step, k, n):
+    return dict(task=task, method="milestone", step=step, successes=k, trials=n)
+
+
+def row_of(summary, task):
+    return summary.set_index("task").loc[task]
+
+
+def test_end_to_end_uniform_prior_and_clopper_pearson():
+    summary = bayes_eval.fit(table(e2e("t", 3, 20)), "end_to_end").summary(threshold=0.1)
+    r = row_of(summary, "t")
+    assert r["mean"] == pytest.approx(4 / 22)
+    assert r["upper"] == pytest.approx(stats.beta.ppf(0.975, 4, 18), rel=1e-10)
+    assert r["lower"] == pytest.approx(stats.beta.ppf(0.025, 4, 18), rel=1e-10)
+    assert r["median"] == pytest.approx(stats.beta.median(4, 18), rel=1e-10)
+    assert r["sd"] == pytest.approx(stats.beta.std(4, 18), rel=1e-10)
+    assert r["prob_above"] == pytest.approx(stats.beta.sf(0.1, 4, 18), rel=1e-9)
+    assert r["cp_upper"] == pytest.approx(stats.beta.ppf(0.975, 4, 17), rel=1e-10)
+    assert r["log10_upper"] == pytest.approx(math.log10(r["upper"]))
+    assert r["method"] == "end_to_end" and bool(r["diagnostics_ok"])
+    assert "Beta(1, 1)" in r["provenance"] and np.isnan(r["upper_mcse"])
+
+
+def test_level_override_and_zero_successes():
+    summary = bayes_eval.fit(table(e2e("t", 0, 10)), "end_to_end", level=0.99).summary()
+    r = row_of(summary, "t")
+    assert r["level"] == 0.99
+    assert r["upper"] == pytest.approx(1 - 0.01 ** (1 / 11))  # uniform prior closed form
+    assert r["cp_upper"] == pytest.approx(1 - 0.01 ** (1 / 10))  # Clopper-Pearson
+    with pytest.raises(InputError, match="must lie strictly between 0 and 1"):
+        bayes_eval.fit(table(e2e("t", 0, 10)), "end_to_end", level=1.0)
+
+
+def test_phuong2024_is_the_product_of_empirical_rates():
+    evidence = table(ms("t", 1, 45, 100), ms("t", 2, 20, 100), ms("t", 3, 30, 30))
+    r = row_of(bayes_eval.fit(evidence, "phuong2024").summary(), "t")
+    assert r["mean"] == pytest.approx(0.45 * 0.20)  # milestone 3 (30/30) is a point mass at 1
+    # Beta(45, 55) x Beta(20, 80): check the bound by simulation with known truth
+    rng = np.random.default_rng(1)
+    draws = rng.beta(45, 55, 400_000) * rng.beta(20, 80, 400_000)
+    assert r["upper"] == pytest.approx(np.quantile(draws, 0.975), rel=5e-3)
+
+
+def test_phuong2024_zero_success_milestone_has_no_estimate():
+    summary = bayes_eval.fit(table(ms("t", 1, 5, 10), ms("t", 2, 0, 10)), "phuong2024").summary()
+    r = row_of(summary, "t")
+    assert np.isnan(r["mean"]) and np.isnan(r["upper"])  # never an upper bound of 0
+    assert "no estimate: milestone 2 has 0/10 successes" in r["provenance"]
+
+
+def test_mats2024_uniform_prior_mean():
+    r = row_of(
+        bayes_eval.fit(table(ms("t", 1, 0, 100), ms("t", 2, 50, 100)), "mats2024").summary(), "t"
+    )
+    assert r["mean"] == pytest.approx((1 / 102) * (51 / 102))
+    assert 0 < r["upper"] < 1
+
+
+def test_ecr2024_mixture_of_runs():
+    steps = [
+        dict(task="t", method="expert_completion", run=run, step=s, successes=k, trials=10)
+        for run, s, k in [("a", 1, 5), ("a", 2, 10), ("b", 1, 2)]
+    ]
+    r = row_of(bayes_eval.fit(table(*steps), "ecr2024").summary(), "t")
+    a, z = 0.02, 10.04
+    expected = 0.5 * ((5 + a) / z * (10 + a) / z) + 0.5 * ((2 + a) / z)
+    assert r["mean"] == pytest.approx(expected)
+    assert "equal mixture of 2 run(s)" in r["provenance"]
+
+
+def test_expert_formulas():
+    assert step_bits(1) == pytest.approx(1.0)  # log2(1 * 2)
+    assert step_bits(3) == pytest.approx(math.log2(12))
+    assert unguided_bits(0.3) == 2  # ceil(1.74)
+    assert unguided_bits(0.25) == 2 and unguided_bits(1.0) == 0
+
+
+def test_chain_rungs():
+    best = [
+        dict(task="m", method="expert_best_of_n", step=s, milestone=2, chosen_index=i)
+        for s, i in [(1, 3), (2, 1)]
+    ]
+    golden = [
+        dict(task="g", method="golden_solution", step=s, milestone=1, logprob=lp)
+        for s, lp in [(1, -1.0), (2, -0.5)]
+    ]
+    whole = [dict(task="w", method="expert_best_of_n", step=1, chosen_index=2)]
+    evidence = table(
+        e2e("e", 2, 10),
+        ms("e", 1, 5, 10),  # e2e has successes: e2e rung
+        e2e("m", 0, 10),
+        ms("m", 1, 45, 100),
+        ms("m", 2, 0, 100),
+        *best,
+        ms("g", 1, 0, 50),
+        ms("g", 2, 10, 50),
+        *golden,
+        *whole,
+        e2e("z", 0, 15),  # nothing else: e2e posterior
+        ms("n", 1, 0, 20),  # no fallback: no estimate
+    )
+    notes = []
+    summary = bayes_eval.fit(evidence, notes=notes).summary()
+    e = row_of(summary, "e")
+    assert e["method"] == "end_to_end" and e["mean"] == pytest.approx(3 / 12)
+    assert "rung end_to_end" in e["provenance"]
+    m = row_of(summary, "m")
+    assert m["method"] == "expert_best_of_n"
+    assert m["mean"] == pytest.approx(0.45 * 2 ** -(math.log2(12) + 1))  # point value
+    assert np.isnan(m["upper"]) and np.isnan(m["median"])  # not dressed up as a posterior
+    assert "m2 expert_best_of_n" in m["provenance"] and "m1 milestone 45/100" in m["provenance"]
+    g = row_of(summary, "g")
+    assert g["method"] == "golden_solution"
+    assert g["mean"] == pytest.approx(math.exp(-1.5) * 0.2)
+    assert "lower bound" in g["provenance"]
+    w = row_of(summary, "w")
+    assert w["mean"] == pytest.approx(2 ** -math.log2(6)) and "(whole task)" in w["provenance"]
+    z = row_of(summary, "z")
+    assert z["method"] == "end_to_end" and z["upper"] == pytest.approx(1 - 0.025 ** (1 / 16))
+    n = row_of(summary, "n")
+    assert np.isnan(n["mean"]) and "no expert best-of-N or golden-solution run" in n["provenance"]
+    assert any("left out 1 milestone row(s)" in note for note in notes)  # task e's milestone
+
+
+def test_task_without_usable_evidence_is_an_error():
+    evidence = table(e2e("a", 1, 5), ms("b", 1, 2, 5))
+    with pytest.raises(InputError, match="task 'b' \\(agent 'agent'\\) has no end_to_end rows"):
+        bayes_eval.fit(evidence, "end_to_end")
+    notes = []
+    bayes_eval.fit(table(e2e("a", 1, 5), ms("a", 1, 2, 5)), "end_to_end", notes=notes)
+    assert notes == [
+        "left out 1 milestone row(s) (rows 3): model end_to_end (end_to_end) does not use them"
+    ]
+
+
+def test_draws_labelled_seeded_and_centred():
+    evidence = table(ms("t", 1, 45, 100), ms("t", 2, 20, 100), e2e("u", 2, 8))
+    one = bayes_eval.fit(evidence, "phuong_chain", seed=4)
+    p = one.posterior
+    assert p["p_task"].dims == ("chain", "draw", "agent", "task")
+    assert p["p_milestone"].dims == ("chain", "draw", "agent", "task", "milestone")
+    same = bayes_eval.fit(evidence, seed=4).posterior["p_task"]
+    other = bayes_eval.fit(evidence, seed=5).posterior["p_task"]
+    assert same.equals(p["p_task"]) and not other.equals(p["p_task"])
+    draws = p["p_task"].sel(task="t").values.ravel()
+    mean = 0.45 * 0.2
+    sd = one.summary().set_index("task").loc["t", "sd"]
+    assert abs(draws.mean() - mean) < 4 * sd / math.sqrt(draws.size)
+
+
+def test_netcdf_round_trip_and_tamper_refusal(tmp_path):
+    evidence = table(ms("t", 1, 45, 100), ms("t", 2, 20, 100), e2e("u", 2, 8))
+    posterior = bayes_eval.fit(evidence, "phuong_chain", seed=3)
+    path = posterior.to_netcdf(tmp_path / "posterior.nc")
+    loaded = load_posterior(path)
+    pd.testing.assert_frame_equal(loaded.summary(threshold=0.05), posterior.summary(threshold=0.05))
+    assert loaded.posterior["p_task"].equals(posterior.posterior["p_task"])
+    assert loaded.spec.text == posterior.spec.text
+    assert loaded.evidence.hash == posterior.evidence.hash
+    idata = loaded.idata
+    assert {"posterior", "observed_data", "conjugate"} <= set(idata.groups())
+    import h5netcdf
+
+    with h5netcdf.File(path, "a") as f:
+        f["conjugate"].attrs["evidence_hash"] = "0" * 64
+    with pytest.raises(InputError, match="does not match its hash"):
+        load_posterior(path)
