@@ -308,7 +308,7 @@ def _convolve(x, y):
 def _grid_summary(factors, probs, x_points):
     """Quantiles and CDF values on grids refined until successive ones agree.
 
-    The first step is a sixteenth of the narrowest factor's spread; each pass halves
+    The first step is a quarter of the narrowest factor's spread; each pass halves
     it, until two passes agree within ``QUANTILE_TOLERANCE`` or the step is so fine
     (``M step / 2 <= QUANTILE_TOLERANCE``) that each factor's discretisation error,
     at most half a step, bounds the error by itself. The reported error is the
@@ -324,7 +324,7 @@ def _grid_summary(factors, probs, x_points):
     )
     coarsest = max(spans, default=0.0) / GRID_MAX_POINTS
     guaranteed = 2 * QUANTILE_TOLERANCE / m
-    step = max(spread / 16, coarsest)
+    step = max(spread / 4, coarsest)
     edges = [[None] * a.size for a, _ in factors]
     cdfs, xq = _grid_pass(factors, supports, step, probs, edges)
     while True:

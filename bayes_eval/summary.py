@@ -67,9 +67,13 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
 def _posterior_columns(product, solved, tau) -> dict:
     mean, sd = product.moments()
     x_upper, x_median, x_lower = solved.x_quantiles
-    engine = f"; quantiles: {solved.engine}"
-    if solved.error > 0:
-        engine += f" (log P error <= {solved.error:.1e})"
+    how = {
+        "point": "exact",
+        "beta": "exact",
+        "saddlepoint": f"log P error <= {solved.error:.0e}, validated in the tests",
+        "grid": f"log P error ~ {solved.error:.0e}, estimated by refining the grid",
+    }[solved.engine]
+    engine = f"; quantiles: {solved.engine} ({how})"
     return {
         "mean": mean,
         "median": math.exp(-x_median),
