@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
 
 
 def shipped_dir(kind: str) -> Path:
     """The folder of shipped ``models`` or ``data``.
 
-    Installed wheels carry them as the packages ``bayes_eval.models`` and
-    ``bayes_eval.data``; a plain checkout has them beside the package.
+    An installed wheel carries them inside the package (``bayes_eval/models``); a
+    checkout (or an editable install) has them beside it.
     """
-    try:
-        folder = Path(str(resources.files(f"bayes_eval.{kind}")))
-        if folder.is_dir():
-            return folder
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parent.parent / kind
+    inside = PACKAGE / kind
+    return inside if inside.is_dir() else PACKAGE.parent / kind
 
 
 def example_evidence() -> Path:
