@@ -47,7 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument("--format", default="table", choices=FORMATS)
     fit.add_argument("--debug", action="store_true", help="show tracebacks")
-    commands.add_parser("example", help="print the path of the shipped example evidence table")
+    example = commands.add_parser("example", help="print the path of a shipped dataset")
+    example.add_argument(
+        "name",
+        nargs="?",
+        default="example_evidence",
+        help="dataset name (default: example_evidence)",
+    )
     return parser
 
 
@@ -112,9 +118,12 @@ def _fit(args) -> int:
 
 
 def _example(args) -> int:
-    from bayes_eval.resources import example_evidence
+    from bayes_eval.resources import shipped_datasets
 
-    print(example_evidence())
+    datasets = shipped_datasets()
+    if args.name not in datasets:
+        raise InputError(f"example: no dataset '{args.name}'; shipped: {', '.join(datasets)}")
+    print(datasets[args.name])
     return 0
 
 

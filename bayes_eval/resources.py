@@ -20,3 +20,8 @@ def shipped_dir(kind: str) -> Path:
 def example_evidence() -> Path:
     """Path of the shipped example evidence table."""
     return shipped_dir("data") / "example_evidence.csv"
+
+
+def shipped_datasets() -> dict[str, Path]:
+    """Names and paths of the shipped CSV datasets."""
+    return {p.stem: p for p in sorted(shipped_dir("data").glob("*.csv"))}

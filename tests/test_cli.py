@@ -103,3 +103,10 @@ def test_bad_spec_file(capsys, tmp_path):
     status, _, err = run(capsys, "fit", EXAMPLE, "--model", str(spec))
     assert status == 2
     assert "unknown key 'prior' (did you mean 'priors'?)" in err
+
+
+def test_example_names_shipped_datasets(capsys):
+    status, out, _ = run(capsys, "example", "mats2024_counts")
+    assert status == 0 and out.strip().endswith("mats2024_counts.csv")
+    status, out, err = run(capsys, "example", "nope")
+    assert status == 2 and out == "" and "no dataset 'nope'; shipped: example_evidence" in err
