@@ -35,6 +35,7 @@ USES = {
     "milestone": (MILESTONE_METHOD,),
     "expert_completion": (EXPERT_COMPLETION,),
     "phuong_chain": (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
+    "joint": (END_TO_END, MILESTONE_METHOD),
 }
 
 
@@ -75,7 +76,9 @@ class Estimate:
     used: pd.Index = field(default_factory=lambda: pd.Index([]))
 
 
-def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
+def fit(
+    evidence, model="phuong_chain", *, level=None, seed=None, notes=None, sampler=None, log=None
+):
     """Fit a model to evidence.
 
     Parameters
@@ -90,6 +93,11 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
         Seed of the posterior draws; defaults to the spec's.
     notes : list, optional
         Receives one line per group of evidence rows the model left out, and why.
+    sampler : dict, optional
+        Overrides of a pooled spec's ``[sampler]`` (engine, draws, tune, chains,
+        target_accept).
+    log : file, optional
+        Where a pooled fit writes its progress lines (for example ``sys.stderr``).
 
     Returns
     -------
@@ -120,6 +128,10 @@ def fit(evidence, model="phuong_chain", *, level=None, seed=None, notes=None):
             f"{evidence.source}: task '{task}' (agent '{agent}') has no "
             f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
         )
+    if not spec.exact:
+        from bayes_eval.hierarchical import fit_pooled
+
+        return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler, log=log)
     build = {
         "end_to_end": _end_to_end,
         "milestone": _milestones,

@@ -70,13 +70,75 @@ class Posterior:
         Seed of the posterior draws.
     """
 
-    def __init__(self, parameters, coords, spec, evidence: Evidence, level: float, seed: int):
+    def __init__(
+        self,
+        parameters,
+        coords,
+        spec,
+        evidence: Evidence,
+        level: float,
+        seed: int,
+        sample_stats=None,
+    ):
         self.parameters = parameters
         self.coords = coords
         self.spec = spec
         self.evidence = evidence
         self.level = level
         self.seed = seed
+        self.sample_stats = sample_stats
+
+    @property
+    def is_mcmc(self) -> bool:
+        """True when the draws come from MCMC (pooled models), not from exact posteriors."""
+        return self.sample_stats is not None
+
+    @classmethod
+    def from_mcmc(cls, layout, posterior, sample_stats, spec, evidence, *, level, seed, engine):
+        """Wrap a pooled model's draws (``posterior`` holds ``p_task`` over agent, task)."""
+        shape = (len(layout.agents), len(layout.tasks))
+        method = np.full(shape, "", dtype=object)
+        provenance = np.full(shape, "", dtype=object)
+        priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
+        run = (
+            f"{engine['engine']} {engine['chains']} chains x {engine['draws']} draws "
+            f"(tune {engine['tune']}, target_accept {engine['target_accept']:g}, seed {seed})"
+        )
+        e2e = np.full(shape + (2,), -1, dtype=np.int64)
+        for p, (agent, task) in enumerate(layout.pairs):
+            i, j = layout.agents.index(agent), layout.tasks.index(task)
+            method[i, j] = spec.kind
+            provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
+            if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
+                e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
+        pair = (AGENT, TASK)
+        parameters = {
+            "method": (pair, method.astype(str)),
+            "provenance": (pair, provenance.astype(str)),
+            "reason": (pair, np.full(shape, "", dtype=str)),
+            "cp_successes": (pair, e2e[..., 0]),
+            "cp_trials": (pair, e2e[..., 1]),
+        }
+        coords = {AGENT: layout.agents, TASK: layout.tasks}
+        result = cls(parameters, coords, spec, evidence, level, seed, sample_stats)
+        result.__dict__["posterior"] = posterior
+        return result
+
+    @cached_property
+    def diagnostics(self):
+        """``bayes_eval.diagnostics.Diagnostics`` of an MCMC fit (None for exact ones)."""
+        if not self.is_mcmc:
+            return None
+        from bayes_eval.diagnostics import diagnose
+
+        # The sampled parameters in their own space (not nutpie's unconstrained copies,
+        # named ``*__``), and the estimand.
+        sampled = [
+            v
+            for v in self.posterior.data_vars
+            if not v.startswith(("p_", "bypass_")) and not v.endswith("__")
+        ]
+        return diagnose(self.posterior, self.sample_stats, [*sampled, "p_task"])
 
     @classmethod
     def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
@@ -151,7 +213,9 @@ class Posterior:
 
         None for a point value or a pair without an estimate.
         """
-        if self.values("reason")[i, j] or not np.isnan(self.values("point_log")[i, j]):
+        if self.is_mcmc or self.values("reason")[i, j]:
+            return None
+        if not np.isnan(self.values("point_log")[i, j]):
             return None
         return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
@@ -194,11 +258,14 @@ class Posterior:
             warnings.simplefilter("ignore")
             import arviz as az
 
-            return az.InferenceData(
-                posterior=self.posterior,
-                observed_data=self.observed_data,
-                conjugate=self.conjugate,
-            )
+            groups = {
+                "posterior": self.posterior,
+                "observed_data": self.observed_data,
+                "conjugate": self.conjugate,
+            }
+            if self.is_mcmc:
+                groups["sample_stats"] = self.sample_stats
+            return az.InferenceData(**groups)
 
     def attrs(self) -> dict:
         """Provenance written into every saved group."""
@@ -226,6 +293,8 @@ class Posterior:
             "conjugate": self.conjugate,
             "evidence": xr.Dataset.from_dataframe(table),
         }
+        if self.is_mcmc:
+            groups["sample_stats"] = self.sample_stats
         mode = "w"
         for name, data in groups.items():
             data = data.assign_attrs(attrs)
@@ -248,11 +317,13 @@ def load_posterior(path) -> Posterior:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     groups = {}
-    for name in GROUPS:
+    for name in (*GROUPS, "sample_stats"):
         try:
             with xr.open_dataset(path, group=name, engine="h5netcdf") as data:
                 groups[name] = data.load()
         except (OSError, ValueError) as exc:
+            if name == "sample_stats":  # only MCMC fits have it
+                continue
             raise InputError(f"{path}: not a bayes_eval posterior (group {name}: {exc})") from exc
     attrs = groups["conjugate"].attrs
     table = groups["evidence"].to_dataframe().reset_index(drop=True)[list(TABLE_COLUMNS)]
@@ -268,8 +339,11 @@ def load_posterior(path) -> Posterior:
         dims, values = parameters[name]
         parameters[name] = (dims, values.astype(str))
     coords = {name: conjugate[name].values.tolist() for name in conjugate.dims}
+    stats = groups.get("sample_stats")
+    if stats is not None:
+        stats.attrs = {}
     result = Posterior(
-        parameters, coords, spec, evidence, float(attrs["level"]), int(attrs["seed"])
+        parameters, coords, spec, evidence, float(attrs["level"]), int(attrs["seed"]), stats
     )
     posterior = groups["posterior"]
     posterior.attrs = {}

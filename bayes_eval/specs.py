@@ -24,30 +24,59 @@ TOP_KEYS = (
     "sampler",
     "report",
 )
-PRIOR_KEYS = ("dist", "alpha", "beta", "reason")
 SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
 REPORT_KEYS = ("level",)
-# Which priors each kind needs, and which poolings and engines it supports.
-KINDS = {
-    "end_to_end": {"priors": ("end_to_end",), "pooling": ("none",)},
-    "milestone": {"priors": ("milestone",), "pooling": ("none",)},
-    "expert_completion": {"priors": ("step",), "pooling": ("none",)},
-    "phuong_chain": {"priors": ("end_to_end", "milestone", "step"), "pooling": ("none",)},
+HIERARCHY = ("task_mean", "task_concentration")
+# The priors each (kind, pooling) needs, by role. Pooling "none" is exact (conjugate);
+# every other pooling is a PyMC model (bayes_eval.hierarchical).
+MODELS = {
+    ("end_to_end", "none"): ("end_to_end",),
+    ("end_to_end", "tasks"): ("mean", "concentration"),
+    ("milestone", "none"): ("milestone",),
+    ("milestone", "partial"): (*HIERARCHY, "milestone_concentration"),
+    ("expert_completion", "none"): ("step",),
+    ("expert_completion", "steps"): (*HIERARCHY, "step_concentration"),
+    ("phuong_chain", "none"): ("end_to_end", "milestone", "step"),
+    ("joint", "partial"): (
+        *HIERARCHY,
+        "milestone_concentration",
+        "bypass_mean",
+        "bypass_concentration",
+    ),
 }
-ENGINES = ("exact",)
+KINDS = tuple(dict.fromkeys(kind for kind, _ in MODELS))
+# Means take Beta priors, concentrations LogNormal ones.
+DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma")}
+EXACT_ENGINES = ("exact",)
+MCMC_ENGINES = ("nutpie", "pymc")
 
 
 @dataclass(frozen=True)
 class Prior:
-    """A ``Beta(alpha, beta)`` prior; ``alpha = beta = 0`` is Haldane's improper prior."""
+    """A prior by distribution name and parameters.
 
-    alpha: float
-    beta: float
+    ``Beta(alpha, beta)`` for rates and means (``alpha = beta = 0``, Haldane's improper
+    prior, only in exact models); ``LogNormal(mu, sigma)`` for concentrations.
+    """
+
+    dist: str
+    params: dict
     reason: str
+
+    @property
+    def alpha(self) -> float:
+        """Beta's first shape."""
+        return self.params["alpha"]
+
+    @property
+    def beta(self) -> float:
+        """Beta's second shape."""
+        return self.params["beta"]
 
     def label(self) -> str:
         """Short text for provenance, e.g. ``Beta(0.5, 0.5)``."""
-        return f"Beta({self.alpha:g}, {self.beta:g})"
+        values = ", ".join(f"{self.params[k]:g}" for k in DISTRIBUTIONS[self.dist])
+        return f"{self.dist}({values})"
 
 
 @dataclass(frozen=True)
@@ -88,6 +117,11 @@ class Spec:
     def seed(self) -> int:
         """Default random seed."""
         return int(self.sampler.get("seed", DEFAULT_SEED))
+
+    @property
+    def exact(self) -> bool:
+        """True for conjugate models (no MCMC)."""
+        return self.pooling == "none"
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -177,42 +211,34 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     name = _get(source, data, "name", str)
     kind = _get(source, data, "kind", str)
     if kind not in KINDS:
-        close = difflib.get_close_matches(kind, list(KINDS), n=1)
+        close = difflib.get_close_matches(kind, KINDS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InputError(f"{source}: kind '{kind}' is unknown{hint}; known: {', '.join(KINDS)}")
-    pooling = _get(source, data, "pooling", str, required=False) or "none"
-    if pooling not in KINDS[kind]["pooling"]:
+    poolings = [p for k, p in MODELS if k == kind]
+    pooling = _get(source, data, "pooling", str, required=False) or poolings[0]
+    if pooling not in poolings:
         raise InputError(
             f"{source}: pooling '{pooling}' is not available for kind {kind}; "
-            f"available: {', '.join(KINDS[kind]['pooling'])}"
+            f"available: {', '.join(poolings)}"
         )
     description = _get(source, data, "description", str, required=False) or ""
     priors_table = _get(source, data, "priors", dict)
-    needed = KINDS[kind]["priors"]
+    needed = MODELS[kind, pooling]
     _unknown_keys(f"{source} [priors]", priors_table, needed)
     priors = {}
     for role in needed:
-        where = f"{source} [priors.{role}]"
         if role not in priors_table:
-            raise InputError(f"{source}: missing prior [priors.{role}] for kind {kind}")
+            raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
-        _unknown_keys(where, table, PRIOR_KEYS)
-        if _get(where, table, "dist", str) != "Beta":
-            raise InputError(f'{where}: dist must be "Beta"')
-        alpha = _get(where, table, "alpha", float)
-        beta = _get(where, table, "beta", float)
-        if not (alpha >= 0 and beta >= 0):
-            raise InputError(f"{where}: alpha and beta must be >= 0 (0 is Haldane's prior)")
-        reason = _get(where, table, "reason", str).strip()
-        if not reason:
-            raise InputError(f"{where}: 'reason' must say why this prior was chosen")
-        priors[role] = Prior(alpha, beta, reason)
+        priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=pooling == "none")
     sampler = dict(_get(source, data, "sampler", dict, required=False) or {})
     _unknown_keys(f"{source} [sampler]", sampler, SAMPLER_KEYS)
-    engine = sampler.setdefault("engine", "exact")
-    if engine not in ENGINES:
+    engines = EXACT_ENGINES if pooling == "none" else MCMC_ENGINES
+    engine = sampler.setdefault("engine", engines[0])
+    if engine not in engines:
         raise InputError(
-            f"{source} [sampler]: engine '{engine}' unknown; known: {', '.join(ENGINES)}"
+            f"{source} [sampler]: engine '{engine}' does not fit {kind}/{pooling}; "
+            f"use one of: {', '.join(engines)}"
         )
     for key in ("draws", "tune", "chains", "seed"):
         if key in sampler:
@@ -232,3 +258,22 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
     return Spec(name, kind, pooling, description, priors, sampler, level, source, text)
+
+
+def _prior(where: str, table: dict, role: str, exact: bool) -> Prior:
+    dist = _get(where, table, "dist", str)
+    wanted = "LogNormal" if role.endswith("concentration") else "Beta"
+    if dist != wanted:
+        raise InputError(f'{where}: dist must be "{wanted}" for {role}')
+    names = DISTRIBUTIONS[dist]
+    _unknown_keys(where, table, ("dist", *names, "reason"))
+    params = {name: _get(where, table, name, float) for name in names}
+    if dist == "Beta" and not (min(params.values()) >= 0 if exact else min(params.values()) > 0):
+        rule = ">= 0 (0 is Haldane's prior)" if exact else "> 0 (MCMC needs a proper prior)"
+        raise InputError(f"{where}: alpha and beta must be {rule}")
+    if dist == "LogNormal" and not params["sigma"] > 0:
+        raise InputError(f"{where}: sigma must be > 0")
+    reason = _get(where, table, "reason", str).strip()
+    if not reason:
+        raise InputError(f"{where}: 'reason' must say why this prior was chosen")
+    return Prior(dist, params, reason)

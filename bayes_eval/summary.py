@@ -48,6 +48,9 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         if data["reason"][i, j]:
             row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
             row["diagnostics_ok"] = pd.NA
+        elif posterior.is_mcmc:
+            row.update(_mcmc_columns(posterior, agent, task, i, j, level, tau))
+            row["provenance"] = data["provenance"][i, j] + row["provenance"]
         elif n in solved:
             columns = _posterior_columns(products[n], solved[n], tau)
             columns["provenance"] = row["provenance"] + columns.pop("quantiles")
@@ -62,6 +65,36 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
     return table
+
+
+def _mcmc_columns(posterior, agent, task, i, j, level, tau) -> dict:
+    """Summaries of one cell's ``p_task`` draws, with the MCSE of the upper bound."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        draws = posterior.posterior["p_task"].values[:, :, i, j]
+        mcse = float(az.mcse(draws, method="quantile", prob=level))
+    flat = draws.ravel()
+    upper = float(np.quantile(flat, level))
+    ok = posterior.diagnostics.cell_ok(f"p_task[{agent}, {task}]")
+    note = f"; quantiles from {flat.size} MCMC draws"
+    if not ok:
+        note += "; UNRELIABLE: diagnostics failed (bayes-eval check RUN_DIR)"
+    return {
+        "mean": float(flat.mean()),
+        "median": float(np.median(flat)),
+        "sd": float(flat.std(ddof=1)),
+        "lower": float(np.quantile(flat, 1.0 - level)),
+        "upper": upper,
+        "log10_upper": math.log10(upper) if upper > 0 else -math.inf,
+        "prob_above": np.nan if tau is None else float(np.mean(flat > tau)),
+        "upper_mcse": mcse,
+        "diagnostics_ok": ok,
+        "provenance": note,
+    }
 
 
 def _posterior_columns(product, solved, tau) -> dict:

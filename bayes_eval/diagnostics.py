@@ -1,0 +1,126 @@
+"""MCMC diagnostics on ArviZ, with the thresholds of DESIGN section 5.
+
+``diagnose`` returns one pass/fail flag, a table per checked quantity, and one
+message per failed check that says what to do next.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RHAT_MAX
+
+__all__ = ["Diagnostics", "diagnose"]
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Outcome of the checks.
+
+    Attributes
+    ----------
+    ok : bool
+        Every check passed.
+    messages : tuple of str
+        One actionable line per failed check.
+    table : pandas.DataFrame
+        One row per checked scalar: ``variable``, ``r_hat``, ``ess_bulk``, ``ess_tail``, ``ok``.
+    divergences : int
+    ebfmi : tuple of float
+        Per chain.
+    """
+
+    ok: bool
+    messages: tuple
+    table: pd.DataFrame
+    divergences: int
+    ebfmi: tuple
+
+    def cell_ok(self, label: str) -> bool:
+        """The global checks and those of one table row (e.g. ``p_task[a, t]``)."""
+        global_ok = self.divergences == 0 and min(self.ebfmi, default=1.0) >= EBFMI_MIN
+        hyper = self.table[~self.table["variable"].str.startswith("p_task[")]
+        rows = self.table[self.table["variable"] == label]
+        return bool(global_ok and hyper["ok"].all() and rows["ok"].all())
+
+
+def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
+    """Check R-hat, bulk and tail ESS of ``var_names``, divergences and E-BFMI.
+
+    Parameters
+    ----------
+    posterior : xarray.Dataset
+        Draws with dims ``(chain, draw, ...)``; NaN elements (absent cells) are skipped.
+    sample_stats : xarray.Dataset
+        With ``diverging`` and ``energy``.
+    var_names : list of str
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        data = posterior[list(var_names)]
+        rhat = az.rhat(data)
+        bulk = az.ess(data, method="bulk")
+        tail = az.ess(data, method="tail")
+        energy = sample_stats["energy"].values
+        ebfmi = tuple(float(x) for x in az.bfmi(energy))
+    rows = []
+    for name in var_names:
+        values = [rhat[name].values, bulk[name].values, tail[name].values]
+        dims = [d for d in data[name].dims if d not in ("chain", "draw")]
+        coords = [data[name][d].values for d in dims]
+        for index in np.ndindex(values[0].shape):
+            r, b, t = (float(v[index]) for v in values)
+            if np.isnan(r) and np.isnan(b):
+                continue  # an absent cell (NaN draws)
+            label = name + (
+                "[" + ", ".join(str(c[i]) for c, i in zip(coords, index, strict=True)) + "]"
+                if dims
+                else ""
+            )
+            ok = r <= RHAT_MAX and b >= ESS_MIN and t >= ESS_MIN
+            rows.append(dict(variable=label, r_hat=r, ess_bulk=b, ess_tail=t, ok=ok))
+    table = pd.DataFrame(rows, columns=["variable", "r_hat", "ess_bulk", "ess_tail", "ok"])
+    divergences = int(sample_stats["diverging"].values.sum())
+    messages = _messages(table, divergences, ebfmi)
+    return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi)
+
+
+def _messages(table, divergences, ebfmi) -> list[str]:
+    out = []
+    worst = table.sort_values("r_hat", ascending=False).head(1)
+    high = table[table["r_hat"] > RHAT_MAX]
+    if len(high):
+        out.append(
+            f"R-hat above {RHAT_MAX} for {len(high)} quantities (worst {worst['variable'].iloc[0]}"
+            f": {worst['r_hat'].iloc[0]:.3f}): chains disagree; run longer (--tune, --draws) "
+            "or look for multimodality"
+        )
+    for column, what in (("ess_bulk", "bulk"), ("ess_tail", "tail")):
+        low = table[table[column] < ESS_MIN]
+        if len(low):
+            lowest = low.sort_values(column).iloc[0]
+            out.append(
+                f"{what} ESS below {ESS_MIN} for {len(low)} quantities (lowest "
+                f"{lowest['variable']}: {lowest[column]:.0f}): increase --draws"
+                + ("; the upper bound, a tail quantile, is unreliable" if what == "tail" else "")
+            )
+    if divergences:
+        out.append(
+            f"{divergences} divergent transitions: raise --target-accept (e.g. to 0.95 or "
+            "0.99); if they persist the posterior has a funnel the model must be "
+            "reparameterised for"
+        )
+    low_chains = [i for i, e in enumerate(ebfmi) if e < EBFMI_MIN]
+    if low_chains:
+        out.append(
+            f"E-BFMI below {EBFMI_MIN} in chain(s) {', '.join(map(str, low_chains))}: the "
+            "sampler explores the energy poorly; reparameterise or use more informative "
+            "hyperpriors"
+        )
+    return out

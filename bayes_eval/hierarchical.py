@@ -1,0 +1,396 @@
+"""Partially pooled models on PyMC (DESIGN section 2).
+
+Mean/concentration parameterisation, ``p ~ Beta(mu kappa, (1 - mu) kappa)``. Where
+the rates enter the likelihood only through their own counts they are marginalised
+(``k ~ BetaBinomial(n, mu kappa, (1 - mu) kappa)``) and drawn back exactly for every
+posterior draw, ``p | mu, kappa, k ~ Beta(mu kappa + k, (1 - mu) kappa + n - k)``, so
+NUTS explores only the hyperparameters:
+
+* ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled.
+* ``milestone`` / ``partial`` (the ``hierarchical`` spec): milestone rates pooled within
+  a task around the task mean ``mu_task``; task means pooled across tasks around the
+  agent's ``mu_agent`` with concentration ``kappa_agent``; ``P = prod p_m``.
+* ``expert_completion`` / ``steps``: the same hierarchy over a run's steps; a task's
+  ``P`` is the equal mixture over its runs of the product of their step rates.
+* ``joint`` / ``partial``: the milestone hierarchy plus end-to-end counts
+  ``k ~ Binomial(n, Q + (1 - Q) lambda)``, ``Q = prod p_m``, with a bypass probability
+  ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
+  Here the milestone rates of a task also explain its end-to-end counts, so they are
+  sampled, not marginalised; a task without end-to-end runs takes its ``lambda`` from
+  the population, drawn per posterior draw.
+
+PyMC and nutpie are imported only here, and only when a pooled model is fitted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
+from bayes_eval.errors import InputError
+
+__all__ = ["fit_pooled", "SAMPLER_DEFAULTS"]
+
+SAMPLER_DEFAULTS = {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+ALL_DIMS = ("chain", "draw", AGENT, TASK)
+
+
+@dataclass
+class Layout:
+    """The evidence of a pooled model as flat arrays.
+
+    ``pairs`` are the (agent, task) estimated; ``pair_agent`` indexes ``agents``.
+    Cells are milestone or step counts: ``cell_pair``, ``cell_run`` (0 for
+    milestones), ``cell_factor`` (milestone or step number), ``k``, ``n``.
+    End-to-end counts per pair are ``e2e_k``, ``e2e_n`` (``n = 0``: none).
+    """
+
+    agents: list
+    tasks: list
+    pairs: list
+    pair_agent: np.ndarray
+    cell_pair: np.ndarray
+    cell_run: np.ndarray
+    cell_factor: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    e2e_k: np.ndarray
+    e2e_n: np.ndarray
+    runs: list
+
+
+def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
+    """Fit a pooled spec with MCMC and return a ``Posterior`` carrying its draws.
+
+    Parameters
+    ----------
+    evidence : Evidence
+    by_pair : dict
+        ``{(agent, task): {method: rows}}`` of the rows the model uses.
+    spec : Spec
+    level : float
+    seed : int
+    sampler : dict, optional
+        Overrides of the spec's ``[sampler]`` (engine, draws, tune, chains,
+        target_accept).
+    log : file, optional
+        Where progress lines go (stderr); None for silence.
+    """
+    from bayes_eval.posterior import Posterior
+
+    settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
+    layout = _layout(by_pair, spec)
+    build = {
+        "end_to_end": _end_to_end_model,
+        "milestone": _hierarchy_model,
+        "expert_completion": _hierarchy_model,
+        "joint": _joint_model,
+    }[spec.kind]
+    model = build(layout, spec)
+    idata = _sample(model, settings, seed, log)
+    rng = np.random.default_rng(seed + 1)
+    rates = _rates(idata.posterior, layout, spec, rng)
+    posterior = idata.posterior.assign(rates)
+    return Posterior.from_mcmc(
+        layout,
+        posterior,
+        idata.sample_stats,
+        spec,
+        evidence,
+        level=level,
+        seed=seed,
+        engine=settings,
+    )
+
+
+# ---------------------------------------------------------------------------
+# layout
+# ---------------------------------------------------------------------------
+
+
+def _layout(by_pair, spec) -> Layout:
+    pairs = list(by_pair)
+    agents = list(dict.fromkeys(a for a, _ in pairs))
+    tasks = list(dict.fromkeys(t for _, t in pairs))
+    cell_method = {
+        "milestone": MILESTONE_METHOD,
+        "expert_completion": EXPERT_COMPLETION,
+        "joint": MILESTONE_METHOD,
+    }.get(spec.kind)
+    cells, e2e, runs = [], [], []
+    for p, pair in enumerate(pairs):
+        rows = by_pair[pair]
+        if spec.kind == "joint" and MILESTONE_METHOD not in rows:
+            raise InputError(
+                f"task '{pair[1]}' (agent '{pair[0]}') has no milestone rows, which model "
+                f"{spec.name} needs for every task (end-to-end rows alone give no milestones)"
+            )
+        run_names = []
+        if cell_method is not None:
+            table = rows[cell_method]
+            run_names = sorted(set(table["run"])) if cell_method == EXPERT_COMPLETION else [""]
+            for run, step, k, n in zip(
+                table["run"], table["step"], table["successes"], table["trials"], strict=True
+            ):
+                cells.append((p, run_names.index(run) if run in run_names else 0, step, k, n))
+        runs.append(run_names)
+        if END_TO_END in rows:
+            row = rows[END_TO_END].iloc[0]
+            e2e.append((int(row["successes"]), int(row["trials"])))
+        else:
+            e2e.append((0, 0))
+    cells = np.array(cells, dtype=np.int64).reshape(-1, 5)
+    e2e = np.array(e2e, dtype=np.int64).reshape(-1, 2)
+    return Layout(
+        agents=agents,
+        tasks=tasks,
+        pairs=pairs,
+        pair_agent=np.array([agents.index(a) for a, _ in pairs]),
+        cell_pair=cells[:, 0],
+        cell_run=cells[:, 1],
+        cell_factor=cells[:, 2],
+        k=cells[:, 3],
+        n=cells[:, 4],
+        e2e_k=e2e[:, 0],
+        e2e_n=e2e[:, 1],
+        runs=runs,
+    )
+
+
+# ---------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------
+
+
+def _prior(pm, name, prior, dims):
+    if prior.dist == "Beta":
+        return pm.Beta(name, alpha=prior.alpha, beta=prior.beta, dims=dims)
+    return pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
+
+
+def _coords(layout):
+    return {
+        AGENT: layout.agents,
+        "pair": np.arange(len(layout.pairs)),
+        "cell": np.arange(layout.k.size),
+    }
+
+
+def _end_to_end_model(layout, spec):
+    import pymc as pm
+
+    agent = layout.pair_agent
+    with pm.Model(coords=_coords(layout)) as model:
+        mu = _prior(pm, "mu", spec.priors["mean"], AGENT)
+        kappa = _prior(pm, "kappa", spec.priors["concentration"], AGENT)
+        pm.BetaBinomial(
+            "k_end_to_end",
+            n=layout.e2e_n,
+            alpha=mu[agent] * kappa[agent],
+            beta=(1 - mu[agent]) * kappa[agent],
+            observed=layout.e2e_k,
+            dims="pair",
+        )
+    return model
+
+
+def _task_hierarchy(pm, layout, spec):
+    """Agent-level mean of task means, task means, and the within-task concentration."""
+    agent = layout.pair_agent
+    mu_agent = _prior(pm, "mu_agent", spec.priors["task_mean"], AGENT)
+    kappa_agent = _prior(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
+    mu_task = pm.Beta(
+        "mu_task",
+        alpha=mu_agent[agent] * kappa_agent[agent],
+        beta=(1 - mu_agent[agent]) * kappa_agent[agent],
+        dims="pair",
+    )
+    role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
+    kappa = _prior(pm, "kappa", spec.priors[role], AGENT)
+    return mu_task, kappa
+
+
+def _hierarchy_model(layout, spec):
+    import pymc as pm
+
+    cell_agent = layout.pair_agent[layout.cell_pair]
+    with pm.Model(coords=_coords(layout)) as model:
+        mu_task, kappa = _task_hierarchy(pm, layout, spec)
+        mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
+        pm.BetaBinomial(
+            "k_cell",
+            n=layout.n,
+            alpha=mean * conc,
+            beta=(1 - mean) * conc,
+            observed=layout.k,
+            dims="cell",
+        )
+    return model
+
+
+def _joint_model(layout, spec):
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    cell_agent = layout.pair_agent[layout.cell_pair]
+    with_e2e = np.flatnonzero(layout.e2e_n > 0)
+    coords = {**_coords(layout), "e2e_pair": with_e2e}
+    with pm.Model(coords=coords) as model:
+        mu_task, kappa = _task_hierarchy(pm, layout, spec)
+        mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
+        p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
+        pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
+        log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
+        mu_bypass = _prior(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
+        kappa_bypass = _prior(pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT)
+        if with_e2e.size:
+            agent = layout.pair_agent[with_e2e]
+            bypass = pm.Beta(
+                "bypass",
+                alpha=mu_bypass[agent] * kappa_bypass[agent],
+                beta=(1 - mu_bypass[agent]) * kappa_bypass[agent],
+                dims="e2e_pair",
+            )
+            q = pt.exp(log_q[with_e2e])
+            pm.Binomial(
+                "k_end_to_end",
+                n=layout.e2e_n[with_e2e],
+                p=q + (1 - q) * bypass,
+                observed=layout.e2e_k[with_e2e],
+                dims="e2e_pair",
+            )
+    return model
+
+
+# ---------------------------------------------------------------------------
+# sampling
+# ---------------------------------------------------------------------------
+
+
+def _sample(model, settings, seed, log):
+    engine = settings["engine"]
+    draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
+    target = float(settings["target_accept"])
+    if log is not None:
+        print(
+            f"sampling: {engine}, {chains} chains x ({tune} tune + {draws} draws), "
+            f"target_accept {target:g} ...",
+            file=log,
+            flush=True,
+        )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if engine == "nutpie":
+            import nutpie
+
+            compiled = nutpie.compile_pymc_model(model)
+            idata = nutpie.sample(
+                compiled,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                seed=seed,
+                progress_bar=False,
+                target_accept=target,
+            )
+        else:
+            import pymc as pm
+
+            idata = pm.sample(
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                cores=1,
+                random_seed=seed,
+                target_accept=target,
+                model=model,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+    if log is not None:
+        print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+    return idata
+
+
+# ---------------------------------------------------------------------------
+# exact draws of the rates given each posterior draw
+# ---------------------------------------------------------------------------
+
+
+def _rates(post, layout, spec, rng) -> dict:
+    """``p_task`` and the per-milestone or per-step rates, per posterior draw."""
+    chains, draws = post.sizes["chain"], post.sizes["draw"]
+    shape = (chains, draws)
+    agents, tasks = layout.agents, layout.tasks
+    grid = np.full(shape + (len(agents), len(tasks)), np.nan)
+    where = [(agents.index(a), tasks.index(t)) for a, t in layout.pairs]
+    if spec.kind == "end_to_end":
+        mu = post["mu"].values[..., layout.pair_agent]
+        kappa = post["kappa"].values[..., layout.pair_agent]
+        p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + layout.e2e_n - layout.e2e_k)
+        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
+    if spec.kind == "joint":
+        cell_p = post["p_cell"].values
+    else:
+        mean = post["mu_task"].values[..., layout.cell_pair]
+        conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
+        cell_p = rng.beta(mean * conc + layout.k, (1 - mean) * conc + layout.n - layout.k)
+    log_p = np.log(cell_p)
+    n_runs = max(len(r) for r in layout.runs)
+    n_factors = int(layout.cell_factor.max())
+    factor = np.full(shape + (len(agents), len(tasks), n_runs, n_factors), np.nan)
+    pair_i = np.array([w[0] for w in where])[layout.cell_pair]
+    pair_j = np.array([w[1] for w in where])[layout.cell_pair]
+    factor[:, :, pair_i, pair_j, layout.cell_run, layout.cell_factor - 1] = cell_p
+    # log of each run's product: sum of its cells' log rates
+    log_run = np.zeros((len(layout.pairs), n_runs) + shape)
+    np.add.at(log_run, (layout.cell_pair, layout.cell_run), np.moveaxis(log_p, -1, 0))
+    log_run = np.moveaxis(log_run, (0, 1), (-2, -1))
+    counts = np.array([max(len(r), 1) for r in layout.runs])
+    chosen = (rng.random(shape + (len(layout.pairs),)) * counts).astype(int)
+    log_q = np.take_along_axis(log_run, chosen[..., None], axis=-1)[..., 0]
+    p_task = np.exp(log_q)
+    out = {}
+    if spec.kind == "joint":
+        bypass = _bypass(post, layout, rng, shape)
+        out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
+        p_task = p_task + (1 - p_task) * bypass
+    out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
+    if spec.kind == "expert_completion":
+        out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
+    else:
+        out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
+    return out
+
+
+def _gridded(grid, where, values):
+    """Place per-pair values ``(..., pair)`` on the ``(..., agent, task)`` grid."""
+    for p, (i, j) in enumerate(where):
+        grid[..., i, j] = values[..., p]
+    return grid
+
+
+def _bypass(post, layout, rng, shape):
+    agent = layout.pair_agent
+    mu = post["mu_bypass"].values[..., agent]
+    kappa = post["kappa_bypass"].values[..., agent]
+    bypass = rng.beta(mu * kappa, (1 - mu) * kappa)  # tasks without end-to-end runs
+    with_e2e = np.flatnonzero(layout.e2e_n > 0)
+    if with_e2e.size:
+        bypass[..., with_e2e] = post["bypass"].values
+    return bypass
