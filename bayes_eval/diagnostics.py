@@ -41,11 +41,14 @@ class Diagnostics:
     ebfmi: tuple
 
     def cell_ok(self, label: str) -> bool:
-        """The global checks and those of one table row (e.g. ``p_task[a, t]``)."""
+        """The global checks and those of one table row (e.g. ``p_task[a, t]``).
+
+        False when no row has that label: a quantity that was not checked did not pass.
+        """
         global_ok = self.divergences == 0 and min(self.ebfmi, default=1.0) >= EBFMI_MIN
         hyper = self.table[~self.table["variable"].str.startswith("p_task[")]
         rows = self.table[self.table["variable"] == label]
-        return bool(global_ok and hyper["ok"].all() and rows["ok"].all())
+        return bool(global_ok and hyper["ok"].all() and len(rows) and rows["ok"].all())
 
 
 def diagnose(posterior, sample_stats, var_names) -> Diagnostics:

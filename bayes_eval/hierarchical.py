@@ -45,7 +45,7 @@ from bayes_eval.errors import InputError
 
 __all__ = ["fit_pooled", "SAMPLER_DEFAULTS"]
 
-SAMPLER_DEFAULTS = {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
 
@@ -104,7 +104,13 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     idata = _sample(model, settings, seed, log)
     rng = np.random.default_rng(seed + 1)
     rates = _rates(idata.posterior, layout, spec, rng)
-    posterior = idata.posterior.assign(rates)
+    posterior = idata.posterior.assign(rates).assign_coords({TASK: layout.tasks})
+    factors = {MILESTONE: "p_milestone", STEP: "p_step"}
+    for dim, name in factors.items():
+        if name in posterior:
+            posterior = posterior.assign_coords({dim: np.arange(1, posterior.sizes[dim] + 1)})
+    if "p_step" in posterior:
+        posterior = posterior.assign_coords({RUN: np.arange(1, posterior.sizes[RUN] + 1)})
     return Posterior.from_mcmc(
         layout,
         posterior,
