@@ -46,7 +46,16 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument("--format", default="table", choices=FORMATS)
+    mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
+    mcmc.add_argument("--engine", choices=("nutpie", "pymc"))
+    mcmc.add_argument("--draws", help="draws per chain")
+    mcmc.add_argument("--tune", help="tuning steps per chain")
+    mcmc.add_argument("--chains", help="number of chains")
+    mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
     fit.add_argument("--debug", action="store_true", help="show tracebacks")
+    check = commands.add_parser("check", help="print the MCMC diagnostics of a fit's --out folder")
+    check.add_argument("run_dir", help="folder written by bayes-eval fit --out")
+    check.add_argument("--debug", action="store_true", help="show tracebacks")
     example = commands.add_parser("example", help="print the path of a shipped dataset")
     example.add_argument(
         "name",
@@ -63,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args = _parser().parse_args(argv)
-        return {"fit": _fit, "example": _example}[args.command](args)
+        return {"fit": _fit, "example": _example, "check": _check}[args.command](args)
     except InputError as exc:
         if debug:
             traceback.print_exc()
@@ -76,16 +85,31 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _seed(text: str | None) -> int | None:
+def _whole(text: str | None, option: str, minimum: int) -> int | None:
     if text is None:
         return None
     try:
         value = int(text)
     except ValueError:
-        raise InputError(f"--seed: '{text}' is not a whole number") from None
-    if value < 0:
-        raise InputError(f"--seed: {value} must be >= 0")
+        raise InputError(f"{option}: '{text}' is not a whole number") from None
+    if value < minimum:
+        raise InputError(f"{option}: {value} must be >= {minimum}")
     return value
+
+
+def _sampler(args) -> dict:
+    """The MCMC overrides given on the command line, validated."""
+    from bayes_eval.specs import check_probability
+
+    out = {
+        "engine": args.engine,
+        "draws": _whole(args.draws, "--draws", 1),
+        "tune": _whole(args.tune, "--tune", 0),
+        "chains": _whole(args.chains, "--chains", 1),
+    }
+    if args.target_accept is not None:
+        out["target_accept"] = check_probability(args.target_accept, "--target-accept")
+    return {key: value for key, value in out.items() if value is not None}
 
 
 def _fit(args) -> int:
@@ -94,13 +118,25 @@ def _fit(args) -> int:
 
     level = None if args.level is None else check_probability(args.level, "--level")
     threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
-    seed = _seed(args.seed)
+    seed = _whole(args.seed, "--seed", 0)
+    sampler = _sampler(args)
     out = None if args.out is None else _check_out(Path(args.out))
     notes: list[str] = []
-    posterior = fit(args.evidence, args.model, level=level, seed=seed, notes=notes)
+    posterior = fit(
+        args.evidence,
+        args.model,
+        level=level,
+        seed=seed,
+        notes=notes,
+        sampler=sampler,
+        log=sys.stderr,
+    )
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    verdict = _verdict(posterior)
+    if verdict and args.format != "table":
+        print(verdict, file=sys.stderr)
     if out is not None:
         _write(out, posterior, summary)
     if args.format == "csv":
@@ -112,9 +148,43 @@ def _fit(args) -> int:
         print(json.dumps(records, indent=2))
     else:
         print(_table(summary, posterior, threshold))
+        if verdict:
+            print(f"\n{verdict}")
         if out is not None:
             print(f"\nwrote {out / 'posterior.nc'} and {out / 'summary.csv'}")
     return 0
+
+
+def _verdict(posterior) -> str:
+    """One paragraph on the MCMC diagnostics ('' for exact fits)."""
+    diagnostics = posterior.diagnostics
+    if diagnostics is None:
+        return ""
+    if diagnostics.ok:
+        return "diagnostics: all checks passed (R-hat, bulk and tail ESS, divergences, E-BFMI)"
+    lines = ["diagnostics FAILED: the estimates are unreliable (diagnostics_ok = false)"]
+    lines += [f"  - {message}" for message in diagnostics.messages]
+    return "\n".join(lines)
+
+
+def _check(args) -> int:
+    from bayes_eval.posterior import load_posterior
+
+    path = Path(args.run_dir)
+    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    if not posterior.is_mcmc:
+        print(
+            f"{path}: model {posterior.spec.name} is exact (conjugate): no MCMC, nothing to "
+            "diagnose"
+        )
+        return 0
+    diagnostics = posterior.diagnostics
+    table = diagnostics.table.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+    ebfmi = ", ".join(f"{e:.2f}" for e in diagnostics.ebfmi)
+    print(f"{path}: model {posterior.spec.name}\n\n{table}\n")
+    print(f"divergences: {diagnostics.divergences}; E-BFMI per chain: {ebfmi}")
+    print(_verdict(posterior))
+    return 0 if diagnostics.ok else 1
 
 
 def _example(args) -> int:

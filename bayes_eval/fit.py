@@ -128,6 +128,13 @@ def fit(
             f"{evidence.source}: task '{task}' (agent '{agent}') has no "
             f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
         )
+    if sampler and spec.exact:
+        raise InputError(
+            f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
+            f"only; model {spec.name} is exact (conjugate)"
+        )
+    if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
+        raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled
 

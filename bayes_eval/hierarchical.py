@@ -16,8 +16,9 @@ NUTS explores only the hyperparameters:
   ``k ~ Binomial(n, Q + (1 - Q) lambda)``, ``Q = prod p_m``, with a bypass probability
   ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
   Here the milestone rates of a task also explain its end-to-end counts, so they are
-  sampled, not marginalised; a task without end-to-end runs takes its ``lambda`` from
-  the population, drawn per posterior draw.
+  sampled, not marginalised; ``lambda`` is marginalised (a finite sum, see
+  ``_joint_model``) and drawn back exactly; a task without end-to-end runs takes its
+  ``lambda`` from the population.
 
 PyMC and nutpie are imported only here, and only when a pooled model is fitted.
 """
@@ -249,13 +250,19 @@ def _hierarchy_model(layout, spec):
 
 
 def _joint_model(layout, spec):
+    """Milestone hierarchy plus end-to-end counts, with the bypass marginalised.
+
+    With ``s = Q + (1 - Q) lambda`` and ``lambda ~ Beta(a, b)``, expanding ``s^k``
+    binomially gives ``P(k | Q) = C(n, k) (1 - Q)^(n - k) sum_j C(k, j) Q^(k - j)
+    (1 - Q)^j B(a + j, b + n - k) / B(a, b)``, j = 0..k: a finite sum, so NUTS never
+    sees lambda (``_bypass`` draws it back exactly).
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
     cell_agent = layout.pair_agent[layout.cell_pair]
     with_e2e = np.flatnonzero(layout.e2e_n > 0)
-    coords = {**_coords(layout), "e2e_pair": with_e2e}
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=_coords(layout)) as model:
         mu_task, kappa = _task_hierarchy(pm, layout, spec)
         mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
         p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
@@ -265,21 +272,61 @@ def _joint_model(layout, spec):
         kappa_bypass = _prior(pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT)
         if with_e2e.size:
             agent = layout.pair_agent[with_e2e]
-            bypass = pm.Beta(
-                "bypass",
-                alpha=mu_bypass[agent] * kappa_bypass[agent],
-                beta=(1 - mu_bypass[agent]) * kappa_bypass[agent],
-                dims="e2e_pair",
-            )
-            q = pt.exp(log_q[with_e2e])
-            pm.Binomial(
-                "k_end_to_end",
-                n=layout.e2e_n[with_e2e],
-                p=q + (1 - q) * bypass,
-                observed=layout.e2e_k[with_e2e],
-                dims="e2e_pair",
+            a = (mu_bypass[agent] * kappa_bypass[agent])[:, None]
+            b = ((1 - mu_bypass[agent]) * kappa_bypass[agent])[:, None]
+            pm.Potential(
+                "end_to_end",
+                pt.sum(
+                    _bypass_terms(
+                        pt,
+                        log_q[with_e2e][:, None],
+                        a,
+                        b,
+                        layout.e2e_k[with_e2e][:, None],
+                        layout.e2e_n[with_e2e][:, None],
+                        logsumexp=True,
+                    )
+                ),
             )
     return model
+
+
+def _bypass_terms(xp, log_q, a, b, k, n, logsumexp):
+    """``log`` of the terms j = 0..max(k) of the marginal above (``-inf`` beyond k).
+
+    ``xp`` is ``pytensor.tensor`` (for the model) or numpy (for the exact redraw); with
+    ``logsumexp`` the terms are summed into ``log P(k | Q)`` per task.
+    """
+    from scipy import special
+
+    j = np.arange(int(np.max(k)) + 1)[None, :]
+    valid = j <= k
+    j_safe = np.minimum(j, k)
+    log_choose = (
+        special.gammaln(k + 1) - special.gammaln(j_safe + 1) - special.gammaln(k - j_safe + 1)
+    )
+    log_1mq = xp.log1p(-xp.exp(log_q))
+    if xp is np:
+        betaln = special.betaln
+    else:
+
+        def betaln(x, y):
+            return xp.gammaln(x) + xp.gammaln(y) - xp.gammaln(x + y)
+
+    terms = (
+        log_choose
+        + (k - j_safe) * log_q
+        + j_safe * log_1mq
+        + betaln(a + j_safe, b + n - k)
+        - betaln(a, b)
+    )
+    terms = xp.where(valid, terms, -np.inf)
+    if not logsumexp:
+        return terms
+    top = xp.max(terms, axis=1, keepdims=True)
+    total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
+    log_binom = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    return log_binom[:, 0] + (n - k)[:, 0] * log_1mq[:, 0] + total
 
 
 # ---------------------------------------------------------------------------
@@ -373,7 +420,7 @@ def _rates(post, layout, spec, rng) -> dict:
     p_task = np.exp(log_q)
     out = {}
     if spec.kind == "joint":
-        bypass = _bypass(post, layout, rng, shape)
+        bypass = _bypass(post, layout, rng, shape, log_q)
         out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
         p_task = p_task + (1 - p_task) * bypass
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
@@ -391,12 +438,31 @@ def _gridded(grid, where, values):
     return grid
 
 
-def _bypass(post, layout, rng, shape):
+def _bypass(post, layout, rng, shape, log_q):
+    """Exact draws of each task's bypass probability, per posterior draw.
+
+    Without end-to-end runs: from the population, ``Beta(mu kappa, (1 - mu) kappa)``.
+    With them: from its posterior given ``Q``, the mixture over j = 0..k of
+    ``Beta(a + j, b + n - k)`` weighted by the terms of the marginal likelihood.
+    """
     agent = layout.pair_agent
-    mu = post["mu_bypass"].values[..., agent]
-    kappa = post["kappa_bypass"].values[..., agent]
-    bypass = rng.beta(mu * kappa, (1 - mu) * kappa)  # tasks without end-to-end runs
-    with_e2e = np.flatnonzero(layout.e2e_n > 0)
-    if with_e2e.size:
-        bypass[..., with_e2e] = post["bypass"].values
+    a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
+    b = post["kappa_bypass"].values[..., agent] - a
+    bypass = rng.beta(a, b)
+    for p in np.flatnonzero(layout.e2e_n > 0):
+        k, n = layout.e2e_k[p], layout.e2e_n[p]
+        ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
+        terms = _bypass_terms(
+            np,
+            log_q[..., p].reshape(-1, 1),
+            ap,
+            bp,
+            np.array([[k]]),
+            np.array([[n]]),
+            logsumexp=False,
+        )
+        weights = np.exp(terms - terms.max(axis=1, keepdims=True))
+        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        j = (rng.random((ap.shape[0], 1)) > cumulative).sum(axis=1)
+        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + n - k).reshape(shape)
     return bypass

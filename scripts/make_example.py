@@ -1,7 +1,13 @@
-"""Generate data/example_evidence.csv: a small evidence table with known true rates.
+"""Generate the shipped example evidence tables, with known true rates.
 
-Run from the repository root: ``python scripts/make_example.py``. Fixed seed, so the
-file is reproducible; the true rates below are the ground truth it was drawn from.
+Run from the repository root: ``python scripts/make_example.py``. Fixed seeds, so the
+files are reproducible.
+
+* data/example_evidence.csv: every kind of evidence, for the exact models and the chain;
+  the true rates are the constants below.
+* data/example_pooled.csv: many tasks with milestones, half with end-to-end runs, drawn
+  from the hierarchy the pooled models assume plus a bypass probability (success by paths
+  the milestones miss); the true rates are in data/example_pooled_truth.csv.
 """
 
 from pathlib import Path
@@ -26,7 +32,66 @@ ECR_STEP_RATES = {"agent-a": [0.9, 0.6, 0.5, 0.8], "agent-b": [0.7, 0.4, 0.3, 0.
 ECR_SAMPLES = 10
 
 
+POOLED_SEED = 20241123
+POOLED_TASKS = 10
+# Per agent: mean milestone rate across tasks, its concentration, the within-task
+# concentration, and the mean bypass probability.
+POOLED_AGENTS = {"agent-a": (0.6, 8.0, 30.0, 0.10), "agent-b": (0.45, 8.0, 30.0, 0.05)}
+
+
+def pooled() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Milestones for every task, end-to-end runs for every other one, with bypass."""
+    rng = np.random.default_rng(POOLED_SEED)
+    rows, truth = [], []
+    for agent, (mu, kappa_agent, kappa, bypass_mean) in POOLED_AGENTS.items():
+        for t in range(POOLED_TASKS):
+            task = f"task_{t:02d}"
+            mu_task = rng.beta(mu * kappa_agent, (1 - mu) * kappa_agent)
+            rates = rng.beta(mu_task * kappa, (1 - mu_task) * kappa, int(rng.integers(2, 7)))
+            bypass = rng.beta(bypass_mean * 20, (1 - bypass_mean) * 20)
+            q = float(np.prod(rates))
+            p_task = q + (1 - q) * bypass
+            truth.append(
+                dict(
+                    agent=agent,
+                    task=task,
+                    milestone_product=round(q, 6),
+                    bypass=round(bypass, 6),
+                    end_to_end_rate=round(p_task, 6),
+                )
+            )
+            for step, p in enumerate(rates, start=1):
+                rows.append(
+                    dict(
+                        agent=agent,
+                        task=task,
+                        method="milestone",
+                        step=step,
+                        successes=rng.binomial(50, p),
+                        trials=50,
+                    )
+                )
+            if t % 2 == 0:
+                rows.append(
+                    dict(
+                        agent=agent,
+                        task=task,
+                        method="end_to_end",
+                        successes=rng.binomial(40, p_task),
+                        trials=40,
+                    )
+                )
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+    table["step"] = table["step"].astype("Int64")
+    return table, pd.DataFrame(truth)
+
+
 def main() -> None:
+    data = Path(__file__).resolve().parent.parent / "data"
+    table, truth = pooled()
+    table.to_csv(data / "example_pooled.csv", index=False)
+    truth.to_csv(data / "example_pooled_truth.csv", index=False)
+    print(f"wrote {data / 'example_pooled.csv'} ({len(table)} rows) and its truth")
     rng = np.random.default_rng(SEED)
     rows = []
     for agent, tasks in TRUTH.items():

@@ -157,3 +157,58 @@ def test_joint_needs_milestones_for_every_task():
     )
     with pytest.raises(bayes_eval.InputError, match="task 'b' .* has no milestone rows"):
         bayes_eval.fit(frame, "joint", sampler=SMALL)
+
+
+def test_bypass_marginal_and_exact_redraw_match_quadrature():
+    """The joint model's marginalised bypass: likelihood and posterior draws of lambda."""
+    from scipy import integrate, stats
+
+    from bayes_eval.hierarchical import Layout, _bypass, _bypass_terms
+
+    q, a, b, k, n = 0.05, 1.5, 6.0, 9, 40
+    exact = _bypass_terms(
+        np,
+        np.log([[q]]),
+        np.array([[a]]),
+        np.array([[b]]),
+        np.array([[k]]),
+        np.array([[n]]),
+        logsumexp=True,
+    )[0]
+
+    def joint_density(lam):
+        return stats.binom.pmf(k, n, q + (1 - q) * lam) * stats.beta.pdf(lam, a, b)
+
+    evidence = integrate.quad(joint_density, 0, 1, epsabs=1e-15, epsrel=1e-13)[0]
+    assert exact == pytest.approx(np.log(evidence), rel=1e-10)
+    mean = integrate.quad(lambda lam: lam * joint_density(lam), 0, 1, epsabs=1e-15)[0] / evidence
+    layout = Layout(
+        agents=["a"],
+        tasks=["t"],
+        pairs=[("a", "t")],
+        pair_agent=np.array([0]),
+        cell_pair=np.zeros(0, int),
+        cell_run=np.zeros(0, int),
+        cell_factor=np.zeros(0, int),
+        k=np.zeros(0, int),
+        n=np.zeros(0, int),
+        e2e_k=np.array([k]),
+        e2e_n=np.array([n]),
+        runs=[[""]],
+    )
+    draws = 200_000
+    shape = (1, draws)
+    post = {
+        "mu_bypass": xr_like(np.full(shape + (1,), a / (a + b))),
+        "kappa_bypass": xr_like(np.full(shape + (1,), a + b)),
+    }
+    lam = _bypass(post, layout, np.random.default_rng(0), shape, np.full(shape + (1,), np.log(q)))[
+        ..., 0
+    ].ravel()
+    sd = lam.std()
+    assert abs(lam.mean() - mean) < 4 * sd / np.sqrt(draws)
+
+
+class xr_like:  # noqa: N801 - the minimal interface of a DataArray that _bypass reads
+    def __init__(self, values):
+        self.values = values
