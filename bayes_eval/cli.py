@@ -134,11 +134,12 @@ def _fit(args) -> int:
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    verdict = _verdict(posterior)
+    checks, assumption = _checks(posterior)
+    verdict = "\n".join(filter(None, [_verdict(posterior), _check_lines(checks, assumption)]))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
     if out is not None:
-        _write(out, posterior, summary)
+        _write(out, posterior, summary, checks, assumption, threshold)
     if args.format == "csv":
         sys.stdout.write(summary.to_csv(index=False))
     elif args.format == "json":
@@ -151,7 +152,8 @@ def _fit(args) -> int:
         if verdict:
             print(f"\n{verdict}")
         if out is not None:
-            print(f"\nwrote {out / 'posterior.nc'} and {out / 'summary.csv'}")
+            written = ", ".join(sorted(p.name for p in out.iterdir()))
+            print(f"\nwrote to {out}: {written}")
     return 0
 
 
@@ -205,12 +207,50 @@ def _check_out(out: Path) -> Path:
     return out
 
 
-def _write(out: Path, posterior, summary) -> None:
+def _checks(posterior):
+    """Posterior predictive checks and, where the evidence allows, the milestone check."""
+    from bayes_eval.ppc import milestone_assumption, predictive_checks
+
+    return predictive_checks(posterior), milestone_assumption(posterior.evidence)
+
+
+def _check_lines(checks, assumption) -> str:
+    lines = []
+    if len(checks):
+        flagged = int(checks["flagged"].sum())
+        lines.append(
+            f"posterior predictive checks: {flagged} of {len(checks)} observed cells "
+            "flagged (p < 0.025 or > 0.975)"
+        )
+        for row in checks[checks["flagged"]].head(10).itertuples():
+            lines.append(
+                f"  - {row.task} ({row.agent}) {row.evidence} {row.cell}: "
+                f"{row.successes}/{row.trials}, p = {row.p_value:.3g}"
+            )
+    if len(assumption):
+        bad = assumption[assumption["contradicted"]]
+        lines.append(
+            f"milestone-assumption check: {len(bad)} of {len(assumption)} tasks with "
+            "milestone and end-to-end data contradict the milestones"
+        )
+        lines += [f"  - {message}" for message in bad["message"]]
+    return "\n".join(lines)
+
+
+def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None:
     """Write into a temporary folder first, then move, so a failure leaves nothing behind."""
+    from bayes_eval.plots import forest_plot, ppc_plot
+
     staging = Path(tempfile.mkdtemp(prefix=".bayes-eval-", dir=out.parent))
     try:
         posterior.to_netcdf(staging / "posterior.nc")
         summary.to_csv(staging / "summary.csv", index=False)
+        checks.to_csv(staging / "ppc.csv", index=False)
+        forest_plot(summary, staging / "forest.png", threshold)
+        if len(checks):
+            ppc_plot(checks, staging / "ppc.png")
+        if len(assumption):
+            assumption.to_csv(staging / "milestone_check.csv", index=False)
         out.mkdir(exist_ok=True)
         for item in staging.iterdir():
             item.replace(out / item.name)

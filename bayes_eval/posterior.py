@@ -233,6 +233,13 @@ class Posterior:
         return _draws(self, self.spec.draws, self.seed)
 
     @cached_property
+    def posterior_predictive(self) -> xr.Dataset:
+        """Replicated counts of every observed cell the model explains (``k_rep``)."""
+        from bayes_eval.ppc import replicate
+
+        return replicate(self, self.seed + 2)
+
+    @cached_property
     def observed_data(self) -> xr.Dataset:
         """The counts the model saw, per evidence method, as labelled arrays."""
         import xarray as xr
@@ -289,6 +296,7 @@ class Posterior:
         table = self.evidence.table.rename_axis("evidence_row")
         groups = {
             "posterior": self.posterior,
+            "posterior_predictive": self.posterior_predictive,
             "observed_data": self.observed_data,
             "conjugate": self.conjugate,
             "evidence": xr.Dataset.from_dataframe(table),
@@ -317,12 +325,12 @@ def load_posterior(path) -> Posterior:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     groups = {}
-    for name in (*GROUPS, "sample_stats"):
+    for name in (*GROUPS, "sample_stats", "posterior_predictive"):
         try:
             with xr.open_dataset(path, group=name, engine="h5netcdf") as data:
                 groups[name] = data.load()
         except (OSError, ValueError) as exc:
-            if name == "sample_stats":  # only MCMC fits have it
+            if name in ("sample_stats", "posterior_predictive"):  # optional groups
                 continue
             raise InputError(f"{path}: not a bayes_eval posterior (group {name}: {exc})") from exc
     attrs = groups["conjugate"].attrs
@@ -345,9 +353,10 @@ def load_posterior(path) -> Posterior:
     result = Posterior(
         parameters, coords, spec, evidence, float(attrs["level"]), int(attrs["seed"]), stats
     )
-    posterior = groups["posterior"]
-    posterior.attrs = {}
-    result.__dict__["posterior"] = posterior
+    for name in ("posterior", "posterior_predictive"):
+        if name in groups:
+            groups[name].attrs = {}
+            result.__dict__[name] = groups[name]
     return result
 
 

@@ -1,0 +1,93 @@
+"""Figures written with ``--out``: a forest plot of every estimate and a predictive check.
+
+Matplotlib (headless ``Agg``) is imported only here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["forest_plot", "ppc_plot"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
+    """Each (agent, task) on a log10 probability axis: median, one-sided bounds, upper marked.
+
+    Point values (best-of-N, golden) are drawn as hollow diamonds, without bounds; pairs
+    without an estimate are listed with their label only.
+    """
+    plt = _pyplot()
+    rows = summary.reset_index(drop=True)
+    height = 0.35 * len(rows) + 1.5
+    fig, ax = plt.subplots(figsize=(8, height))
+    y = np.arange(len(rows))[::-1]
+    level = rows["level"].iloc[0] if len(rows) else 0.975
+    for yi, row in zip(y, rows.itertuples(), strict=True):
+        if np.isfinite(row.upper):
+            ax.plot([max(row.lower, 1e-300), row.upper], [yi, yi], color="0.4", lw=1.5)
+            ax.plot(row.median, yi, "o", color="C0")
+            ax.plot(row.upper, yi, "|", color="C3", ms=14, mew=2.5)
+        elif np.isfinite(row.mean):
+            ax.plot(row.mean, yi, "D", mfc="none", color="C1")
+    if threshold is not None:
+        ax.axvline(threshold, color="C3", ls="--", lw=1, label=f"threshold {threshold:g}")
+    ax.set_xscale("log")
+    ax.set_yticks(y, [f"{r.agent} / {r.task}" for r in rows.itertuples()])
+    ax.set_xlabel("P(success), log scale")
+    ax.set_title(
+        f"line: one-sided {level:g} lower to upper bound, red tick: upper bound\n"
+        "dot: posterior median, hollow diamond: point value (no posterior)",
+        fontsize=9,
+    )
+    finite = pd.concat([rows["lower"], rows["upper"], rows["mean"]]).replace(0, np.nan).dropna()
+    if len(finite):
+        ax.set_xlim(10 ** math.floor(np.log10(finite.min())), 1.0)
+    if threshold is not None:
+        ax.legend(loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
+    """Observed against replicated rate per cell (flagged cells in red), and the p-values."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    ok = ~checks["flagged"].astype(bool)
+    left.plot([0, 1], [0, 1], color="0.7", lw=1)
+    left.scatter(
+        checks.loc[ok, "replicated_rate"], checks.loc[ok, "observed_rate"], s=18, label="consistent"
+    )
+    left.scatter(
+        checks.loc[~ok, "replicated_rate"],
+        checks.loc[~ok, "observed_rate"],
+        s=30,
+        color="C3",
+        label="flagged (p < 0.025 or > 0.975)",
+    )
+    left.set_xlabel("posterior predictive mean rate")
+    left.set_ylabel("observed rate k / n")
+    left.legend(loc="upper left")
+    right.hist(checks["p_value"], bins=np.linspace(0, 1, 21), color="C0", edgecolor="white")
+    for edge in (0.025, 0.975):
+        right.axvline(edge, color="C3", ls="--", lw=1)
+    right.set_xlabel("Bayesian p-value per cell (mid-p)")
+    right.set_ylabel("cells")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

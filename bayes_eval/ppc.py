@@ -1,0 +1,223 @@
+"""Posterior predictive checks, and the milestone-assumption check.
+
+Every observed count (an end-to-end cell, a milestone, an expert-completion step) is
+replicated once per posterior draw, ``k_rep ~ Binomial(n, p_draw)``, and compared with
+the observation by the mid-p Bayesian p-value ``P(k_rep > k) + P(k_rep = k) / 2``,
+flagged below 0.025 or above 0.975. The p-values are computed from the binomial
+distribution at each draw (no Monte Carlo error from the replication itself).
+
+The milestone-assumption check asks, for a task with milestone and end-to-end data,
+how probable at least the observed end-to-end successes are under the milestone-only
+posterior of ``P``: a tiny value says the agent succeeds by paths the milestones do
+not describe, and milestone-based bounds underestimate it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
+
+__all__ = ["FLAG_LOW", "FLAG_HIGH", "milestone_assumption", "predictive_checks", "replicate"]
+
+FLAG_LOW, FLAG_HIGH = 0.025, 0.975
+ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
+
+
+def _cells(posterior):
+    """(kind, agent, task, index, k, n, draws) for every observed cell the model explains."""
+    post = posterior.posterior
+    agents, tasks = list(post[AGENT].values), list(post[TASK].values)
+    estimated = {(a, t) for a, t, _, _ in posterior.cells()}
+    kinds = []
+    if "p_milestone" in post:
+        kinds.append((MILESTONE_METHOD, "p_milestone"))
+    if "p_step" in post:
+        kinds.append((EXPERT_COMPLETION, "p_step"))
+    table = posterior.evidence.table
+    out = []
+    for row in table.itertuples():
+        pair = (row.agent, row.task)
+        if pair not in estimated:
+            continue
+        i, j = agents.index(row.agent), tasks.index(row.task)
+        explains_e2e = posterior.spec.kind in ("end_to_end", "joint") or (
+            posterior.values("method")[i, j] == END_TO_END  # the chain's end-to-end rung
+        )
+        if row.method == END_TO_END and explains_e2e:
+            draws = post["p_task"].values[:, :, i, j]
+            index = ""
+        elif (row.method, "p_milestone") in kinds:
+            draws = post["p_milestone"].sel({MILESTONE: row.step}).values[:, :, i, j]
+            index = f"milestone {row.step}"
+        elif (row.method, "p_step") in kinds:
+            runs = sorted(
+                set(
+                    table.loc[
+                        (table.agent == row.agent)
+                        & (table.task == row.task)
+                        & (table.method == EXPERT_COMPLETION),
+                        "run",
+                    ]
+                )
+            )
+            draws = (
+                post["p_step"]
+                .sel({RUN: runs.index(row.run) + 1, STEP: row.step})
+                .values[:, :, i, j]
+            )
+            index = f"run {row.run}, step {row.step}"
+        else:
+            continue
+        if np.all(np.isnan(draws)):
+            continue  # the model did not use this row (e.g. another rung of the chain)
+        out.append(
+            (row.method, row.agent, row.task, index, int(row.successes), int(row.trials), draws)
+        )
+    return out
+
+
+def predictive_checks(posterior) -> pd.DataFrame:
+    """One row per observed cell: observed and replicated rates, the mid-p value, a flag."""
+    rows = []
+    for method, agent, task, index, k, n, draws in _cells(posterior):
+        p = np.clip(draws.ravel(), 0.0, 1.0)
+        above = stats.binom.sf(k, n, p).mean()
+        equal = stats.binom.pmf(k, n, p).mean()
+        value = float(above + 0.5 * equal)
+        rows.append(
+            dict(
+                agent=agent,
+                task=task,
+                evidence=method,
+                cell=index,
+                successes=k,
+                trials=n,
+                observed_rate=k / n,
+                replicated_rate=float(p.mean()),
+                p_value=value,
+                flagged=not FLAG_LOW <= value <= FLAG_HIGH,
+            )
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "agent",
+            "task",
+            "evidence",
+            "cell",
+            "successes",
+            "trials",
+            "observed_rate",
+            "replicated_rate",
+            "p_value",
+            "flagged",
+        ],
+    )
+
+
+def replicate(posterior, seed: int):
+    """Replicated counts per observed cell and draw: the ``posterior_predictive`` group.
+
+    ``k_rep`` has dims ``(chain, draw, cell)``; the ``cell`` coordinate names each cell.
+    """
+    import xarray as xr
+
+    rng = np.random.default_rng(seed)
+    cells = _cells(posterior)
+    labels = [
+        f"{agent} / {task} / {method} {index}".strip()
+        for method, agent, task, index, _, _, _ in cells
+    ]
+    replicated = [rng.binomial(n, np.clip(draws, 0.0, 1.0)) for *_, n, draws in cells]
+    values = np.stack(replicated, axis=-1) if cells else np.zeros((1, 1, 0), dtype=int)
+    return xr.Dataset({"k_rep": (("chain", "draw", "cell"), values)}, coords={"cell": labels})
+
+
+def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd.DataFrame:
+    """Per task with milestone and end-to-end data: are the end-to-end successes plausible?
+
+    ``p_value`` is the posterior predictive probability of at least the observed
+    end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
+    exact milestone spec, fitted to the milestone rows alone).
+    """
+    from bayes_eval.fit import fit
+
+    table = evidence.table
+    e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
+    milestones = table[table["method"] == MILESTONE_METHOD]
+    both = sorted(set(zip(milestones["agent"], milestones["task"], strict=True)) & set(e2e.index))
+    columns = [
+        "agent",
+        "task",
+        "successes",
+        "trials",
+        "milestone_mean",
+        "milestone_upper",
+        "p_value",
+        "contradicted",
+        "message",
+    ]
+    if not both:
+        return pd.DataFrame(columns=columns)
+    keep = [pair in set(both) for pair in zip(milestones["agent"], milestones["task"], strict=True)]
+    frame = milestones[keep].drop(columns=["row", "n_rows"])
+    posterior = fit(_as_input(frame), model, seed=seed)
+    summary = posterior.summary().set_index(["agent", "task"])
+    post = posterior.posterior["p_task"]
+    rows = []
+    for agent, task in both:
+        k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
+        draws = post.sel({AGENT: agent, TASK: task}).values.ravel()
+        if np.all(np.isnan(draws)):
+            value = float("nan")  # no milestone posterior (e.g. a zero under Haldane)
+        else:
+            value = float(stats.binom.sf(k - 1, n, np.clip(draws, 0, 1)).mean())
+        bad = bool(value < ASSUMPTION_ALPHA)
+        rows.append(
+            dict(
+                agent=agent,
+                task=task,
+                successes=k,
+                trials=n,
+                milestone_mean=summary.loc[(agent, task), "mean"],
+                milestone_upper=summary.loc[(agent, task), "upper"],
+                p_value=value,
+                contradicted=bad,
+                message=_message(agent, task, k, n, value, bad),
+            )
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _message(agent, task, k, n, value, bad) -> str:
+    if np.isnan(value):
+        return f"{task} ({agent}): no milestone posterior to check against"
+    if not bad:
+        return (
+            f"{task} ({agent}): {k}/{n} end-to-end successes are consistent with the "
+            f"milestones (p = {value:.3g})"
+        )
+    return (
+        f"WARNING {task} ({agent}): {k}/{n} end-to-end successes are very unlikely if the "
+        f"agent must pass the milestones in order (p = {value:.2g}). It succeeds by paths "
+        "the milestones do not describe, so milestone-based estimates and bounds "
+        "underestimate it; use end-to-end data or the joint model."
+    )
+
+
+def _as_input(frame: pd.DataFrame) -> pd.DataFrame:
+    """Normalised rows back to the evidence input format (absent values empty)."""
+    out = frame.replace({-1: None, "": None})
+    return out.drop(columns=[c for c in ("logprob",) if out[c].isna().all()])
