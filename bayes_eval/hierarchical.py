@@ -266,7 +266,9 @@ def _joint_model(layout, spec):
         mu_task, kappa = _task_hierarchy(pm, layout, spec)
         mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
         p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
-        pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
+        pm.Binomial(
+            "k_cell", n=layout.n, p=p, observed=pm.Data("k_obs", layout.k, dims="cell"), dims="cell"
+        )
         log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
         mu_bypass = _prior(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
         kappa_bypass = _prior(pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT)
@@ -274,44 +276,32 @@ def _joint_model(layout, spec):
             agent = layout.pair_agent[with_e2e]
             a = (mu_bypass[agent] * kappa_bypass[agent])[:, None]
             b = ((1 - mu_bypass[agent]) * kappa_bypass[agent])[:, None]
-            pm.Potential(
-                "end_to_end",
-                pt.sum(
-                    _bypass_terms(
-                        pt,
-                        log_q[with_e2e][:, None],
-                        a,
-                        b,
-                        layout.e2e_k[with_e2e][:, None],
-                        layout.e2e_n[with_e2e][:, None],
-                        logsumexp=True,
-                    )
-                ),
+            e2e_k = pm.Data("e2e_k", layout.e2e_k[with_e2e])
+            n = layout.e2e_n[with_e2e][:, None]
+            log_lik = _bypass_terms(
+                pt, log_q[with_e2e][:, None], a, b, e2e_k[:, None], n, int(n.max()), logsumexp=True
             )
+            pm.Potential("end_to_end", pt.sum(log_lik))
     return model
 
 
-def _bypass_terms(xp, log_q, a, b, k, n, logsumexp):
-    """``log`` of the terms j = 0..max(k) of the marginal above (``-inf`` beyond k).
+def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
+    """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k).
 
-    ``xp`` is ``pytensor.tensor`` (for the model) or numpy (for the exact redraw); with
+    ``xp`` is ``pytensor.tensor`` (in the model, where ``k`` is data that may change and
+    ``j_max`` is the largest possible ``k``) or numpy (for the exact redraw); with
     ``logsumexp`` the terms are summed into ``log P(k | Q)`` per task.
     """
     from scipy import special
 
-    j = np.arange(int(np.max(k)) + 1)[None, :]
-    valid = j <= k
-    j_safe = np.minimum(j, k)
-    log_choose = (
-        special.gammaln(k + 1) - special.gammaln(j_safe + 1) - special.gammaln(k - j_safe + 1)
-    )
+    gammaln = special.gammaln if xp is np else xp.gammaln
+    j = np.arange(j_max + 1)[None, :]
+    j_safe = xp.minimum(k, j)
+    log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
     log_1mq = xp.log1p(-xp.exp(log_q))
-    if xp is np:
-        betaln = special.betaln
-    else:
 
-        def betaln(x, y):
-            return xp.gammaln(x) + xp.gammaln(y) - xp.gammaln(x + y)
+    def betaln(x, y):
+        return gammaln(x) + gammaln(y) - gammaln(x + y)
 
     terms = (
         log_choose
@@ -320,12 +310,12 @@ def _bypass_terms(xp, log_q, a, b, k, n, logsumexp):
         + betaln(a + j_safe, b + n - k)
         - betaln(a, b)
     )
-    terms = xp.where(valid, terms, -np.inf)
+    terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
         return terms
     top = xp.max(terms, axis=1, keepdims=True)
     total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
-    log_binom = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
     return log_binom[:, 0] + (n - k)[:, 0] * log_1mq[:, 0] + total
 
 
@@ -459,6 +449,7 @@ def _bypass(post, layout, rng, shape, log_q):
             bp,
             np.array([[k]]),
             np.array([[n]]),
+            k,
             logsumexp=False,
         )
         weights = np.exp(terms - terms.max(axis=1, keepdims=True))

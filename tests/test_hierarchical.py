@@ -173,6 +173,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
         np.array([[b]]),
         np.array([[k]]),
         np.array([[n]]),
+        n,
         logsumexp=True,
     )[0]
 
