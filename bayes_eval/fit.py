@@ -115,19 +115,7 @@ def fit(
     level = spec.level if level is None else check_probability(level, "level")
     seed = spec.seed if seed is None else int(seed)
     used = evidence.table["method"].isin(USES[spec.kind])
-    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
-    by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
-    ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
-    for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
-        by_pair.setdefault((agent, task), {})[method] = rows
-    missing = [pair for pair in evidence.pairs() if pair not in by_pair]
-    if missing:
-        agent, task = missing[0]
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise InputError(
-            f"{evidence.source}: task '{task}' (agent '{agent}') has no "
-            f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
-        )
+    by_pair = usable_rows(evidence, spec, notes)
     if sampler and spec.exact:
         raise InputError(
             f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
@@ -156,6 +144,30 @@ def fit(
         notes,
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:
+    """The rows a model uses, as ``{(agent, task): {method: rows sorted by run, step}}``.
+
+    Notes the rows of methods the model does not read; raises ``InputError`` naming a
+    task that has no usable evidence.
+    """
+    evidence = load_evidence(evidence)
+    used = evidence.table["method"].isin(USES[spec.kind])
+    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
+    by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
+    ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
+    for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
+        by_pair.setdefault((agent, task), {})[method] = rows
+    missing = [pair for pair in evidence.pairs() if pair not in by_pair]
+    if missing:
+        agent, task = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise InputError(
+            f"{evidence.source}: task '{task}' (agent '{agent}') has no "
+            f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
+        )
+    return by_pair
 
 
 def _report_left_out(evidence: Evidence, mask, why: str, notes) -> None:

@@ -95,13 +95,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = _layout(by_pair, spec)
-    build = {
-        "end_to_end": _end_to_end_model,
-        "milestone": _hierarchy_model,
-        "expert_completion": _hierarchy_model,
-        "joint": _joint_model,
-    }[spec.kind]
-    model = build(layout, spec)
+    model = BUILDERS[spec.kind](layout, spec)
     idata = _sample(model, settings, seed, log)
     rng = np.random.default_rng(seed + 1)
     rates = _rates(idata.posterior, layout, spec, rng)
@@ -209,7 +203,7 @@ def _end_to_end_model(layout, spec):
             n=layout.e2e_n,
             alpha=mu[agent] * kappa[agent],
             beta=(1 - mu[agent]) * kappa[agent],
-            observed=layout.e2e_k,
+            observed=pm.Data("k_obs", layout.e2e_k, dims="pair"),
             dims="pair",
         )
     return model
@@ -243,7 +237,7 @@ def _hierarchy_model(layout, spec):
             n=layout.n,
             alpha=mean * conc,
             beta=(1 - mean) * conc,
-            observed=layout.k,
+            observed=pm.Data("k_obs", layout.k, dims="cell"),
             dims="cell",
         )
     return model
@@ -317,6 +311,14 @@ def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
     total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
     log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
     return log_binom[:, 0] + (n - k)[:, 0] * log_1mq[:, 0] + total
+
+
+BUILDERS = {
+    "end_to_end": _end_to_end_model,
+    "milestone": _hierarchy_model,
+    "expert_completion": _hierarchy_model,
+    "joint": _joint_model,
+}
 
 
 # ---------------------------------------------------------------------------
