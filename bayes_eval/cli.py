@@ -302,7 +302,13 @@ def _table(summary, posterior, threshold) -> str:
         f"model {posterior.spec.name} on {posterior.evidence.source} "
         f"(one-sided bounds at level {level:g})"
     )
-    notes = [f"  {r['task']} ({r['agent']}): {r['provenance']}" for r in summary.to_dict("records")]
+    shared: dict[str, list[str]] = {}  # identical provenance is printed once
+    for r in summary.to_dict("records"):
+        shared.setdefault(r["provenance"], []).append(f"{r['task']} ({r['agent']})")
+    notes = []
+    for provenance, names in shared.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        notes.append(f"  {shown}: {provenance}")
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
     END_TO_END,
@@ -297,13 +298,9 @@ def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
     def betaln(x, y):
         return gammaln(x) + gammaln(y) - gammaln(x + y)
 
-    terms = (
-        log_choose
-        + (k - j_safe) * log_q
-        + j_safe * log_1mq
-        + betaln(a + j_safe, b + n - k)
-        - betaln(a, b)
-    )
+    # Q^(k - j) is 1 at j = k even when Q underflows to 0 (0 * -inf would be NaN).
+    q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
+    terms = log_choose + q_power + j_safe * log_1mq + betaln(a + j_safe, b + n - k) - betaln(a, b)
     terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
         return terms
@@ -391,11 +388,15 @@ def _rates(post, layout, spec, rng) -> dict:
         return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "joint":
         cell_p = post["p_cell"].values
+        log_p = np.log(cell_p)
     else:
         mean = post["mu_task"].values[..., layout.cell_pair]
         conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
-        cell_p = rng.beta(mean * conc + layout.k, (1 - mean) * conc + layout.n - layout.k)
-    log_p = np.log(cell_p)
+        # drawn in log space: rates far below 1e-300 must not underflow to log 0
+        log_p = log_beta_draws(
+            mean * conc + layout.k, (1 - mean) * conc + layout.n - layout.k, (), rng
+        )
+        cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
     n_factors = int(layout.cell_factor.max())
     factor = np.full(shape + (len(agents), len(tasks), n_runs, n_factors), np.nan)

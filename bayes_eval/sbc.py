@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bayes_eval.conjugate import log_beta_draws
+
 __all__ = ["SBCResult", "sbc"]
 
 
@@ -148,17 +150,17 @@ def _simulate(truth, layout, spec, rng):
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
         return {"k_obs": rng.binomial(layout.e2e_n, p_task)}, p_task
     if spec.kind == "joint":
-        cell_p = truth["p_cell"]
+        log_p = np.log(truth["p_cell"])
     else:
         # Tiny concentrations put prior task means at 0 or 1 in floating point; keep them
         # strictly inside, where a Beta is defined.
         mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
         conc = truth["kappa"][agent[layout.cell_pair]]
-        cell_p = rng.beta(mean * conc, (1 - mean) * conc)
-    data = {"k_obs": rng.binomial(layout.n, cell_p)}
+        log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
+    data = {"k_obs": rng.binomial(layout.n, np.exp(log_p))}
     n_runs = max(len(r) for r in layout.runs)
     log_run = np.zeros((len(layout.pairs), n_runs))
-    np.add.at(log_run, (layout.cell_pair, layout.cell_run), np.log(cell_p))
+    np.add.at(log_run, (layout.cell_pair, layout.cell_run), log_p)
     counts = np.array([max(len(r), 1) for r in layout.runs])
     chosen = (rng.random(len(layout.pairs)) * counts).astype(int)  # the mixture's latent run
     p_task = np.exp(log_run[np.arange(len(layout.pairs)), chosen])

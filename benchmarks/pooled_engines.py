@@ -2,11 +2,11 @@
 
 Run from the repository root (needs the package installed):
 
-    python benchmarks/pooled_engines.py [--tasks 100] [--milestones 5] [--seed 0]
+    python benchmarks/pooled_engines.py [--tasks 100] [--milestones 5] [--trials 100] [--seed 0]
 
-The same simulated data (TASKS x MILESTONES, 100 trials each, drawn from the
+The same simulated data (TASKS x MILESTONES, TRIALS trials each, drawn from the
 hierarchy of the ``hierarchical`` spec) is fitted three ways, 4 chains x 1000 draws
-after 1000 tuning steps each:
+after 1000 tuning steps each, all at the ``hierarchical`` spec's target_accept:
 
 (a) the collapsed model (Beta-Binomial, rates drawn back exactly) on nutpie;
 (b) the same collapsed model on PyMC's NUTS;
@@ -30,7 +30,7 @@ warnings.simplefilter("ignore")
 DRAWS, TUNE, CHAINS = 1000, 1000, 4
 
 
-def simulate(n_tasks: int, n_milestones: int, seed: int) -> pd.DataFrame:
+def simulate(n_tasks: int, n_milestones: int, seed: int, trials: int = 100) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for t in range(n_tasks):
@@ -41,8 +41,8 @@ def simulate(n_tasks: int, n_milestones: int, seed: int) -> pd.DataFrame:
                     task=f"t{t:03d}",
                     method="milestone",
                     step=m,
-                    successes=int(rng.binomial(100, p)),
-                    trials=100,
+                    successes=int(rng.binomial(trials, p)),
+                    trials=trials,
                 )
             )
     return pd.DataFrame(rows)
@@ -55,7 +55,7 @@ def min_ess(p_task) -> float:
     return float(np.nanmin(ess))
 
 
-def collapsed(layout, spec, engine: str, seed: int):
+def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
     import pymc as pm
 
@@ -74,7 +74,7 @@ def collapsed(layout, spec, engine: str, seed: int):
             chains=CHAINS,
             seed=seed,
             progress_bar=False,
-            target_accept=0.9,
+            target_accept=target,
         )
         sample_time = time.perf_counter() - start
     else:
@@ -87,7 +87,7 @@ def collapsed(layout, spec, engine: str, seed: int):
             random_seed=seed,
             model=model,
             progressbar=False,
-            target_accept=0.9,
+            target_accept=target,
             compute_convergence_checks=False,
         )
         total = time.perf_counter() - start
@@ -98,7 +98,7 @@ def collapsed(layout, spec, engine: str, seed: int):
     return compile_time, sample_time, min_ess(p_task), _divergences(idata)
 
 
-def centred(layout, spec, seed: int):
+def centred(layout, spec, seed: int, target: float):
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -121,7 +121,7 @@ def centred(layout, spec, seed: int):
         random_seed=seed,
         model=model,
         progressbar=False,
-        target_accept=0.9,
+        target_accept=target,
         compute_convergence_checks=False,
     )
     total = time.perf_counter() - start
@@ -138,6 +138,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--milestones", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trials", type=int, default=100, help="trials per milestone")
     args = parser.parse_args()
 
     import bayes_eval
@@ -145,17 +146,21 @@ def main() -> None:
     from bayes_eval.hierarchical import _layout
 
     spec = bayes_eval.load_spec("hierarchical")
-    layout = _layout(usable_rows(simulate(args.tasks, args.milestones, args.seed), spec), spec)
+    layout = _layout(
+        usable_rows(simulate(args.tasks, args.milestones, args.seed, args.trials), spec), spec
+    )
+    target = float(spec.sampler["target_accept"])
     results = {
-        "(a) collapsed, nutpie": collapsed(layout, spec, "nutpie", args.seed),
-        "(b) collapsed, PyMC": collapsed(layout, spec, "pymc", args.seed),
-        "(c) centred Beta, PyMC": centred(layout, spec, args.seed),
+        "(a) collapsed, nutpie": collapsed(layout, spec, "nutpie", args.seed, target),
+        "(b) collapsed, PyMC": collapsed(layout, spec, "pymc", args.seed, target),
+        "(c) centred Beta, PyMC": centred(layout, spec, args.seed, target),
     }
     base = results["(c) centred Beta, PyMC"]
     base_rate = base[2] / base[1]
     print(
-        f"## {args.tasks} tasks x {args.milestones} milestones, {CHAINS} chains x {DRAWS} "
-        f"draws ({TUNE} tune)"
+        f"## {args.tasks} tasks x {args.milestones} milestones x {args.trials} trials, "
+        f"{CHAINS} chains x {DRAWS} "
+        f"draws ({TUNE} tune), target_accept {target:g}"
     )
     print(
         f"{'':24s} {'compile s':>9s} {'sample s':>9s} {'min ESS':>8s} {'ESS/s':>8s} "

@@ -213,3 +213,25 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
 class xr_like:  # noqa: N801 - the minimal interface of a DataArray that _bypass reads
     def __init__(self, values):
         self.values = values
+
+
+def test_bypass_terms_when_the_milestone_product_underflows():
+    """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
+    from scipy import special
+
+    from bayes_eval.hierarchical import _bypass_terms
+
+    a, b, k, n = 2.0, 3.0, 4, 10
+    with np.errstate(all="ignore"):
+        terms = _bypass_terms(
+            np,
+            np.array([[-np.inf]]),
+            np.array([[a]]),
+            np.array([[b]]),
+            np.array([[k]]),
+            np.array([[n]]),
+            k,
+            logsumexp=False,
+        )[0]
+    assert np.all(np.isneginf(terms[:k]))
+    assert terms[k] == pytest.approx(special.betaln(a + k, b + n - k) - special.betaln(a, b))
