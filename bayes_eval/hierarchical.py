@@ -388,7 +388,8 @@ def _rates(post, layout, spec, rng) -> dict:
         return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "joint":
         cell_p = post["p_cell"].values
-        log_p = np.log(cell_p)
+        with np.errstate(divide="ignore"):  # a sampled rate may underflow to 0
+            log_p = np.log(cell_p)
     else:
         mean = post["mu_task"].values[..., layout.cell_pair]
         conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
@@ -445,16 +446,17 @@ def _bypass(post, layout, rng, shape, log_q):
     for p in np.flatnonzero(layout.e2e_n > 0):
         k, n = layout.e2e_k[p], layout.e2e_n[p]
         ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
-        terms = _bypass_terms(
-            np,
-            log_q[..., p].reshape(-1, 1),
-            ap,
-            bp,
-            np.array([[k]]),
-            np.array([[n]]),
-            k,
-            logsumexp=False,
-        )
+        with np.errstate(invalid="ignore"):  # 0 * -inf where Q underflows; masked inside
+            terms = _bypass_terms(
+                np,
+                log_q[..., p].reshape(-1, 1),
+                ap,
+                bp,
+                np.array([[k]]),
+                np.array([[n]]),
+                k,
+                logsumexp=False,
+            )
         weights = np.exp(terms - terms.max(axis=1, keepdims=True))
         cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
         j = (rng.random((ap.shape[0], 1)) > cumulative).sum(axis=1)

@@ -150,7 +150,8 @@ def _simulate(truth, layout, spec, rng):
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
         return {"k_obs": rng.binomial(layout.e2e_n, p_task)}, p_task
     if spec.kind == "joint":
-        log_p = np.log(truth["p_cell"])
+        with np.errstate(divide="ignore"):  # prior rates may underflow to 0
+            log_p = np.log(truth["p_cell"])
     else:
         # Tiny concentrations put prior task means at 0 or 1 in floating point; keep them
         # strictly inside, where a Beta is defined.
