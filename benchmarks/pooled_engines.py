@@ -57,7 +57,6 @@ def min_ess(p_task) -> float:
 
 def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
-    import pymc as pm
 
     from bayes_eval.hierarchical import _hierarchy_model, _rates
 
@@ -78,21 +77,7 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
         )
         sample_time = time.perf_counter() - start
     else:
-        start = time.perf_counter()
-        idata = pm.sample(
-            draws=DRAWS,
-            tune=TUNE,
-            chains=CHAINS,
-            cores=1,
-            random_seed=seed,
-            model=model,
-            progressbar=False,
-            target_accept=target,
-            compute_convergence_checks=False,
-        )
-        total = time.perf_counter() - start
-        sample_time = float(idata.posterior.attrs["sampling_time"])
-        compile_time = total - sample_time
+        compile_time, sample_time, idata = _pymc(model, seed, target)
     rates = _rates(idata.posterior, layout, spec, np.random.default_rng(seed))
     p_task = idata.posterior["mu_task"].copy(data=rates["p_task"][1][:, :, 0, :])
     return compile_time, sample_time, min_ess(p_task), _divergences(idata)
@@ -112,6 +97,14 @@ def centred(layout, spec, seed: int, target: float):
         pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
         log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
         pm.Deterministic("p_task", pt.exp(log_q), dims="pair")
+    compile_time, sample_time, idata = _pymc(model, seed, target)
+    return compile_time, sample_time, min_ess(idata.posterior["p_task"]), _divergences(idata)
+
+
+def _pymc(model, seed: int, target: float):
+    """PyMC's NUTS; compile time is the wall time not spent sampling."""
+    import pymc as pm
+
     start = time.perf_counter()
     idata = pm.sample(
         draws=DRAWS,
@@ -124,9 +117,8 @@ def centred(layout, spec, seed: int, target: float):
         target_accept=target,
         compute_convergence_checks=False,
     )
-    total = time.perf_counter() - start
     sample_time = float(idata.posterior.attrs["sampling_time"])
-    return total - sample_time, sample_time, min_ess(idata.posterior["p_task"]), _divergences(idata)
+    return time.perf_counter() - start - sample_time, sample_time, idata
 
 
 def _divergences(idata) -> int:
