@@ -41,6 +41,9 @@ SADDLEPOINT_ERROR = 2e-4
 DEFAULT_EXACT_DRAWS = 4000
 DEFAULT_SEED = 20240901
 
+# MCMC settings a pooled spec does not give (the shipped specs give them all).
+SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+
 # Diagnostics thresholds (DESIGN section 5).
 RHAT_MAX = 1.01
 ESS_MIN = 400

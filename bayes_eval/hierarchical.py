@@ -40,14 +40,14 @@ from bayes_eval.constants import (
     MILESTONE,
     MILESTONE_METHOD,
     RUN,
+    SAMPLER_DEFAULTS,
     STEP,
     TASK,
 )
 from bayes_eval.errors import InputError
 
-__all__ = ["fit_pooled", "SAMPLER_DEFAULTS"]
+__all__ = ["fit_pooled"]
 
-SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
 
