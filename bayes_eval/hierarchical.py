@@ -404,13 +404,7 @@ def _rates(post, layout, spec, rng) -> dict:
     pair_i = np.array([w[0] for w in where])[layout.cell_pair]
     pair_j = np.array([w[1] for w in where])[layout.cell_pair]
     factor[:, :, pair_i, pair_j, layout.cell_run, layout.cell_factor - 1] = cell_p
-    # log of each run's product: sum of its cells' log rates
-    log_run = np.zeros((len(layout.pairs), n_runs) + shape)
-    np.add.at(log_run, (layout.cell_pair, layout.cell_run), np.moveaxis(log_p, -1, 0))
-    log_run = np.moveaxis(log_run, (0, 1), (-2, -1))
-    counts = np.array([max(len(r), 1) for r in layout.runs])
-    chosen = (rng.random(shape + (len(layout.pairs),)) * counts).astype(int)
-    log_q = np.take_along_axis(log_run, chosen[..., None], axis=-1)[..., 0]
+    log_q = mixture_log_product(log_p, layout, rng)
     p_task = np.exp(log_q)
     out = {}
     if spec.kind == "joint":
@@ -423,6 +417,19 @@ def _rates(post, layout, spec, rng) -> dict:
     else:
         out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
     return out
+
+
+def mixture_log_product(log_p, layout, rng):
+    """``log P`` per pair from cell log rates ``(..., cell)``: the log product of one run's
+    cells, the run drawn uniformly (the equal mixture over runs; milestones have one run)."""
+    shape = log_p.shape[:-1]
+    n_runs = max(len(r) for r in layout.runs)
+    log_run = np.zeros((len(layout.pairs), n_runs) + shape)
+    np.add.at(log_run, (layout.cell_pair, layout.cell_run), np.moveaxis(log_p, -1, 0))
+    log_run = np.moveaxis(log_run, (0, 1), (-2, -1))
+    counts = np.array([max(len(r), 1) for r in layout.runs])
+    chosen = (rng.random(shape + (len(layout.pairs),)) * counts).astype(int)
+    return np.take_along_axis(log_run, chosen[..., None], axis=-1)[..., 0]
 
 
 def _gridded(grid, where, values):

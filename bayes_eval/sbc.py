@@ -144,6 +144,8 @@ def _positions(layout):
 
 def _simulate(truth, layout, spec, rng):
     """Counts (as model data) and the true ``P`` per pair, drawn generatively."""
+    from bayes_eval.hierarchical import mixture_log_product
+
     agent = layout.pair_agent
     if spec.kind == "end_to_end":
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
@@ -159,12 +161,7 @@ def _simulate(truth, layout, spec, rng):
         conc = truth["kappa"][agent[layout.cell_pair]]
         log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
     data = {"k_obs": rng.binomial(layout.n, np.exp(log_p))}
-    n_runs = max(len(r) for r in layout.runs)
-    log_run = np.zeros((len(layout.pairs), n_runs))
-    np.add.at(log_run, (layout.cell_pair, layout.cell_run), log_p)
-    counts = np.array([max(len(r), 1) for r in layout.runs])
-    chosen = (rng.random(len(layout.pairs)) * counts).astype(int)  # the mixture's latent run
-    p_task = np.exp(log_run[np.arange(len(layout.pairs)), chosen])
+    p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
     if spec.kind == "joint":
         a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
         b = truth["kappa_bypass"][agent] - a
