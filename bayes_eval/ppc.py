@@ -89,42 +89,86 @@ def _cells(posterior):
 
 
 def predictive_checks(posterior) -> pd.DataFrame:
-    """One row per observed cell: observed and replicated rates, the mid-p value, a flag."""
+    """One row per observed cell: observed and replicated rates, the mid-p value, a flag.
+
+    Exact models need no draws: each cell's rate has a Beta posterior, so its replicated
+    count is Beta-Binomial and the p-value is closed-form. MCMC fits average the
+    binomial tail over their draws.
+    """
     rows = []
-    for method, agent, task, index, k, n, draws in _cells(posterior):
-        p = np.clip(draws.ravel(), 0.0, 1.0)
-        above = stats.binom.sf(k, n, p).mean()
-        equal = stats.binom.pmf(k, n, p).mean()
-        value = float(above + 0.5 * equal)
-        rows.append(
-            dict(
-                agent=agent,
-                task=task,
-                evidence=method,
-                cell=index,
-                successes=k,
-                trials=n,
-                observed_rate=k / n,
-                replicated_rate=float(p.mean()),
-                p_value=value,
-                flagged=not FLAG_LOW <= value <= FLAG_HIGH,
-            )
+    if posterior.is_mcmc:
+        for method, agent, task, index, k, n, draws in _cells(posterior):
+            p = np.clip(draws.ravel(), 0.0, 1.0)
+            value = stats.binom.sf(k, n, p).mean() + 0.5 * stats.binom.pmf(k, n, p).mean()
+            rows.append((agent, task, method, index, k, n, float(p.mean()), float(value)))
+    else:
+        cells = list(_exact_cells(posterior))
+        if cells:
+            k, n, a, b = (np.array([c[i] for c in cells], dtype=float) for i in range(4, 8))
+            point = b == 0  # a point mass at 1 (k = n under Haldane): replicates k exactly
+            safe_b = np.where(point, 1.0, b)
+            value = stats.betabinom.sf(k, n, a, safe_b) + 0.5 * stats.betabinom.pmf(k, n, a, safe_b)
+            value = np.where(point, 0.5, value)
+            mean = np.where(point, 1.0, a / (a + safe_b))
+            rows = [
+                (*c[:6], float(m), float(v)) for c, m, v in zip(cells, mean, value, strict=True)
+            ]
+    records = [
+        dict(
+            agent=agent,
+            task=task,
+            evidence=method,
+            cell=index,
+            successes=int(k),
+            trials=int(n),
+            observed_rate=k / n,
+            replicated_rate=rate,
+            p_value=value,
+            flagged=not FLAG_LOW <= value <= FLAG_HIGH,
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "agent",
-            "task",
-            "evidence",
-            "cell",
-            "successes",
-            "trials",
-            "observed_rate",
-            "replicated_rate",
-            "p_value",
-            "flagged",
-        ],
-    )
+        for agent, task, method, index, k, n, rate, value in rows
+    ]
+    columns = [
+        "agent",
+        "task",
+        "evidence",
+        "cell",
+        "successes",
+        "trials",
+        "observed_rate",
+        "replicated_rate",
+        "p_value",
+        "flagged",
+    ]
+    return pd.DataFrame(records, columns=columns)
+
+
+def _exact_cells(posterior):
+    """(agent, task, method, index, k, n, alpha, beta) of every cell an exact model explains."""
+    agents, tasks = list(posterior.coords[AGENT]), list(posterior.coords[TASK])
+    alpha, beta = posterior.values("alpha"), posterior.values("beta")
+    estimate = posterior.values("method")
+    table = posterior.evidence.table
+    runs = {
+        pair: sorted(set(rows["run"]))
+        for pair, rows in table[table["method"] == EXPERT_COMPLETION].groupby(["agent", "task"])
+    }
+    for row in table.itertuples():
+        if row.agent not in agents or row.task not in tasks:
+            continue
+        i, j = agents.index(row.agent), tasks.index(row.task)
+        if posterior.product_at(i, j) is None or row.method != estimate[i, j]:
+            continue  # a point value, no estimate, or evidence of another rung
+        if row.method == END_TO_END:
+            run, slot, index = 0, 0, ""
+        elif row.method == MILESTONE_METHOD:
+            run, slot, index = 0, row.step - 1, f"milestone {row.step}"
+        else:
+            run = runs[(row.agent, row.task)].index(row.run)
+            slot, index = row.step - 1, f"run {row.run}, step {row.step}"
+        a, b = alpha[i, j, run, slot], beta[i, j, run, slot]
+        if not np.isnan(a):
+            yield row.agent, row.task, row.method, index, row.successes, row.trials, a, b
 
 
 def replicate(posterior, seed: int):
