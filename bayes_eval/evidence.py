@@ -137,14 +137,6 @@ class Evidence:
         data = xr.Dataset.from_dataframe(frame).fillna(0).astype(np.int64)
         return data
 
-    def describe(self) -> str:
-        """One line: how many rows of which method for how many agents and tasks."""
-        counts = self.table.groupby("method")["n_rows"].sum()
-        parts = ", ".join(f"{n} {m}" for m, n in counts.items())
-        n_agents = self.table["agent"].nunique()
-        n_tasks = self.table["task"].nunique()
-        return f"{self.source}: {parts} rows; {n_agents} agent(s), {n_tasks} task(s)"
-
 
 def load_evidence(source, *, name: str | None = None) -> Evidence:
     """Read and validate evidence from a CSV or Parquet path, or a DataFrame.

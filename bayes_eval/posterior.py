@@ -208,14 +208,18 @@ class Posterior:
             for i, j in zip(*np.nonzero(method != ""), strict=True)
         ]
 
-    def product_at(self, i: int, j: int) -> BetaProduct | None:
-        """The exact posterior of ``P`` at array position ``(i, j)``.
+    def has_exact_posterior(self, i: int, j: int) -> bool:
+        """Whether position ``(i, j)`` holds an exact posterior (not MCMC, a point value or
+        no estimate)."""
+        return not (
+            self.is_mcmc
+            or self.values("reason")[i, j]
+            or not np.isnan(self.values("point_log")[i, j])
+        )
 
-        None for a point value or a pair without an estimate.
-        """
-        if self.is_mcmc or self.values("reason")[i, j]:
-            return None
-        if not np.isnan(self.values("point_log")[i, j]):
+    def product_at(self, i: int, j: int) -> BetaProduct | None:
+        """The exact posterior of ``P`` at array position ``(i, j)``, or None."""
+        if not self.has_exact_posterior(i, j):
             return None
         return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 

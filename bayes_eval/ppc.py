@@ -157,7 +157,7 @@ def _exact_cells(posterior):
         if row.agent not in agents or row.task not in tasks:
             continue
         i, j = agents.index(row.agent), tasks.index(row.task)
-        if posterior.product_at(i, j) is None or row.method != estimate[i, j]:
+        if not posterior.has_exact_posterior(i, j) or row.method != estimate[i, j]:
             continue  # a point value, no estimate, or evidence of another rung
         if row.method == END_TO_END:
             run, slot, index = 0, 0, ""
