@@ -3,10 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 import bayes_eval
 from bayes_eval import load_posterior
-from bayes_eval.constants import RHAT_MAX
+from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
 
 # The shipped specs' own settings (4 chains x 2000 draws) for the recovery tests, whose
 # criteria (R-hat <= 1.01, no divergences) are the issue's; fewer only where noted.
@@ -54,6 +55,17 @@ def simulate_milestones(rng, n_tasks, with_e2e=0.0, bypass_mean=0.0, rare=0.0):
     return pd.DataFrame(rows), pd.Series(truth)
 
 
+def assert_nominal_coverage(upper, truth):
+    """At most as many misses of the 97.5% bound as Binomial(n, 0.025) gives 99% of the time.
+
+    The nominal share, up to binomial noise: with 40 tasks a perfectly calibrated bound
+    misses 4 or more in only 1% of data sets.
+    """
+    misses = int((np.asarray(upper) < np.asarray(truth)).sum())
+    allowed = stats.binom.ppf(0.99, len(upper), 1 - DEFAULT_LEVEL)
+    assert misses <= allowed, f"{misses} of {len(upper)} bounds below truth ({allowed:g} allowed)"
+
+
 def check_sampling(posterior):
     table = posterior.diagnostics.table
     assert table["r_hat"].max() <= RHAT_MAX
@@ -74,8 +86,7 @@ def test_end_to_end_pooled_recovers_truth_and_covers():
     posterior = bayes_eval.fit(frame, "end_to_end_pooled", seed=3)
     check_sampling(posterior)
     summary = posterior.summary()
-    covered = (summary["upper"].to_numpy() >= truth).mean()
-    assert covered >= 0.9  # nominal 0.975; 40 tasks
+    assert_nominal_coverage(summary["upper"], truth)
     mu = posterior.posterior["mu"].values.ravel()
     assert abs(mu.mean() - 0.15) < 3 * mu.std() + 0.01
     assert summary["upper_mcse"].notna().all() and summary["cp_upper"].notna().all()
@@ -89,7 +100,7 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
     check_sampling(posterior)
     summary = posterior.summary().set_index("task")
     assert (summary["upper"] > 0).all() and np.isfinite(summary["upper"]).all()
-    assert (summary["upper"] >= truth.loc[summary.index]).mean() >= 0.9
+    assert_nominal_coverage(summary["upper"], truth.loc[summary.index])
     rates = posterior.posterior["p_milestone"]
     assert rates.dims == ("chain", "draw", "agent", "task", "milestone")
 
@@ -105,8 +116,9 @@ def test_joint_covers_bypass_paths_where_the_milestone_method_misses():
     only_milestones = sorted(
         set(truth.index) - set(frame.loc[frame.method == "end_to_end", "task"])
     )
-    assert (joint >= truth.loc[joint.index]).mean() >= 0.9
-    assert (joint.loc[only_milestones] >= truth.loc[only_milestones]).mean() >= 0.9
+    assert_nominal_coverage(joint, truth.loc[joint.index])
+    assert_nominal_coverage(joint.loc[only_milestones], truth.loc[only_milestones])
+    assert (joint >= truth.loc[joint.index]).mean() >= 0.9  # the issue's 9 in 10
     assert (phuong >= truth.loc[phuong.index]).mean() < 0.5
 
 
