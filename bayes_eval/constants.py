@@ -44,10 +44,19 @@ DEFAULT_SEED = 20240901
 # MCMC settings a pooled spec does not give (the shipped specs give them all).
 SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
 
+# Compiled nutpie models kept per process (a study refits one design many times).
+COMPILE_CACHE_SIZE = 4
+
 # Diagnostics thresholds (DESIGN section 5).
 RHAT_MAX = 1.01
 ESS_MIN = 400
 EBFMI_MIN = 0.3
+
+# Calibration: central predictive interval levels whose coverage is reported, bins of
+# the PIT histogram, and the two-sided level of the interval around every observed rate.
+CALIBRATION_LEVELS = (0.5, 0.8, 0.9, 0.95)
+PIT_BINS = 10
+INTERVAL_LEVEL = 0.95
 
 # Columns of the summary table: a contract (DESIGN section 5).
 SUMMARY_COLUMNS = (

@@ -35,6 +35,7 @@ import numpy as np
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
+    COMPILE_CACHE_SIZE,
     END_TO_END,
     EXPERT_COMPLETION,
     MILESTONE,
@@ -97,7 +98,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = _layout(by_pair, spec)
     model = BUILDERS[spec.kind](layout, spec)
-    idata = _sample(model, settings, seed, log)
+    idata = _sample(model, settings, seed, log, key=_structure(layout, spec))
     rng = np.random.default_rng(seed + 1)
     rates = _rates(idata.posterior, layout, spec, rng)
     posterior = idata.posterior.assign(rates).assign_coords({TASK: layout.tasks})
@@ -323,7 +324,36 @@ BUILDERS = {
 # ---------------------------------------------------------------------------
 
 
-def _sample(model, settings, seed, log):
+# nutpie models compiled in this process, by model structure (the counts are data), so
+# that studies refitting one design to new counts compile once.
+_COMPILED: dict = {}
+
+
+def _structure(layout, spec) -> tuple:
+    """Everything a compiled model depends on except the observed successes."""
+    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
+    return (
+        spec.kind,
+        spec.pooling,
+        repr(sorted(spec.priors.items())),
+        tuple(layout.agents),
+        *(a.tobytes() for a in arrays),
+    )
+
+
+def _nutpie_model(model, key):
+    """The compiled nutpie model of ``model``, from the cache when its structure matches,
+    with ``model``'s data in place."""
+    import nutpie
+
+    if key not in _COMPILED:
+        if len(_COMPILED) >= COMPILE_CACHE_SIZE:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = nutpie.compile_pymc_model(model)
+    return _COMPILED[key].with_data(**{v.name: v.get_value() for v in model.data_vars})
+
+
+def _sample(model, settings, seed, log, key):
     engine = settings["engine"]
     draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
     target = float(settings["target_accept"])
@@ -340,9 +370,8 @@ def _sample(model, settings, seed, log):
         if engine == "nutpie":
             import nutpie
 
-            compiled = nutpie.compile_pymc_model(model)
             idata = nutpie.sample(
-                compiled,
+                _nutpie_model(model, key),
                 draws=draws,
                 tune=tune,
                 chains=chains,

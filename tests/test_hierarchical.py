@@ -247,3 +247,22 @@ def test_bypass_terms_when_the_milestone_product_underflows():
         )[0]
     assert np.all(np.isneginf(terms[:k]))
     assert terms[k] == pytest.approx(special.betaln(a + k, b + n - k) - special.betaln(a, b))
+
+
+def test_refit_of_a_compiled_design_uses_the_new_counts():
+    from bayes_eval import hierarchical
+
+    rng = np.random.default_rng(8)
+
+    def frame():
+        return pd.DataFrame(
+            dict(task=[f"t{i}" for i in range(6)], method="end_to_end", trials=20)
+        ).assign(successes=rng.binomial(20, 0.3, 6))
+
+    first, second = frame(), frame()
+    assert not first["successes"].equals(second["successes"])
+    bayes_eval.fit(first, "end_to_end_pooled", seed=1, sampler=SMALL)
+    cached = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
+    hierarchical._COMPILED.clear()
+    fresh = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
+    assert np.array_equal(cached.posterior["p_task"].values, fresh.posterior["p_task"].values)
