@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.errors import InputError
+from bayes_eval.simulate import VIOLATIONS
 
 FORMATS = ("table", "csv", "json")
 
@@ -56,6 +57,43 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="print the MCMC diagnostics of a fit's --out folder")
     check.add_argument("run_dir", help="folder written by bayes-eval fit --out")
     check.add_argument("--debug", action="store_true", help="show tracebacks")
+    calibrate = commands.add_parser(
+        "calibrate", help="calibrate a fit against end-to-end ground truth, or the published table"
+    )
+    calibrate.add_argument("run_dir", nargs="?", help="folder written by bayes-eval fit --out")
+    calibrate.add_argument("--truth", help="end-to-end ground truth (evidence format)")
+    calibrate.add_argument(
+        "--published", help="Hojmark et al. (2024) appendix table (data/mats2024_appendix.csv)"
+    )
+    calibrate.add_argument("--level", help="level of the upper bound (default: the fit's)")
+    calibrate.add_argument("--seed", default="0", help="seed of the PIT randomisation")
+    calibrate.add_argument("--out", help="folder for the table and plots (default: RUN_DIR)")
+    calibrate.add_argument("--format", default="table", choices=FORMATS)
+    calibrate.add_argument("--debug", action="store_true", help="show tracebacks")
+    simulate = commands.add_parser("simulate", help="simulation studies")
+    studies = simulate.add_subparsers(dest="study", required=True, parser_class=_Parser)
+    variance = studies.add_parser(
+        "variance", help="variance of milestone against end-to-end estimates"
+    )
+    variance.add_argument("--milestones", nargs="+", default=["2"], help="one or more M")
+    variance.add_argument("--end-to-end-rate", dest="rate", default="0.0025")
+    variance.add_argument("--trials", nargs="+", default=["100"], help="trials per stage")
+    variance.add_argument("--replications", default="1000000")
+    paths = studies.add_parser("paths", help="milestone bounds when other solution paths exist")
+    paths.add_argument("--violation", default="bypass", choices=VIOLATIONS)
+    paths.add_argument("--strengths", nargs="+", default=["0", "0.05", "0.1", "0.2", "0.4"])
+    paths.add_argument("--models", nargs="+", default=["mats2024", "joint"])
+    paths.add_argument("--tasks", default="40")
+    paths.add_argument("--milestones", default="3")
+    paths.add_argument("--trials", default="100", help="trials per milestone")
+    paths.add_argument("--end-to-end-share", dest="share", default="0.5")
+    paths.add_argument("--end-to-end-trials", dest="e2e_trials", default="50")
+    paths.add_argument("--truth-trials", dest="truth_trials", default="100")
+    for study in (variance, paths):
+        study.add_argument("--seed", default="0")
+        study.add_argument("--out", help="folder for the results table and plot")
+        study.add_argument("--format", default="table", choices=FORMATS)
+        study.add_argument("--debug", action="store_true", help="show tracebacks")
     example = commands.add_parser("example", help="print the path of a shipped dataset")
     example.add_argument(
         "name",
@@ -72,7 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args = _parser().parse_args(argv)
-        return {"fit": _fit, "example": _example, "check": _check}[args.command](args)
+        commands = {
+            "fit": _fit,
+            "example": _example,
+            "check": _check,
+            "calibrate": _calibrate,
+            "simulate": _simulate,
+        }
+        return commands[args.command](args)
     except InputError as exc:
         if debug:
             traceback.print_exc()
@@ -238,11 +283,9 @@ def _check_lines(checks, assumption) -> str:
 
 
 def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None:
-    """Write into a temporary folder first, then move, so a failure leaves nothing behind."""
     from bayes_eval.plots import forest_plot, ppc_plot
 
-    staging = Path(tempfile.mkdtemp(prefix=".bayes-eval-", dir=out.parent))
-    try:
+    def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")
         summary.to_csv(staging / "summary.csv", index=False)
         checks.to_csv(staging / "ppc.csv", index=False)
@@ -251,11 +294,169 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None
             ppc_plot(checks, staging / "ppc.png")
         if len(assumption):
             assumption.to_csv(staging / "milestone_check.csv", index=False)
+
+    _staged(out, write)
+
+
+def _staged(out: Path, write) -> None:
+    """``write(folder)`` into a temporary folder, then move its files into ``out``, so a
+    failure leaves nothing behind."""
+    staging = Path(tempfile.mkdtemp(prefix=".bayes-eval-", dir=out.parent))
+    try:
+        write(staging)
         out.mkdir(exist_ok=True)
         for item in staging.iterdir():
             item.replace(out / item.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _calibrate(args) -> int:
+    from bayes_eval.calibration import calibrate, published_calibration
+    from bayes_eval.plots import calibration_plot
+    from bayes_eval.posterior import load_posterior
+    from bayes_eval.specs import check_probability
+
+    if args.published is not None:
+        if args.run_dir or args.truth:
+            raise InputError("calibrate: give either --published FILE or RUN_DIR --truth FILE")
+        result = published_calibration(args.published)
+        if args.format == "json":
+            print(json.dumps(result, indent=2))
+        else:
+            print(_published_table(result, args.format))
+        return 0
+    if not args.run_dir or not args.truth:
+        raise InputError("calibrate: needs RUN_DIR and --truth FILE (or --published FILE)")
+    level = None if args.level is None else check_probability(args.level, "--level")
+    seed = _whole(args.seed, "--seed", 0)
+    path = Path(args.run_dir)
+    out = _check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
+    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    result = calibrate(posterior, args.truth, level=level, seed=seed)
+
+    def write(staging: Path) -> None:
+        result.cells.to_csv(staging / "calibration.csv", index=False)
+        if len(result.calibrated):
+            calibration_plot(result, staging / "calibration.png")
+
+    _staged(out, write)
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(result.cells.to_csv(index=False))
+    else:
+        print(_calibration_text(result))
+        print(f"\nwrote to {out}: calibration.csv, calibration.png")
+    return 0
+
+
+def _calibration_text(result) -> str:
+    cells = result.cells.copy()
+    cells["pit"] = cells["pit"].map(_number)
+    cells["upper"] = cells["upper"].map(_number)
+    cells["truth_rate"] = cells["truth_rate"].map(_number)
+    columns = ["agent", "task", "truth_successes", "truth_trials", "truth_rate", "upper"]
+    table = cells[[*columns, "exceeded", "pit"]].to_string(index=False)
+    over = result.exceedance()
+    lines = [f"model {result.model}, one-sided level {result.level:g}\n", table, ""]
+    if over["cells"]:
+        lines.append(
+            f"exceeded: {over['exceeded']} of {over['cells']} cells have a ground-truth rate "
+            f"above the upper bound ({over['rate']:.3f}, 95% interval {over['rate_lower']:.3f}"
+            f"-{over['rate_upper']:.3f}; nominal {over['nominal']:.3f}, before ground-truth noise)"
+        )
+        for row in result.coverage().itertuples():
+            lines.append(
+                f"coverage of central {row.nominal:g} predictive intervals: {row.covered} of "
+                f"{row.cells} ({row.rate:.3f}, 95% interval {row.rate_lower:.3f}-"
+                f"{row.rate_upper:.3f})"
+            )
+        lines.append(
+            f"PIT uniformity (Kolmogorov-Smirnov): p = {result.pit_p_value():.3g}; "
+            f"mean log score {result.calibrated['log_score'].mean():.3f}"
+        )
+    missing = result.cells[result.cells["note"] != ""]
+    lines += [f"not calibrated: {r.task} ({r.agent}): {r.note}" for r in missing.itertuples()]
+    return "\n".join(lines)
+
+
+def _published_table(result, fmt: str) -> str:
+    rows = []
+    for method, truths in result["correlations"].items():
+        for truth, values in truths.items():
+            rows.append(dict(method=method, ground_truth=truth, **values))
+    frame = pd.DataFrame(rows)
+    if fmt == "csv":
+        return frame.to_csv(index=False).rstrip()
+    lines = [
+        f"{truth}: {result[truth]['exceeded']} of {result[truth]['tasks']} tasks above the "
+        f"milestone 97.5% quantile ({', '.join(result[truth]['exceeded_tasks']) or 'none'})"
+        for truth in ("end_to_end", "end_grading_only")
+    ]
+    return "\n".join([*lines, "", frame.to_string(index=False, float_format="%.3f")])
+
+
+def _fraction(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option}: '{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{option}: {text} must lie in [0, 1]")
+    return value
+
+
+def _simulate(args) -> int:
+    from bayes_eval import plots
+    from bayes_eval.simulate import paths_study, variance_study
+    from bayes_eval.specs import check_probability
+
+    seed = _whole(args.seed, "--seed", 0)
+    out = None if args.out is None else _check_out(Path(args.out))
+    if args.study == "variance":
+        rate = check_probability(args.rate, "--end-to-end-rate")
+        milestones = [_whole(m, "--milestones", 1) for m in args.milestones]
+        trials = [_whole(n, "--trials", 1) for n in args.trials]
+        replications = _whole(args.replications, "--replications", 2)
+        records = []
+        for n in trials:
+            for m in milestones:
+                print(f"variance: {m} milestones, {n} trials ...", file=sys.stderr, flush=True)
+                records.append(variance_study(m, rate, n, replications=replications, seed=seed))
+        results = pd.DataFrame(records)
+        name, plot = "variance", plots.variance_plot
+    else:
+        results = paths_study(
+            violation=args.violation,
+            strengths=[_fraction(s, "--strengths") for s in args.strengths],
+            models=args.models,
+            tasks=_whole(args.tasks, "--tasks", 2),
+            milestones=_whole(args.milestones, "--milestones", 1),
+            trials=_whole(args.trials, "--trials", 1),
+            end_to_end_share=_fraction(args.share, "--end-to-end-share"),
+            end_to_end_trials=_whole(args.e2e_trials, "--end-to-end-trials", 1),
+            truth_trials=_whole(args.truth_trials, "--truth-trials", 1),
+            seed=seed,
+        )
+        name, plot = "paths", plots.paths_plot
+    if out is not None:
+
+        def write(staging: Path) -> None:
+            results.to_csv(staging / f"{name}.csv", index=False)
+            plot(results, staging / f"{name}.png")
+
+        _staged(out, write)
+    if args.format == "json":
+        records = [{k: _json_value(v) for k, v in r.items()} for r in results.to_dict("records")]
+        print(json.dumps(records[0] if len(records) == 1 else records, indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(results.to_csv(index=False))
+    else:
+        print(results.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        if out is not None:
+            print(f"\nwrote to {out}: {name}.csv, {name}.png")
+    return 0
 
 
 def _json_value(value):

@@ -1,4 +1,4 @@
-"""Figures written with ``--out``: a forest plot of every estimate and a predictive check.
+"""Figures written with ``--out``: estimates, predictive checks, calibration and studies.
 
 Matplotlib (headless ``Agg``) is imported only here.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["forest_plot", "ppc_plot"]
+__all__ = ["calibration_plot", "forest_plot", "paths_plot", "ppc_plot", "variance_plot"]
 
 
 def _pyplot():
@@ -87,6 +87,79 @@ def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
         right.axvline(edge, color="C3", ls="--", lw=1)
     right.set_xlabel("Bayesian p-value per cell (mid-p)")
     right.set_ylabel("cells")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def calibration_plot(calibration, path: Path) -> Path:
+    """PIT histogram (uniform when calibrated) and nominal against observed coverage."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    counts = calibration.pit_histogram()
+    edges = np.linspace(0, 1, len(counts) + 1)
+    left.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="C0", edgecolor="white")
+    expected = counts.sum() / len(counts)
+    left.axhline(expected, color="C3", ls="--", lw=1, label="uniform (calibrated)")
+    left.set_xlabel("randomised PIT of the ground-truth count")
+    left.set_ylabel("cells")
+    left.set_title(f"KS p-value {calibration.pit_p_value():.3g}", fontsize=9)
+    left.legend(loc="upper center")
+    coverage = calibration.coverage()
+    right.plot([0, 1], [0, 1], color="0.7", lw=1)
+    right.errorbar(
+        coverage["nominal"],
+        coverage["rate"],
+        yerr=[coverage["rate"] - coverage["rate_lower"], coverage["rate_upper"] - coverage["rate"]],
+        fmt="o",
+        color="C0",
+        capsize=3,
+    )
+    right.set_xlabel("nominal coverage of the central predictive interval")
+    right.set_ylabel("observed coverage (95% interval)")
+    right.set_xlim(0, 1)
+    right.set_ylim(0, 1.02)
+    fig.suptitle(f"model {calibration.model}: {len(calibration.calibrated)} cells", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def variance_plot(results: pd.DataFrame, path: Path) -> Path:
+    """Variance ratio (end-to-end over milestones) against the number of milestones."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for trials, rows in results.groupby("trials"):
+        rows = rows.sort_values("milestones")
+        ax.plot(rows["milestones"], rows["variance_ratio"], "o-", label=f"{trials} trials/stage")
+    ax.axhline(1, color="0.6", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("milestones")
+    ax.set_ylabel("variance ratio, end-to-end / milestones")
+    rate = results["end_to_end_rate"].iloc[0]
+    ax.set_title(f"end-to-end rate {rate:g}, equal trials per stage", fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def paths_plot(results: pd.DataFrame, path: Path) -> Path:
+    """Share of upper bounds below the true rate against the strength of the violation."""
+    plt = _pyplot()
+    level = results["level"].iloc[0]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for (model, subset), rows in results.groupby(["model", "subset"], sort=False):
+        ax.plot(rows["strength"], rows["failure_rate"], "o-", label=f"{model} ({subset})")
+    ax.axhline(1 - level, color="C3", ls="--", lw=1, label=f"nominal {1 - level:g}")
+    ax.set_xlabel(f"strength of the violation ({results['violation'].iloc[0]})")
+    ax.set_ylabel(f"share of {level:g} upper bounds below the truth")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -7,7 +7,9 @@ files are reproducible.
   the true rates are the constants below.
 * data/example_pooled.csv: many tasks with milestones, half with end-to-end runs, drawn
   from the hierarchy the pooled models assume plus a bypass probability (success by paths
-  the milestones miss); the true rates are in data/example_pooled_truth.csv.
+  the milestones miss); the true rates are in data/example_pooled_truth.csv and 200 new
+  end-to-end runs per task, ground truth for ``bayes-eval calibrate``, in
+  data/example_pooled_heldout.csv.
 """
 
 from pathlib import Path
@@ -37,6 +39,8 @@ POOLED_TASKS = 10
 # Per agent: mean milestone rate across tasks, its concentration, the within-task
 # concentration, and the mean bypass probability.
 POOLED_AGENTS = {"agent-a": (0.6, 8.0, 30.0, 0.10), "agent-b": (0.45, 8.0, 30.0, 0.05)}
+HELD_OUT_SEED = 20241124
+HELD_OUT_TRIALS = 200
 
 
 def pooled() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -86,12 +90,27 @@ def pooled() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.DataFrame(truth)
 
 
+def held_out(truth: pd.DataFrame) -> pd.DataFrame:
+    """Ground truth for calibration: HELD_OUT_TRIALS new end-to-end runs of every task."""
+    rng = np.random.default_rng(HELD_OUT_SEED)
+    return pd.DataFrame(
+        dict(
+            agent=truth["agent"],
+            task=truth["task"],
+            method="end_to_end",
+            successes=rng.binomial(HELD_OUT_TRIALS, truth["end_to_end_rate"]),
+            trials=HELD_OUT_TRIALS,
+        )
+    )
+
+
 def main() -> None:
     data = Path(__file__).resolve().parent.parent / "data"
     table, truth = pooled()
     table.to_csv(data / "example_pooled.csv", index=False)
     truth.to_csv(data / "example_pooled_truth.csv", index=False)
-    print(f"wrote {data / 'example_pooled.csv'} ({len(table)} rows) and its truth")
+    held_out(truth).to_csv(data / "example_pooled_heldout.csv", index=False)
+    print(f"wrote {data / 'example_pooled.csv'} ({len(table)} rows), its truth and held-out runs")
     rng = np.random.default_rng(SEED)
     rows = []
     for agent, tasks in TRUTH.items():

@@ -1,0 +1,227 @@
+"""Simulation studies: when can milestone estimates be trusted?
+
+* ``variance_study``: the variance of the milestone estimate (the product of the
+  empirical milestone rates, Phuong et al.'s posterior mean under Haldane's prior)
+  against the end-to-end estimate ``k / n``, at equal trials per stage and a fixed
+  end-to-end rate ``R``, with every milestone at ``R^(1/M)``. Simulated, and beside it
+  the closed forms ``R (1 - R) / n`` and ``(p (1 - p) / n + p^2)^M - p^(2M)``.
+* ``paths_study``: tasks whose end-to-end success does not need the milestones as
+  measured (another order, a skipped milestone, or a bypass path), fitted with a
+  milestone model and the joint model and calibrated against simulated end-to-end
+  ground truth, as the strength of the violation grows.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.errors import InputError
+
+__all__ = ["VIOLATIONS", "end_to_end_rates", "paths_study", "variance_study"]
+
+VIOLATIONS = ("bypass", "skip", "order")
+CHUNK = 1_000_000  # replications simulated at once (memory: CHUNK x milestones integers)
+
+
+def variance_study(
+    milestones: int,
+    end_to_end_rate: float,
+    trials: int,
+    *,
+    replications: int = 1_000_000,
+    seed: int = 0,
+) -> dict:
+    """Variance of end-to-end against milestone estimates at equal trials per stage.
+
+    Parameters
+    ----------
+    milestones : int
+        Number of milestones ``M``, each with rate ``end_to_end_rate ** (1 / M)``.
+    end_to_end_rate : float
+        The task's true end-to-end rate ``R``.
+    trials : int
+        Trials per stage: ``n`` end-to-end trials, and ``n`` per milestone.
+    replications : int
+        Simulated evaluations of each kind.
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``variance_ratio`` (end-to-end variance over milestone variance, simulated),
+        the simulated and closed-form variances and ``variance_ratio_exact``.
+    """
+    rng = np.random.default_rng(seed)
+    p = end_to_end_rate ** (1 / milestones)
+    e2e = _chunked_moments(
+        lambda size: rng.binomial(trials, end_to_end_rate, size) / trials, replications
+    )
+    product = _chunked_moments(
+        lambda size: np.prod(rng.binomial(trials, p, (size, milestones)) / trials, axis=1),
+        replications,
+    )
+    e2e_exact = end_to_end_rate * (1 - end_to_end_rate) / trials
+    product_exact = (p * (1 - p) / trials + p * p) ** milestones - p ** (2 * milestones)
+    return {
+        "milestones": milestones,
+        "end_to_end_rate": end_to_end_rate,
+        "milestone_rate": p,
+        "trials": trials,
+        "replications": replications,
+        "end_to_end_variance": e2e[1],
+        "milestone_variance": product[1],
+        "milestone_mean": product[0],
+        "variance_ratio": e2e[1] / product[1],
+        "end_to_end_variance_exact": e2e_exact,
+        "milestone_variance_exact": product_exact,
+        "variance_ratio_exact": e2e_exact / product_exact,
+    }
+
+
+def _chunked_moments(simulate, replications: int) -> tuple[float, float]:
+    """Mean and variance of ``replications`` simulated values, made in chunks."""
+    total = total_sq = 0.0
+    done = 0
+    while done < replications:
+        size = min(CHUNK, replications - done)
+        values = simulate(size)
+        total += values.sum()
+        total_sq += np.square(values).sum()
+        done += size
+    mean = total / replications
+    return mean, (total_sq - replications * mean * mean) / (replications - 1)
+
+
+def end_to_end_rates(rates: np.ndarray, violation: str, strength: float) -> np.ndarray:
+    """True end-to-end rates of tasks whose milestone rates (as measured) are ``rates``.
+
+    ``rates`` has shape ``(tasks, milestones)``; ``strength`` in [0, 1], 0 meaning the
+    milestones describe the only way to succeed (``P = prod p_m``):
+
+    * ``bypass``: an alternative path succeeds with probability ``strength`` where the
+      milestone path fails, ``P = Q + (1 - Q) strength``;
+    * ``skip``: each milestone is unnecessary with probability ``strength``,
+      ``P = prod (p_m + (1 - p_m) strength)``;
+    * ``order``: after failing a milestone the agent works on others and returns to it
+      from the new state (another order) with probability ``strength``, one more try at
+      ``p_m``, ``P = prod p_m (1 + strength (1 - p_m))``.
+    """
+    if violation == "bypass":
+        q = np.prod(rates, axis=1)
+        return q + (1 - q) * strength
+    if violation == "skip":
+        return np.prod(rates + (1 - rates) * strength, axis=1)
+    if violation == "order":
+        return np.prod(rates * (1 + strength * (1 - rates)), axis=1)
+    raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
+
+
+def paths_study(
+    *,
+    violation: str = "bypass",
+    strengths=(0.0, 0.05, 0.1, 0.2, 0.4),
+    models=("mats2024", "joint"),
+    tasks: int = 40,
+    milestones: int = 3,
+    trials: int = 100,
+    end_to_end_share: float = 0.5,
+    end_to_end_trials: int = 50,
+    truth_trials: int = 100,
+    seed: int = 0,
+    log=sys.stderr,
+) -> pd.DataFrame:
+    """Calibrate milestone-based models on tasks that violate the milestone assumption.
+
+    For each strength, ``tasks`` tasks get milestone rates from Beta(1, 1) (the
+    ``mats2024`` prior, so that strength 0 is exactly well specified for it) and
+    ``trials`` trials per milestone; the first ``end_to_end_share`` of the tasks also
+    get ``end_to_end_trials`` end-to-end trials (used by the joint model only); every
+    task gets ``truth_trials`` held-out end-to-end trials as ground truth. Each model
+    is fitted and calibrated (``bayes_eval.calibration``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (strength, model, subset), ``subset`` being ``all`` tasks or, for a
+        model that sees end-to-end data, the tasks with ``milestones only``: ``level`` of
+        the bound, ``bound_failures`` (upper bound below the true ``P``),
+        ``failure_rate``, ``exceeded`` (ground-truth rate above the bound),
+        ``pit_ks_p_value``, ``coverage_90``, ``mean_log_score`` and ``diagnostics_ok``.
+    """
+    from bayes_eval.calibration import calibrate, proportion
+    from bayes_eval.fit import fit
+    from bayes_eval.specs import load_spec
+
+    if violation not in VIOLATIONS:
+        raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
+    specs = [load_spec(m) for m in models]
+    for spec in specs:
+        if spec.kind not in ("milestone", "joint"):
+            raise InputError(f"--models: {spec.name} is a {spec.kind} model, not a milestone one")
+    rng = np.random.default_rng(seed)
+    names = [f"task_{t:03d}" for t in range(tasks)]
+    with_e2e = np.arange(tasks) < round(end_to_end_share * tasks)
+    rows = []
+    for strength in strengths:
+        rates = rng.uniform(size=(tasks, milestones))
+        truth_p = end_to_end_rates(rates, violation, strength)
+        milestone_rows = pd.DataFrame(
+            dict(
+                task=np.repeat(names, milestones),
+                method="milestone",
+                step=np.tile(np.arange(1, milestones + 1), tasks),
+                successes=rng.binomial(trials, rates).ravel(),
+                trials=trials,
+            )
+        )
+        e2e_rows = pd.DataFrame(
+            dict(
+                task=np.array(names)[with_e2e],
+                method="end_to_end",
+                successes=rng.binomial(end_to_end_trials, truth_p[with_e2e]),
+                trials=end_to_end_trials,
+            )
+        )
+        truth = pd.DataFrame(
+            dict(
+                task=names,
+                method="end_to_end",
+                successes=rng.binomial(truth_trials, truth_p),
+                trials=truth_trials,
+            )
+        )
+        for spec in specs:
+            if log is not None:
+                print(f"paths: {violation} {strength:g}, fitting {spec.name} ...", file=log)
+            uses_e2e = spec.kind == "joint"
+            evidence = pd.concat([milestone_rows, e2e_rows]) if uses_e2e else milestone_rows
+            posterior = fit(evidence, spec, seed=seed, log=None)
+            subsets = {"all": np.ones(tasks, dtype=bool)}
+            if uses_e2e:
+                subsets["milestones only"] = ~with_e2e
+            for subset, keep in subsets.items():
+                result = calibrate(posterior, truth[keep], seed=seed)
+                cells = result.cells
+                failures = int((cells["upper"].to_numpy() < truth_p[keep]).sum())
+                coverage = result.coverage().set_index("nominal")
+                rows.append(
+                    dict(
+                        violation=violation,
+                        strength=strength,
+                        level=result.level,
+                        model=spec.name,
+                        subset=subset,
+                        tasks=int(keep.sum()),
+                        bound_failures=failures,
+                        failure_rate=proportion(failures, int(keep.sum()))["rate"],
+                        exceeded=result.exceedance()["exceeded"],
+                        pit_ks_p_value=result.pit_p_value(),
+                        coverage_90=coverage.loc[0.9, "rate"],
+                        mean_log_score=float(cells["log_score"].mean()),
+                        diagnostics_ok=bool(posterior.summary()["diagnostics_ok"].all()),
+                    )
+                )
+    return pd.DataFrame(rows)
