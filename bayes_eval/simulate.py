@@ -160,7 +160,10 @@ def paths_study(
     specs = [load_spec(m) for m in models]
     for spec in specs:
         if spec.kind not in ("milestone", "joint"):
-            raise InputError(f"--models: {spec.name} is a {spec.kind} model, not a milestone one")
+            raise InputError(
+                f"--models: {spec.name} fits {spec.kind} evidence; the study needs milestone "
+                "or joint models"
+            )
     rng = np.random.default_rng(seed)
     names = [f"task_{t:03d}" for t in range(tasks)]
     with_e2e = np.arange(tasks) < round(end_to_end_share * tasks)
