@@ -4,7 +4,10 @@ For every (agent, task) cell with ground truth, ``k`` successes in ``n`` end-to-
 
 * **Exceedance**, the published check (Højmark et al. 2024): does the ground truth's
   rate ``k / n`` lie above the one-sided upper bound? Ground truth is itself a finite
-  sample, so this happens by chance even when the bound is right.
+  sample, so this happens by chance even when the bound is right, far more often than
+  ``1 - level`` when ``n`` is small (``k = n`` exceeds every bound below 1). The
+  yardstick is the number expected if the model is calibrated: the sum over cells of
+  ``P(K > n upper)`` under the posterior predictive.
 * **Predictive calibration**, which accounts for that noise: the posterior predictive
   distribution of the ground-truth count, ``K ~ Binomial(n, P)`` with ``P`` from the
   posterior. Its probability of ``k`` gives the log score; the randomised PIT value
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from bayes_eval.constants import (
     AGENT,
@@ -57,7 +60,8 @@ class Calibration:
     ----------
     cells : pandas.DataFrame
         One row per ground-truth cell: ``agent``, ``task``, ``truth_successes``,
-        ``truth_trials``, ``truth_rate``, ``upper``, ``exceeded``, ``pit``,
+        ``truth_trials``, ``truth_rate``, ``upper``, ``exceeded``, ``exceed_chance``
+        (the probability of exceeding under the posterior predictive), ``pit``,
         ``log_score`` and ``covered_<level>`` per level; ``note`` says why a cell has
         no values (no posterior to calibrate).
     level : float
@@ -82,6 +86,7 @@ class Calibration:
             "exceeded": int(cells["exceeded"].sum()),
             "cells": len(cells),
             "nominal": 1 - self.level,
+            "expected_if_calibrated": float(cells["exceed_chance"].sum()),
             **proportion(int(cells["exceeded"].sum()), len(cells)),
         }
 
@@ -175,10 +180,15 @@ def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) ->
     n = table["trials"].to_numpy()
     pairs = list(zip(table["agent"], table["task"], strict=True))
     positions = [cells[pair] for pair in pairs]
-    below, at = _predictive(posterior, positions, k, n)
+    pmfs = _predictive(posterior, positions, n)
+    upper = np.array([summary.loc[pair, "upper"] for pair in pairs])
+    below, at, chance = (np.full(k.size, np.nan) for _ in range(3))
+    for r, pmf in enumerate(pmfs):
+        if pmf is not None:
+            below[r], at[r] = pmf[: k[r]].sum(), pmf[k[r]]
+            chance[r] = pmf[np.arange(n[r] + 1) > n[r] * upper[r]].sum()
     rng = np.random.default_rng(seed)
     pit = below + rng.uniform(size=k.size) * at
-    upper = np.array([summary.loc[pair, "upper"] for pair in pairs])
     frame = pd.DataFrame(
         {
             "agent": table["agent"].to_numpy(),
@@ -188,6 +198,7 @@ def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) ->
             "truth_rate": k / n,
             "upper": upper,
             "exceeded": np.where(np.isnan(pit), pd.NA, k / n > upper),
+            "exceed_chance": chance,
             "pit": pit,
             "log_score": np.log(at),
         }
@@ -201,27 +212,37 @@ def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) ->
     return Calibration(frame, level, posterior.spec.name)
 
 
-def _predictive(posterior, positions, k, n):
-    """``P(K < k)`` and ``P(K = k)`` under the posterior predictive, per truth row (NaN
-    where the cell has no posterior: a point value or no estimate)."""
-    below = np.full(k.size, np.nan)
-    at = np.full(k.size, np.nan)
+def _predictive(posterior, positions, n):
+    """The posterior predictive pmf of the ground-truth count, ``K = 0..n``, per truth
+    row (None where the cell has no posterior: a point value or no estimate)."""
+    pmfs = []
     draws = None
     for r, (i, j) in enumerate(positions):
         product = posterior.product_at(i, j)
         if product is not None and _single_factor(product):
             a, b = (float(x[0]) for x in product.factors[0])
-            below[r] = stats.betabinom.cdf(k[r] - 1, n[r], a, b) if k[r] else 0.0
-            at[r] = stats.betabinom.pmf(k[r], n[r], a, b)
+            pmfs.append(stats.betabinom.pmf(np.arange(n[r] + 1), n[r], a, b))
             continue
         if product is None and not posterior.is_mcmc:
-            continue  # a point value or no estimate
+            pmfs.append(None)
+            continue
         if draws is None:
             draws = posterior.posterior["p_task"].values
         p = np.clip(draws[:, :, i, j].ravel(), 0.0, 1.0)
-        below[r] = stats.binom.cdf(k[r] - 1, n[r], p).mean()
-        at[r] = stats.binom.pmf(k[r], n[r], p).mean()
-    return below, at
+        pmfs.append(_binomial_pmf(n[r], p).mean(axis=0))
+    return pmfs
+
+
+def _binomial_pmf(n: int, p: np.ndarray) -> np.ndarray:
+    """``P(K = k | p)`` for ``k = 0..n``, per draw ``p``: shape ``(draws, n + 1)``.
+
+    In log space with ``0 log 0 = 0``: scipy's binomial pmf overflows for draws that
+    underflow towards 0, which MCMC fits of zero-success cells produce.
+    """
+    k = np.arange(n + 1)
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    p = p[:, None]
+    return np.exp(log_choose + special.xlogy(k, p) + special.xlog1py(n - k, -p))
 
 
 def _single_factor(product) -> bool:

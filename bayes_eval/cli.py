@@ -364,7 +364,9 @@ def _calibration_text(result) -> str:
         lines.append(
             f"exceeded: {over['exceeded']} of {over['cells']} cells have a ground-truth rate "
             f"above the upper bound ({over['rate']:.3f}, 95% interval {over['rate_lower']:.3f}"
-            f"-{over['rate_upper']:.3f}; nominal {over['nominal']:.3f}, before ground-truth noise)"
+            f"-{over['rate_upper']:.3f}); expected if calibrated, given the ground truth's own "
+            f"noise: {over['expected_if_calibrated']:.1f} (nominal {over['nominal']:g} of cells "
+            "only with noiseless ground truth)"
         )
         for row in result.coverage().itertuples():
             lines.append(

@@ -148,7 +148,8 @@ def paths_study(
         One row per (strength, model, subset), ``subset`` being ``all`` tasks or, for a
         model that sees end-to-end data, the tasks with ``milestones only``: ``level`` of
         the bound, ``bound_failures`` (upper bound below the true ``P``),
-        ``failure_rate``, ``exceeded`` (ground-truth rate above the bound),
+        ``failure_rate``, ``exceeded`` (ground-truth rate above the bound) and
+        ``exceeded_if_calibrated`` (its expectation under the model),
         ``pit_ks_p_value``, ``coverage_90``, ``mean_log_score`` and ``diagnostics_ok``.
     """
     from bayes_eval.calibration import calibrate, proportion
@@ -221,6 +222,7 @@ def paths_study(
                         bound_failures=failures,
                         failure_rate=proportion(failures, int(keep.sum()))["rate"],
                         exceeded=result.exceedance()["exceeded"],
+                        exceeded_if_calibrated=result.exceedance()["expected_if_calibrated"],
                         pit_ks_p_value=result.pit_p_value(),
                         coverage_90=coverage.loc[0.9, "rate"],
                         mean_log_score=float(cells["log_score"].mean()),

@@ -29,6 +29,8 @@ def test_beta_binomial_predictive_by_hand():
     cell = result.cells.iloc[0]
     assert cell["log_score"] == pytest.approx(np.log(0.5))
     assert 0.5 <= cell["pit"] <= 1.0
+    # The bound is below 1, so the one run exceeds it exactly when it succeeds.
+    assert cell["exceed_chance"] == pytest.approx(0.5)
     # Beta(2, 2) predictive of 3 runs, none a success: B(2, 5) / B(2, 2) = (1/30) / (1/6).
     result = calibrate(posterior, pd.DataFrame([e2e("t", 0, 3)]), seed=3)
     assert result.cells.iloc[0]["log_score"] == pytest.approx(np.log(0.2))
@@ -80,6 +82,12 @@ def test_coverage_and_exceedance_on_simulated_truth():
     for row in coverage.itertuples():  # binomial test per level, Bonferroni at 1% overall
         assert stats.binomtest(row.covered, row.cells, row.nominal).pvalue > 0.01 / len(coverage)
     assert result.to_dict()["calibrated_cells"] == 400
+    # Exceedances are independent Bernoulli(exceed_chance) when the model is calibrated.
+    chance = result.cells["exceed_chance"]
+    spread = np.sqrt((chance * (1 - chance)).sum())
+    observed = result.exceedance()["exceeded"]
+    assert abs(observed - chance.sum()) < 3 * spread
+    assert chance.sum() > 2 * 0.025 * 400  # ground-truth noise: far above the nominal 2.5%
 
 
 def test_point_values_are_listed_not_calibrated():
