@@ -62,14 +62,16 @@ def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
         With ``diverging`` and ``energy``.
     var_names : list of str
     """
+    data = posterior[list(var_names)]
+    absent = data.isnull().all(dim=("chain", "draw"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import arviz as az
 
-        data = posterior[list(var_names)]
-        rhat = az.rhat(data)
-        bulk = az.ess(data, method="bulk")
-        tail = az.ess(data, method="tail")
+        filled = data.fillna(0.0)  # absent cells, skipped below (ArviZ logs about NaN)
+        rhat = az.rhat(filled)
+        bulk = az.ess(filled, method="bulk")
+        tail = az.ess(filled, method="tail")
         energy = sample_stats["energy"].values
         ebfmi = tuple(float(x) for x in az.bfmi(energy))
     rows = []
@@ -77,10 +79,11 @@ def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
         values = [rhat[name].values, bulk[name].values, tail[name].values]
         dims = [d for d in data[name].dims if d not in ("chain", "draw")]
         coords = [data[name][d].values for d in dims]
+        skip = absent[name].values
         for index in np.ndindex(values[0].shape):
+            if skip[index]:
+                continue
             r, b, t = (float(v[index]) for v in values)
-            if np.isnan(r) and np.isnan(b):
-                continue  # an absent cell (NaN draws)
             label = name + (
                 "[" + ", ".join(str(c[i]) for c, i in zip(coords, index, strict=True)) + "]"
                 if dims
