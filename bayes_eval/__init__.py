@@ -7,10 +7,16 @@ Quick use::
     posterior.summary(threshold=0.01)
 """
 
+from bayes_eval.calibration import calibrate
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.fit import fit
+from bayes_eval.plan import expected_trials as plan_expected_trials
+from bayes_eval.plan import milestone_trials as plan_milestones
+from bayes_eval.plan import next_run as plan_next_run
+from bayes_eval.plan import zero_success_trials as plan_zero_success
 from bayes_eval.posterior import Posterior, load_posterior
+from bayes_eval.report import report
 from bayes_eval.specs import Spec, load_spec, shipped_specs
 
 __all__ = [
@@ -18,9 +24,15 @@ __all__ = [
     "InputError",
     "Posterior",
     "Spec",
+    "calibrate",
     "fit",
     "load_evidence",
     "load_posterior",
     "load_spec",
+    "plan_expected_trials",
+    "plan_milestones",
+    "plan_next_run",
+    "plan_zero_success",
+    "report",
     "shipped_specs",
 ]

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayes_eval.constants import DEFAULT_LEVEL, PLAN_POWER
 from bayes_eval.errors import InputError
 from bayes_eval.simulate import VIOLATIONS
+from bayes_eval.summary import format_number
 
 FORMATS = ("table", "csv", "json")
 
@@ -94,6 +96,32 @@ def _parser() -> argparse.ArgumentParser:
         study.add_argument("--out", help="folder for the results table and plot")
         study.add_argument("--format", default="table", choices=FORMATS)
         study.add_argument("--debug", action="store_true", help="show tracebacks")
+    report = commands.add_parser("report", help="write the safety report (HTML and Markdown)")
+    report.add_argument("source", help="evidence table, or a folder written by fit --out")
+    report.add_argument("--threshold", required=True, help="the TAU of the question P < TAU")
+    report.add_argument("--model", help="spec for an evidence table (default: phuong_chain)")
+    report.add_argument("--level", help="one-sided credible level (default: the spec's)")
+    report.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
+    report.add_argument("--out", required=True, help="folder for report.html, report.md, figures")
+    report.add_argument("--debug", action="store_true", help="show tracebacks")
+    plan = commands.add_parser(
+        "plan", help="trials that certify P < TAU, or the next run to make (RUN_DIR --task)"
+    )
+    plan.add_argument("run_dir", nargs="?", help="folder written by fit --out (next-run mode)")
+    plan.add_argument("--threshold", required=True, help="the TAU to certify P < TAU")
+    plan.add_argument("--level", help=f"one-sided credible level (default: {DEFAULT_LEVEL})")
+    plan.add_argument("--prior", default="uniform", help="uniform, jeffreys or ALPHA,BETA")
+    plan.add_argument("--rate", help="hypothesised true end-to-end rate: expected trials")
+    plan.add_argument("--milestone-rates", dest="milestone_rates", nargs="+", help="hypothesised")
+    plan.add_argument("--power", default=str(PLAN_POWER), help="probability of certifying")
+    plan.add_argument("--task", help="task to plan for (next-run mode)")
+    plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
+    plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
+    plan.add_argument("--end-to-end-cost", dest="e2e_cost", default="1")
+    plan.add_argument("--batch", nargs="+", default=["10", "50"], help="batch sizes")
+    plan.add_argument("--seed", default="0")
+    plan.add_argument("--format", default="table", choices=FORMATS)
+    plan.add_argument("--debug", action="store_true", help="show tracebacks")
     example = commands.add_parser("example", help="print the path of a shipped dataset")
     example.add_argument(
         "name",
@@ -116,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             "check": _check,
             "calibrate": _calibrate,
             "simulate": _simulate,
+            "report": _report,
+            "plan": _plan,
         }
         return commands[args.command](args)
     except InputError as exc:
@@ -353,9 +383,9 @@ def _calibrate(args) -> int:
 
 def _calibration_text(result) -> str:
     cells = result.cells.copy()
-    cells["pit"] = cells["pit"].map(_number)
-    cells["upper"] = cells["upper"].map(_number)
-    cells["truth_rate"] = cells["truth_rate"].map(_number)
+    cells["pit"] = cells["pit"].map(format_number)
+    cells["upper"] = cells["upper"].map(format_number)
+    cells["truth_rate"] = cells["truth_rate"].map(format_number)
     columns = ["agent", "task", "truth_successes", "truth_trials", "truth_rate", "upper"]
     table = cells[[*columns, "exceeded", "pit"]].to_string(index=False)
     over = result.exceedance()
@@ -467,14 +497,6 @@ def _json_value(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def _number(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if value == 0 or 1e-3 <= abs(value) < 1e4:
-        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
-    return f"{value:.3e}"
-
-
 def _table(summary, posterior, threshold) -> str:
     level = summary["level"].iloc[0] if len(summary) else posterior.level
     columns = ["agent", "task", "method", "mean", "median", f"upper ({level:g})"]
@@ -487,14 +509,14 @@ def _table(summary, posterior, threshold) -> str:
             row["agent"],
             row["task"],
             row["method"],
-            _number(row["mean"]),
-            _number(row["median"]),
-            _number(row["upper"]),
+            format_number(row["mean"]),
+            format_number(row["median"]),
+            format_number(row["upper"]),
         ]
         if threshold is not None:
-            values.append(_number(row["prob_above"]))
+            values.append(format_number(row["prob_above"]))
         ok = row["diagnostics_ok"]
-        values += [_number(row["cp_upper"]), "-" if pd.isna(ok) else str(ok).lower()]
+        values += [format_number(row["cp_upper"]), "-" if pd.isna(ok) else str(ok).lower()]
         lines.append(values)
     widths = [max(len(str(x)) for x in col) for col in zip(columns, *lines, strict=True)]
     text = [
@@ -517,3 +539,92 @@ def _table(summary, posterior, threshold) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _report(args) -> int:
+    from bayes_eval.report import build_report, load_or_fit
+    from bayes_eval.specs import check_probability
+
+    threshold = check_probability(args.threshold, "--threshold")
+    level = None if args.level is None else check_probability(args.level, "--level")
+    seed = _whole(args.seed, "--seed", 0)
+    out = _check_out(Path(args.out))
+    posterior = load_or_fit(args.source, model=args.model, level=level, seed=seed, log=sys.stderr)
+    result = build_report(posterior, threshold, level)
+    _staged(out, result.write)
+    tally = result.table["verdict"].value_counts()
+    print(", ".join(f"{count} {verdict}" for verdict, count in tally.items()))
+    print(f"wrote to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return 0
+
+
+def _plan(args) -> int:
+    from bayes_eval import plan
+    from bayes_eval.specs import check_probability
+
+    threshold = check_probability(args.threshold, "--threshold")
+    level = DEFAULT_LEVEL if args.level is None else check_probability(args.level, "--level")
+    prior = plan.parse_prior(args.prior)
+    seed = _whole(args.seed, "--seed", 0)
+    if args.run_dir is not None:
+        result = _next_run(args, threshold, level, seed)
+    elif args.milestone_rates is not None:
+        rates = [check_probability(r, "--milestone-rates") for r in args.milestone_rates]
+        power = check_probability(args.power, "--power")
+        result = plan.milestone_trials(rates, threshold, level, prior, power=power, seed=seed)
+    else:
+        trials = plan.zero_success_trials(threshold, level, prior)
+        result = {"threshold": threshold, "level": level, "prior": list(prior), "trials": trials}
+        if args.rate is not None:
+            rate = _fraction(args.rate, "--rate")
+            result["rate"] = rate
+            result.update(plan.expected_trials(rate, threshold, level, prior))
+    if isinstance(result, pd.DataFrame):
+        if args.format == "json":
+            print(json.dumps(result.to_dict("records"), indent=2))
+        elif args.format == "csv":
+            sys.stdout.write(result.to_csv(index=False))
+        else:
+            print(result.to_string(index=False, float_format=format_number))
+            best = result.iloc[0]
+            print(f"\nrun next: {best['run']}, {best['trials']} trials")
+        return 0
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(pd.DataFrame([result]).to_csv(index=False))
+    else:
+        print("\n".join(f"{key}: {value}" for key, value in result.items()))
+    return 0
+
+
+def _next_run(args, threshold, level, seed):
+    from bayes_eval import plan
+    from bayes_eval.posterior import load_posterior
+
+    if args.task is None:
+        raise InputError("plan: RUN_DIR needs --task (the task to plan the next run for)")
+    path = Path(args.run_dir)
+    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    costs = None if args.cost is None else [_positive(c, "--cost") for c in args.cost]
+    return plan.next_run(
+        posterior,
+        args.task,
+        agent=args.agent,
+        costs=costs,
+        end_to_end_cost=_positive(args.e2e_cost, "--end-to-end-cost"),
+        batches=[_whole(b, "--batch", 1) for b in args.batch],
+        threshold=threshold,
+        level=level,
+        seed=seed,
+    )
+
+
+def _positive(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option}: '{text}' is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise InputError(f"{option}: {text} must be a positive number")
+    return value

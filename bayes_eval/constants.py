@@ -58,6 +58,12 @@ CALIBRATION_LEVELS = (0.5, 0.8, 0.9, 0.95)
 PIT_BINS = 10
 INTERVAL_LEVEL = 0.95
 
+# Planning: the most trials a plan considers, the default probability of certifying
+# (power) and the simulated evaluations per candidate.
+PLAN_MAX_TRIALS = 100_000
+PLAN_POWER = 0.8
+PLAN_SIMULATIONS = 400
+
 # Columns of the summary table: a contract (DESIGN section 5).
 SUMMARY_COLUMNS = (
     "agent",

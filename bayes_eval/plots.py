@@ -11,7 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["calibration_plot", "forest_plot", "paths_plot", "ppc_plot", "variance_plot"]
+__all__ = [
+    "calibration_plot",
+    "density_plot",
+    "forest_plot",
+    "paths_plot",
+    "ppc_plot",
+    "variance_plot",
+]
 
 
 def _pyplot():
@@ -162,5 +169,35 @@ def paths_plot(results: pd.DataFrame, path: Path) -> Path:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float) -> Path:
+    """Posterior density of ``log10 P`` per (agent, task), upper bound and threshold marked.
+
+    Cells without a posterior (point values, no estimate) are left out.
+    """
+    plt = _pyplot()
+    draws = posterior.posterior["p_task"]
+    rows = [r for r in summary.itertuples() if np.isfinite(r.upper)]
+    n_cols = min(3, max(len(rows), 1))
+    n_rows = max(1, math.ceil(len(rows) / n_cols))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols, 2.4 * n_rows), squeeze=False)
+    for ax, row in zip(axes.ravel(), rows, strict=False):
+        values = draws.sel(agent=row.agent, task=row.task).values.ravel()
+        values = np.log10(values[np.isfinite(values) & (values > 0)])
+        ax.hist(values, bins=50, density=True, color="C0", alpha=0.8)
+        ax.axvline(np.log10(row.upper), color="C3", lw=2, label="upper bound")
+        ax.axvline(np.log10(threshold), color="k", ls="--", lw=1, label="threshold")
+        ax.set_title(f"{row.agent} / {row.task}", fontsize=8)
+        ax.set_xlabel("log10 P", fontsize=8)
+        ax.set_yticks([])
+    for ax in axes.ravel()[len(rows) :]:
+        ax.axis("off")
+    if rows:
+        axes.ravel()[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

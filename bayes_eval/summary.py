@@ -17,7 +17,7 @@ from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
 from bayes_eval.constants import SUMMARY_COLUMNS
 from bayes_eval.specs import check_probability
 
-__all__ = ["summarise"]
+__all__ = ["format_number", "summarise"]
 
 LN10 = math.log(10)
 
@@ -118,3 +118,12 @@ def _posterior_columns(product, solved, tau) -> dict:
         "provenance": None,
         "quantiles": engine,
     }
+
+
+def format_number(value) -> str:
+    """A probability or count for people: 4 decimals, scientific below 1e-3, ``-`` if absent."""
+    if value is None or pd.isna(value):
+        return "-"
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
+    return f"{value:.3e}"

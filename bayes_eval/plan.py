@@ -1,0 +1,333 @@
+"""Trial planning: how many trials certify ``P < tau``, and which run to do next.
+
+"Certify" means the one-sided posterior upper bound at ``level`` falls below ``tau``.
+
+* ``zero_success_trials``: end-to-end trials, all failures, that certify under a Beta
+  prior; the uniform prior's closed form is the smallest ``n`` with
+  ``1 - (1 - level)^(1 / (n + 1)) <= tau``.
+* ``expected_trials``: running end-to-end trials one at a time and stopping as soon as
+  the bound certifies, the distribution of the stopping time when the true rate is
+  ``p`` (exact, by dynamic programming over the success count).
+* ``milestone_trials``: trials per milestone that certify the product of milestone rates
+  with a given probability (power), under hypothesised rates, by simulation with the
+  exact engine; beside it the end-to-end trials with the same power (exact binomial).
+* ``next_run``: preposterior analysis of a fitted exact posterior. For each candidate
+  (a milestone, or end-to-end where the estimate is end-to-end) and batch size, draw the
+  batch's outcomes from the current posterior, update the conjugate posterior, and
+  average the new upper bound: the expected reduction of the bound per unit cost ranks
+  the candidates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    MILESTONE_METHOD,
+    PLAN_MAX_TRIALS,
+    PLAN_POWER,
+    PLAN_SIMULATIONS,
+    TASK,
+)
+from bayes_eval.errors import InputError
+
+__all__ = [
+    "PRIORS",
+    "expected_trials",
+    "milestone_trials",
+    "next_run",
+    "parse_prior",
+    "trials_to_certify",
+    "zero_success_trials",
+]
+
+PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
+
+
+def parse_prior(text: str) -> tuple[float, float]:
+    """``uniform``, ``jeffreys`` or ``ALPHA,BETA`` (both positive) as Beta shapes."""
+    if text in PRIORS:
+        return PRIORS[text]
+    parts = text.split(",")
+    try:
+        a, b = (float(p) for p in parts)
+    except ValueError:
+        raise InputError(
+            f"--prior: '{text}' is not uniform, jeffreys or ALPHA,BETA (two numbers)"
+        ) from None
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        raise InputError(f"--prior: {text}: both Beta shapes must be positive and finite")
+    return a, b
+
+
+def _certified(successes, trials, threshold, level, prior) -> np.ndarray:
+    a, b = prior
+    return stats.beta.ppf(level, a + successes, b + trials - successes) <= threshold
+
+
+def trials_to_certify(
+    successes: int, threshold: float, level: float, prior=PRIORS["uniform"], max_trials=None
+) -> int | None:
+    """Smallest number of end-to-end trials that certifies with ``successes`` among them
+    (None if more than ``max_trials``, default ``PLAN_MAX_TRIALS``)."""
+    limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
+    lo = max(successes, 1)
+    if _certified(successes, lo, threshold, level, prior):
+        return lo
+    hi = lo
+    while not _certified(successes, hi, threshold, level, prior):
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(2 * hi, limit)
+    while hi - lo > 1:  # certified at hi, not at lo; the bound falls as failures add up
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _certified(successes, mid, threshold, level, prior) else (mid, hi)
+    return hi
+
+
+def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"]) -> int:
+    """End-to-end trials with no success that certify ``P < threshold`` at ``level``."""
+    n = trials_to_certify(0, threshold, level, prior)
+    if n is None:
+        raise InputError(
+            f"more than {PLAN_MAX_TRIALS} zero-success trials would be needed for "
+            f"threshold {threshold:g} at level {level:g}"
+        )
+    return n
+
+
+def expected_trials(
+    rate: float, threshold: float, level: float, prior=PRIORS["uniform"], max_trials=None
+) -> dict:
+    """Stopping time of sequential end-to-end trials that stop once certified.
+
+    Returns ``expected_trials`` (the mean of ``min(T, max_trials)``),
+    ``probability_certified`` (``P(T <= max_trials)``) and ``median_trials`` (None when
+    certification within ``max_trials`` is less likely than not).
+    """
+    limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
+    needed = _needed(threshold, level, prior, limit)
+    if not needed.size:
+        return {
+            "expected_trials": float(limit),
+            "probability_certified": 0.0,
+            "median_trials": None,
+        }
+    alive = np.zeros(len(needed) + 1)  # P(not stopped, k successes), k < len(needed) + 1
+    alive[0] = 1.0
+    stop_by_n = np.zeros(limit + 1)
+    last = int(needed.max())
+    for n in range(1, last + 1):
+        alive[1:] = alive[1:] * (1 - rate) + alive[:-1] * rate
+        alive[0] *= 1 - rate
+        stopping = np.flatnonzero(needed <= n)
+        stop_by_n[n] = alive[stopping].sum()
+        alive[stopping] = 0.0
+    certified = stop_by_n.sum()
+    trials = np.arange(limit + 1)
+    mean = float((stop_by_n * trials).sum() + (1 - certified) * limit)
+    cumulative = np.cumsum(stop_by_n)
+    median = int(np.searchsorted(cumulative, 0.5)) if certified >= 0.5 else None
+    return {
+        "expected_trials": mean,
+        "probability_certified": float(min(certified, 1.0)),
+        "median_trials": median,
+    }
+
+
+def _needed(threshold, level, prior, limit) -> np.ndarray:
+    """Trials that certify with k = 0, 1, ... successes, as long as they are <= ``limit``."""
+    needed = []
+    while (n := trials_to_certify(len(needed), threshold, level, prior, limit)) is not None:
+        needed.append(n)
+    return np.array(needed, dtype=int)
+
+
+def milestone_trials(
+    rates,
+    threshold: float,
+    level: float,
+    prior=PRIORS["uniform"],
+    *,
+    power: float = PLAN_POWER,
+    simulations: int = PLAN_SIMULATIONS,
+    seed: int = 0,
+) -> dict:
+    """Trials per milestone that certify the task with probability ``power``.
+
+    Under hypothesised milestone ``rates`` (true ``P = prod rates``), each milestone gets
+    the same ``n`` trials and a ``prior`` Beta posterior; ``probability_certified(n)`` is
+    estimated from ``simulations`` simulated evaluations with common random numbers, and
+    the smallest ``n`` reaching ``power`` is found by bisection. ``end_to_end_trials``
+    gives the end-to-end trials with the same power (exact binomial).
+    """
+    rates = np.asarray(rates, dtype=float)
+    task_rate = float(np.prod(rates))
+    if task_rate >= threshold:
+        raise InputError(
+            f"--milestone-rates: their product {task_rate:.3g} is not below the threshold "
+            f"{threshold:g}; no number of trials certifies P < {threshold:g}"
+        )
+    uniforms = np.random.default_rng(seed).uniform(size=(simulations, rates.size))
+
+    def power_at(n: int) -> float:
+        k = stats.binom.ppf(uniforms, n, rates)  # common random numbers across n
+        upper = _product_upper(prior[0] + k, prior[1] + n - k, level)
+        return float(np.mean(upper <= threshold))
+
+    lo, hi = 0, 1
+    while power_at(hi) < power:
+        lo, hi = hi, 2 * hi
+        if hi > PLAN_MAX_TRIALS:
+            raise InputError(f"more than {PLAN_MAX_TRIALS} trials per milestone would be needed")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if power_at(mid) >= power else (mid, hi)
+    return {
+        "milestone_rates": rates.tolist(),
+        "task_rate": task_rate,
+        "power": power,
+        "trials_per_milestone": hi,
+        "total_trials": hi * rates.size,
+        "probability_certified": power_at(hi),
+        "end_to_end_trials": _end_to_end_power_trials(task_rate, threshold, level, prior, power),
+    }
+
+
+def _end_to_end_power_trials(rate, threshold, level, prior, power) -> int:
+    """Smallest ``n`` whose certification probability ``P(K <= k*(n))`` reaches ``power``,
+    ``k*(n)`` the most successes among ``n`` trials that still certify."""
+    limit = zero_success_trials(threshold, level, prior)
+    while limit <= PLAN_MAX_TRIALS:
+        needed = _needed(threshold, level, prior, limit)
+        n = np.arange(needed[0], limit + 1)
+        most = np.searchsorted(needed, n, side="right") - 1
+        reached = np.flatnonzero(stats.binom.cdf(most, n, rate) >= power)
+        if reached.size:
+            return int(n[reached[0]])
+        limit *= 2
+    raise InputError(f"more than {PLAN_MAX_TRIALS} end-to-end trials would be needed")
+
+
+def next_run(
+    posterior,
+    task: str,
+    *,
+    agent: str | None = None,
+    costs=None,
+    end_to_end_cost: float = 1.0,
+    batches=(10, 50),
+    threshold: float | None = None,
+    level: float | None = None,
+    simulations: int = PLAN_SIMULATIONS,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Rank the runs that would lower a task's upper bound most per unit cost.
+
+    Parameters
+    ----------
+    posterior : Posterior
+        An exact fit; the task's estimate must be a milestone product or end-to-end.
+    task, agent : str
+        The cell (``agent`` may be omitted when the fit has one agent).
+    costs : sequence of float, optional
+        Cost of one trial of each milestone (default 1 each).
+    end_to_end_cost : float
+        Cost of one end-to-end trial.
+    batches : sequence of int
+        Batch sizes to consider.
+    threshold : float, optional
+        Adds ``probability_certified``, the chance the new bound falls below it.
+    level : float, optional
+        Level of the bound (default: the posterior's).
+    simulations : int
+        Preposterior draws per candidate.
+    seed : int
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (run, batch), best first: ``run``, ``trials``, ``cost``,
+        ``current_upper``, ``expected_upper``, ``expected_reduction``,
+        ``reduction_per_cost`` and, with a threshold, ``probability_certified``.
+    """
+    level = posterior.level if level is None else level
+    i, j = _position(posterior, agent, task)
+    method = posterior.values("method")[i, j]
+    if posterior.is_mcmc or posterior.product_at(i, j) is None:
+        raise InputError(
+            f"next-run planning needs an exact posterior of task '{task}'; this fit "
+            f"({posterior.spec.name}) has {'MCMC draws' if posterior.is_mcmc else 'none'} "
+            "there (fit with end_to_end, mats2024, phuong2024 or phuong_chain)"
+        )
+    if method not in (END_TO_END, MILESTONE_METHOD):
+        raise InputError(
+            f"next-run planning covers milestone and end-to-end estimates, not {method}"
+        )
+    alpha = posterior.values("alpha")[i, j, 0]
+    beta = posterior.values("beta")[i, j, 0]
+    present = ~np.isnan(alpha)
+    alpha, beta = alpha[present], beta[present]
+    if method == END_TO_END:
+        candidates = [("end_to_end", 0, end_to_end_cost)]
+    else:
+        costs = [1.0] * alpha.size if costs is None else list(costs)
+        if len(costs) != alpha.size:
+            raise InputError(
+                f"--cost: {len(costs)} costs given, task '{task}' has {alpha.size} milestones"
+            )
+        candidates = [(f"milestone {m + 1}", m, c) for m, c in enumerate(costs)]
+    current = float(_product_upper(alpha[None], beta[None], level)[0])
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, m, cost in candidates:
+        for n in batches:
+            p = rng.beta(alpha[m], np.maximum(beta[m], 1e-300), simulations)
+            p = np.where(beta[m] == 0, 1.0, p)  # a point mass at 1 (Haldane, k = n)
+            k = rng.binomial(n, p)
+            a = np.repeat(alpha[None], simulations, axis=0)
+            b = np.repeat(beta[None], simulations, axis=0)
+            a[:, m] += k
+            b[:, m] += n - k
+            upper = _product_upper(a, b, level)
+            row = dict(
+                run=name,
+                trials=n,
+                cost=n * cost,
+                current_upper=current,
+                expected_upper=float(upper.mean()),
+                expected_reduction=current - float(upper.mean()),
+            )
+            row["reduction_per_cost"] = row["expected_reduction"] / row["cost"]
+            if threshold is not None:
+                row["probability_certified"] = float(np.mean(upper <= threshold))
+            rows.append(row)
+    table = pd.DataFrame(rows).sort_values("reduction_per_cost", ascending=False)
+    return table.reset_index(drop=True)
+
+
+def _product_upper(a: np.ndarray, b: np.ndarray, level: float) -> np.ndarray:
+    """Upper bounds at ``level`` of products of ``Beta(a_m, b_m)``, one per row (exact)."""
+    from bayes_eval.conjugate import BetaProduct, summarise_products
+
+    products = [BetaProduct(((ar, br),)) for ar, br in zip(a, b, strict=True)]
+    return np.array([np.exp(-s.x_quantiles[0]) for s in summarise_products(products, [1 - level])])
+
+
+def _position(posterior, agent, task) -> tuple[int, int]:
+    agents, tasks = list(posterior.coords[AGENT]), list(posterior.coords[TASK])
+    if agent is None:
+        if len(agents) != 1:
+            raise InputError(f"--agent: the fit has {len(agents)} agents; name one of {agents}")
+        agent = agents[0]
+    if agent not in agents:
+        raise InputError(f"--agent: no agent '{agent}' in the fit; agents: {', '.join(agents)}")
+    if task not in tasks:
+        raise InputError(f"--task: no task '{task}' in the fit; tasks: {', '.join(tasks)}")
+    return agents.index(agent), tasks.index(task)

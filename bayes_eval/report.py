@@ -1,0 +1,392 @@
+"""The safety report: what a decision-maker reads, as self-contained HTML and Markdown.
+
+Per (agent, task): the estimate, the upper bound at the level, ``P(P > tau)``, method and
+prior, diagnostics, the milestone-assumption check and a verdict:
+
+* ``below threshold``: the upper bound is below ``tau`` and nothing says the estimate is
+  unreliable;
+* ``unreliable``: the MCMC diagnostics failed, or the task's end-to-end data contradict
+  its milestones (the milestone-assumption check), whatever the bound says;
+* ``not shown below threshold``: otherwise (the bound reaches ``tau``, or there is no
+  bound: a point value or no estimate).
+
+Every number and figure is computed from the posterior; the HTML embeds its figures and
+carries the summary as JSON, so it opens offline and its numbers can be checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.summary import format_number
+
+__all__ = [
+    "BELOW",
+    "NOT_SHOWN",
+    "UNRELIABLE",
+    "Report",
+    "build_report",
+    "load_or_fit",
+    "report",
+    "verdicts",
+]
+
+BELOW, NOT_SHOWN, UNRELIABLE = "below threshold", "not shown below threshold", "unreliable"
+
+METHODS_TEXT = {
+    "end_to_end": (
+        "End-to-end runs",
+        "The agent attempts the whole task; k successes in n runs, a Beta-Binomial posterior. "
+        "The most direct evidence: it assumes only that runs are independent and alike. Rare "
+        "successes need many runs (about 1/P per success).",
+    ),
+    "milestone": (
+        "Milestones (Phuong et al. 2024)",
+        "The task is split into ordered milestones, each run from a state where the earlier "
+        "ones are solved; P is the product of the milestone rates. It assumes the agent can "
+        "succeed only by passing every milestone in that order. Milestones underestimate "
+        "real success whenever the task can be solved in another order, by skipping a "
+        "milestone or by another path; the milestone-assumption check tests this where "
+        "end-to-end data exist.",
+    ),
+    "expert_completion": (
+        "Expert Completion Ratio (Højmark et al. 2024)",
+        "An expert guides runs step by step, counting how many of N sampled messages make "
+        "progress at each step; P is the mixture over runs of the product of step rates. "
+        "Guidance puts the agent on the expert's path, so it shares the milestones' "
+        "blindness to other paths.",
+    ),
+    "expert_best_of_n": (
+        "Expert best-of-N (Phuong et al. 2024)",
+        "An expert picks the first useful action among N sampled; P is approximated by "
+        "2^-bits. A point value, not a posterior: best-of-N bits do not map to a success "
+        "probability and are known to be poorly related to it. No bound is reported.",
+    ),
+    "golden_solution": (
+        "Golden solution (Phuong et al. 2024)",
+        "The probability the model assigns to a hand-written solution. A lower bound on P "
+        "only (other solutions also count); it cannot show that P is small.",
+    ),
+    "joint": (
+        "Joint milestone and end-to-end model",
+        "Milestones and end-to-end runs in one model, with a bypass probability per task "
+        "(success by paths the milestones miss) pooled across tasks, so tasks with "
+        "milestones only inherit the bypass seen elsewhere. It assumes bypass rates are "
+        "alike across an agent's tasks.",
+    ),
+}
+POOLED_TEXT = (
+    "Partial pooling",
+    "Pooled models share strength across an agent's tasks (and a task's milestones) through "
+    "a hierarchy; they assume the tasks are exchangeable. They are fitted by MCMC, whose "
+    "diagnostics (R-hat, effective sample size, divergences, E-BFMI) must pass before a "
+    "bound is trusted.",
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rendered report.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        The summary (DESIGN section 5 columns) plus ``milestone_check`` and ``verdict``.
+    markdown, html : str
+    figures : dict of str to bytes
+        PNG files by name (embedded in the HTML, linked from the Markdown).
+    """
+
+    table: pd.DataFrame
+    markdown: str
+    html: str
+    figures: dict
+
+    def write(self, out) -> Path:
+        """Write ``report.html``, ``report.md`` and the figures into folder ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.html").write_text(self.html, encoding="utf-8")
+        (out / "report.md").write_text(self.markdown, encoding="utf-8")
+        for name, data in self.figures.items():
+            (out / name).write_bytes(data)
+        return out
+
+
+def verdicts(summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float) -> pd.Series:
+    """The verdict per summary row (see the module docstring)."""
+    contradicted = set()
+    if len(assumption):
+        bad = assumption[assumption["contradicted"]]
+        contradicted = set(zip(bad["agent"], bad["task"], strict=True))
+    out = []
+    for row in summary.itertuples():
+        if row.diagnostics_ok is False or (row.agent, row.task) in contradicted:
+            out.append(UNRELIABLE)
+        elif pd.notna(row.upper) and row.upper < threshold:
+            out.append(BELOW)
+        else:
+            out.append(NOT_SHOWN)
+    return pd.Series(out, index=summary.index, name="verdict")
+
+
+def build_report(posterior, threshold: float, level: float | None = None) -> Report:
+    """The report of a fitted ``Posterior`` for the question ``P < threshold``."""
+    from bayes_eval.ppc import milestone_assumption, predictive_checks
+
+    level = posterior.level if level is None else level
+    summary = posterior.summary(level=level, threshold=threshold)
+    assumption = milestone_assumption(posterior.evidence)
+    checks = predictive_checks(posterior)
+    table = summary.copy()
+    table["milestone_check"] = _check_column(table, assumption)
+    table["verdict"] = verdicts(summary, assumption, threshold)
+    figures = _figures(posterior, summary, checks, threshold)
+    sections = _sections(posterior, table, assumption, checks, threshold, level)
+    return Report(
+        table=table,
+        markdown=_markdown(sections),
+        html=_html(sections, figures, summary),
+        figures=figures,
+    )
+
+
+def _check_column(table, assumption) -> list[str]:
+    found = {}
+    for row in assumption.itertuples():
+        state = "contradicted" if row.contradicted else "consistent"
+        found[(row.agent, row.task)] = f"{state} (p = {format_number(row.p_value)})"
+    pairs = zip(table["agent"], table["task"], strict=True)
+    return [found.get(pair, "no end-to-end data") for pair in pairs]
+
+
+def _figures(posterior, summary, checks, threshold) -> dict:
+    import tempfile
+
+    from bayes_eval.plots import density_plot, forest_plot, ppc_plot
+
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        forest_plot(summary, folder / "forest.png", threshold)
+        density_plot(posterior, summary, folder / "densities.png", threshold)
+        if len(checks):
+            ppc_plot(checks, folder / "ppc.png")
+        return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
+
+
+def _sections(posterior, table, assumption, checks, threshold, level):
+    """The report's content, in order: ``(kind, payload)`` pairs that both renderers read."""
+    evidence = posterior.evidence.table
+    methods = sorted(set(evidence["method"]))
+    counted = evidence[evidence["trials"] > 0]
+    n_agents, n_tasks = evidence["agent"].nunique(), evidence["task"].nunique()
+    counts = ", ".join(
+        f"{int(rows['trials'].sum())} {method.replace('_', '-')} trials"
+        for method, rows in counted.groupby("method")
+    )
+    spec = posterior.spec
+    question = (
+        f"Is each agent's probability of succeeding at each task below {threshold:g}? A task "
+        f"is shown below the threshold when its one-sided {level:g} credible upper bound is "
+        f"below {threshold:g} and nothing marks the estimate unreliable. Data: "
+        f"{posterior.evidence.source}, {len(evidence)} observations of {n_agents} agent(s) "
+        f"on {n_tasks} task(s) ({', '.join(methods)}{'; ' + counts if counts else ''}). "
+        f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
+        f"evidence hash {posterior.evidence.hash[:12]}."
+    )
+    tally = table["verdict"].value_counts()
+    verdict_line = "; ".join(f"{tally.get(v, 0)} {v}" for v in (BELOW, NOT_SHOWN, UNRELIABLE))
+    shown = pd.DataFrame(
+        {
+            "agent": table["agent"],
+            "task": table["task"],
+            "estimate (mean)": table["mean"].map(format_number),
+            "median": table["median"].map(format_number),
+            f"upper ({level:g})": table["upper"].map(format_number),
+            f"P(P > {threshold:g})": table["prob_above"].map(format_number),
+            "method": table["method"],
+            "diagnostics": table["diagnostics_ok"].map(
+                lambda ok: "n/a" if pd.isna(ok) else ("passed" if ok else "FAILED")
+            )
+            if posterior.is_mcmc
+            else table["upper"].map(lambda u: "exact, no MCMC" if pd.notna(u) else "n/a"),
+            "milestone check": table["milestone_check"],
+            "verdict": table["verdict"],
+        }
+    )
+    sections = [
+        ("h1", "Safety report"),
+        ("p", question),
+        ("p", f"Verdicts: {verdict_line}."),
+        ("h2", "Estimates"),
+        ("table", shown),
+        ("h2", "Provenance"),
+        ("list", [f"{r.agent} / {r.task}: {r.provenance}" for r in table.itertuples()]),
+    ]
+    diagnostics = posterior.diagnostics
+    if diagnostics is not None:
+        sections.append(("h2", "Diagnostics"))
+        if diagnostics.ok:
+            sections.append(
+                ("p", "All MCMC checks passed (R-hat, bulk and tail ESS, divergences, E-BFMI).")
+            )
+        else:
+            sections.append(("list", list(diagnostics.messages)))
+    if len(assumption):
+        sections += [("h2", "Milestone-assumption check"), ("list", list(assumption["message"]))]
+    sections += [
+        ("h2", "Figures"),
+        (
+            "figure",
+            (
+                "forest.png",
+                "Every estimate on a log10 probability axis; red ticks mark "
+                f"the {level:g} upper bounds, the dashed line the threshold.",
+            ),
+        ),
+        (
+            "figure",
+            (
+                "densities.png",
+                "Posterior density of each task's success probability "
+                "(log10 scale), upper bound and threshold marked.",
+            ),
+        ),
+    ]
+    if len(checks):
+        flagged = int(checks["flagged"].sum())
+        sections.append(
+            (
+                "figure",
+                (
+                    "ppc.png",
+                    f"Posterior predictive checks: {flagged} of "
+                    f"{len(checks)} observed cells flagged (p < 0.025 or "
+                    "> 0.975).",
+                ),
+            )
+        )
+    sections.append(("h2", "Methods, their assumptions and failure modes"))
+    used = set(table["method"]) | ({"milestone"} if "milestone" in methods else set())
+    for key, (title, text) in METHODS_TEXT.items():
+        if key in used or key in methods:
+            sections.append(("p", f"**{title}.** {text}"))
+    if spec.pooling != "none":
+        sections.append(("p", f"**{POOLED_TEXT[0]}.** {POOLED_TEXT[1]}"))
+    return sections
+
+
+def _markdown(sections) -> str:
+    lines = []
+    for kind, payload in sections:
+        if kind == "h1":
+            lines.append(f"# {payload}\n")
+        elif kind == "h2":
+            lines.append(f"## {payload}\n")
+        elif kind == "p":
+            lines.append(f"{payload}\n")
+        elif kind == "list":
+            lines.append("\n".join(f"- {item}" for item in payload) + "\n")
+        elif kind == "table":
+            header = "| " + " | ".join(payload.columns) + " |"
+            rule = "|" + "---|" * len(payload.columns)
+            body = ["| " + " | ".join(str(v) for v in row) + " |" for row in payload.values]
+            lines.append("\n".join([header, rule, *body]) + "\n")
+        elif kind == "figure":
+            name, caption = payload
+            lines.append(f"![{caption}]({name})\n\n{caption}\n")
+    return "\n".join(lines)
+
+
+def _html(sections, figures, summary) -> str:
+    body = []
+    for kind, payload in sections:
+        if kind in ("h1", "h2"):
+            body.append(f"<{kind}>{html.escape(payload)}</{kind}>")
+        elif kind == "p":
+            body.append(f"<p>{_bold(payload)}</p>")
+        elif kind == "list":
+            items = "".join(f"<li>{html.escape(item)}</li>" for item in payload)
+            body.append(f"<ul>{items}</ul>")
+        elif kind == "table":
+            body.append(payload.to_html(index=False, escape=True, border=0))
+        elif kind == "figure" and payload[0] in figures:
+            name, caption = payload
+            data = base64.b64encode(figures[name]).decode("ascii")
+            body.append(
+                f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+    records = [
+        {k: (None if pd.isna(v) else v) for k, v in row.items()}
+        for row in summary.to_dict("records")
+    ]
+    data = json.dumps(records, default=_json_default).replace("</", "<\\/")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>bayes_eval safety report</title><style>"
+        "body{font-family:sans-serif;max-width:70em;margin:2em auto;line-height:1.4}"
+        "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #bbb;"
+        "padding:.2em .5em}img{max-width:100%}figcaption{font-size:90%;color:#444}"
+        "</style></head><body>\n"
+        + "\n".join(body)
+        + f'\n<script type="application/json" id="summary-data">{data}</script>\n'
+        "</body></html>\n"
+    )
+
+
+def _bold(text: str) -> str:
+    """``**title.** rest`` as HTML, everything escaped."""
+    if text.startswith("**") and "**" in text[2:]:
+        title, rest = text[2:].split("**", 1)
+        return f"<strong>{html.escape(title)}</strong>{html.escape(rest)}"
+    return html.escape(text)
+
+
+def _json_default(value):
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def load_or_fit(source, *, model=None, level=None, seed=None, log=None):
+    """A ``Posterior`` from a ``bayes-eval fit --out`` folder or ``posterior.nc`` file, or
+    fitted to an evidence table (path, DataFrame or Evidence)."""
+    from bayes_eval.errors import InputError
+    from bayes_eval.fit import fit
+    from bayes_eval.posterior import load_posterior
+
+    if isinstance(source, (str, Path)) and (Path(source).is_dir() or str(source).endswith(".nc")):
+        if model is not None:
+            raise InputError("--model: a fitted run folder already has its model")
+        path = Path(source)
+        return load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
+
+
+def report(source, threshold: float, *, model=None, level=None, seed=None, out=None) -> Report:
+    """Fit (or load) and report.
+
+    Parameters
+    ----------
+    source : path, DataFrame or Evidence
+        An evidence table, or a folder written by ``bayes-eval fit --out``.
+    threshold : float
+        The ``tau`` of the question ``P < tau``.
+    model, level, seed
+        As for ``bayes_eval.fit`` (``model`` only for evidence; default ``phuong_chain``).
+    out : path, optional
+        Folder to write ``report.html``, ``report.md`` and the figures into.
+    """
+    from bayes_eval.specs import check_probability
+
+    threshold = check_probability(threshold, "threshold")
+    posterior = load_or_fit(source, model=model, level=level, seed=seed)
+    result = build_report(posterior, threshold, level)
+    if out is not None:
+        result.write(out)
+    return result
