@@ -127,7 +127,8 @@ def verdicts(summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float) 
         contradicted = set(zip(bad["agent"], bad["task"], strict=True))
     out = []
     for row in summary.itertuples():
-        if row.diagnostics_ok is False or (row.agent, row.task) in contradicted:
+        failed = pd.notna(row.diagnostics_ok) and not row.diagnostics_ok
+        if failed or (row.agent, row.task) in contradicted:
             out.append(UNRELIABLE)
         elif pd.notna(row.upper) and row.upper < threshold:
             out.append(BELOW)

@@ -121,9 +121,7 @@ def _posterior_columns(product, solved, tau) -> dict:
 
 
 def format_number(value) -> str:
-    """A probability or count for people: 4 decimals, scientific below 1e-3, ``-`` if absent."""
+    """A probability or count for people: 4 significant digits, ``-`` if absent."""
     if value is None or pd.isna(value):
         return "-"
-    if value == 0 or 1e-3 <= abs(value) < 1e4:
-        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
-    return f"{value:.3e}"
+    return f"{value:.4g}"

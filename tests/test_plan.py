@@ -1,0 +1,141 @@
+"""Trial planning against closed forms and simulation; the next run picks the bottleneck."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bayes_eval
+from bayes_eval import InputError
+from bayes_eval.cli import main
+from bayes_eval.plan import (
+    PRIORS,
+    expected_trials,
+    milestone_trials,
+    next_run,
+    parse_prior,
+    trials_to_certify,
+    zero_success_trials,
+)
+
+
+def closed_form_uniform(tau, level):
+    """Smallest n with 1 - (1 - level)^(1 / (n + 1)) <= tau, by counting up."""
+    n = 1
+    while 1 - (1 - level) ** (1 / (n + 1)) > tau:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("tau, level", [(0.01, 0.975), (0.05, 0.95), (0.001, 0.99), (0.3, 0.5)])
+def test_zero_success_trials_match_the_closed_form(capsys, tau, level):
+    assert zero_success_trials(tau, level) == closed_form_uniform(tau, level)
+    args = ["plan", "--threshold", str(tau), "--level", str(level), "--format", "json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == closed_form_uniform(tau, level)
+
+
+def test_other_priors_by_their_beta_quantile():
+    for prior in (PRIORS["jeffreys"], (2.0, 5.0)):
+        n = zero_success_trials(0.02, 0.975, prior)
+        a, b = prior
+        assert stats.beta.ppf(0.975, a, b + n) <= 0.02 < stats.beta.ppf(0.975, a, b + n - 1)
+    assert parse_prior("2,5") == (2.0, 5.0)
+    with pytest.raises(InputError, match="must be positive"):
+        parse_prior("0,1")
+
+
+def test_expected_trials_agree_with_simulation():
+    tau, level, rate = 0.05, 0.95, 0.01
+    exact = expected_trials(rate, tau, level)
+    needed = [trials_to_certify(k, tau, level) for k in range(40)]
+    rng = np.random.default_rng(0)
+    stops = []
+    for _ in range(4000):
+        k, n = 0, 0
+        while n < needed[k]:  # run until the trials reach what k successes need
+            n += 1
+            k += int(rng.random() < rate)
+        stops.append(n)
+    stops = np.array(stops)
+    assert exact["probability_certified"] == pytest.approx(1.0)
+    assert abs(stops.mean() - exact["expected_trials"]) < 4 * stops.std() / math.sqrt(stops.size)
+    # With no success the first certification comes at the zero-success count.
+    assert expected_trials(0.0, tau, level)["expected_trials"] == zero_success_trials(tau, level)
+
+
+def test_milestone_power_matches_simulation_and_end_to_end_is_exact():
+    rates, tau, level = [0.2, 0.1], 0.05, 0.975
+    result = milestone_trials(rates, tau, level, power=0.8, simulations=300, seed=1)
+    n = result["trials_per_milestone"]
+    assert result["probability_certified"] >= 0.8
+    # Independent check of the power at n with fresh draws and scipy's Beta quantiles of
+    # the two-factor product, by Monte Carlo within each simulated evaluation.
+    rng = np.random.default_rng(7)
+    hits = []
+    for _ in range(150):
+        k = rng.binomial(n, rates)
+        draws = np.prod(rng.beta(1 + k, 1 + n - k, size=(20000, 2)), axis=1)
+        hits.append(np.quantile(draws, level) <= tau)
+    assert np.mean(hits) > 0.8 - 3 * math.sqrt(0.16 / 150)
+    m = result["end_to_end_trials"]
+    most = max(k for k in range(m + 1) if stats.beta.ppf(level, 1 + k, 1 + m - k) <= tau)
+    assert stats.binom.cdf(most, m, 0.02) >= 0.8
+
+
+def test_next_run_picks_the_bottleneck_milestone(capsys, tmp_path):
+    frame = pd.DataFrame(
+        dict(
+            task="t",
+            method="milestone",
+            step=[1, 2, 3],
+            successes=[45, 1, 40],
+            trials=[100, 5, 100],
+        )
+    )
+    posterior = bayes_eval.fit(frame, "mats2024")
+    table = next_run(posterior, "t", batches=(10, 50), threshold=0.01)
+    assert table.iloc[0]["run"] == "milestone 2"
+    assert (table["expected_upper"] <= table["current_upper"] + 1e-9).all()
+    # A bottleneck a thousand times as costly per trial is no longer worth it per unit cost.
+    costly = next_run(posterior, "t", costs=[1, 1000, 1], batches=(10,))
+    assert costly.iloc[0]["run"] != "milestone 2"
+    run = tmp_path / "run"
+    frame.to_csv(tmp_path / "e.csv", index=False)
+    assert main(["fit", str(tmp_path / "e.csv"), "--model", "mats2024", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(run), "--task", "t", "--threshold", "0.01", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["run"] == "milestone 2"
+
+
+def test_next_run_end_to_end_and_exact_update():
+    frame = pd.DataFrame([dict(task="t", method="end_to_end", successes=0, trials=20)])
+    posterior = bayes_eval.fit(frame, "end_to_end")
+    table = next_run(posterior, "t", batches=(30,), simulations=2000, seed=3)
+    assert list(table["run"]) == ["end_to_end"]
+    # Preposterior mean of the new bound, by summing over the Beta-Binomial outcomes.
+    k = np.arange(31)
+    weights = stats.betabinom.pmf(k, 30, 1, 21)
+    expected = (weights * stats.beta.ppf(0.975, 1 + k, 21 + 30 - k)).sum()
+    sd = np.sqrt((weights * (stats.beta.ppf(0.975, 1 + k, 51 - k) - expected) ** 2).sum())
+    assert abs(table.iloc[0]["expected_upper"] - expected) < 4 * sd / math.sqrt(2000)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["plan", "--threshold", "0.01", "--prior", "flat"], "--prior: 'flat' is not"),
+        (["plan", "--threshold", "2"], "--threshold: 2 must lie strictly between 0 and 1"),
+        (["plan", "--threshold", "0.01", "--milestone-rates", "0.5", "0.1"], "not below"),
+        (["plan", "--threshold", "0.01", "--rate", "x"], "--rate: 'x' is not a number"),
+        (["plan", "somewhere", "--threshold", "0.01"], "needs --task"),
+        (["plan"], "the following arguments are required: --threshold"),
+    ],
+)
+def test_bad_plan_arguments(capsys, args, message):
+    status = main(args)
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and err.count("\n") == 1

@@ -1,0 +1,143 @@
+"""The safety report: same numbers as `fit`, offline HTML, verdicts that never overclaim."""
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayes_eval
+from bayes_eval.cli import main
+from bayes_eval.report import BELOW, NOT_SHOWN, UNRELIABLE, build_report, verdicts
+from bayes_eval.resources import example_evidence
+
+EXAMPLE = str(example_evidence())
+README = Path(__file__).resolve().parents[1] / "README.md"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def embedded_summary(html: str) -> list:
+    match = re.search(r'<script type="application/json" id="summary-data">(.*?)</script>', html)
+    return json.loads(match.group(1).replace("<\\/", "</"))
+
+
+def test_report_numbers_equal_fit_json(capsys, tmp_path):
+    args = ["--threshold", "0.05", "--seed", "3"]
+    assert main(["fit", EXAMPLE, *args, "--format", "json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert main(["report", EXAMPLE, *args, "--out", str(tmp_path / "r")]) == 0
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert embedded_summary(html) == fitted
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    table = posterior_table(markdown)
+    for record, row in zip(fitted, table, strict=True):
+        assert (row["agent"], row["task"], row["method"]) == (
+            record["agent"],
+            record["task"],
+            record["method"],
+        )
+        if record["upper"] is not None:
+            assert float(row["upper (0.975)"]) == pytest.approx(record["upper"], rel=1e-3)
+
+
+def posterior_table(markdown: str) -> list[dict]:
+    lines = [line for line in markdown.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [
+        dict(zip(header, [c.strip() for c in r.strip("|").split("|")], strict=True))
+        for r in lines[1:]
+    ]
+
+
+class Resources(HTMLParser):
+    """Every src and href in a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        self.links += [value for name, value in attrs if name in ("src", "href")]
+
+
+def test_html_is_self_contained(tmp_path):
+    result = bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
+    parser = Resources()
+    parser.feed(result.html)
+    assert parser.links and all(link.startswith("data:image/png;base64,") for link in parser.links)
+    assert len(parser.links) == len(result.figures) == 3
+    assert "Methods, their assumptions and failure modes" in result.markdown
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(
+        ["report.html", "report.md", *result.figures]
+    )
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
+def test_renders_in_headless_chromium_without_network(tmp_path):
+    bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
+    page = (tmp_path / "r" / "report.html").as_uri()
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu"]
+    command += ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+    dom = subprocess.run(
+        [*command, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "Safety report" in dom and dom.count("<img") == 3
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [*command, f"--screenshot={shot}", "--window-size=1200,3000", page],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.stat().st_size > 10_000
+
+
+def test_verdict_rules():
+    summary = pd.DataFrame(
+        dict(
+            agent="a",
+            task=["ok", "failed", "contradicted", "high", "point"],
+            upper=[0.01, 0.01, 0.01, 0.2, np.nan],
+            diagnostics_ok=pd.array([True, False, True, True, pd.NA], dtype="boolean"),
+        )
+    )
+    assumption = pd.DataFrame(dict(agent=["a"], task=["contradicted"], contradicted=[True]))
+    found = verdicts(summary, assumption, threshold=0.05)
+    assert list(found) == [BELOW, UNRELIABLE, UNRELIABLE, NOT_SHOWN, NOT_SHOWN]
+
+
+def test_contradicted_milestones_are_never_below_threshold():
+    # Milestones say P is about 0.01; 30 of 40 end-to-end runs say otherwise.
+    frame = pd.DataFrame(
+        [
+            dict(task="t", method="milestone", step=1, successes=10, trials=100),
+            dict(task="t", method="milestone", step=2, successes=10, trials=100),
+            dict(task="t", method="end_to_end", successes=30, trials=40),
+        ]
+    )
+    posterior = bayes_eval.fit(frame, "mats2024")
+    assert posterior.summary()["upper"].iloc[0] < 0.05
+    result = build_report(posterior, 0.05)
+    assert result.table["verdict"].iloc[0] == UNRELIABLE
+    assert "contradicted" in result.table["milestone_check"].iloc[0]
+
+
+def test_bad_report_arguments(capsys, tmp_path):
+    assert main(["report", EXAMPLE, "--threshold", "0.05"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["report", EXAMPLE, "--threshold", "1.2", "--out", str(tmp_path / "r")]) == 2
+    assert "--threshold: 1.2 must lie strictly" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_readme_worked_example_runs(tmp_path, monkeypatch):
+    text = README.read_text()
+    block = text.split("### Worked example", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README worked example", "exec"), {})
+    assert (tmp_path / "report" / "report.html").exists()
