@@ -63,6 +63,8 @@ INTERVAL_LEVEL = 0.95
 PLAN_MAX_TRIALS = 100_000
 PLAN_POWER = 0.8
 PLAN_SIMULATIONS = 400
+# Probability left undecided at which the exact stopping-time calculation ends.
+PLAN_NEGLIGIBLE = 1e-12
 
 # Columns of the summary table: a contract (DESIGN section 5).
 SUMMARY_COLUMNS = (

@@ -31,6 +31,7 @@ from bayes_eval.constants import (
     END_TO_END,
     MILESTONE_METHOD,
     PLAN_MAX_TRIALS,
+    PLAN_NEGLIGIBLE,
     PLAN_POWER,
     PLAN_SIMULATIONS,
     TASK,
@@ -72,19 +73,29 @@ def _certified(successes, trials, threshold, level, prior) -> np.ndarray:
 
 
 def trials_to_certify(
-    successes: int, threshold: float, level: float, prior=PRIORS["uniform"], max_trials=None
+    successes: int,
+    threshold: float,
+    level: float,
+    prior=PRIORS["uniform"],
+    max_trials=None,
+    start: int = 1,
 ) -> int | None:
     """Smallest number of end-to-end trials that certifies with ``successes`` among them
-    (None if more than ``max_trials``, default ``PLAN_MAX_TRIALS``)."""
+    (None if more than ``max_trials``, default ``PLAN_MAX_TRIALS``).
+
+    ``start`` is a number known not to exceed the answer (the answer for fewer successes),
+    from which the search steps up.
+    """
     limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
-    lo = max(successes, 1)
+    lo = max(successes, 1, start)
     if _certified(successes, lo, threshold, level, prior):
         return lo
-    hi = lo
+    step, hi = 1, lo + 1
     while not _certified(successes, hi, threshold, level, prior):
         if hi >= limit:
             return None
-        lo, hi = hi, min(2 * hi, limit)
+        lo, step = hi, 2 * step
+        hi = min(lo + step, limit)
     while hi - lo > 1:  # certified at hi, not at lo; the bound falls as failures add up
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _certified(successes, mid, threshold, level, prior) else (mid, hi)
@@ -105,7 +116,11 @@ def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"])
 def expected_trials(
     rate: float, threshold: float, level: float, prior=PRIORS["uniform"], max_trials=None
 ) -> dict:
-    """Stopping time of sequential end-to-end trials that stop once certified.
+    """Stopping time ``T`` of end-to-end trials run one at a time until certified.
+
+    Exact: the probability of each success count among the runs not yet stopped is
+    carried forward trial by trial (counts that can no longer certify within
+    ``max_trials`` are dropped as never certifying).
 
     Returns ``expected_trials`` (the mean of ``min(T, max_trials)``),
     ``probability_certified`` (``P(T <= max_trials)``) and ``median_trials`` (None when
@@ -113,29 +128,25 @@ def expected_trials(
     """
     limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
     needed = _needed(threshold, level, prior, limit)
-    if not needed.size:
-        return {
-            "expected_trials": float(limit),
-            "probability_certified": 0.0,
-            "median_trials": None,
-        }
-    alive = np.zeros(len(needed) + 1)  # P(not stopped, k successes), k < len(needed) + 1
-    alive[0] = 1.0
-    stop_by_n = np.zeros(limit + 1)
-    last = int(needed.max())
-    for n in range(1, last + 1):
+    alive = np.zeros(needed.size)  # P(not stopped, k successes) for certifiable k
+    if needed.size:
+        alive[0] = 1.0
+    certified = total = 0.0
+    median = None
+    for n in range(1, limit + 1):
+        if alive.sum() < PLAN_NEGLIGIBLE:
+            break
         alive[1:] = alive[1:] * (1 - rate) + alive[:-1] * rate
         alive[0] *= 1 - rate
-        stopping = np.flatnonzero(needed <= n)
-        stop_by_n[n] = alive[stopping].sum()
+        stopping = needed <= n
+        stopped = alive[stopping].sum()
         alive[stopping] = 0.0
-    certified = stop_by_n.sum()
-    trials = np.arange(limit + 1)
-    mean = float((stop_by_n * trials).sum() + (1 - certified) * limit)
-    cumulative = np.cumsum(stop_by_n)
-    median = int(np.searchsorted(cumulative, 0.5)) if certified >= 0.5 else None
+        certified += stopped
+        total += stopped * n
+        if median is None and certified >= 0.5:
+            median = n
     return {
-        "expected_trials": mean,
+        "expected_trials": float(total + (1 - certified) * limit),
         "probability_certified": float(min(certified, 1.0)),
         "median_trials": median,
     }
@@ -144,8 +155,10 @@ def expected_trials(
 def _needed(threshold, level, prior, limit) -> np.ndarray:
     """Trials that certify with k = 0, 1, ... successes, as long as they are <= ``limit``."""
     needed = []
-    while (n := trials_to_certify(len(needed), threshold, level, prior, limit)) is not None:
+    start = 1
+    while (n := trials_to_certify(len(needed), threshold, level, prior, limit, start)) is not None:
         needed.append(n)
+        start = n
     return np.array(needed, dtype=int)
 
 

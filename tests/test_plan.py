@@ -51,16 +51,12 @@ def test_other_priors_by_their_beta_quantile():
 def test_expected_trials_agree_with_simulation():
     tau, level, rate = 0.05, 0.95, 0.01
     exact = expected_trials(rate, tau, level)
-    needed = [trials_to_certify(k, tau, level) for k in range(40)]
+    needed = np.array([trials_to_certify(k, tau, level) for k in range(40)])
     rng = np.random.default_rng(0)
-    stops = []
-    for _ in range(4000):
-        k, n = 0, 0
-        while n < needed[k]:  # run until the trials reach what k successes need
-            n += 1
-            k += int(rng.random() < rate)
-        stops.append(n)
-    stops = np.array(stops)
+    successes = np.cumsum(rng.random((4000, needed[-1])) < rate, axis=1)
+    trials = np.arange(1, needed[-1] + 1)
+    # Stop at the first n whose count of successes k needs no more than n trials.
+    stops = trials[np.argmax(trials >= needed[successes], axis=1)]
     assert exact["probability_certified"] == pytest.approx(1.0)
     assert abs(stops.mean() - exact["expected_trials"]) < 4 * stops.std() / math.sqrt(stops.size)
     # With no success the first certification comes at the zero-success count.
