@@ -274,9 +274,9 @@ def _sections(posterior, table, assumption, checks, threshold, level):
             )
         )
     sections.append(("h2", "Methods, their assumptions and failure modes"))
-    used = set(table["method"]) | ({"milestone"} if "milestone" in methods else set())
+    used = set(table["method"]) | set(methods)
     for key, (title, text) in METHODS_TEXT.items():
-        if key in used or key in methods:
+        if key in used:
             sections.append(("p", f"**{title}.** {text}"))
     if spec.pooling != "none":
         sections.append(("p", f"**{POOLED_TEXT[0]}.** {POOLED_TEXT[1]}"))
