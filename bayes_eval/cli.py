@@ -314,6 +314,7 @@ def _check_lines(checks, assumption) -> str:
 
 def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None:
     from bayes_eval.plots import forest_plot, ppc_plot
+    from bayes_eval.report import build_report
 
     def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")
@@ -324,6 +325,8 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None
             ppc_plot(checks, staging / "ppc.png")
         if len(assumption):
             assumption.to_csv(staging / "milestone_check.csv", index=False)
+        if threshold is not None:  # the report's verdicts need the threshold
+            build_report(posterior, threshold).write(staging)
 
     _staged(out, write)
 

@@ -65,6 +65,14 @@ class Resources(HTMLParser):
         self.links += [value for name, value in attrs if name in ("src", "href")]
 
 
+def test_fit_out_with_a_threshold_writes_the_report(capsys, tmp_path):
+    assert main(["fit", EXAMPLE, "--threshold", "0.05", "--out", str(tmp_path / "r")]) == 0
+    written = {p.name for p in (tmp_path / "r").iterdir()}
+    assert {"posterior.nc", "summary.csv", "report.html", "report.md"} <= written
+    assert main(["fit", EXAMPLE, "--out", str(tmp_path / "s")]) == 0
+    assert "report.html" not in {p.name for p in (tmp_path / "s").iterdir()}
+
+
 def test_html_is_self_contained(tmp_path):
     result = bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
     parser = Resources()
