@@ -376,7 +376,8 @@ def _sample(model, settings, seed, log, key):
                 tune=tune,
                 chains=chains,
                 seed=seed,
-                progress_bar=False,
+                # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
+                progress_bar=log is not None,
                 target_accept=target,
             )
         else:
