@@ -248,7 +248,7 @@ def _check(args) -> int:
     from bayes_eval.posterior import load_posterior
 
     path = Path(args.run_dir)
-    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    posterior = load_posterior(path)
     if not posterior.is_mcmc:
         print(
             f"{path}: model {posterior.spec.name} is exact (conjugate): no MCMC, nothing to "
@@ -365,7 +365,7 @@ def _calibrate(args) -> int:
     seed = _whole(args.seed, "--seed", 0)
     path = Path(args.run_dir)
     out = _check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
-    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    posterior = load_posterior(path)
     result = calibrate(posterior, args.truth, level=level, seed=seed)
 
     def write(staging: Path) -> None:
@@ -607,8 +607,7 @@ def _next_run(args, threshold, level, seed):
 
     if args.task is None:
         raise InputError("plan: RUN_DIR needs --task (the task to plan the next run for)")
-    path = Path(args.run_dir)
-    posterior = load_posterior(path / "posterior.nc" if path.is_dir() else path)
+    posterior = load_posterior(args.run_dir)
     costs = None if args.cost is None else [_positive(c, "--cost") for c in args.cost]
     return plan.next_run(
         posterior,

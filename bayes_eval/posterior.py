@@ -318,6 +318,9 @@ class Posterior:
 def load_posterior(path) -> Posterior:
     """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash differs.
 
+    ``path`` is the file, or a folder written by ``bayes-eval fit --out`` (its
+    ``posterior.nc``).
+
     Raises
     ------
     InputError
@@ -326,6 +329,8 @@ def load_posterior(path) -> Posterior:
     import xarray as xr
 
     path = Path(path)
+    if path.is_dir():
+        path = path / "posterior.nc"
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     groups = {}

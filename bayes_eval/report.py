@@ -364,8 +364,7 @@ def load_or_fit(source, *, model=None, level=None, seed=None, log=None):
     if isinstance(source, (str, Path)) and (Path(source).is_dir() or str(source).endswith(".nc")):
         if model is not None:
             raise InputError("--model: a fitted run folder already has its model")
-        path = Path(source)
-        return load_posterior(path / "posterior.nc" if path.is_dir() else path)
+        return load_posterior(source)
     return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
 
 
