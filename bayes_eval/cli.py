@@ -209,7 +209,7 @@ def _fit(args) -> int:
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    checks, assumption = _checks(posterior)
+    checks, assumption = posterior.predictive_checks, posterior.milestone_check
     verdict = "\n".join(filter(None, [_verdict(posterior), _check_lines(checks, assumption)]))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
@@ -282,13 +282,6 @@ def _check_out(out: Path) -> Path:
     return out
 
 
-def _checks(posterior):
-    """Posterior predictive checks and, where the evidence allows, the milestone check."""
-    from bayes_eval.ppc import milestone_assumption, predictive_checks
-
-    return predictive_checks(posterior), milestone_assumption(posterior.evidence)
-
-
 def _check_lines(checks, assumption) -> str:
     lines = []
     if len(checks):
@@ -320,13 +313,14 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None
         posterior.to_netcdf(staging / "posterior.nc")
         summary.to_csv(staging / "summary.csv", index=False)
         checks.to_csv(staging / "ppc.csv", index=False)
-        forest_plot(summary, staging / "forest.png", threshold)
-        if len(checks):
-            ppc_plot(checks, staging / "ppc.png")
         if len(assumption):
             assumption.to_csv(staging / "milestone_check.csv", index=False)
-        if threshold is not None:  # the report's verdicts need the threshold
-            build_report(posterior, threshold).write(staging)
+        if threshold is not None:  # the report (its verdicts need the threshold) draws
+            build_report(posterior, threshold).write(staging)  # forest.png and ppc.png too
+        else:
+            forest_plot(summary, staging / "forest.png", threshold)
+            if len(checks):
+                ppc_plot(checks, staging / "ppc.png")
 
     _staged(out, write)
 

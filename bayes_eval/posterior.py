@@ -237,6 +237,20 @@ class Posterior:
         return _draws(self, self.spec.draws, self.seed)
 
     @cached_property
+    def predictive_checks(self) -> pd.DataFrame:
+        """Mid-p posterior predictive check per observed cell (``bayes_eval.ppc``)."""
+        from bayes_eval.ppc import predictive_checks
+
+        return predictive_checks(self)
+
+    @cached_property
+    def milestone_check(self) -> pd.DataFrame:
+        """The milestone-assumption check of the evidence (``bayes_eval.ppc``)."""
+        from bayes_eval.ppc import milestone_assumption
+
+        return milestone_assumption(self.evidence)
+
+    @cached_property
     def posterior_predictive(self) -> xr.Dataset:
         """Replicated counts of every observed cell the model explains (``k_rep``)."""
         from bayes_eval.ppc import replicate

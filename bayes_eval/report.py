@@ -139,12 +139,10 @@ def verdicts(summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float) 
 
 def build_report(posterior, threshold: float, level: float | None = None) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``."""
-    from bayes_eval.ppc import milestone_assumption, predictive_checks
-
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
-    assumption = milestone_assumption(posterior.evidence)
-    checks = predictive_checks(posterior)
+    assumption = posterior.milestone_check
+    checks = posterior.predictive_checks
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption)
     table["verdict"] = verdicts(summary, assumption, threshold)
