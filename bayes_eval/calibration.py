@@ -82,12 +82,13 @@ class Calibration:
     def exceedance(self) -> dict:
         """Cells whose ground-truth rate lies above the upper bound, with a 95% interval."""
         cells = self.calibrated
+        exceeded = int(cells["exceeded"].sum())
         return {
-            "exceeded": int(cells["exceeded"].sum()),
+            "exceeded": exceeded,
             "cells": len(cells),
             "nominal": 1 - self.level,
             "expected_if_calibrated": float(cells["exceed_chance"].sum()),
-            **proportion(int(cells["exceeded"].sum()), len(cells)),
+            **proportion(exceeded, len(cells)),
         }
 
     def coverage(self) -> pd.DataFrame:

@@ -152,7 +152,7 @@ def paths_study(
         ``exceeded_if_calibrated`` (its expectation under the model),
         ``pit_ks_p_value``, ``coverage_90``, ``mean_log_score`` and ``diagnostics_ok``.
     """
-    from bayes_eval.calibration import calibrate, proportion
+    from bayes_eval.calibration import calibrate
     from bayes_eval.fit import fit
     from bayes_eval.specs import load_spec
 
@@ -211,6 +211,7 @@ def paths_study(
                 cells = result.cells
                 failures = int((cells["upper"].to_numpy() < truth_p[keep]).sum())
                 coverage = result.coverage().set_index("nominal")
+                exceedance = result.exceedance()
                 rows.append(
                     dict(
                         violation=violation,
@@ -220,9 +221,9 @@ def paths_study(
                         subset=subset,
                         tasks=int(keep.sum()),
                         bound_failures=failures,
-                        failure_rate=proportion(failures, int(keep.sum()))["rate"],
-                        exceeded=result.exceedance()["exceeded"],
-                        exceeded_if_calibrated=result.exceedance()["expected_if_calibrated"],
+                        failure_rate=failures / keep.sum(),
+                        exceeded=exceedance["exceeded"],
+                        exceeded_if_calibrated=exceedance["expected_if_calibrated"],
                         pit_ks_p_value=result.pit_p_value(),
                         coverage_90=coverage.loc[0.9, "rate"],
                         mean_log_score=float(cells["log_score"].mean()),
