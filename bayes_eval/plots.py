@@ -30,6 +30,13 @@ def _pyplot():
     return plt
 
 
+def _save(plt, fig, path: Path, dpi: int = 120) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
     """Each (agent, task) on a log10 probability axis: median, one-sided bounds, upper marked.
 
@@ -64,10 +71,7 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
         ax.set_xlim(10 ** math.floor(np.log10(finite.min())), 1.0)
     if threshold is not None:
         ax.legend(loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
@@ -94,10 +98,7 @@ def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
         right.axvline(edge, color="C3", ls="--", lw=1)
     right.set_xlabel("Bayesian p-value per cell (mid-p)")
     right.set_ylabel("cells")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def calibration_plot(calibration, path: Path) -> Path:
@@ -128,10 +129,7 @@ def calibration_plot(calibration, path: Path) -> Path:
     right.set_xlim(0, 1)
     right.set_ylim(0, 1.02)
     fig.suptitle(f"model {calibration.model}: {len(calibration.calibrated)} cells", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def variance_plot(results: pd.DataFrame, path: Path) -> Path:
@@ -149,10 +147,7 @@ def variance_plot(results: pd.DataFrame, path: Path) -> Path:
     rate = results["end_to_end_rate"].iloc[0]
     ax.set_title(f"end-to-end rate {rate:g}, equal trials per stage", fontsize=9)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def paths_plot(results: pd.DataFrame, path: Path) -> Path:
@@ -167,10 +162,7 @@ def paths_plot(results: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel(f"share of {level:g} upper bounds below the truth")
     ax.set_ylim(-0.02, 1.02)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float) -> Path:
@@ -197,7 +189,4 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
         ax.axis("off")
     if rows:
         axes.ravel()[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, dpi=110)
