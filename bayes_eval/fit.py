@@ -187,7 +187,7 @@ def _report_left_out(evidence: Evidence, mask, why: str, notes) -> None:
 
 
 def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
-    return prior.alpha + successes, prior.beta + trials - successes
+    return prior.alpha + successes, prior.beta + (trials - successes)
 
 
 # Each builder takes one (agent, task)'s rows as {method: rows sorted by run and step}.

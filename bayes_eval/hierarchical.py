@@ -314,7 +314,7 @@ def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
 
     # Q^(k - j) is 1 at j = k even when Q underflows to 0 (0 * -inf would be NaN).
     q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
-    terms = log_choose + q_power + j_safe * log_1mq + betaln(a + j_safe, b + n - k) - betaln(a, b)
+    terms = log_choose + q_power + j_safe * log_1mq + betaln(a + j_safe, b + (n - k)) - betaln(a, b)
     terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
         return terms
@@ -424,10 +424,11 @@ def _rates(post, layout, spec, rng) -> dict:
     agents, tasks = layout.agents, layout.tasks
     grid = np.full(shape + (len(agents), len(tasks)), np.nan)
     where = [(agents.index(a), tasks.index(t)) for a, t in layout.pairs]
+    # failures are counted before they are added: (tiny + n) - k rounds to 0 when k = n
     if spec.kind == "end_to_end":
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
-        p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + layout.e2e_n - layout.e2e_k)
+        p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
         return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "joint":
         cell_p = post["p_cell"].values
@@ -438,7 +439,7 @@ def _rates(post, layout, spec, rng) -> dict:
         conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
         log_p = log_beta_draws(
-            mean * conc + layout.k, (1 - mean) * conc + layout.n - layout.k, (), rng
+            mean * conc + layout.k, (1 - mean) * conc + (layout.n - layout.k), (), rng
         )
         cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
@@ -510,5 +511,5 @@ def _bypass(post, layout, rng, shape, log_q):
         weights = np.exp(terms - terms.max(axis=1, keepdims=True))
         cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
         j = (rng.random((ap.shape[0], 1)) > cumulative).sum(axis=1)
-        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + n - k).reshape(shape)
+        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k)).reshape(shape)
     return bypass

@@ -69,7 +69,7 @@ def parse_prior(text: str) -> tuple[float, float]:
 
 def _certified(successes, trials, threshold, level, prior) -> np.ndarray:
     a, b = prior
-    return stats.beta.ppf(level, a + successes, b + trials - successes) <= threshold
+    return stats.beta.ppf(level, a + successes, b + (trials - successes)) <= threshold
 
 
 def trials_to_certify(
@@ -191,7 +191,7 @@ def milestone_trials(
 
     def power_at(n: int) -> float:
         k = stats.binom.ppf(uniforms, n, rates)  # common random numbers across n
-        upper = _product_upper(prior[0] + k, prior[1] + n - k, level)
+        upper = _product_upper(prior[0] + k, prior[1] + (n - k), level)
         return float(np.mean(upper <= threshold))
 
     lo, hi = 0, 1

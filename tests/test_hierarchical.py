@@ -246,6 +246,42 @@ def test_grouped_beta_binomial_matches_scipy():
     assert ours == pytest.approx(expected - log_choose, rel=1e-12)
 
 
+def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
+    """(1 - mu) kappa + n - k must not round to a Beta shape of 0 when k = n."""
+    import warnings
+
+    import xarray as xr
+
+    from bayes_eval.hierarchical import Layout, _rates
+
+    layout = Layout(
+        agents=["a"],
+        tasks=["t"],
+        pairs=[("a", "t")],
+        pair_agent=np.array([0]),
+        cell_pair=np.array([0]),
+        cell_run=np.array([0]),
+        cell_factor=np.array([1]),
+        k=np.array([30]),
+        n=np.array([30]),
+        e2e_k=np.array([0]),
+        e2e_n=np.array([0]),
+        runs=[[""]],
+    )
+    post = xr.Dataset(
+        {
+            "mu_task": (("chain", "draw", "pair"), np.full((1, 200, 1), 1 - 2**-52)),
+            "kappa": (("chain", "draw", "agent"), np.full((1, 200, 1), 4.7)),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rates = _rates(post, layout, bayes_eval.load_spec("hierarchical"), np.random.default_rng(0))
+    p = rates["p_task"][1]
+    # Beta(30 + 4.7, 1e-15): all draws within rounding of 1, none exactly log 0 by accident
+    assert np.all((p > 1 - 1e-9) & (p <= 1))
+
+
 def test_bypass_terms_when_the_milestone_product_underflows():
     """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
     from scipy import special
