@@ -51,6 +51,17 @@ class Diagnostics:
         return bool(global_ok and hyper["ok"].all() and len(rows) and rows["ok"].all())
 
 
+def sampled_variables(posterior) -> list[str]:
+    """The sampled parameters of an MCMC posterior in their own space: not nutpie's
+    unconstrained copies (named ``*__``), nor the rates drawn back exactly (``p_*``,
+    ``bypass_*``)."""
+    return [
+        v
+        for v in posterior.data_vars
+        if not v.startswith(("p_", "bypass_")) and not v.endswith("__")
+    ]
+
+
 def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
     """Check R-hat, bulk and tail ESS of ``var_names``, divergences and E-BFMI.
 

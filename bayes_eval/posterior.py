@@ -104,6 +104,8 @@ class Posterior:
             f"{engine['engine']} {engine['chains']} chains x {engine['draws']} draws "
             f"(tune {engine['tune']}, target_accept {engine['target_accept']:g}, seed {seed})"
         )
+        if "task_means" in engine:
+            run += f"; task means {engine['task_means']}"
         e2e = np.full(shape + (2,), -1, dtype=np.int64)
         for p, (agent, task) in enumerate(layout.pairs):
             i, j = layout.agents.index(agent), layout.tasks.index(task)
@@ -129,16 +131,10 @@ class Posterior:
         """``bayes_eval.diagnostics.Diagnostics`` of an MCMC fit (None for exact ones)."""
         if not self.is_mcmc:
             return None
-        from bayes_eval.diagnostics import diagnose
+        from bayes_eval.diagnostics import diagnose, sampled_variables
 
-        # The sampled parameters in their own space (not nutpie's unconstrained copies,
-        # named ``*__``), and the estimand.
-        sampled = [
-            v
-            for v in self.posterior.data_vars
-            if not v.startswith(("p_", "bypass_")) and not v.endswith("__")
-        ]
-        return diagnose(self.posterior, self.sample_stats, [*sampled, "p_task"])
+        variables = [*sampled_variables(self.posterior), "p_task"]
+        return diagnose(self.posterior, self.sample_stats, variables)
 
     @classmethod
     def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:

@@ -47,7 +47,9 @@ class SBCResult:
         return bool(self.p_values.min() >= alpha / len(self.p_values))
 
 
-def sbc(evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0) -> SBCResult:
+def sbc(
+    evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0, noncentred=False
+) -> SBCResult:
     """Run SBC of a pooled spec on the design of ``evidence``.
 
     Parameters
@@ -65,6 +67,8 @@ def sbc(evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0) 
     tune : int
         Tuning steps per chain.
     seed : int
+    noncentred : bool
+        Sample the task means non-centred (the refit of ``fit_pooled``'s fallback).
     """
     import nutpie
     import pymc as pm
@@ -78,12 +82,18 @@ def sbc(evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0) 
     spec = load_spec(model)
     evidence_rows = usable_rows(evidence, spec)
     layout = _layout(evidence_rows, spec)
-    built = BUILDERS[spec.kind](layout, spec)
+    built = (
+        BUILDERS[spec.kind](layout, spec, noncentred=True)
+        if noncentred
+        else BUILDERS[spec.kind](layout, spec)
+    )
     rng = np.random.default_rng(seed)
+    # PyMC draws the agent-level parameters; task means and milestone rates are drawn in
+    # _simulate (the task means are sampled through mu_task_z, a flat variable with a
+    # potential, which PyMC's prior sampler cannot draw) and ranked like every parameter.
     free = [v.name for v in built.free_RVs]
-    # The joint model's milestone rates are simulated below like every other model's:
-    # PyMC's prior sampler fails where a prior task mean is 1 in floating point.
-    hyper = [name for name in free if name != "p_cell"]
+    hyper = [name for name in free if name not in ("mu_task_z", "p_cell")]
+    ranked = hyper + [name for name in ("mu_task", "p_cell") if name in built.named_vars]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prior = pm.sample_prior_predictive(
@@ -93,9 +103,7 @@ def sbc(evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0) 
     rows = []
     for s in range(simulations):
         truth = {name: prior[name].values[0, s] for name in hyper}
-        data, p_task, cell_p = _simulate(truth, layout, spec, rng)
-        if "p_cell" in free:
-            truth["p_cell"] = cell_p
+        data, p_task = _simulate(truth, layout, spec, rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trace = nutpie.sample(
@@ -110,7 +118,7 @@ def sbc(evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0) 
         keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
         rates = _rates(post, _with_counts(layout, spec, data), spec, rng)
         row = {}
-        for name in free:
+        for name in ranked:
             flat = post[name].values.reshape(-1, *np.shape(truth[name]))[keep]
             for index in np.ndindex(np.shape(truth[name])):
                 label = name + "".join(f"[{i}]" for i in index)
@@ -148,17 +156,19 @@ def _positions(layout):
 
 
 def _simulate(truth, layout, spec, rng):
-    """Counts (as model data), the true ``P`` per pair and the true cell rates (None for
-    end-to-end), drawn generatively."""
+    """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
+    task means and cell rates are added to ``truth``."""
     from bayes_eval.hierarchical import mixture_log_product
 
     agent = layout.pair_agent
     if spec.kind == "end_to_end":
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
-        return {"k_obs": rng.binomial(layout.e2e_n, p_task)}, p_task, None
-    # Tiny concentrations put prior task means at 0 or 1 in floating point; keep them
-    # strictly inside, where a Beta is defined.
+        return {"k_obs": rng.binomial(layout.e2e_n, p_task)}, p_task
+    mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
+    truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
+    # Tiny concentrations put task means at 0 or 1 in floating point; keep them strictly
+    # inside, where a Beta is defined.
     mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
     conc = truth["kappa"][agent[layout.cell_pair]]
     log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
@@ -172,4 +182,5 @@ def _simulate(truth, layout, spec, rng):
         with_e2e = layout.e2e_n > 0
         if with_e2e.any():
             data["e2e_k"] = rng.binomial(layout.e2e_n[with_e2e], p_task[with_e2e])
-    return data, p_task, np.exp(log_p)
+        truth["p_cell"] = np.exp(log_p)
+    return data, p_task

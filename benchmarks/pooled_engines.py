@@ -97,7 +97,7 @@ def centred(layout, spec, seed: int, target: float):
 
     cell_agent = layout.pair_agent[layout.cell_pair]
     with pm.Model(coords=_coords(layout)) as model:
-        mu_task, kappa = _task_hierarchy(pm, layout, spec)
+        mu_task, kappa = _task_hierarchy(pm, layout, spec, noncentred=False)
         mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
         p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
         pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
