@@ -89,11 +89,12 @@ def sbc(
     )
     rng = np.random.default_rng(seed)
     # PyMC draws the agent-level parameters; task means and milestone rates are drawn in
-    # _simulate (the task means are sampled through mu_task_z, a flat variable with a
-    # potential, which PyMC's prior sampler cannot draw) and ranked like every parameter.
-    free = [v.name for v in built.free_RVs]
-    hyper = [name for name in free if name not in ("mu_task_z", "p_cell")]
-    ranked = hyper + [name for name in ("mu_task", "p_cell") if name in built.named_vars]
+    # _simulate, in log space (PyMC's prior sampler fails where a prior task mean is 1 in
+    # floating point, and cannot draw the flat mu_task_z of the non-centred form), and
+    # ranked like every parameter.
+    drawn_here = [name for name in ("mu_task", "p_cell") if name in built.named_vars]
+    hyper = [v.name for v in built.free_RVs if v.name not in (*drawn_here, "mu_task_z")]
+    ranked = hyper + drawn_here
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prior = pm.sample_prior_predictive(
