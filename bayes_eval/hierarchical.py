@@ -102,39 +102,46 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = _layout(by_pair, spec)
     build, key = BUILDERS[spec.kind], _structure(layout, spec)
-    idata = _sample(build(layout, spec), settings, seed, log, key=key)
-    if spec.kind != "end_to_end":
-        failed = _diagnose(idata).messages
-        settings["task_means"] = "centred"
-        if failed:
-            if log is not None:
-                print(
-                    f"sampling: the centred task means failed diagnostics ({failed[0]}); "
-                    "refitting them non-centred",
-                    file=log,
-                    flush=True,
-                )
-            model = build(layout, spec, noncentred=True)
-            idata = _sample(model, settings, seed, log, key=(*key, "non-centred"))
-            settings["task_means"] = f"non-centred (centred failed: {'; '.join(failed)})"
-    rng = np.random.default_rng(seed + 1)
-    rates = _rates(idata.posterior, layout, spec, rng)
-    posterior = idata.posterior.assign(rates).assign_coords({TASK: layout.tasks})
-    factors = {MILESTONE: "p_milestone", STEP: "p_step"}
-    for dim, name in factors.items():
-        if name in posterior:
-            posterior = posterior.assign_coords({dim: np.arange(1, posterior.sizes[dim] + 1)})
-    if "p_step" in posterior:
-        posterior = posterior.assign_coords({RUN: np.arange(1, posterior.sizes[RUN] + 1)})
-    return Posterior.from_mcmc(
-        layout,
-        posterior,
-        idata.sample_stats,
-        spec,
-        evidence,
-        level=level,
-        seed=seed,
-        engine=settings,
+
+    def run(model, key, **provenance):
+        idata = _sample(model, settings, seed, log, key=key)
+        rng = np.random.default_rng(seed + 1)
+        rates = _rates(idata.posterior, layout, spec, rng)
+        posterior = idata.posterior.assign(rates).assign_coords({TASK: layout.tasks})
+        factors = {MILESTONE: "p_milestone", STEP: "p_step"}
+        for dim, name in factors.items():
+            if name in posterior:
+                posterior = posterior.assign_coords({dim: np.arange(1, posterior.sizes[dim] + 1)})
+        if "p_step" in posterior:
+            posterior = posterior.assign_coords({RUN: np.arange(1, posterior.sizes[RUN] + 1)})
+        return Posterior.from_mcmc(
+            layout,
+            posterior,
+            idata.sample_stats,
+            spec,
+            evidence,
+            level=level,
+            seed=seed,
+            engine={**settings, **provenance},
+        )
+
+    if spec.kind == "end_to_end":  # no task means
+        return run(build(layout, spec), key)
+    posterior = run(build(layout, spec), key, task_means="centred")
+    failed = posterior.diagnostics.messages
+    if not failed:
+        return posterior
+    if log is not None:
+        print(
+            f"sampling: the centred task means failed diagnostics ({failed[0]}); "
+            "refitting them non-centred",
+            file=log,
+            flush=True,
+        )
+    return run(
+        build(layout, spec, noncentred=True),
+        (*key, "non-centred"),
+        task_means=f"non-centred (centred failed: {'; '.join(failed)})",
     )
 
 
@@ -400,12 +407,6 @@ def _structure(layout, spec) -> tuple:
         tuple(layout.agents),
         *(a.tobytes() for a in arrays),
     )
-
-
-def _diagnose(idata):
-    from bayes_eval.diagnostics import diagnose, sampled_variables
-
-    return diagnose(idata.posterior, idata.sample_stats, sampled_variables(idata.posterior))
 
 
 def _nutpie_model(model, key):
