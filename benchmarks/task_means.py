@@ -8,7 +8,7 @@ Two simulated designs, each fitted with both forms of the same Beta prior on the
 means (nutpie, 4 chains x 2000 draws after 1000 tuning steps, the spec's target_accept):
 
 * ``alike``: milestone rates of a task drawn around its mean (``Beta(30 mu, 30 (1 - mu))``,
-  ``mu ~ Beta(4.8, 3.2)``), so the data pin each task's mean;
+  ``mu ~ Beta(4.8, 3.2)``, as in ``pooled_engines.py``), so the data pin each task's mean;
 * ``unlike``: milestone rates independent and uniform, so they say little about it.
 
 For each it prints the smallest bulk ESS over the sampled parameters, its ESS per second
@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pooled_engines  # beside this script
 
 warnings.simplefilter("ignore")
 
@@ -32,19 +33,19 @@ DRAWS, TUNE, CHAINS = 2000, 1000, 4
 
 
 def simulate(design: str, tasks: int, milestones: int, trials: int, seed: int) -> pd.DataFrame:
+    """``alike``: the design of ``pooled_engines.py`` at rates around 0.6; ``unlike``:
+    independent uniform milestone rates."""
+    if design == "alike":
+        return pooled_engines.simulate(tasks, milestones, seed, trials, mean=0.6)
     rng = np.random.default_rng(seed)
-    rows = []
-    for t in range(tasks):
-        if design == "unlike":
-            rates = rng.uniform(size=milestones)
-        else:
-            mu = rng.beta(4.8, 3.2)
-            rates = rng.beta(30 * mu, 30 * (1 - mu), milestones)
-        for m, k in enumerate(rng.binomial(trials, rates), 1):
-            rows.append(
-                dict(task=f"t{t:03d}", method="milestone", step=m, successes=k, trials=trials)
-            )
-    return pd.DataFrame(rows)
+    rates = rng.uniform(size=(tasks, milestones))
+    return pd.DataFrame(
+        [
+            dict(task=f"t{t:03d}", method="milestone", step=m + 1, successes=k, trials=trials)
+            for t in range(tasks)
+            for m, k in enumerate(rng.binomial(trials, rates[t]))
+        ]
+    )
 
 
 def main() -> None:
