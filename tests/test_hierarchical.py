@@ -66,6 +66,28 @@ def assert_nominal_coverage(upper, truth):
     assert misses <= allowed, f"{misses} of {len(upper)} bounds below truth ({allowed:g} allowed)"
 
 
+def one_task_layout(k=(), n=(), e2e=(0, 0)):
+    """The layout of one agent's one task: milestone cells ``k`` of ``n`` and end-to-end
+    counts ``e2e`` (``(k, n)``; n = 0 for none)."""
+    from bayes_eval.hierarchical import Layout
+
+    cells = len(k)
+    return Layout(
+        agents=["a"],
+        tasks=["t"],
+        pairs=[("a", "t")],
+        pair_agent=np.array([0]),
+        cell_pair=np.zeros(cells, int),
+        cell_run=np.zeros(cells, int),
+        cell_factor=np.arange(1, cells + 1),
+        k=np.array(k, int),
+        n=np.array(n, int),
+        e2e_k=np.array([e2e[0]]),
+        e2e_n=np.array([e2e[1]]),
+        runs=[[""]],
+    )
+
+
 def check_sampling(posterior):
     table = posterior.diagnostics.table
     assert table["r_hat"].max() <= RHAT_MAX
@@ -195,7 +217,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     """The joint model's marginalised bypass: likelihood and posterior draws of lambda."""
     from scipy import integrate, stats
 
-    from bayes_eval.hierarchical import Layout, _bypass, _bypass_terms
+    from bayes_eval.hierarchical import _bypass, _bypass_terms
 
     q, a, b, k, n = 0.05, 1.5, 6.0, 9, 40
     exact = _bypass_terms(
@@ -215,20 +237,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     evidence = integrate.quad(joint_density, 0, 1, epsabs=1e-15, epsrel=1e-13)[0]
     assert exact == pytest.approx(np.log(evidence), rel=1e-10)
     mean = integrate.quad(lambda lam: lam * joint_density(lam), 0, 1, epsabs=1e-15)[0] / evidence
-    layout = Layout(
-        agents=["a"],
-        tasks=["t"],
-        pairs=[("a", "t")],
-        pair_agent=np.array([0]),
-        cell_pair=np.zeros(0, int),
-        cell_run=np.zeros(0, int),
-        cell_factor=np.zeros(0, int),
-        k=np.zeros(0, int),
-        n=np.zeros(0, int),
-        e2e_k=np.array([k]),
-        e2e_n=np.array([n]),
-        runs=[[""]],
-    )
+    layout = one_task_layout(e2e=(k, n))
     draws = 200_000
     shape = (1, draws)
     post = {
@@ -290,22 +299,9 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
 
     import xarray as xr
 
-    from bayes_eval.hierarchical import Layout, _rates
+    from bayes_eval.hierarchical import _rates
 
-    layout = Layout(
-        agents=["a"],
-        tasks=["t"],
-        pairs=[("a", "t")],
-        pair_agent=np.array([0]),
-        cell_pair=np.array([0]),
-        cell_run=np.array([0]),
-        cell_factor=np.array([1]),
-        k=np.array([30]),
-        n=np.array([30]),
-        e2e_k=np.array([0]),
-        e2e_n=np.array([0]),
-        runs=[[""]],
-    )
+    layout = one_task_layout(k=[30], n=[30])
     post = xr.Dataset(
         {
             "mu_task": (("chain", "draw", "pair"), np.full((1, 200, 1), 1 - 2**-52)),
