@@ -134,20 +134,14 @@ def test_bad_mcmc_arguments(capsys, args, message):
 
 def test_pooled_fit_and_check(capsys, tmp_path):
     out_dir = tmp_path / "run"
+    small = ["--out", str(out_dir), "--draws", "40", "--tune", "40", "--chains", "2"]
     status, out, err = run(
         capsys,
         "fit",
         POOLED,
         "--model",
         "end_to_end_pooled",
-        "--out",
-        str(out_dir),
-        "--draws",
-        "40",
-        "--tune",
-        "40",
-        "--chains",
-        "2",
+        *small,
     )
     # end_to_end_pooled needs end-to-end rows for every task: the pooled example has them
     # for half of its tasks only, so this is refused, naming a task ...
@@ -158,14 +152,7 @@ def test_pooled_fit_and_check(capsys, tmp_path):
         POOLED,
         "--model",
         "hierarchical",
-        "--out",
-        str(out_dir),
-        "--draws",
-        "40",
-        "--tune",
-        "40",
-        "--chains",
-        "2",
+        *small,
     )
     # ... while 40 draws are far too few: the fit says so and check fails with status 1
     assert status == 0 and "sampling: nutpie, 2 chains x (40 tune + 40 draws)" in err
