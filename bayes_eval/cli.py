@@ -188,7 +188,9 @@ def _sampler(args) -> dict:
 
 
 def _fit(args) -> int:
+    from bayes_eval.assumption import milestone_assumption
     from bayes_eval.fit import fit
+    from bayes_eval.ppc import predictive_checks
     from bayes_eval.specs import check_probability
 
     level = None if args.level is None else check_probability(args.level, "--level")
@@ -209,7 +211,7 @@ def _fit(args) -> int:
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    checks, assumption = posterior.predictive_checks, posterior.milestone_check
+    checks, assumption = predictive_checks(posterior), milestone_assumption(posterior.evidence)
     verdict = "\n".join(filter(None, [_verdict(posterior), _check_lines(checks, assumption)]))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
@@ -316,11 +318,12 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None
         if len(assumption):
             assumption.to_csv(staging / "milestone_check.csv", index=False)
         if threshold is not None:  # the report (its verdicts need the threshold) draws
-            build_report(posterior, threshold).write(staging)  # forest.png and ppc.png too
+            report = build_report(posterior, threshold, checks=checks, assumption=assumption)
+            report.write(staging)  # forest.png and ppc.png too
         else:
             forest_plot(summary, staging / "forest.png", threshold)
             if len(checks):
-                ppc_plot(checks, staging / "ppc.png")
+                ppc_plot(posterior, checks, staging / "ppc.png")
 
     _staged(out, write)
 

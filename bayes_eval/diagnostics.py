@@ -1,4 +1,4 @@
-"""MCMC diagnostics on ArviZ, with the thresholds of DESIGN section 5.
+"""MCMC diagnostics on ArviZ (``arviz_stats``), with the thresholds of DESIGN section 5.
 
 ``diagnose`` returns one pass/fail flag, a table per checked quantity, and one
 message per failed check that says what to do next.
@@ -62,29 +62,30 @@ def sampled_variables(posterior) -> list[str]:
     ]
 
 
-def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
-    """Check R-hat, bulk and tail ESS of ``var_names``, divergences and E-BFMI.
+def diagnose(tree) -> Diagnostics:
+    """Check an MCMC fit: R-hat, bulk and tail ESS, divergences and E-BFMI (``arviz_stats``).
 
     Parameters
     ----------
-    posterior : xarray.Dataset
-        Draws with dims ``(chain, draw, ...)``; NaN elements (absent cells) are skipped.
-    sample_stats : xarray.Dataset
-        With ``diverging`` and ``energy``.
-    var_names : list of str
+    tree : xarray.DataTree
+        With a ``posterior`` group (draws over ``(chain, draw, ...)``; the sampled
+        parameters and ``p_task`` are checked, NaN elements, absent cells, skipped) and a
+        ``sample_stats`` group with ``diverging`` and ``energy``.
     """
-    data = posterior[list(var_names)]
-    absent = data.isnull().all(dim=("chain", "draw"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import arviz as az
+    import arviz_stats
 
-        filled = data.fillna(0.0)  # absent cells, skipped below (ArviZ logs about NaN)
-        rhat = az.rhat(filled)
-        bulk = az.ess(filled, method="bulk")
-        tail = az.ess(filled, method="tail")
-        energy = sample_stats["energy"].values
-        ebfmi = tuple(float(x) for x in az.bfmi(energy))
+    posterior = tree["posterior"].to_dataset()
+    var_names = [*sampled_variables(posterior), "p_task"]
+    data = posterior[var_names]
+    absent = data.isnull().all(dim=("chain", "draw"))
+    filled = data.fillna(0.0)  # absent cells, skipped below
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant (absent) cells have no R-hat
+        rhat = arviz_stats.rhat(filled)
+        bulk = arviz_stats.ess(filled, method="bulk")
+        tail = arviz_stats.ess(filled, method="tail")
+    stats = tree["sample_stats"].to_dataset()
+    ebfmi = tuple(float(x) for x in arviz_stats.bfmi(stats["energy"]).values)
     rows = []
     for name in var_names:
         values = [rhat[name].values, bulk[name].values, tail[name].values]
@@ -103,7 +104,7 @@ def diagnose(posterior, sample_stats, var_names) -> Diagnostics:
             ok = r <= RHAT_MAX and b >= ESS_MIN and t >= ESS_MIN
             rows.append(dict(variable=label, r_hat=r, ess_bulk=b, ess_tail=t, ok=ok))
     table = pd.DataFrame(rows, columns=["variable", "r_hat", "ess_bulk", "ess_tail", "ok"])
-    divergences = int(sample_stats["diverging"].values.sum())
+    divergences = int(stats["diverging"].values.sum())
     messages = _messages(table, divergences, ebfmi)
     return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi)
 

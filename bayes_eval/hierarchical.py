@@ -33,6 +33,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,6 +51,9 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["fit_pooled"]
 
@@ -97,6 +101,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     log : file, optional
         Where progress lines go (stderr); None for silence.
     """
+    from bayes_eval.diagnostics import diagnose
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
@@ -104,26 +109,23 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     build, key = BUILDERS[spec.kind], _structure(layout, spec)
 
     def run(model, key, **provenance):
-        idata = _sample(model, settings, seed, log, key=key)
-        rng = np.random.default_rng(seed + 1)
-        rates = _rates(idata.posterior, layout, spec, rng)
-        posterior = idata.posterior.assign(rates).assign_coords({TASK: layout.tasks})
-        factors = {MILESTONE: "p_milestone", STEP: "p_step"}
-        for dim, name in factors.items():
-            if name in posterior:
-                posterior = posterior.assign_coords({dim: np.arange(1, posterior.sizes[dim] + 1)})
-        if "p_step" in posterior:
-            posterior = posterior.assign_coords({RUN: np.arange(1, posterior.sizes[RUN] + 1)})
-        return Posterior.from_mcmc(
-            layout,
-            posterior,
-            idata.sample_stats,
-            spec,
-            evidence,
-            level=level,
-            seed=seed,
-            engine={**settings, **provenance},
-        )
+        trace = _sample(model, settings, seed, log, key=key)
+        draws = trace["posterior"].to_dataset()
+        rates = _rates(draws, layout, spec, np.random.default_rng(seed + 1))
+        draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
+        for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
+            if name in draws:
+                draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
+        if "p_step" in draws:
+            draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
+        groups = {
+            "posterior": draws,
+            "sample_stats": trace["sample_stats"].to_dataset(),
+            "conjugate": _estimates(layout, spec, seed, {**settings, **provenance}),
+        }
+        result = Posterior.build(groups, spec, evidence, level=level, seed=seed)
+        result.diagnostics = diagnose(result.tree)
+        return result
 
     if spec.kind == "end_to_end":  # no task means
         return run(build(layout, spec), key)
@@ -142,6 +144,42 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         build(layout, spec, noncentred=True),
         (*key, "non-centred"),
         task_means=f"non-centred (centred failed: {'; '.join(failed)})",
+    )
+
+
+def _estimates(layout, spec, seed, engine) -> xr.Dataset:
+    """The ``conjugate`` group of a pooled fit: method, provenance (model, priors, sampler)
+    and the end-to-end counts behind the Clopper-Pearson bound, per (agent, task)."""
+    import xarray as xr
+
+    shape = (len(layout.agents), len(layout.tasks))
+    method = np.full(shape, "", dtype=object)
+    provenance = np.full(shape, "", dtype=object)
+    priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
+    run = (
+        f"{engine['engine']} {engine['chains']} chains x {engine['draws']} draws "
+        f"(tune {engine['tune']}, target_accept {engine['target_accept']:g}, seed {seed})"
+    )
+    if "task_means" in engine:
+        run += f"; task means {engine['task_means']}"
+    e2e = np.full(shape + (2,), -1, dtype=np.int64)
+    for p, (agent, task) in enumerate(layout.pairs):
+        i, j = layout.agents.index(agent), layout.tasks.index(task)
+        method[i, j] = spec.kind
+        provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
+        if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
+            e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
+    pair = (AGENT, TASK)
+    return xr.Dataset(
+        {
+            "method": (pair, method.astype(str)),
+            "provenance": (pair, provenance.astype(str)),
+            "reason": (pair, np.full(shape, "", dtype=str)),
+            "point_log": (pair, np.full(shape, np.nan)),
+            "cp_successes": (pair, e2e[..., 0]),
+            "cp_trials": (pair, e2e[..., 1]),
+        },
+        coords={AGENT: layout.agents, TASK: layout.tasks},
     )
 
 
@@ -438,7 +476,7 @@ def _sample(model, settings, seed, log, key):
         if engine == "nutpie":
             import nutpie
 
-            idata = nutpie.sample(
+            trace = nutpie.sample(
                 _nutpie_model(model, key),
                 draws=draws,
                 tune=tune,
@@ -451,8 +489,9 @@ def _sample(model, settings, seed, log, key):
         else:
             import pymc as pm
 
-            idata = pm.sample(
+            trace = pm.sample(
                 draws=draws,
+                nuts_sampler="pymc",  # PyMC 6 would otherwise choose nutpie itself
                 tune=tune,
                 chains=chains,
                 cores=1,
@@ -464,7 +503,7 @@ def _sample(model, settings, seed, log, key):
             )
     if log is not None:
         print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
-    return idata
+    return trace
 
 
 # ---------------------------------------------------------------------------

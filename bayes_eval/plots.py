@@ -1,6 +1,8 @@
 """Figures written with ``--out``: estimates, predictive checks, calibration and studies.
 
-Matplotlib (headless ``Agg``) is imported only here.
+The forest and density plots are ArviZ's (``arviz_plots``, matplotlib backend), drawn
+from the summary's own numbers; the others, which ArviZ does not draw, are plain
+matplotlib. Matplotlib (headless ``Agg``) and ArviZ's plots are imported only here.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
+
+LOG10_P = "log10 P"
 
 __all__ = [
     "calibration_plot",
@@ -30,75 +35,114 @@ def _pyplot():
     return plt
 
 
-def _save(plt, fig, path: Path, dpi: int = 120) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+def _save(fig, path: Path, dpi: int = 120) -> Path:
+    import matplotlib.pyplot as plt
+
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
-def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
-    """Each (agent, task) on a log10 probability axis: median, one-sided bounds, upper marked.
+def _estimates(summary: pd.DataFrame, column: str) -> xr.Dataset:
+    """``log10`` of a summary column as ArviZ statistics over an ``estimate`` dim."""
+    labels = [f"{r.agent} / {r.task}" for r in summary.itertuples()]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.log10(np.maximum(summary[column].to_numpy(dtype=float), 1e-300))
+    return xr.Dataset({LOG10_P: ("estimate", values)}, coords={"estimate": labels})
 
-    Point values (best-of-N, golden) are drawn as hollow diamonds, without bounds; pairs
-    without an estimate are listed with their label only.
+
+def _bounds(summary: pd.DataFrame) -> xr.Dataset:
+    """The one-sided lower and upper bounds as an ArviZ credible interval (``ci_bound``)."""
+    lower, upper = _estimates(summary, "lower"), _estimates(summary, "upper")
+    return xr.concat([lower, upper], dim="ci_bound").assign_coords(ci_bound=["lower", "upper"])
+
+
+def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
+    """Each (agent, task) on a log10 probability axis: median, one-sided bounds, threshold.
+
+    ArviZ's forest plot (``arviz_plots.plot_forest``) drawn from the summary's own
+    numbers (exact quantiles, not read off draws). Point values (best-of-N, golden) are
+    hollow diamonds without bounds; pairs without an estimate keep their label only.
     """
-    plt = _pyplot()
+    from arviz_plots import add_lines, plot_forest
+
+    _pyplot()
     rows = summary.reset_index(drop=True)
-    height = 0.35 * len(rows) + 1.5
-    fig, ax = plt.subplots(figsize=(8, height))
-    y = np.arange(len(rows))[::-1]
     level = rows["level"].iloc[0] if len(rows) else 0.975
-    for yi, row in zip(y, rows.itertuples(), strict=True):
-        if np.isfinite(row.upper):
-            ax.plot([max(row.lower, 1e-300), row.upper], [yi, yi], color="0.4", lw=1.5)
-            ax.plot(row.median, yi, "o", color="C0")
-            ax.plot(row.upper, yi, "|", color="C3", ms=14, mew=2.5)
-        elif np.isfinite(row.mean):
-            ax.plot(row.mean, yi, "D", mfc="none", color="C1")
+    median = _estimates(rows, "median")
+    layout = xr.DataTree.from_dict({"posterior": median.expand_dims(chain=[0], draw=[0])})
+    pc = plot_forest(
+        layout,
+        combined=True,
+        labels=["estimate"],
+        stats={"twig": _bounds(rows), "point_estimate": median},
+        visuals={"trunk": False},
+        backend="matplotlib",
+        figure_kwargs={"figsize": (9, 0.35 * len(rows) + 1.6), "width_ratios": [1, 1.6]},
+    )
+    ax = pc.get_target(LOG10_P, {"column": "forest"})
+    y = pc.get_aes_as_dataset("y")[LOG10_P]
+    points = rows[rows["upper"].isna() & rows["mean"].notna()]
+    if len(points):
+        at = y.sel(estimate=_estimates(points, "mean")["estimate"]).values
+        ax.plot(_estimates(points, "mean")[LOG10_P].values, at, "D", mfc="none", color="C1")
     if threshold is not None:
-        ax.axvline(threshold, color="C3", ls="--", lw=1, label=f"threshold {threshold:g}")
-    ax.set_xscale("log")
-    ax.set_yticks(y, [f"{r.agent} / {r.task}" for r in rows.itertuples()])
-    ax.set_xlabel("P(success), log scale")
+        pc.coords = {"column": "forest"}
+        add_lines(pc, values=[math.log10(threshold)])
+        pc.coords = None
+    ax.set_xlabel(f"{LOG10_P} (success probability)")
+    threshold_text = "" if threshold is None else f", dashed: threshold {threshold:g}"
     ax.set_title(
-        f"line: one-sided {level:g} lower to upper bound, red tick: upper bound\n"
-        "dot: posterior median, hollow diamond: point value (no posterior)",
+        f"line: one-sided {level:g} lower to upper bound, dot: posterior median\n"
+        f"hollow diamond: point value (no posterior){threshold_text}",
         fontsize=9,
     )
-    finite = pd.concat([rows["lower"], rows["upper"], rows["mean"]]).replace(0, np.nan).dropna()
-    if len(finite):
-        ax.set_xlim(10 ** math.floor(np.log10(finite.min())), 1.0)
-    if threshold is not None:
-        ax.legend(loc="lower left")
-    return _save(plt, fig, path)
+    return _save(pc.viz["figure"].item(), path)
 
 
-def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
-    """Observed against replicated rate per cell (flagged cells in red), and the p-values."""
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
-    ok = ~checks["flagged"].astype(bool)
-    left.plot([0, 1], [0, 1], color="0.7", lw=1)
-    left.scatter(
-        checks.loc[ok, "replicated_rate"], checks.loc[ok, "observed_rate"], s=18, label="consistent"
+def ppc_plot(posterior, checks: pd.DataFrame, path: Path) -> Path:
+    """Posterior predictive interval of every observed cell's rate, the observed rate over it.
+
+    ArviZ's ``plot_ppc_interval`` (central 50% and 95% intervals) of the tree's
+    predictive groups as rates; cells the check flags (``checks``, from
+    ``ppc.predictive_checks``) are circled in red.
+    """
+    from arviz_plots import plot_ppc_interval
+
+    _pyplot()
+    tree = posterior.tree
+    trials = tree["constant_data"]["trials"]
+    rates = xr.DataTree.from_dict(
+        {
+            group: (tree[group]["successes"] / trials).to_dataset(name="rate")
+            for group in ("posterior_predictive", "observed_data")
+        }
     )
-    left.scatter(
-        checks.loc[~ok, "replicated_rate"],
-        checks.loc[~ok, "observed_rate"],
-        s=30,
-        color="C3",
-        label="flagged (p < 0.025 or > 0.975)",
+    cells = rates["observed_data"]["cell"].values.tolist()
+    width = min(16, 4 + 0.25 * len(cells))
+    pc = plot_ppc_interval(
+        rates,
+        ci_kind="eti",
+        ci_probs=(0.5, 0.95),
+        backend="matplotlib",
+        figure_kwargs={"figsize": (width, 4.5)},
     )
-    left.set_xlabel("posterior predictive mean rate")
-    left.set_ylabel("observed rate k / n")
-    left.legend(loc="upper left")
-    right.hist(checks["p_value"], bins=np.linspace(0, 1, 21), color="C0", edgecolor="white")
-    for edge in (0.025, 0.975):
-        right.axvline(edge, color="C3", ls="--", lw=1)
-    right.set_xlabel("Bayesian p-value per cell (mid-p)")
-    right.set_ylabel("cells")
-    return _save(plt, fig, path)
+    ax = pc.get_target("rate", {})
+    flagged = checks[checks["flagged"].astype(bool)]
+    labels = [f"{r.agent} / {r.task} / {r.evidence} {r.cell}".strip() for r in flagged.itertuples()]
+    at = [cells.index(label) for label in labels if label in cells]
+    observed = rates["observed_data"]["rate"].values
+    ax.plot(at, observed[at], "o", ms=11, mfc="none", mec="C3", mew=2, label="flagged")
+    ax.set_xlabel("observed cell (index, in the order of ppc.csv)")
+    ax.set_ylabel("success rate k / n")
+    ax.set_title(
+        f"observed rate (black) on its posterior predictive 50% and 95% intervals; "
+        f"{len(at)} of {len(cells)} cells flagged (p < 0.025 or > 0.975)",
+        fontsize=9,
+    )
+    return _save(pc.viz["figure"].item(), path)
 
 
 def calibration_plot(calibration, path: Path) -> Path:
@@ -129,7 +173,7 @@ def calibration_plot(calibration, path: Path) -> Path:
     right.set_xlim(0, 1)
     right.set_ylim(0, 1.02)
     fig.suptitle(f"model {calibration.model}: {len(calibration.calibrated)} cells", fontsize=10)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def variance_plot(results: pd.DataFrame, path: Path) -> Path:
@@ -147,7 +191,7 @@ def variance_plot(results: pd.DataFrame, path: Path) -> Path:
     rate = results["end_to_end_rate"].iloc[0]
     ax.set_title(f"end-to-end rate {rate:g}, equal trials per stage", fontsize=9)
     ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def paths_plot(results: pd.DataFrame, path: Path) -> Path:
@@ -162,31 +206,54 @@ def paths_plot(results: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel(f"share of {level:g} upper bounds below the truth")
     ax.set_ylim(-0.02, 1.02)
     ax.legend()
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float) -> Path:
-    """Posterior density of ``log10 P`` per (agent, task), upper bound and threshold marked.
+    """Posterior density of ``log10 P`` per (agent, task), bounds and threshold marked.
 
-    Cells without a posterior (point values, no estimate) are left out.
+    ArviZ's ``plot_dist`` of the draws, with the summary's one-sided bounds and median
+    (exact quantiles for exact models) as its interval and point. Cells without a
+    posterior (point values, no estimate) are left out.
     """
-    plt = _pyplot()
-    draws = posterior.posterior["p_task"]
-    rows = [r for r in summary.itertuples() if np.isfinite(r.upper)]
+    from arviz_plots import add_lines, plot_dist
+
+    _pyplot()
+    rows = summary[summary["upper"].notna()].reset_index(drop=True)
+    estimates = _estimates(rows, "median")
+    draws = posterior.tree["posterior"]["p_task"]
+    cells = [draws.sel(agent=r.agent, task=r.task).values for r in rows.itertuples()]
+    with np.errstate(divide="ignore"):
+        values = np.log10(np.stack(cells, axis=-1)) if cells else np.zeros((1, 1, 0))
+    values = np.where(np.isfinite(values), values, np.nan)  # draws that underflowed to 0
+    data = xr.Dataset({LOG10_P: (("chain", "draw", "estimate"), values)}, coords=estimates.coords)
     n_cols = min(3, max(len(rows), 1))
     n_rows = max(1, math.ceil(len(rows) / n_cols))
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols, 2.4 * n_rows), squeeze=False)
-    for ax, row in zip(axes.ravel(), rows, strict=False):
-        values = draws.sel(agent=row.agent, task=row.task).values.ravel()
-        values = np.log10(values[np.isfinite(values) & (values > 0)])
-        ax.hist(values, bins=50, density=True, color="C0", alpha=0.8)
-        ax.axvline(np.log10(row.upper), color="C3", lw=2, label="upper bound")
-        ax.axvline(np.log10(threshold), color="k", ls="--", lw=1, label="threshold")
-        ax.set_title(f"{row.agent} / {row.task}", fontsize=8)
-        ax.set_xlabel("log10 P", fontsize=8)
-        ax.set_yticks([])
-    for ax in axes.ravel()[len(rows) :]:
-        ax.axis("off")
-    if rows:
-        axes.ravel()[0].legend(fontsize=7)
-    return _save(plt, fig, path, dpi=110)
+    pc = plot_dist(
+        xr.DataTree.from_dict({"posterior": data}),
+        kind="kde",
+        stats={"credible_interval": _bounds(rows), "point_estimate": estimates},
+        visuals={"point_estimate_text": False},
+        labeller=_CellLabeller(),
+        col_wrap=n_cols,
+        backend="matplotlib",
+        figure_kwargs={"figsize": (3.8 * n_cols, 2.4 * n_rows)},
+    )
+    add_lines(pc, values=[math.log10(threshold)])
+    level = rows["level"].iloc[0] if len(rows) else 0.975
+    figure = pc.viz["figure"].item()
+    figure.suptitle(
+        f"{LOG10_P}: line from the one-sided {level:g} lower to upper bound, dot: median, "
+        f"dashed: threshold {threshold:g}",
+        fontsize=9,
+    )
+    return _save(figure, path, dpi=110)
+
+
+class _CellLabeller:
+    """Titles an ArviZ facet by its (agent / task) label alone."""
+
+    def make_label_vert(self, var_name, sel, isel):  # noqa: D102 - ArviZ's labeller interface
+        return str(sel.get("estimate", var_name))
+
+    make_label_flat = make_label_vert

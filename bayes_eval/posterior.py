@@ -1,26 +1,35 @@
-"""The result of a fit: an ArviZ ``InferenceData`` plus the spec and the evidence.
+"""The result of a fit: an ArviZ 1 ``xarray.DataTree`` with the spec and the evidence.
 
-Exact models keep their posteriors as parameters (the ``conjugate`` group: Beta
-shapes per agent, task, run and factor, and point values), from which the summary
-is computed deterministically at any level. Posterior draws (``p_task`` and the
-per-milestone or per-step rates) are generated from a seed the first time they
-are asked for, so summaries of thousands of tasks never pay for them.
+Every fit, exact or MCMC, has one tree of the same shape:
+
+* ``posterior``: ``p_task`` over ``(chain, draw, agent, task)``, ``p_milestone`` or
+  ``p_step`` where they apply, and an MCMC fit's sampled parameters;
+* ``posterior_predictive``, ``observed_data`` and ``constant_data``: replicated and
+  observed ``successes`` and the ``trials`` of every observed cell the model explains,
+  over a labelled ``cell`` dim (ArviZ's layout, so its predictive plots read them);
+* ``sample_stats``: the sampler's statistics (MCMC fits only);
+* ``conjugate`` (ours): per (agent, task) the method, provenance, the reason for a
+  missing estimate, a point value's log, the end-to-end counts behind the
+  Clopper-Pearson bound, and an exact posterior's Beta shapes per run and factor;
+* ``evidence`` (ours): the normalised evidence table, so a saved fit is complete.
+
+The root's attributes say how the tree was made (package version, file format, spec,
+evidence hash, level, seed). Exact posteriors are summarised from their ``conjugate``
+shapes deterministically; their draws (``posterior`` and the predictive groups) are
+generated from the seed the first time ``tree`` is read, so summaries of thousands of
+tasks never pay for them.
 """
 
 from __future__ import annotations
 
-import warnings
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import xarray as xr
 
 from bayes_eval.conjugate import BetaProduct, log_beta_draws
 from bayes_eval.constants import (
     AGENT,
-    END_TO_END,
     EXPERT_COMPLETION,
     MILESTONE,
     MILESTONE_METHOD,
@@ -30,18 +39,19 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import TABLE_COLUMNS, Evidence
+from bayes_eval.ppc import replicate
 from bayes_eval.specs import spec_from_toml
 
-if TYPE_CHECKING:
-    import xarray as xr
-
-__all__ = ["Posterior", "load_posterior"]
+__all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
 
 FACTOR = "factor"
-GROUPS = ("posterior", "observed_data", "conjugate", "evidence")
+# Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1.
+FILE_FORMAT = 2
+PREDICTIVE_GROUPS = ("posterior_predictive", "observed_data", "constant_data")
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed version of bayes_eval."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -51,94 +61,93 @@ def _version() -> str:
 
 
 class Posterior:
-    """A fitted model.
+    """A fitted model: its ``DataTree``, spec and evidence.
 
     Parameters
     ----------
-    parameters : dict of str to (dims, ndarray)
-        The ``conjugate`` group's variables, per (agent, task): ``method``,
-        ``provenance``, ``reason``, ``point_log``, ``cp_successes``/``cp_trials`` and
-        the Beta shapes ``alpha``/``beta`` over ``(agent, task, run, factor)`` (NaN
-        where absent). Kept as numpy arrays so summaries never import xarray.
-    coords : dict of str to sequence
-        Coordinates of ``agent``, ``task``, ``run`` and ``factor``.
+    tree : xarray.DataTree
+        At least the ``conjugate`` and ``evidence`` groups and the root attributes; an
+        exact fit's draws are added on first access of ``tree``.
     spec : Spec
     evidence : Evidence
-    level : float
-        Default one-sided credible level of ``summary``.
-    seed : int
-        Seed of the posterior draws.
+    diagnostics : Diagnostics, optional
+        The MCMC diagnostics (``bayes_eval.diagnostics.diagnose``); None for exact fits.
     """
 
-    def __init__(
-        self,
-        parameters,
-        coords,
-        spec,
-        evidence: Evidence,
-        level: float,
-        seed: int,
-        sample_stats=None,
-    ):
-        self.parameters = parameters
-        self.coords = coords
+    def __init__(self, tree: xr.DataTree, spec, evidence: Evidence, diagnostics=None):
+        self._tree = tree
         self.spec = spec
         self.evidence = evidence
-        self.level = level
-        self.seed = seed
-        self.sample_stats = sample_stats
+        self.diagnostics = diagnostics
+        self._arrays: dict[str, np.ndarray] = {}
+
+    @property
+    def tree(self) -> xr.DataTree:
+        """Every group. The first read draws what is still missing: an exact fit's
+        posterior, and the predictive groups of any fit."""
+        if "posterior" not in self._tree:
+            draws = _draws(self, self.spec.draws, self.seed)
+            self._tree = self._tree.assign({"posterior": xr.DataTree(draws)})
+        if "posterior_predictive" not in self._tree:
+            draws = self._tree["posterior"].to_dataset()
+            groups = replicate(self, draws, self.seed + 2)
+            self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
+        return self._tree
+
+    @property
+    def level(self) -> float:
+        """Default one-sided credible level of ``summary``."""
+        return float(self._tree.attrs["level"])
+
+    @property
+    def seed(self) -> int:
+        """Seed of the draws."""
+        return int(self._tree.attrs["seed"])
 
     @property
     def is_mcmc(self) -> bool:
         """True when the draws come from MCMC (pooled models), not from exact posteriors."""
-        return self.sample_stats is not None
+        return "sample_stats" in self._tree
+
+    @property
+    def conjugate(self) -> xr.Dataset:
+        """The per-(agent, task) estimates: methods, provenance and exact Beta shapes."""
+        return self._tree["conjugate"].to_dataset()
+
+    @property
+    def coords(self) -> dict[str, list]:
+        """Coordinates of the ``conjugate`` group (agent, task, and run and factor)."""
+        node = self._tree["conjugate"]
+        return {name: node[name].values.tolist() for name in node.dims}
+
+    def values(self, name: str) -> np.ndarray:
+        """The numpy array of one ``conjugate`` variable."""
+        if name not in self._arrays:
+            self._arrays[name] = self._tree["conjugate"][name].values
+        return self._arrays[name]
 
     @classmethod
-    def from_mcmc(cls, layout, posterior, sample_stats, spec, evidence, *, level, seed, engine):
-        """Wrap a pooled model's draws (``posterior`` holds ``p_task`` over agent, task)."""
-        shape = (len(layout.agents), len(layout.tasks))
-        method = np.full(shape, "", dtype=object)
-        provenance = np.full(shape, "", dtype=object)
-        priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
-        run = (
-            f"{engine['engine']} {engine['chains']} chains x {engine['draws']} draws "
-            f"(tune {engine['tune']}, target_accept {engine['target_accept']:g}, seed {seed})"
-        )
-        if "task_means" in engine:
-            run += f"; task means {engine['task_means']}"
-        e2e = np.full(shape + (2,), -1, dtype=np.int64)
-        for p, (agent, task) in enumerate(layout.pairs):
-            i, j = layout.agents.index(agent), layout.tasks.index(task)
-            method[i, j] = spec.kind
-            provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
-            if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
-                e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
-        pair = (AGENT, TASK)
-        parameters = {
-            "method": (pair, method.astype(str)),
-            "provenance": (pair, provenance.astype(str)),
-            "reason": (pair, np.full(shape, "", dtype=str)),
-            "cp_successes": (pair, e2e[..., 0]),
-            "cp_trials": (pair, e2e[..., 1]),
+    def build(cls, groups: dict, spec, evidence: Evidence, *, level, seed, diagnostics=None):
+        """Assemble a fit's tree from its groups, with the evidence and the root attributes."""
+        table = evidence.table.rename_axis("evidence_row")
+        groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
+        tree = xr.DataTree.from_dict(groups)
+        tree.attrs = {
+            "bayes_eval_version": package_version(),
+            "bayes_eval_format": FILE_FORMAT,
+            "spec_name": spec.name,
+            "spec_source": spec.source,
+            "spec_toml": spec.text,
+            "evidence_source": evidence.source,
+            "evidence_hash": evidence.hash,
+            "level": float(level),
+            "seed": int(seed),
         }
-        coords = {AGENT: layout.agents, TASK: layout.tasks}
-        result = cls(parameters, coords, spec, evidence, level, seed, sample_stats)
-        result.__dict__["posterior"] = posterior
-        return result
-
-    @cached_property
-    def diagnostics(self):
-        """``bayes_eval.diagnostics.Diagnostics`` of an MCMC fit (None for exact ones)."""
-        if not self.is_mcmc:
-            return None
-        from bayes_eval.diagnostics import diagnose, sampled_variables
-
-        variables = [*sampled_variables(self.posterior), "p_task"]
-        return diagnose(self.posterior, self.sample_stats, variables)
+        return cls(tree, spec, evidence, diagnostics)
 
     @classmethod
     def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
-        """Lay out a list of ``fit.Estimate`` as the ``conjugate`` parameters."""
+        """An exact fit: a list of ``fit.Estimate`` laid out as the ``conjugate`` group."""
         agents = list(dict.fromkeys(e.agent for e in estimates))
         tasks = list(dict.fromkeys(e.task for e in estimates))
         agent_at = {a: i for i, a in enumerate(agents)}
@@ -166,39 +175,30 @@ class Posterior:
             if e.cp is not None:
                 cp[i, j] = e.cp
         pair = (AGENT, TASK)
-        parameters = {
-            "alpha": (pair + (RUN, FACTOR), alpha),
-            "beta": (pair + (RUN, FACTOR), beta),
-            "point_log": (pair, point_log),
-            "cp_successes": (pair, cp[..., 0]),
-            "cp_trials": (pair, cp[..., 1]),
-            **{name: (pair, values.astype(str)) for name, values in text.items()},
-        }
-        coords = {
-            AGENT: agents,
-            TASK: tasks,
-            RUN: np.arange(1, n_runs + 1),
-            FACTOR: np.arange(1, n_factors + 1),
-        }
-        return cls(parameters, coords, spec, evidence, level, seed)
-
-    def values(self, name: str) -> np.ndarray:
-        """The array of one ``conjugate`` variable."""
-        return self.parameters[name][1]
-
-    @cached_property
-    def conjugate(self) -> xr.Dataset:
-        """The exact posterior's parameters as an ``xarray.Dataset``."""
-        import xarray as xr
-
-        return xr.Dataset(self.parameters, coords=self.coords)
+        conjugate = xr.Dataset(
+            {
+                "alpha": (pair + (RUN, FACTOR), alpha),
+                "beta": (pair + (RUN, FACTOR), beta),
+                "point_log": (pair, point_log),
+                "cp_successes": (pair, cp[..., 0]),
+                "cp_trials": (pair, cp[..., 1]),
+                **{name: (pair, values.astype(str)) for name, values in text.items()},
+            },
+            coords={
+                AGENT: agents,
+                TASK: tasks,
+                RUN: np.arange(1, n_runs + 1),
+                FACTOR: np.arange(1, n_factors + 1),
+            },
+        )
+        return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
     # ------------------------------------------------------------------ summaries
 
     def cells(self) -> list[tuple[str, str, int, int]]:
         """``(agent, task, i, j)`` of every pair with a result row, ``i, j`` its array position."""
         method = self.values("method")
-        agents, tasks = list(self.coords[AGENT]), list(self.coords[TASK])
+        agents, tasks = self.values(AGENT).tolist(), self.values(TASK).tolist()
         return [
             (agents[i], tasks[j], int(i), int(j))
             for i, j in zip(*np.nonzero(method != ""), strict=True)
@@ -219,109 +219,18 @@ class Posterior:
             return None
         return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
-    def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
-        """One row per (agent, task) with the columns of DESIGN section 5."""
+    def summary(self, level: float | None = None, threshold: float | None = None):
+        """One row per (agent, task): the summary table (``bayes_eval.summary``)."""
         from bayes_eval.summary import summarise
 
         return summarise(self, self.level if level is None else level, threshold)
 
-    # ------------------------------------------------------------------ draws and groups
-
-    @cached_property
-    def posterior(self) -> xr.Dataset:
-        """Posterior draws: ``p_task`` and ``p_milestone`` / ``p_step`` where they apply."""
-        return _draws(self, self.spec.draws, self.seed)
-
-    @cached_property
-    def predictive_checks(self) -> pd.DataFrame:
-        """Mid-p posterior predictive check per observed cell (``bayes_eval.ppc``)."""
-        from bayes_eval.ppc import predictive_checks
-
-        return predictive_checks(self)
-
-    @cached_property
-    def milestone_check(self) -> pd.DataFrame:
-        """The milestone-assumption check of the evidence (``bayes_eval.ppc``)."""
-        from bayes_eval.ppc import milestone_assumption
-
-        return milestone_assumption(self.evidence)
-
-    @cached_property
-    def posterior_predictive(self) -> xr.Dataset:
-        """Replicated counts of every observed cell the model explains (``k_rep``)."""
-        from bayes_eval.ppc import replicate
-
-        return replicate(self, self.seed + 2)
-
-    @cached_property
-    def observed_data(self) -> xr.Dataset:
-        """The counts the model saw, per evidence method, as labelled arrays."""
-        import xarray as xr
-
-        parts = {}
-        for method, name in (
-            (END_TO_END, "task"),
-            (MILESTONE_METHOD, "milestone"),
-            (EXPERT_COMPLETION, "step"),
-        ):
-            if method in self.evidence.methods():
-                counts = self.evidence.counts(method)
-                if method == EXPERT_COMPLETION:
-                    counts = counts.rename({RUN: "expert_run"})
-                parts[f"successes_{name}"] = counts["successes"]
-                parts[f"trials_{name}"] = counts["trials"]
-        return xr.Dataset(parts)
-
-    @property
-    def idata(self):
-        """The result as an ``arviz.InferenceData`` (imports ArviZ on first use)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import arviz as az
-
-            groups = {
-                "posterior": self.posterior,
-                "observed_data": self.observed_data,
-                "conjugate": self.conjugate,
-            }
-            if self.is_mcmc:
-                groups["sample_stats"] = self.sample_stats
-            return az.InferenceData(**groups)
-
-    def attrs(self) -> dict:
-        """Provenance written into every saved group."""
-        return {
-            "bayes_eval_version": _version(),
-            "spec_name": self.spec.name,
-            "spec_source": self.spec.source,
-            "spec_toml": self.spec.text,
-            "evidence_source": self.evidence.source,
-            "evidence_hash": self.evidence.hash,
-            "level": float(self.level),
-            "seed": int(self.seed),
-        }
+    # ------------------------------------------------------------------ files
 
     def to_netcdf(self, path) -> Path:
-        """Write every group to one NetCDF file (readable by ``arviz.from_netcdf``)."""
-        import xarray as xr
-
+        """Write the whole tree to one NetCDF file (``xarray.open_datatree`` reads it)."""
         path = Path(path)
-        attrs = self.attrs()
-        table = self.evidence.table.rename_axis("evidence_row")
-        groups = {
-            "posterior": self.posterior,
-            "posterior_predictive": self.posterior_predictive,
-            "observed_data": self.observed_data,
-            "conjugate": self.conjugate,
-            "evidence": xr.Dataset.from_dataframe(table),
-        }
-        if self.is_mcmc:
-            groups["sample_stats"] = self.sample_stats
-        mode = "w"
-        for name, data in groups.items():
-            data = data.assign_attrs(attrs)
-            data.to_netcdf(path, mode=mode, group=name, engine="h5netcdf")
-            mode = "a"
+        self.tree.to_netcdf(path, engine="h5netcdf")
         return path
 
 
@@ -334,49 +243,61 @@ def load_posterior(path) -> Posterior:
     Raises
     ------
     InputError
-        Missing or unreadable file, missing group, or a hash mismatch.
+        Missing or unreadable file, a file of another layout (an older version's), a
+        missing group, or a hash mismatch.
     """
-    import xarray as xr
-
     path = Path(path)
     if path.is_dir():
         path = path / "posterior.nc"
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    groups = {}
-    for name in (*GROUPS, "sample_stats", "posterior_predictive"):
-        try:
-            with xr.open_dataset(path, group=name, engine="h5netcdf") as data:
-                groups[name] = data.load()
-        except (OSError, ValueError) as exc:
-            if name in ("sample_stats", "posterior_predictive"):  # optional groups
-                continue
-            raise InputError(f"{path}: not a bayes_eval posterior (group {name}: {exc})") from exc
-    attrs = groups["conjugate"].attrs
-    table = groups["evidence"].to_dataframe().reset_index(drop=True)[list(TABLE_COLUMNS)]
-    for column in ("agent", "task", "method", "run", "grading"):
-        table[column] = table[column].astype(str).replace("nan", "")
-    evidence = Evidence(table=table, source=str(attrs["evidence_source"]))
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as opened:
+            tree = opened.load()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a bayes_eval posterior ({exc})") from exc
+    attrs = tree.attrs
+    if attrs.get("bayes_eval_format") != FILE_FORMAT:
+        raise InputError(_refusal(path, tree))
+    for name in ("conjugate", "evidence"):
+        if name not in tree:
+            raise InputError(f"{path}: not a bayes_eval posterior (no group {name})")
+    table = tree["evidence"].to_dataset().to_dataframe().reset_index(drop=True)
+    evidence = Evidence(table=table[list(TABLE_COLUMNS)], source=str(attrs["evidence_source"]))
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
     spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))
-    conjugate = groups["conjugate"]
-    parameters = {name: (var.dims, var.values) for name, var in conjugate.data_vars.items()}
-    for name in ("method", "provenance", "reason"):
-        dims, values = parameters[name]
-        parameters[name] = (dims, values.astype(str))
-    coords = {name: conjugate[name].values.tolist() for name in conjugate.dims}
-    stats = groups.get("sample_stats")
-    if stats is not None:
-        stats.attrs = {}
-    result = Posterior(
-        parameters, coords, spec, evidence, float(attrs["level"]), int(attrs["seed"]), stats
+    posterior = Posterior(tree, spec, evidence)
+    if posterior.is_mcmc:
+        from bayes_eval.diagnostics import diagnose
+
+        posterior.diagnostics = diagnose(tree)
+    return posterior
+
+
+def _refusal(path: Path, tree: xr.DataTree) -> str:
+    """One line: which version wrote a file of another layout, and how to refit."""
+    old = next(
+        (
+            node.attrs
+            for node in tree.children.values()
+            if "bayes_eval_version" in node.attrs  # version 0.1 wrote them on every group
+        ),
+        tree.attrs,
     )
-    for name in ("posterior", "posterior_predictive"):
-        if name in groups:
-            groups[name].attrs = {}
-            result.__dict__[name] = groups[name]
-    return result
+    if "bayes_eval_version" not in old:
+        return f"{path}: not a bayes_eval posterior (no bayes_eval_format attribute)"
+    refit = f"bayes-eval fit {old.get('evidence_source', 'EVIDENCE')}"
+    refit += f" --model {old.get('spec_name', 'MODEL')}"
+    if "seed" in old:
+        refit += f" --seed {int(old['seed'])}"
+    if "level" in old:
+        refit += f" --level {float(old['level']):g}"
+    return (
+        f"{path}: written by bayes_eval {old['bayes_eval_version']} in file format "
+        f"{old.get('bayes_eval_format', 1)}, which bayes_eval {package_version()} does not "
+        f"read (it reads format {FILE_FORMAT}); refit with: {refit} --out NEW_FOLDER"
+    )
 
 
 def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
@@ -389,30 +310,29 @@ def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
     return BetaProduct(tuple(components))
 
 
-def _draws(result: Posterior, n_draws: int, seed: int):
-    import xarray as xr
-
+def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
+    """Exact posterior draws of ``p_task`` and the factor rates, sampled in log space."""
     rng = np.random.default_rng(seed)
-    agents, tasks = result.coords[AGENT], result.coords[TASK]
-    n_runs, n_factors = len(result.coords[RUN]), len(result.coords[FACTOR])
+    coords = result.coords
+    agents, tasks = coords[AGENT], coords[TASK]
+    n_runs, n_factors = len(coords[RUN]), len(coords[FACTOR])
     log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
     log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
-    methods, point, reason = (result.values(n) for n in ("method", "point_log", "reason"))
-    for i in range(len(agents)):
-        for j in range(len(tasks)):
-            if not methods[i, j] or reason[i, j] or not np.isnan(point[i, j]):
-                continue
-            a = result.values("alpha")[i, j]
-            b = result.values("beta")[i, j]
-            present = ~np.isnan(a)
-            proper = present & (b > 0)
-            draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
-            draws[:, proper] = log_beta_draws(a[proper], b[proper], (n_draws,), rng)
-            log_factor[:, i, j] = draws
-            runs = np.flatnonzero(present.any(axis=1))
-            chosen = runs[rng.integers(len(runs), size=n_draws)]
-            log_task[:, i, j] = np.nansum(draws[np.arange(n_draws), chosen], axis=-1)
-    coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
+    methods = result.values("method")
+    for _, _, i, j in result.cells():
+        if not result.has_exact_posterior(i, j):
+            continue
+        a = result.values("alpha")[i, j]
+        b = result.values("beta")[i, j]
+        present = ~np.isnan(a)
+        proper = present & (b > 0)
+        draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
+        draws[:, proper] = log_beta_draws(a[proper], b[proper], (n_draws,), rng)
+        log_factor[:, i, j] = draws
+        runs = np.flatnonzero(present.any(axis=1))
+        chosen = runs[rng.integers(len(runs), size=n_draws)]
+        log_task[:, i, j] = np.nansum(draws[np.arange(n_draws), chosen], axis=-1)
+    draw_coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
     data = {"p_task": (("chain", "draw", AGENT, TASK), np.exp(log_task)[None])}
     rates = np.exp(log_factor)
     if (methods == MILESTONE_METHOD).any():
@@ -420,10 +340,10 @@ def _draws(result: Posterior, n_draws: int, seed: int):
             (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
         )
         data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), milestone_rates[None])
-        coords[MILESTONE] = result.coords[FACTOR]
+        draw_coords[MILESTONE] = coords[FACTOR]
     if (methods == EXPERT_COMPLETION).any():
         step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
         data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), step_rates[None])
-        coords[RUN] = result.coords[RUN]
-        coords[STEP] = result.coords[FACTOR]
-    return xr.Dataset(data, coords=coords)
+        draw_coords[RUN] = coords[RUN]
+        draw_coords[STEP] = coords[FACTOR]
+    return xr.Dataset(data, coords=draw_coords)

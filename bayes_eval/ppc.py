@@ -1,4 +1,4 @@
-"""Posterior predictive checks, and the milestone-assumption check.
+"""Posterior predictive checks.
 
 Every observed count (an end-to-end cell, a milestone, an expert-completion step) is
 replicated once per posterior draw, ``k_rep ~ Binomial(n, p_draw)``, and compared with
@@ -6,10 +6,8 @@ the observation by the mid-p Bayesian p-value ``P(k_rep > k) + P(k_rep = k) / 2`
 flagged below 0.025 or above 0.975. The p-values are computed from the binomial
 distribution at each draw (no Monte Carlo error from the replication itself).
 
-The milestone-assumption check asks, for a task with milestone and end-to-end data,
-how probable at least the observed end-to-end successes are under the milestone-only
-posterior of ``P``: a tiny value says the agent succeeds by paths the milestones do
-not describe, and milestone-based bounds underestimate it.
+The milestone-assumption check, which refits the milestones alone, is
+``bayes_eval.assumption``.
 """
 
 from __future__ import annotations
@@ -29,15 +27,16 @@ from bayes_eval.constants import (
     TASK,
 )
 
-__all__ = ["FLAG_LOW", "FLAG_HIGH", "milestone_assumption", "predictive_checks", "replicate"]
+__all__ = ["FLAG_HIGH", "FLAG_LOW", "predictive_checks", "replicate"]
 
 FLAG_LOW, FLAG_HIGH = 0.025, 0.975
-ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
 
 
-def _cells(posterior):
-    """(kind, agent, task, index, k, n, draws) for every observed cell the model explains."""
-    post = posterior.posterior
+def _cells(posterior, post):
+    """(kind, agent, task, index, k, n, draws) for every observed cell the model explains.
+
+    ``post`` is the posterior draws (the tree's ``posterior`` group as a Dataset).
+    """
     agents, tasks = list(post[AGENT].values), list(post[TASK].values)
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     kinds = []
@@ -97,7 +96,8 @@ def predictive_checks(posterior) -> pd.DataFrame:
     """
     rows = []
     if posterior.is_mcmc:
-        for method, agent, task, index, k, n, draws in _cells(posterior):
+        post = posterior.tree["posterior"].to_dataset()
+        for method, agent, task, index, k, n, draws in _cells(posterior, post):
             p = np.clip(draws.ravel(), 0.0, 1.0)
             value = stats.binom.sf(k, n, p).mean() + 0.5 * stats.binom.pmf(k, n, p).mean()
             rows.append((agent, task, method, index, k, n, float(p.mean()), float(value)))
@@ -171,97 +171,39 @@ def _exact_cells(posterior):
             yield row.agent, row.task, row.method, index, row.successes, row.trials, a, b
 
 
-def replicate(posterior, seed: int):
-    """Replicated counts per observed cell and draw: the ``posterior_predictive`` group.
+def replicate(posterior, post, seed: int) -> dict:
+    """The predictive groups in ArviZ's layout, over one ``cell`` per observed count.
 
-    ``k_rep`` has dims ``(chain, draw, cell)``; the ``cell`` coordinate names each cell.
+    ``posterior_predictive`` holds ``successes`` replicated per draw of ``post`` (the
+    posterior draws), ``observed_data`` the observed ``successes`` and ``constant_data``
+    the ``trials``. The ``cell`` coordinate names each cell; ``agent``, ``task``,
+    ``evidence`` and ``position`` (milestone or run and step) label it too.
     """
     import xarray as xr
 
     rng = np.random.default_rng(seed)
-    cells = _cells(posterior)
-    labels = [
-        f"{agent} / {task} / {method} {index}".strip()
-        for method, agent, task, index, _, _, _ in cells
-    ]
+    cells = _cells(posterior, post)
+    labels = {
+        "cell": [
+            f"{agent} / {task} / {method} {index}".strip()
+            for method, agent, task, index, *_ in cells
+        ],
+        "agent": [c[1] for c in cells],
+        "task": [c[2] for c in cells],
+        "evidence": [c[0] for c in cells],
+        "position": [c[3] for c in cells],
+    }
+    coords = {name: ("cell", np.array(values, dtype=str)) for name, values in labels.items()}
     replicated = [rng.binomial(n, np.clip(draws, 0.0, 1.0)) for *_, n, draws in cells]
-    values = np.stack(replicated, axis=-1) if cells else np.zeros((1, 1, 0), dtype=int)
-    return xr.Dataset({"k_rep": (("chain", "draw", "cell"), values)}, coords={"cell": labels})
-
-
-def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd.DataFrame:
-    """Per task with milestone and end-to-end data: are the end-to-end successes plausible?
-
-    ``p_value`` is the posterior predictive probability of at least the observed
-    end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
-    exact milestone spec, fitted to the milestone rows alone).
-    """
-    from bayes_eval.fit import fit
-
-    table = evidence.table
-    e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
-    milestones = table[table["method"] == MILESTONE_METHOD]
-    both = sorted(set(zip(milestones["agent"], milestones["task"], strict=True)) & set(e2e.index))
-    columns = [
-        "agent",
-        "task",
-        "successes",
-        "trials",
-        "milestone_mean",
-        "milestone_upper",
-        "p_value",
-        "contradicted",
-        "message",
-    ]
-    if not both:
-        return pd.DataFrame(columns=columns)
-    keep = [pair in set(both) for pair in zip(milestones["agent"], milestones["task"], strict=True)]
-    frame = milestones[keep].drop(columns=["row", "n_rows"])
-    posterior = fit(_as_input(frame), model, seed=seed)
-    summary = posterior.summary().set_index(["agent", "task"])
-    post = posterior.posterior["p_task"]
-    rows = []
-    for agent, task in both:
-        k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
-        draws = post.sel({AGENT: agent, TASK: task}).values.ravel()
-        if np.all(np.isnan(draws)):
-            value = float("nan")  # no milestone posterior (e.g. a zero under Haldane)
-        else:
-            value = float(stats.binom.sf(k - 1, n, np.clip(draws, 0, 1)).mean())
-        bad = bool(value < ASSUMPTION_ALPHA)
-        rows.append(
-            dict(
-                agent=agent,
-                task=task,
-                successes=k,
-                trials=n,
-                milestone_mean=summary.loc[(agent, task), "mean"],
-                milestone_upper=summary.loc[(agent, task), "upper"],
-                p_value=value,
-                contradicted=bad,
-                message=_message(agent, task, k, n, value, bad),
-            )
-        )
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _message(agent, task, k, n, value, bad) -> str:
-    if np.isnan(value):
-        return f"{task} ({agent}): no milestone posterior to check against"
-    if not bad:
-        return (
-            f"{task} ({agent}): {k}/{n} end-to-end successes are consistent with the "
-            f"milestones (p = {value:.3g})"
-        )
-    return (
-        f"WARNING {task} ({agent}): {k}/{n} end-to-end successes are very unlikely if the "
-        f"agent must pass the milestones in order (p = {value:.2g}). It succeeds by paths "
-        "the milestones do not describe, so milestone-based estimates and bounds "
-        "underestimate it; use end-to-end data or the joint model."
-    )
-
-
-def _as_input(frame: pd.DataFrame) -> pd.DataFrame:
-    """Normalised rows back to the evidence input format (absent values empty)."""
-    out = frame.replace({-1: None, "": None})
-    return out.drop(columns=[c for c in ("logprob",) if out[c].isna().all()])
+    shape = (post.sizes["chain"], post.sizes["draw"], 0)
+    values = np.stack(replicated, axis=-1) if cells else np.zeros(shape, dtype=np.int64)
+    observed = np.array([c[4] for c in cells], dtype=np.int64)
+    trials = np.array([c[5] for c in cells], dtype=np.int64)
+    return {
+        "posterior_predictive": xr.Dataset(
+            {"successes": (("chain", "draw", "cell"), values)},
+            coords={"chain": post["chain"], "draw": post["draw"], **coords},
+        ),
+        "observed_data": xr.Dataset({"successes": ("cell", observed)}, coords=coords),
+        "constant_data": xr.Dataset({"trials": ("cell", trials)}, coords=coords),
+    }

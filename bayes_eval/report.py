@@ -137,12 +137,23 @@ def verdicts(summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float) 
     return pd.Series(out, index=summary.index, name="verdict")
 
 
-def build_report(posterior, threshold: float, level: float | None = None) -> Report:
-    """The report of a fitted ``Posterior`` for the question ``P < threshold``."""
+def build_report(
+    posterior, threshold: float, level: float | None = None, *, checks=None, assumption=None
+) -> Report:
+    """The report of a fitted ``Posterior`` for the question ``P < threshold``.
+
+    ``checks`` (``ppc.predictive_checks``) and ``assumption``
+    (``assumption.milestone_assumption``) are computed here unless the caller has them.
+    """
+    from bayes_eval.assumption import milestone_assumption
+    from bayes_eval.ppc import predictive_checks
+
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
-    assumption = posterior.milestone_check
-    checks = posterior.predictive_checks
+    if assumption is None:
+        assumption = milestone_assumption(posterior.evidence)
+    if checks is None:
+        checks = predictive_checks(posterior)
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption)
     table["verdict"] = verdicts(summary, assumption, threshold)
@@ -175,7 +186,7 @@ def _figures(posterior, summary, checks, threshold) -> dict:
         forest_plot(summary, folder / "forest.png", threshold)
         density_plot(posterior, summary, folder / "densities.png", threshold)
         if len(checks):
-            ppc_plot(checks, folder / "ppc.png")
+            ppc_plot(posterior, checks, folder / "ppc.png")
         return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
 
 
@@ -253,8 +264,8 @@ def _sections(posterior, table, assumption, checks, threshold, level):
             "figure",
             (
                 "densities.png",
-                "Posterior density of each task's success probability "
-                "(log10 scale), upper bound and threshold marked.",
+                "Posterior density of each task's success probability (log10 "
+                "scale); the line runs from the one-sided lower to upper bound.",
             ),
         ),
     ]

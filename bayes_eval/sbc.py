@@ -99,7 +99,7 @@ def sbc(
         warnings.simplefilter("ignore")
         prior = pm.sample_prior_predictive(
             draws=simulations, model=built, random_seed=seed, var_names=hyper
-        ).prior
+        )["prior"].to_dataset()
         compiled = nutpie.compile_pymc_model(built)
     rows = []
     for s in range(simulations):
@@ -115,7 +115,7 @@ def sbc(
                 seed=seed + s + 1,
                 progress_bar=False,
             )
-        post = trace.posterior
+        post = trace["posterior"].to_dataset()
         keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
         rates = _rates(post, _with_counts(layout, spec, data), spec, rng)
         row = {}

@@ -9,6 +9,7 @@ an estimate keeps its row, empty, with the reason in ``provenance``.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -28,12 +29,14 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     tau = None if threshold is None else check_probability(threshold, "threshold")
     probs = np.array([1.0 - level, 0.5, level])
     x_points = np.array([] if tau is None else [-math.log(tau)])
-    data = {name: posterior.values(name) for name in posterior.parameters}
+    names = ("method", "provenance", "reason", "point_log", "cp_successes", "cp_trials")
+    data = {name: posterior.values(name) for name in names}
     cells = posterior.cells()
     products = [posterior.product_at(i, j) for _, _, i, j in cells]
     exact = [n for n, product in enumerate(products) if product is not None]
     solved = summarise_products([products[n] for n in exact], probs, x_points)
     solved = dict(zip(exact, solved, strict=True))
+    mcse = _quantile_mcse(posterior, level) if posterior.is_mcmc else None
     rows = []
     for n, (agent, task, i, j) in enumerate(cells):
         row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
@@ -49,7 +52,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
             row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
             row["diagnostics_ok"] = pd.NA
         elif posterior.is_mcmc:
-            row.update(_mcmc_columns(posterior, agent, task, i, j, level, tau))
+            row.update(_mcmc_columns(posterior, agent, task, i, j, level, tau, mcse))
             row["provenance"] = data["provenance"][i, j] + row["provenance"]
         elif n in solved:
             columns = _posterior_columns(products[n], solved[n], tau)
@@ -67,16 +70,19 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     return table
 
 
-def _mcmc_columns(posterior, agent, task, i, j, level, tau) -> dict:
-    """Summaries of one cell's ``p_task`` draws, with the MCSE of the upper bound."""
-    import warnings
+def _quantile_mcse(posterior, level: float) -> np.ndarray:
+    """ArviZ's Monte Carlo standard error of each cell's ``level`` quantile of ``p_task``."""
+    import arviz_stats
 
+    draws = posterior.tree["posterior"]["p_task"].fillna(0.0)  # absent cells: not reported
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import arviz as az
+        return arviz_stats.mcse(draws, method="quantile", prob=level).values
 
-        draws = posterior.posterior["p_task"].values[:, :, i, j]
-        mcse = float(az.mcse(draws, method="quantile", prob=level))
+
+def _mcmc_columns(posterior, agent, task, i, j, level, tau, mcse) -> dict:
+    """Summaries of one cell's ``p_task`` draws, with the MCSE of the upper bound."""
+    draws = posterior.tree["posterior"]["p_task"].values[:, :, i, j]
     flat = draws.ravel()
     upper = float(np.quantile(flat, level))
     ok = posterior.diagnostics.cell_ok(f"p_task[{agent}, {task}]")
@@ -91,7 +97,7 @@ def _mcmc_columns(posterior, agent, task, i, j, level, tau) -> dict:
         "upper": upper,
         "log10_upper": math.log10(upper) if upper > 0 else -math.inf,
         "prob_above": np.nan if tau is None else float(np.mean(flat > tau)),
-        "upper_mcse": mcse,
+        "upper_mcse": float(mcse[i, j]),
         "diagnostics_ok": ok,
         "provenance": note,
     }

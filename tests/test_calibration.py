@@ -49,7 +49,7 @@ def test_product_predictive_from_draws_matches_the_exact_mean():
     posterior = bayes_eval.fit(frame, "mats2024")
     result = calibrate(posterior, pd.DataFrame([e2e("t", 1, 1)]))
     exact = (31 / 102) * (21 / 102)
-    draws = posterior.posterior["p_task"].values.ravel()
+    draws = posterior.tree["posterior"]["p_task"].values.ravel()
     tolerance = 4 * draws.std() / np.sqrt(draws.size)
     assert abs(np.exp(result.cells.iloc[0]["log_score"]) - exact) < tolerance
 

@@ -36,7 +36,7 @@ def test_same_seed_same_numbers_and_round_trip(capsys, tmp_path):
     assert run(capsys, "fit", EXAMPLE, "--out", str(second), "--seed", "5")[0] == 0
     assert (first / "summary.csv").read_text() == (second / "summary.csv").read_text()
     one, two = load_posterior(first / "posterior.nc"), load_posterior(second / "posterior.nc")
-    assert one.posterior["p_task"].equals(two.posterior["p_task"])
+    assert one.tree["posterior"]["p_task"].equals(two.tree["posterior"]["p_task"])
     pd.testing.assert_frame_equal(
         one.summary(), pd.read_csv(first / "summary.csv"), check_dtype=False
     )

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 from scipy import stats
 
 import bayes_eval
@@ -109,7 +110,7 @@ def test_end_to_end_pooled_recovers_truth_and_covers():
     check_sampling(posterior)
     summary = posterior.summary()
     assert_nominal_coverage(summary["upper"], truth)
-    mu = posterior.posterior["mu"].values.ravel()
+    mu = posterior.tree["posterior"]["mu"].values.ravel()
     assert abs(mu.mean() - 0.15) < 3 * mu.std() + 0.01
     assert summary["upper_mcse"].notna().all() and summary["cp_upper"].notna().all()
 
@@ -123,7 +124,7 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
     summary = posterior.summary().set_index("task")
     assert (summary["upper"] > 0).all() and np.isfinite(summary["upper"]).all()
     assert_nominal_coverage(summary["upper"], truth.loc[summary.index])
-    rates = posterior.posterior["p_milestone"]
+    rates = posterior.tree["posterior"]["p_milestone"]
     assert rates.dims == ("chain", "draw", "agent", "task", "milestone")
 
 
@@ -183,7 +184,9 @@ def test_pymc_engine_and_round_trip(tmp_path):
     loaded = load_posterior(posterior.to_netcdf(tmp_path / "posterior.nc"))
     assert loaded.is_mcmc
     pd.testing.assert_frame_equal(loaded.summary(threshold=0.2), posterior.summary(threshold=0.2))
-    assert {"posterior", "sample_stats"} <= set(loaded.idata.groups())
+    xr.testing.assert_identical(loaded.tree, posterior.tree)
+    assert {"posterior", "sample_stats", "posterior_predictive"} <= set(loaded.tree.children)
+    assert loaded.diagnostics.table.equals(posterior.diagnostics.table)
 
 
 def test_starved_sampler_is_flagged_unreliable():
@@ -354,4 +357,6 @@ def test_refit_of_a_compiled_design_uses_the_new_counts():
     cached = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
     hierarchical._COMPILED.clear()
     fresh = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
-    assert np.array_equal(cached.posterior["p_task"].values, fresh.posterior["p_task"].values)
+    assert np.array_equal(
+        cached.tree["posterior"]["p_task"].values, fresh.tree["posterior"]["p_task"].values
+    )

@@ -1,0 +1,99 @@
+"""The milestone-assumption check: do a task's end-to-end runs fit its milestones?
+
+The milestone method assumes the agent succeeds only by passing every milestone in
+order. For a task with milestone and end-to-end data, this check fits the milestones
+alone (an exact milestone model) and asks how probable at least the observed end-to-end
+successes are when ``P`` is the product of the milestone rates: a tiny value says the
+agent succeeds by paths the milestones do not describe, and milestone-based bounds
+underestimate it. It refits, so it sits above ``bayes_eval.fit``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
+from bayes_eval.fit import fit
+
+__all__ = ["ASSUMPTION_ALPHA", "milestone_assumption"]
+
+ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
+
+
+def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd.DataFrame:
+    """Per task with milestone and end-to-end data: are the end-to-end successes plausible?
+
+    ``p_value`` is the posterior predictive probability of at least the observed
+    end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
+    exact milestone spec, fitted to the milestone rows alone).
+    """
+
+    table = evidence.table
+    e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
+    milestones = table[table["method"] == MILESTONE_METHOD]
+    both = sorted(set(zip(milestones["agent"], milestones["task"], strict=True)) & set(e2e.index))
+    columns = [
+        "agent",
+        "task",
+        "successes",
+        "trials",
+        "milestone_mean",
+        "milestone_upper",
+        "p_value",
+        "contradicted",
+        "message",
+    ]
+    if not both:
+        return pd.DataFrame(columns=columns)
+    keep = [pair in set(both) for pair in zip(milestones["agent"], milestones["task"], strict=True)]
+    frame = milestones[keep].drop(columns=["row", "n_rows"])
+    posterior = fit(_as_input(frame), model, seed=seed)
+    summary = posterior.summary().set_index(["agent", "task"])
+    post = posterior.tree["posterior"]["p_task"]
+    rows = []
+    for agent, task in both:
+        k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
+        draws = post.sel({AGENT: agent, TASK: task}).values.ravel()
+        if np.all(np.isnan(draws)):
+            value = float("nan")  # no milestone posterior (e.g. a zero under Haldane)
+        else:
+            value = float(stats.binom.sf(k - 1, n, np.clip(draws, 0, 1)).mean())
+        bad = bool(value < ASSUMPTION_ALPHA)
+        rows.append(
+            dict(
+                agent=agent,
+                task=task,
+                successes=k,
+                trials=n,
+                milestone_mean=summary.loc[(agent, task), "mean"],
+                milestone_upper=summary.loc[(agent, task), "upper"],
+                p_value=value,
+                contradicted=bad,
+                message=_message(agent, task, k, n, value, bad),
+            )
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _message(agent, task, k, n, value, bad) -> str:
+    if np.isnan(value):
+        return f"{task} ({agent}): no milestone posterior to check against"
+    if not bad:
+        return (
+            f"{task} ({agent}): {k}/{n} end-to-end successes are consistent with the "
+            f"milestones (p = {value:.3g})"
+        )
+    return (
+        f"WARNING {task} ({agent}): {k}/{n} end-to-end successes are very unlikely if the "
+        f"agent must pass the milestones in order (p = {value:.2g}). It succeeds by paths "
+        "the milestones do not describe, so milestone-based estimates and bounds "
+        "underestimate it; use end-to-end data or the joint model."
+    )
+
+
+def _as_input(frame: pd.DataFrame) -> pd.DataFrame:
+    """Normalised rows back to the evidence input format (absent values empty)."""
+    out = frame.replace({-1: None, "": None})
+    return out.drop(columns=[c for c in ("logprob",) if out[c].isna().all()])
