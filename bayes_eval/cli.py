@@ -1,4 +1,4 @@
-"""``bayes-eval`` command line (DESIGN section 6).
+"""``bayes-eval`` command line.
 
 Errors are one line on stderr starting ``error:``; exit status 2 for bad input or
 usage, 1 for a failed fit; no traceback unless ``--debug``. Output files are
@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
-    fit.add_argument("evidence", help="CSV or Parquet evidence table (DESIGN section 3)")
+    fit.add_argument("evidence", help="CSV or Parquet evidence table (README: Evidence)")
     fit.add_argument(
         "--model",
         default="phuong_chain",

@@ -1,6 +1,6 @@
 """Numbers and names that the whole package shares, kept in one place."""
 
-# Dimension names of every labelled array and of the InferenceData groups.
+# Dimension names of every labelled array and of the result tree's groups.
 AGENT = "agent"
 TASK = "task"
 MILESTONE = "milestone"
@@ -22,7 +22,7 @@ GRADINGS = ("final", "ordered")
 # Credible level used when neither the spec nor the user gives one.
 DEFAULT_LEVEL = 0.975
 
-# Exact quantiles: largest error in log P (so relative error in P): 0.1% (DESIGN section 2).
+# Exact quantiles: largest error in log P (so relative error in P): 0.1%.
 QUANTILE_TOLERANCE = 1e-4
 # Tail mass of each Beta factor that the grid may lump at the edge of its support.
 GRID_TAIL_MASS = 1e-13
@@ -47,7 +47,7 @@ SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0
 # Compiled nutpie models kept per process (a study refits one design many times).
 COMPILE_CACHE_SIZE = 4
 
-# Diagnostics thresholds (DESIGN section 5).
+# Diagnostics thresholds: R-hat, bulk and tail ESS, E-BFMI.
 RHAT_MAX = 1.01
 ESS_MIN = 400
 EBFMI_MIN = 0.3
@@ -66,7 +66,7 @@ PLAN_SIMULATIONS = 400
 # Probability left undecided at which the exact stopping-time calculation ends.
 PLAN_NEGLIGIBLE = 1e-12
 
-# Columns of the summary table: a contract (DESIGN section 5).
+# Columns of the summary table: a contract that scripts rely on.
 SUMMARY_COLUMNS = (
     "agent",
     "task",

@@ -1,4 +1,4 @@
-"""MCMC diagnostics on ArviZ (``arviz_stats``), with the thresholds of DESIGN section 5.
+"""MCMC diagnostics on ArviZ (``arviz_stats``), with the thresholds in ``constants``.
 
 ``diagnose`` returns one pass/fail flag, a table per checked quantity, and one
 message per failed check that says what to do next.
@@ -69,13 +69,14 @@ def diagnose(tree) -> Diagnostics:
     ----------
     tree : xarray.DataTree
         With a ``posterior`` group (draws over ``(chain, draw, ...)``; the sampled
-        parameters and ``p_task`` are checked, NaN elements, absent cells, skipped) and a
+        parameters and ``p_task``, where present, are checked, NaN elements, absent
+        cells, skipped) and a
         ``sample_stats`` group with ``diverging`` and ``energy``.
     """
     import arviz_stats
 
     posterior = tree["posterior"].to_dataset()
-    var_names = [*sampled_variables(posterior), "p_task"]
+    var_names = [*sampled_variables(posterior), *(["p_task"] if "p_task" in posterior else [])]
     data = posterior[var_names]
     absent = data.isnull().all(dim=("chain", "draw"))
     filled = data.fillna(0.0)  # absent cells, skipped below

@@ -1,4 +1,4 @@
-"""Evidence: read, validate and hold a tidy table of evaluation results (DESIGN section 3).
+"""Evidence: read, validate and hold a tidy table of evaluation results.
 
 One row per observation: counts (``successes``/``trials``) or one row per trial
 (``success``, aggregated on load). Every rule is checked on load; the first broken
@@ -144,7 +144,7 @@ def load_evidence(source, *, name: str | None = None) -> Evidence:
     Parameters
     ----------
     source : str, pathlib.Path or pandas.DataFrame
-        The tidy table of DESIGN section 3.
+        The tidy table (columns in the README, Evidence).
     name : str, optional
         How to name the source in messages (defaults to the path or ``"DataFrame"``).
 

@@ -247,7 +247,7 @@ def _expert_completion(agent, task, by_method, spec) -> Estimate:
 
 
 def _chain(agent, task, by_method, spec) -> Estimate:
-    """Phuong et al.'s fallback chain for one task (DESIGN section 1.6)."""
+    """Phuong et al.'s fallback chain for one task."""
     e2e = by_method.get(END_TO_END)
     if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
         return _tag(_end_to_end(agent, task, by_method, spec), "rung end_to_end")

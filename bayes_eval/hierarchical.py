@@ -1,4 +1,4 @@
-"""Partially pooled models on PyMC (DESIGN section 2).
+"""Partially pooled models on PyMC.
 
 Mean/concentration parameterisation, ``p ~ Beta(mu kappa, (1 - mu) kappa)``. Where
 the rates enter the likelihood only through their own counts they are marginalised

@@ -97,7 +97,7 @@ class Report:
     Attributes
     ----------
     table : pandas.DataFrame
-        The summary (DESIGN section 5 columns) plus ``milestone_check`` and ``verdict``.
+        The summary (``constants.SUMMARY_COLUMNS``) plus ``milestone_check`` and ``verdict``.
     markdown, html : str
     figures : dict of str to bytes
         PNG files by name (embedded in the HTML, linked from the Markdown).

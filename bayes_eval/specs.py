@@ -1,4 +1,4 @@
-"""Model specs: TOML files holding a model's numbers, never its structure (DESIGN section 4)."""
+"""Model specs: TOML files holding a model's numbers, never its structure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The summary table: one row per (agent, task), columns as DESIGN section 5 fixes them.
+"""The summary table: one row per (agent, task), columns as in ``constants.SUMMARY_COLUMNS``.
 
 ``upper`` is the one-sided credible bound at ``level`` (``P(P <= upper) = level``),
 ``lower`` the matching one-sided lower bound, ``prob_above`` is ``P(P > threshold)``.

@@ -76,8 +76,8 @@ def nuts_bounds(counts: np.ndarray, seed: int) -> tuple[np.ndarray, float, float
     start = time.perf_counter()
     trace = nutpie.sample(compiled, draws=1000, tune=1000, chains=4, seed=seed, progress_bar=False)
     sample_time = time.perf_counter() - start
-    draws = trace.posterior["p_task"].values.reshape(-1, counts.shape[0])
-    divergences = int(trace.sample_stats["diverging"].values.sum())
+    draws = trace["posterior"]["p_task"].values.reshape(-1, counts.shape[0])
+    divergences = int(trace["sample_stats"]["diverging"].values.sum())
     return np.quantile(draws, LEVEL, axis=0), compile_time, sample_time, divergences
 
 

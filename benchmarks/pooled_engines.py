@@ -54,10 +54,9 @@ def simulate(n_tasks: int, n_milestones: int, seed: int, trials: int, mean: floa
 
 
 def min_ess(p_task) -> float:
-    import arviz as az
+    import arviz_stats
 
-    ess = az.ess(p_task.rename("p_task").to_dataset(), method="bulk")["p_task"].values
-    return float(np.nanmin(ess))
+    return float(np.nanmin(arviz_stats.ess(p_task, method="bulk").values))
 
 
 def collapsed(layout, spec, engine: str, seed: int, target: float):
@@ -71,7 +70,7 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
         compiled = nutpie.compile_pymc_model(model)
         compile_time = time.perf_counter() - start
         start = time.perf_counter()
-        idata = nutpie.sample(
+        trace = nutpie.sample(
             compiled,
             draws=DRAWS,
             tune=TUNE,
@@ -83,10 +82,11 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
         )
         sample_time = time.perf_counter() - start
     else:
-        compile_time, sample_time, idata = _pymc(model, seed, target)
-    rates = _rates(idata.posterior, layout, spec, np.random.default_rng(seed))
-    p_task = idata.posterior["mu_task"].copy(data=rates["p_task"][1][:, :, 0, :])
-    return compile_time, sample_time, min_ess(p_task), *_stats(idata)
+        compile_time, sample_time, trace = _pymc(model, seed, target)
+    posterior = trace["posterior"].to_dataset()
+    rates = _rates(posterior, layout, spec, np.random.default_rng(seed))
+    p_task = posterior["mu_task"].copy(data=rates["p_task"][1][:, :, 0, :])
+    return compile_time, sample_time, min_ess(p_task), *_stats(trace)
 
 
 def centred(layout, spec, seed: int, target: float):
@@ -103,8 +103,8 @@ def centred(layout, spec, seed: int, target: float):
         pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
         log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
         pm.Deterministic("p_task", pt.exp(log_q), dims="pair")
-    compile_time, sample_time, idata = _pymc(model, seed, target)
-    return compile_time, sample_time, min_ess(idata.posterior["p_task"]), *_stats(idata)
+    compile_time, sample_time, trace = _pymc(model, seed, target)
+    return compile_time, sample_time, min_ess(trace["posterior"]["p_task"]), *_stats(trace)
 
 
 def _pymc(model, seed: int, target: float):
@@ -112,24 +112,25 @@ def _pymc(model, seed: int, target: float):
     import pymc as pm
 
     start = time.perf_counter()
-    idata = pm.sample(
+    trace = pm.sample(
         draws=DRAWS,
         tune=TUNE,
         chains=CHAINS,
         cores=1,
         random_seed=seed,
+        nuts_sampler="pymc",
         model=model,
         progressbar=False,
         target_accept=target,
         compute_convergence_checks=False,
     )
-    sample_time = float(idata.posterior.attrs["sampling_time"])
-    return time.perf_counter() - start - sample_time, sample_time, idata
+    sample_time = float(trace["posterior"].attrs["sampling_time"])
+    return time.perf_counter() - start - sample_time, sample_time, trace
 
 
-def _stats(idata) -> tuple[float, int]:
+def _stats(trace) -> tuple[float, int]:
     """Mean gradient evaluations per draw, and divergences."""
-    stats = idata.sample_stats
+    stats = trace["sample_stats"]
     return float(stats["n_steps"].mean()), int(stats["diverging"].values.sum())
 
 

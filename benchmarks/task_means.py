@@ -59,7 +59,7 @@ def main() -> None:
     import nutpie
 
     import bayes_eval
-    from bayes_eval.diagnostics import diagnose, sampled_variables
+    from bayes_eval.diagnostics import diagnose
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import _hierarchy_model, _layout
 
@@ -78,7 +78,7 @@ def main() -> None:
         for noncentred in (False, True):
             compiled = nutpie.compile_pymc_model(_hierarchy_model(layout, spec, noncentred))
             start = time.perf_counter()
-            idata = nutpie.sample(
+            trace = nutpie.sample(
                 compiled,
                 draws=DRAWS,
                 tune=TUNE,
@@ -88,15 +88,13 @@ def main() -> None:
                 target_accept=float(spec.sampler["target_accept"]),
             )
             seconds = time.perf_counter() - start
-            result = diagnose(
-                idata.posterior, idata.sample_stats, sampled_variables(idata.posterior)
-            )
+            result = diagnose(trace)
             ess = result.table["ess_bulk"].min()
             print(
                 f"{design:8s} {'non-centred' if noncentred else 'centred':12s} {seconds:8.1f} "
                 f"{ess:8.0f} {ess / seconds:7.0f} {result.table['r_hat'].max():9.3f} "
                 f"{min(result.ebfmi):10.2f} {result.divergences:7d} "
-                f"{float(idata.sample_stats['n_steps'].mean()):9.1f}"
+                f"{float(trace['sample_stats']['n_steps'].mean()):9.1f}"
             )
 
 
