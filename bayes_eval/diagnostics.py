@@ -9,7 +9,6 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RHAT_MAX
@@ -70,41 +69,33 @@ def diagnose(tree) -> Diagnostics:
     tree : xarray.DataTree
         With a ``posterior`` group (draws over ``(chain, draw, ...)``; the sampled
         parameters and ``p_task``, where present, are checked, NaN elements, absent
-        cells, skipped) and a
-        ``sample_stats`` group with ``diverging`` and ``energy``.
+        cells, skipped) and a ``sample_stats`` group with ``diverging`` and ``energy``.
     """
     import arviz_stats
+    from arviz_base.labels import BaseLabeller
+    from arviz_base.sel_utils import xarray_sel_iter
 
     posterior = tree["posterior"].to_dataset()
     var_names = [*sampled_variables(posterior), *(["p_task"] if "p_task" in posterior else [])]
     data = posterior[var_names]
-    absent = data.isnull().all(dim=("chain", "draw"))
-    filled = data.fillna(0.0)  # absent cells, skipped below
+    absent = data.isnull().all(dim=("chain", "draw"))  # cells without evidence: skipped
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant (absent) cells have no R-hat
-        rhat = arviz_stats.rhat(filled)
-        bulk = arviz_stats.ess(filled, method="bulk")
-        tail = arviz_stats.ess(filled, method="tail")
+        warnings.simplefilter("ignore")  # absent cells have no R-hat
+        checked = arviz_stats.summary(data, kind="diagnostics", round_to="none")
+    labeller = BaseLabeller()
+    skipped = [
+        labeller.make_label_flat(name, sel, isel)
+        for name, sel, isel in xarray_sel_iter(absent, skip_dims=set())
+        if absent[name].sel(sel).item()
+    ]
+    table = checked.drop(index=skipped).rename_axis("variable").reset_index()
+    table = table[["variable", "r_hat", "ess_bulk", "ess_tail"]].assign(
+        ok=lambda t: (
+            (t["r_hat"] <= RHAT_MAX) & (t["ess_bulk"] >= ESS_MIN) & (t["ess_tail"] >= ESS_MIN)
+        )
+    )
     stats = tree["sample_stats"].to_dataset()
     ebfmi = tuple(float(x) for x in arviz_stats.bfmi(stats["energy"]).values)
-    rows = []
-    for name in var_names:
-        values = [rhat[name].values, bulk[name].values, tail[name].values]
-        dims = [d for d in data[name].dims if d not in ("chain", "draw")]
-        coords = [data[name][d].values for d in dims]
-        skip = absent[name].values
-        for index in np.ndindex(values[0].shape):
-            if skip[index]:
-                continue
-            r, b, t = (float(v[index]) for v in values)
-            label = name + (
-                "[" + ", ".join(str(c[i]) for c, i in zip(coords, index, strict=True)) + "]"
-                if dims
-                else ""
-            )
-            ok = r <= RHAT_MAX and b >= ESS_MIN and t >= ESS_MIN
-            rows.append(dict(variable=label, r_hat=r, ess_bulk=b, ess_tail=t, ok=ok))
-    table = pd.DataFrame(rows, columns=["variable", "r_hat", "ess_bulk", "ess_tail", "ok"])
     divergences = int(stats["diverging"].values.sum())
     messages = _messages(table, divergences, ebfmi)
     return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi)

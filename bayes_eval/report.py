@@ -256,8 +256,9 @@ def _sections(posterior, table, assumption, checks, threshold, level):
             "figure",
             (
                 "forest.png",
-                "Every estimate on a log10 probability axis; red ticks mark "
-                f"the {level:g} upper bounds, the dashed line the threshold.",
+                "Every estimate on a log10 probability axis: lines from the one-sided "
+                f"{level:g} lower to upper bound, dots at the medians, the dashed line "
+                "the threshold.",
             ),
         ),
         (
