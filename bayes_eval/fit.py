@@ -10,6 +10,7 @@ samples only when they are asked for.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,8 @@ USES = {
     "phuong_chain": (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
     "joint": (END_TO_END, MILESTONE_METHOD),
 }
+# Evidence a task must have for a model to use it (besides any row it reads).
+REQUIRES = {"joint": (MILESTONE_METHOD,)}
 
 
 @dataclass
@@ -114,8 +117,6 @@ def fit(
     spec = load_spec(model)
     level = spec.level if level is None else check_probability(level, "level")
     seed = spec.seed if seed is None else int(seed)
-    used = evidence.table["method"].isin(USES[spec.kind])
-    by_pair = usable_rows(evidence, spec, notes)
     if sampler and spec.exact:
         raise InputError(
             f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
@@ -123,6 +124,7 @@ def fit(
         )
     if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
         raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
+    by_pair = usable_rows(evidence, spec, notes)
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled
 
@@ -137,9 +139,12 @@ def fit(
         build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()
     ]
     taken = pd.Index([]).append([e.used for e in estimates])
+    table = evidence.table
+    fitted = pd.MultiIndex.from_frame(table[["agent", "task"]]).isin(list(by_pair))
+    used = table["method"].isin(USES[spec.kind]) & fitted  # rows of fitted tasks
     _report_left_out(
         evidence,
-        used & ~evidence.table.index.isin(taken),
+        used & ~table.index.isin(taken),
         f"{spec.name} rests those tasks on other evidence (see provenance)",
         notes,
     )
@@ -149,8 +154,15 @@ def fit(
 def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:
     """The rows a model uses, as ``{(agent, task): {method: rows sorted by run, step}}``.
 
-    Notes the rows of methods the model does not read; raises ``InputError`` naming a
-    task that has no usable evidence.
+    A task the model cannot use (no rows of a method it reads, or, for ``joint``, no
+    milestone rows) is left out with one note naming every such task and why; rows of
+    methods the model does not read are noted too. Notes go to ``notes`` or, without it,
+    out as a ``UserWarning``, so nothing disappears silently.
+
+    Raises
+    ------
+    InputError
+        No task is usable; the message names the tasks (the first ten, then a count).
     """
     evidence = load_evidence(evidence)
     used = evidence.table["method"].isin(USES[spec.kind])
@@ -159,15 +171,29 @@ def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, p
     ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
     for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
         by_pair.setdefault((agent, task), {})[method] = rows
-    missing = [pair for pair in evidence.pairs() if pair not in by_pair]
-    if missing:
-        agent, task = missing[0]
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise InputError(
-            f"{evidence.source}: task '{task}' (agent '{agent}') has no "
-            f"{' or '.join(USES[spec.kind])} rows, which model {spec.name} needs{more}"
-        )
-    return by_pair
+    needed = REQUIRES.get(spec.kind, ())
+    usable = {
+        pair: rows for pair, rows in by_pair.items() if all(method in rows for method in needed)
+    }
+    missing = [pair for pair in evidence.pairs() if pair not in usable]
+    if not missing:
+        return usable
+    wanted = " and ".join(needed) if needed else " or ".join(USES[spec.kind])
+    why = f"no {wanted} rows, which model {spec.name} needs"
+    if not usable:
+        raise InputError(f"{evidence.source}: no task is usable: {_named(missing)} ({why})")
+    line = f"left out {len(missing)} task(s) the model cannot use ({why}): {_named(missing)}"
+    if notes is None:
+        warnings.warn(f"{evidence.source}: {line}", UserWarning, stacklevel=2)
+    else:
+        notes.append(line)
+    return usable
+
+
+def _named(pairs: list[tuple[str, str]], shown: int = 10) -> str:
+    """``task 'x' (agent 'a'), ...``: the first ``shown`` by name, then how many more."""
+    names = ", ".join(f"task '{task}' (agent '{agent}')" for agent, task in pairs[:shown])
+    return names + (f" and {len(pairs) - shown} more" if len(pairs) > shown else "")
 
 
 def _report_left_out(evidence: Evidence, mask, why: str, notes) -> None:

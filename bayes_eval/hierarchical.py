@@ -50,7 +50,6 @@ from bayes_eval.constants import (
     STEP,
     TASK,
 )
-from bayes_eval.errors import InputError
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -200,11 +199,6 @@ def _layout(by_pair, spec) -> Layout:
     cells, e2e, runs = [], [], []
     for p, pair in enumerate(pairs):
         rows = by_pair[pair]
-        if spec.kind == "joint" and MILESTONE_METHOD not in rows:
-            raise InputError(
-                f"task '{pair[1]}' (agent '{pair[0]}') has no milestone rows, which model "
-                f"{spec.name} needs for every task (end-to-end rows alone give no milestones)"
-            )
         run_names = []
         if cell_method is not None:
             table = rows[cell_method]

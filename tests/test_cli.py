@@ -60,10 +60,6 @@ BAD_ARGS = [
     (["fit", EXAMPLE, "--seed", "x"], "--seed: 'x' is not a whole number"),
     (["fit", EXAMPLE, "--seed", "-3"], "--seed: -3 must be >= 0"),
     (["fit", EXAMPLE, "--model", "phuong2042"], "no such model (did you mean 'phuong2024'?)"),
-    (
-        ["fit", EXAMPLE, "--model", "end_to_end"],
-        "task 'data_exfiltration' (agent 'agent-a') has no end_to_end rows",
-    ),
     (["fit", EXAMPLE, "--format", "xml"], "invalid choice"),
     (["fit"], "the following arguments are required: evidence"),
     (["frobnicate"], "invalid choice"),
@@ -81,6 +77,25 @@ def test_bad_arguments(capsys, tmp_path, args, message):
     assert message in err
     assert "Traceback" not in err
     assert not out_dir.exists()
+
+
+def test_tasks_left_out_are_named_and_a_table_of_none_is_refused(capsys, tmp_path):
+    status, out, err = run(capsys, "fit", EXAMPLE, "--model", "end_to_end", "--format", "csv")
+    assert status == 0 and "data_exfiltration" not in out
+    assert (
+        "note: left out 2 task(s) the model cannot use (no end_to_end rows, which model "
+        "end_to_end needs): task 'data_exfiltration' (agent 'agent-a'), task "
+        "'data_exfiltration' (agent 'agent-b')\n"
+    ) in err
+    table = tmp_path / "e.csv"
+    table.write_text("task,method,successes,trials\na,end_to_end,1,4\nb,end_to_end,0,4\n")
+    out_dir = tmp_path / "x"
+    status, out, err = run(capsys, "fit", str(table), "--model", "mats2024", "--out", str(out_dir))
+    assert status == 2 and out == "" and not out_dir.exists()
+    assert err == (
+        f"error: {table}: no task is usable: task 'a' (agent 'agent'), task 'b' (agent "
+        "'agent') (no milestone rows, which model mats2024 needs)\n"
+    )
 
 
 def test_bad_table_writes_nothing(capsys, tmp_path):
@@ -140,21 +155,10 @@ def test_pooled_fit_and_check(capsys, tmp_path):
         "fit",
         POOLED,
         "--model",
-        "end_to_end_pooled",
-        *small,
-    )
-    # end_to_end_pooled needs end-to-end rows for every task: the pooled example has them
-    # for half of its tasks only, so this is refused, naming a task ...
-    assert status == 2 and "has no end_to_end rows" in err and not out_dir.exists()
-    status, out, err = run(
-        capsys,
-        "fit",
-        POOLED,
-        "--model",
         "hierarchical",
         *small,
     )
-    # ... while 40 draws are far too few: the fit says so and check fails with status 1
+    # 40 draws are far too few: the fit says so and check fails with status 1
     assert status == 0 and "sampling: nutpie, 2 chains x (40 tune + 40 draws)" in err
     assert "diagnostics FAILED" in out and "false" in out
     status, out, _ = run(capsys, "check", str(out_dir))

@@ -145,15 +145,28 @@ def test_chain_rungs():
     assert any("left out 1 milestone row(s)" in note for note in notes)  # task e's milestone
 
 
-def test_task_without_usable_evidence_is_an_error():
-    evidence = table(e2e("a", 1, 5), ms("b", 1, 2, 5))
-    with pytest.raises(InputError, match="task 'b' \\(agent 'agent'\\) has no end_to_end rows"):
-        bayes_eval.fit(evidence, "end_to_end")
+def test_tasks_a_model_cannot_use_are_left_out_by_name():
+    evidence = table(e2e("a", 1, 5), ms("b", 1, 2, 5), ms("c", 1, 4, 5))
     notes = []
-    bayes_eval.fit(table(e2e("a", 1, 5), ms("a", 1, 2, 5)), "end_to_end", notes=notes)
+    summary = bayes_eval.fit(evidence, "end_to_end", notes=notes).summary()
+    assert summary["task"].tolist() == ["a"]
     assert notes == [
-        "left out 1 milestone row(s) (rows 3): model end_to_end (end_to_end) does not use them"
+        "left out 2 milestone row(s) (rows 3, 4): model end_to_end (end_to_end) does not use them",
+        "left out 2 task(s) the model cannot use (no end_to_end rows, which model end_to_end "
+        "needs): task 'b' (agent 'agent'), task 'c' (agent 'agent')",
     ]
+    with pytest.warns(UserWarning, match="DataFrame: left out 2 task.*task 'b'.*task 'c'"):
+        bayes_eval.fit(evidence, "end_to_end")  # without a notes list: a warning, not silence
+
+
+def test_a_table_with_no_usable_task_names_every_task_first_ten_then_a_count():
+    evidence = table(*[e2e(f"t{i:02d}", 1, 5) for i in range(12)])
+    with pytest.raises(InputError) as caught:
+        bayes_eval.fit(evidence, "mats2024")
+    message = str(caught.value)
+    assert message.startswith("DataFrame: no task is usable: task 't00' (agent 'agent'), ")
+    assert "task 't09' (agent 'agent') and 2 more (no milestone rows" in message
+    assert "t10" not in message
 
 
 def test_draws_labelled_seeded_and_centred():

@@ -205,15 +205,27 @@ def test_starved_sampler_is_flagged_unreliable():
     assert not diagnostics.cell_ok("p_task[nobody, nothing]")  # unchecked is not passed
 
 
-def test_joint_needs_milestones_for_every_task():
-    frame = pd.DataFrame(
-        [
-            dict(task="a", method="milestone", step=1, successes=3, trials=10),
-            dict(task="b", method="end_to_end", successes=1, trials=10),
-        ]
+def test_tasks_without_milestones_are_left_out_by_name():
+    """8 tasks, 2 with end-to-end rows only: hierarchical and joint fit the other 6 and
+    name both tasks left out; with no usable task, an error names them all."""
+    rng = np.random.default_rng(9)
+    frame, _ = simulate_milestones(rng, 6)
+    only_e2e = pd.DataFrame(
+        [dict(task=t, method="end_to_end", successes=3, trials=20) for t in ("x1", "x2")]
     )
-    with pytest.raises(bayes_eval.InputError, match="task 'b' .* has no milestone rows"):
-        bayes_eval.fit(frame, "joint", sampler=SMALL)
+    for model in ("hierarchical", "joint"):
+        notes = []
+        posterior = bayes_eval.fit(
+            pd.concat([frame, only_e2e]), model, sampler=SMALL, notes=notes, log=None
+        )
+        assert sorted(posterior.summary()["task"]) == sorted(frame["task"].unique())
+        left_out = [note for note in notes if "task(s) the model cannot use" in note]
+        assert left_out == [
+            f"left out 2 task(s) the model cannot use (no milestone rows, which model {model} "
+            "needs): task 'x1' (agent 'agent'), task 'x2' (agent 'agent')"
+        ]
+        with pytest.raises(bayes_eval.InputError, match="DataFrame: no task is usable: task 'x1'"):
+            bayes_eval.fit(only_e2e, model, sampler=SMALL)
 
 
 def test_bypass_marginal_and_exact_redraw_match_quadrature():
