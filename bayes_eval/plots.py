@@ -218,13 +218,24 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
     """
     from arviz_plots import add_lines, plot_dist
 
-    _pyplot()
+    plt = _pyplot()
     rows = summary[summary["upper"].notna()].reset_index(drop=True)
+    if rows.empty:  # point values only: nothing for ArviZ to draw
+        fig, ax = plt.subplots(figsize=(6, 1.2))
+        ax.axis("off")
+        ax.text(
+            0.5,
+            0.5,
+            "no posterior densities: every estimate is a point value or absent",
+            ha="center",
+            va="center",
+        )
+        return _save(fig, path, dpi=110)
     estimates = _estimates(rows, "median")
     draws = posterior.tree["posterior"]["p_task"]
     cells = [draws.sel(agent=r.agent, task=r.task).values for r in rows.itertuples()]
     with np.errstate(divide="ignore"):
-        values = np.log10(np.stack(cells, axis=-1)) if cells else np.zeros((1, 1, 0))
+        values = np.log10(np.stack(cells, axis=-1))
     values = np.where(np.isfinite(values), values, np.nan)  # draws that underflowed to 0
     data = xr.Dataset({LOG10_P: (("chain", "draw", "estimate"), values)}, coords=estimates.coords)
     n_cols = min(3, max(len(rows), 1))

@@ -85,6 +85,16 @@ def test_html_is_self_contained(tmp_path):
     )
 
 
+def test_a_report_of_point_values_only_is_written(tmp_path):
+    """No estimate has a posterior (best-of-N only): the density figure says so."""
+    evidence = pd.DataFrame(
+        dict(task="t", method="expert_best_of_n", step=[1, 2], chosen_index=[3, 1])
+    )
+    result = bayes_eval.report(evidence, 0.05, out=tmp_path / "r")
+    assert set(result.figures) == {"forest.png", "densities.png"}
+    assert result.table["verdict"].tolist() == [NOT_SHOWN]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_renders_in_headless_chromium_without_network(tmp_path):
     bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
