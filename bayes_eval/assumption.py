@@ -51,7 +51,7 @@ def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd
     frame = milestones[keep].drop(columns=["row", "n_rows"])
     posterior = fit(_as_input(frame), model, seed=seed)
     summary = posterior.summary().set_index(["agent", "task"])
-    post = posterior.tree["posterior"]["p_task"]
+    post = posterior.draws["p_task"]
     rows = []
     for agent, task in both:
         k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])

@@ -228,7 +228,7 @@ def _predictive(posterior, positions, n):
             pmfs.append(None)
             continue
         if draws is None:
-            draws = posterior.tree["posterior"]["p_task"].values
+            draws = posterior.draws["p_task"].values
         p = np.clip(draws[:, :, i, j].ravel(), 0.0, 1.0)
         pmfs.append(_binomial_pmf(n[r], p).mean(axis=0))
     return pmfs

@@ -100,7 +100,6 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     log : file, optional
         Where progress lines go (stderr); None for silence.
     """
-    from bayes_eval.diagnostics import diagnose
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
@@ -122,9 +121,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
             "sample_stats": trace["sample_stats"].to_dataset(),
             "conjugate": _estimates(layout, spec, seed, {**settings, **provenance}),
         }
-        result = Posterior.build(groups, spec, evidence, level=level, seed=seed)
-        result.diagnostics = diagnose(result.tree)
-        return result
+        return Posterior.build(groups, spec, evidence, level=level, seed=seed)
 
     if spec.kind == "end_to_end":  # no task means
         return run(build(layout, spec), key)

@@ -86,8 +86,9 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
     y = pc.get_aes_as_dataset("y")[LOG10_P]
     points = rows[rows["upper"].isna() & rows["mean"].notna()]
     if len(points):
-        at = y.sel(estimate=_estimates(points, "mean")["estimate"]).values
-        ax.plot(_estimates(points, "mean")[LOG10_P].values, at, "D", mfc="none", color="C1")
+        means = _estimates(points, "mean")
+        at = y.sel(estimate=means["estimate"]).values
+        ax.plot(means[LOG10_P].values, at, "D", mfc="none", color="C1")
     if threshold is not None:
         pc.coords = {"column": "forest"}
         add_lines(pc, values=[math.log10(threshold)])
@@ -232,7 +233,7 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
         )
         return _save(fig, path, dpi=110)
     estimates = _estimates(rows, "median")
-    draws = posterior.tree["posterior"]["p_task"]
+    draws = posterior.draws["p_task"]
     cells = [draws.sel(agent=r.agent, task=r.task).values for r in rows.itertuples()]
     with np.errstate(divide="ignore"):
         values = np.log10(np.stack(cells, axis=-1))

@@ -70,27 +70,39 @@ class Posterior:
         exact fit's draws are added on first access of ``tree``.
     spec : Spec
     evidence : Evidence
-    diagnostics : Diagnostics, optional
-        The MCMC diagnostics (``bayes_eval.diagnostics.diagnose``); None for exact fits.
+
+    Attributes
+    ----------
+    diagnostics : Diagnostics or None
+        An MCMC fit's diagnostics (``bayes_eval.diagnostics.diagnose`` of its tree, made
+        here); None for exact fits.
     """
 
-    def __init__(self, tree: xr.DataTree, spec, evidence: Evidence, diagnostics=None):
+    def __init__(self, tree: xr.DataTree, spec, evidence: Evidence):
         self._tree = tree
         self.spec = spec
         self.evidence = evidence
-        self.diagnostics = diagnostics
         self._arrays: dict[str, np.ndarray] = {}
+        self.diagnostics = None
+        if self.is_mcmc:
+            from bayes_eval.diagnostics import diagnose
+
+            self.diagnostics = diagnose(tree)
 
     @property
-    def tree(self) -> xr.DataTree:
-        """Every group. The first read draws what is still missing: an exact fit's
-        posterior, and the predictive groups of any fit."""
+    def draws(self) -> xr.Dataset:
+        """The ``posterior`` group; an exact fit draws it the first time it is read."""
         if "posterior" not in self._tree:
             draws = _draws(self, self.spec.draws, self.seed)
             self._tree = self._tree.assign({"posterior": xr.DataTree(draws)})
+        return self._tree["posterior"].to_dataset()
+
+    @property
+    def tree(self) -> xr.DataTree:
+        """Every group; the first read adds what is still missing: an exact fit's draws,
+        and the predictive groups of any fit."""
         if "posterior_predictive" not in self._tree:
-            draws = self._tree["posterior"].to_dataset()
-            groups = replicate(self, draws, self.seed + 2)
+            groups = replicate(self, self.draws, self.seed + 2)
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
 
@@ -110,11 +122,6 @@ class Posterior:
         return "sample_stats" in self._tree
 
     @property
-    def conjugate(self) -> xr.Dataset:
-        """The per-(agent, task) estimates: methods, provenance and exact Beta shapes."""
-        return self._tree["conjugate"].to_dataset()
-
-    @property
     def coords(self) -> dict[str, list]:
         """Coordinates of the ``conjugate`` group (agent, task, and run and factor)."""
         node = self._tree["conjugate"]
@@ -127,7 +134,7 @@ class Posterior:
         return self._arrays[name]
 
     @classmethod
-    def build(cls, groups: dict, spec, evidence: Evidence, *, level, seed, diagnostics=None):
+    def build(cls, groups: dict, spec, evidence: Evidence, *, level, seed):
         """Assemble a fit's tree from its groups, with the evidence and the root attributes."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
@@ -143,7 +150,7 @@ class Posterior:
             "level": float(level),
             "seed": int(seed),
         }
-        return cls(tree, spec, evidence, diagnostics)
+        return cls(tree, spec, evidence)
 
     @classmethod
     def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
@@ -267,12 +274,7 @@ def load_posterior(path) -> Posterior:
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
     spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))
-    posterior = Posterior(tree, spec, evidence)
-    if posterior.is_mcmc:
-        from bayes_eval.diagnostics import diagnose
-
-        posterior.diagnostics = diagnose(tree)
-    return posterior
+    return Posterior(tree, spec, evidence)
 
 
 def _refusal(path: Path, tree: xr.DataTree) -> str:

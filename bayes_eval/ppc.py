@@ -96,7 +96,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
     """
     rows = []
     if posterior.is_mcmc:
-        post = posterior.tree["posterior"].to_dataset()
+        post = posterior.draws
         for method, agent, task, index, k, n, draws in _cells(posterior, post):
             p = np.clip(draws.ravel(), 0.0, 1.0)
             value = stats.binom.sf(k, n, p).mean() + 0.5 * stats.binom.pmf(k, n, p).mean()

@@ -74,7 +74,7 @@ def _quantile_mcse(posterior, level: float) -> np.ndarray:
     """ArviZ's Monte Carlo standard error of each cell's ``level`` quantile of ``p_task``."""
     import arviz_stats
 
-    draws = posterior.tree["posterior"]["p_task"].fillna(0.0)  # absent cells: not reported
+    draws = posterior.draws["p_task"].fillna(0.0)  # absent cells: not reported
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return arviz_stats.mcse(draws, method="quantile", prob=level).values
@@ -82,7 +82,7 @@ def _quantile_mcse(posterior, level: float) -> np.ndarray:
 
 def _mcmc_columns(posterior, agent, task, i, j, level, tau, mcse) -> dict:
     """Summaries of one cell's ``p_task`` draws, with the MCSE of the upper bound."""
-    draws = posterior.tree["posterior"]["p_task"].values[:, :, i, j]
+    draws = posterior.draws["p_task"].values[:, :, i, j]
     flat = draws.ravel()
     upper = float(np.quantile(flat, level))
     ok = posterior.diagnostics.cell_ok(f"p_task[{agent}, {task}]")
