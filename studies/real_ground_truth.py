@@ -1,7 +1,7 @@
 """Calibration of the end-to-end models on real runs with held-out ground truth.
 
     python studies/real_ground_truth.py [--repetitions 10] [--sizes 2 4] [--seed 0]
-        [--data ../shared/data] [--out studies/results]
+        [--data DIR] [--out studies/results]
 
 For each dataset (METR's long-task runs; tau-bench airline, gpt-4o) and evidence size
 ``e``: every (agent, task) cell with at least ``e + MIN_TRUTH_RUNS`` runs has its runs
@@ -11,7 +11,9 @@ are fitted to the evidence and calibrated against the held-out runs
 (``bayes_eval.calibration``). Repeated with fresh splits. Prints one row per dataset,
 size and model: how often the held-out rate lies above the 97.5% bound, the coverage of
 the central 95% predictive interval, PIT uniformity and the diagnostics; writes the
-table and a PIT histogram per row. Skips (exit 0) when the data folder is absent.
+table and a PIT histogram per row. ``DIR`` holds ``metr_runs.csv`` and
+``taubench_gpt4o_airline.csv`` (public run-level results the project does not ship; see
+the README, Real ground truth). Skips (exit 0) when the data folder is absent.
 """
 
 from __future__ import annotations
