@@ -6,6 +6,13 @@ alone (an exact milestone model) and asks how probable at least the observed end
 successes are when ``P`` is the product of the milestone rates: a tiny value says the
 agent succeeds by paths the milestones do not describe, and milestone-based bounds
 underestimate it. It refits, so it sits above ``bayes_eval.fit``.
+
+A model that itself describes success by other paths (``joint``, through its bypass
+probability) already answers the check: under it, each row is evidence about the paths
+(how many end-to-end successes the milestones alone predict, and the bypass the fit
+found), never a warning, and marks nothing doubtful. What marks such an estimate doubtful
+is the fit's own posterior predictive check of the end-to-end counts
+(``report.verdicts``).
 """
 
 from __future__ import annotations
@@ -17,19 +24,27 @@ from scipy import stats
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
 from bayes_eval.fit import fit
 
-__all__ = ["ASSUMPTION_ALPHA", "milestone_assumption"]
+__all__ = ["ASSUMPTION_ALPHA", "PATH_MODELS", "milestone_assumption"]
 
 ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
+# Kinds of model that describe success by paths the milestones do not (the check's subject).
+PATH_MODELS = ("joint",)
 
 
-def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd.DataFrame:
+def milestone_assumption(
+    evidence, model: str = "mats2024", seed: int = 0, fitted=None
+) -> pd.DataFrame:
     """Per task with milestone and end-to-end data: are the end-to-end successes plausible?
 
     ``p_value`` is the posterior predictive probability of at least the observed
     end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
-    exact milestone spec, fitted to the milestone rows alone).
+    exact milestone spec, fitted to the milestone rows alone); ``expected`` the
+    end-to-end successes those rates predict on average. ``fitted`` is the ``Posterior``
+    the check is reported with: under a model in ``PATH_MODELS`` the rows carry its
+    ``bypass`` (posterior mean) and the message describes the paths; ``doubtful`` is
+    ``contradicted`` under any other model and always false under those.
     """
-
+    accounted = fitted is not None and fitted.spec.kind in PATH_MODELS
     table = evidence.table
     e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
     milestones = table[table["method"] == MILESTONE_METHOD]
@@ -41,8 +56,11 @@ def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd
         "trials",
         "milestone_mean",
         "milestone_upper",
+        "expected",
         "p_value",
         "contradicted",
+        "bypass",
+        "doubtful",
         "message",
     ]
     if not both:
@@ -52,6 +70,7 @@ def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd
     posterior = fit(_as_input(frame), model, seed=seed)
     summary = posterior.summary().set_index(["agent", "task"])
     post = posterior.draws["p_task"]
+    bypass = fitted.draws["bypass_task"].mean(("chain", "draw")) if accounted else None
     rows = []
     for agent, task in both:
         k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
@@ -61,26 +80,30 @@ def milestone_assumption(evidence, model: str = "mats2024", seed: int = 0) -> pd
         else:
             value = float(stats.binom.sf(k - 1, n, np.clip(draws, 0, 1)).mean())
         bad = bool(value < ASSUMPTION_ALPHA)
-        rows.append(
-            dict(
-                agent=agent,
-                task=task,
-                successes=k,
-                trials=n,
-                milestone_mean=summary.loc[(agent, task), "mean"],
-                milestone_upper=summary.loc[(agent, task), "upper"],
-                p_value=value,
-                contradicted=bad,
-                message=_message(agent, task, k, n, value, bad),
-            )
+        mean = summary.loc[(agent, task), "mean"]
+        row = dict(
+            agent=agent,
+            task=task,
+            successes=k,
+            trials=n,
+            milestone_mean=mean,
+            milestone_upper=summary.loc[(agent, task), "upper"],
+            expected=n * mean,
+            p_value=value,
+            contradicted=bad,
+            bypass=float(bypass.sel({AGENT: agent, TASK: task})) if accounted else np.nan,
+            doubtful=bad and not accounted,
         )
+        row["message"] = _path_message(row, fitted.spec.name) if accounted else _message(row)
+        rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
 
-def _message(agent, task, k, n, value, bad) -> str:
+def _message(row) -> str:
+    agent, task, k, n, value = (row[c] for c in ("agent", "task", "successes", "trials", "p_value"))
     if np.isnan(value):
         return f"{task} ({agent}): no milestone posterior to check against"
-    if not bad:
+    if not row["contradicted"]:
         return (
             f"{task} ({agent}): {k}/{n} end-to-end successes are consistent with the "
             f"milestones (p = {value:.3g})"
@@ -91,6 +114,22 @@ def _message(agent, task, k, n, value, bad) -> str:
         "the milestones do not describe, so milestone-based estimates and bounds "
         "underestimate it; use end-to-end data or the joint model."
     )
+
+
+def _path_message(row, model: str) -> str:
+    """The check as evidence about paths, under a model that accounts for them."""
+    counts = f"{row['successes']}/{row['trials']}"
+    head = f"{row['task']} ({row['agent']}): {counts} end-to-end successes"
+    bypass = f"{model} bypass ≈ {row['bypass']:.2g}"
+    if np.isnan(row["p_value"]):
+        return f"{head}; no milestone posterior to compare with; {bypass}"
+    alone = f"the milestones alone predict about {row['expected']:.2g} (p = {row['p_value']:.2g})"
+    if row["contradicted"]:
+        return (
+            f"{head}; {alone}; the {model} model attributes the difference to other paths, "
+            f"bypass ≈ {row['bypass']:.2g}"
+        )
+    return f"{head}; {alone}; {bypass}"
 
 
 def _as_input(frame: pd.DataFrame) -> pd.DataFrame:

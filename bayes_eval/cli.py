@@ -33,6 +33,14 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
+QUIET_HELP = "no progress on stderr (shown only when stderr is a terminal anyway)"
+
+
+def _progress(args):
+    """Where a pooled fit reports compiling and sampling: stderr when it is a terminal."""
+    return None if args.quiet or not sys.stderr.isatty() else sys.stderr
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bayes-eval", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -55,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     mcmc.add_argument("--tune", help="tuning steps per chain")
     mcmc.add_argument("--chains", help="number of chains")
     mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
+    fit.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     fit.add_argument("--debug", action="store_true", help="show tracebacks")
     check = commands.add_parser("check", help="print the MCMC diagnostics of a fit's --out folder")
     check.add_argument("run_dir", help="folder written by bayes-eval fit --out")
@@ -103,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--level", help="one-sided credible level (default: the spec's)")
     report.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     report.add_argument("--out", required=True, help="folder for report.html, report.md, figures")
+    report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
     plan = commands.add_parser(
         "plan", help="trials that certify P < TAU, or the next run to make (RUN_DIR --task)"
@@ -206,12 +216,13 @@ def _fit(args) -> int:
         seed=seed,
         notes=notes,
         sampler=sampler,
-        log=sys.stderr,
+        log=_progress(args),
     )
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    checks, assumption = predictive_checks(posterior), milestone_assumption(posterior.evidence)
+    checks = predictive_checks(posterior)
+    assumption = milestone_assumption(posterior.evidence, fitted=posterior)
     verdict = "\n".join(filter(None, [_verdict(posterior), _check_lines(checks, assumption)]))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
@@ -243,6 +254,7 @@ def _verdict(posterior) -> str:
         return "diagnostics: all checks passed (R-hat, bulk and tail ESS, divergences, E-BFMI)"
     lines = ["diagnostics FAILED: the estimates are unreliable (diagnostics_ok = false)"]
     lines += [f"  - {message}" for message in diagnostics.messages]
+    lines.append(f"most likely to help: {diagnostics.advice}")
     return "\n".join(lines)
 
 
@@ -299,10 +311,13 @@ def _check_lines(checks, assumption) -> str:
             )
     if len(assumption):
         bad = assumption[assumption["contradicted"]]
-        lines.append(
+        head = (
             f"milestone-assumption check: {len(bad)} of {len(assumption)} tasks with "
             "milestone and end-to-end data contradict the milestones"
         )
+        if not assumption["doubtful"].any() and len(bad):  # a model that accounts for paths
+            head += " (the model accounts for other paths: evidence about them, no warning)"
+        lines.append(head)
         lines += [f"  - {message}" for message in bad["message"]]
     return "\n".join(lines)
 
@@ -549,7 +564,9 @@ def _report(args) -> int:
     level = None if args.level is None else check_probability(args.level, "--level")
     seed = _whole(args.seed, "--seed", 0)
     out = _check_out(Path(args.out))
-    posterior = load_or_fit(args.source, model=args.model, level=level, seed=seed, log=sys.stderr)
+    posterior = load_or_fit(
+        args.source, model=args.model, level=level, seed=seed, log=_progress(args)
+    )
     result = build_report(posterior, threshold, level)
     _staged(out, result.write)
     tally = result.table["verdict"].value_counts()

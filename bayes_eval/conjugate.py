@@ -177,7 +177,8 @@ def log_beta_draws(a, b, size: tuple[int, ...], rng: np.random.Generator) -> np.
 
 def _log_gamma_draws(shape_param, shape, rng):
     k = np.broadcast_to(shape_param, shape)
-    return np.log(rng.standard_gamma(k + 1.0)) + np.log(rng.uniform(size=shape)) / k
+    with np.errstate(over="ignore"):  # a shape near 1e-308: log G is -inf, G is 0
+        return np.log(rng.standard_gamma(k + 1.0)) + np.log(rng.uniform(size=shape)) / k
 
 
 def _log_moment(a, b, order):

@@ -44,6 +44,17 @@ DEFAULT_SEED = 20240901
 # MCMC settings a pooled spec does not give (the shipped specs give them all).
 SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
 
+# How many times its prior's information a pooled parameter's data must carry for it to
+# be sampled centred (hierarchical.choose_form).
+CENTRED_MARGIN = 3.0
+
+# End-to-end trials per task up to which the joint model marginalises the task's milestone
+# rates (an exact finite sum whose cost grows as trials cubed); above it they are sampled.
+MARGINAL_END_TO_END = 5
+
+# target_accept of the refit when a pooled fit diverged (see hierarchical.fit_pooled).
+RETRY_TARGET_ACCEPT = 0.99
+
 # Compiled nutpie models kept per process (a study refits one design many times).
 COMPILE_CACHE_SIZE = 4
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RHAT_MAX
+from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RETRY_TARGET_ACCEPT, RHAT_MAX
 
 __all__ = ["Diagnostics", "diagnose"]
 
@@ -31,6 +31,8 @@ class Diagnostics:
     divergences : int
     ebfmi : tuple of float
         Per chain.
+    advice : str
+        The one change most likely to make a failed fit pass ('' when it passed).
     """
 
     ok: bool
@@ -38,6 +40,7 @@ class Diagnostics:
     table: pd.DataFrame
     divergences: int
     ebfmi: tuple
+    advice: str = ""
 
     def cell_ok(self, label: str) -> bool:
         """The global checks and those of one table row (e.g. ``p_task[a, t]``).
@@ -98,7 +101,23 @@ def diagnose(tree) -> Diagnostics:
     ebfmi = tuple(float(x) for x in arviz_stats.bfmi(stats["energy"]).values)
     divergences = int(stats["diverging"].values.sum())
     messages = _messages(table, divergences, ebfmi)
-    return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi)
+    target = stats.attrs.get("target_accept")
+    advice = _advice(table, divergences, ebfmi, target, posterior.sizes["draw"]) if messages else ""
+    return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi, advice)
+
+
+def _advice(table, divergences, ebfmi, target_accept, draws) -> str:
+    """The one change most likely to help: a smaller step where the sampler diverged (or,
+    already at the retry's target_accept, a better-informed model), else more draws."""
+    if divergences or min(ebfmi, default=1.0) < EBFMI_MIN:
+        if target_accept is None or float(target_accept) < RETRY_TARGET_ACCEPT:
+            return f"raise --target-accept to {RETRY_TARGET_ACCEPT:g}"
+        return (
+            f"the funnel persists at target_accept {RETRY_TARGET_ACCEPT:g}: give the "
+            "concentrations more informative priors (a copy of the spec, its "
+            "[priors.*_concentration]) or add trials to the tasks that fail"
+        )
+    return f"run longer: --draws {4 * int(draws)}"
 
 
 def _messages(table, divergences, ebfmi) -> list[str]:

@@ -15,14 +15,19 @@ NUTS explores only the hyperparameters:
 * ``joint`` / ``partial``: the milestone hierarchy plus end-to-end counts
   ``k ~ Binomial(n, Q + (1 - Q) lambda)``, ``Q = prod p_m``, with a bypass probability
   ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
-  Here the milestone rates of a task also explain its end-to-end counts, so they are
-  sampled, not marginalised; ``lambda`` is marginalised (a finite sum, see
-  ``_joint_model``) and drawn back exactly; a task without end-to-end runs takes its
-  ``lambda`` from the population.
+  Here the milestone rates of a task also explain its end-to-end counts; they are still
+  marginalised for tasks with up to ``MARGINAL_END_TO_END`` end-to-end trials (an exact
+  finite sum, ``_path_tables``) and sampled above; ``lambda`` is marginalised (a finite
+  sum, see ``_joint_model``); both are drawn back exactly; a task without end-to-end
+  runs takes its ``lambda`` from the population.
 
-Task means are sampled centred first; if that fit fails its diagnostics (the funnel of
-a population whose tasks' data say little about their means), the model is refitted
-with the same prior sampled non-centred, and the provenance says so.
+Each task mean (and, in ``joint``, each milestone rate) is sampled centred where its data
+pin it down and non-centred where they say little about it (``choose_form``): a centred
+parameter whose data are weak forms a funnel with its population's concentration, and a
+non-centred one whose data are strong forms the inverse funnel. If the fit still fails
+its diagnostics, it is refitted with a higher target_accept (and more draws where the
+ESS is short), then in the other form; the best fit by its diagnostics is kept, and the
+provenance names every attempt and which one was kept and why.
 
 PyMC and nutpie are imported only here, and only when a pooled model is fitted.
 """
@@ -36,20 +41,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy import special
 
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
+    CENTRED_MARGIN,
     COMPILE_CACHE_SIZE,
+    EBFMI_MIN,
     END_TO_END,
+    ESS_MIN,
     EXPERT_COMPLETION,
+    MARGINAL_END_TO_END,
     MILESTONE,
     MILESTONE_METHOD,
+    RETRY_TARGET_ACCEPT,
+    RHAT_MAX,
     RUN,
     SAMPLER_DEFAULTS,
     STEP,
     TASK,
 )
+from bayes_eval.diagnostics import diagnose
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -83,6 +96,68 @@ class Layout:
     runs: list
 
 
+@dataclass(frozen=True)
+class Form:
+    """Which parameters are sampled centred: the task mean of each pair, and in ``joint``
+    the rate of each milestone cell (both empty for ``end_to_end``, which has neither)."""
+
+    pairs: np.ndarray
+    cells: np.ndarray
+
+    @property
+    def flippable(self) -> bool:
+        return self.pairs.size > 0
+
+    def key(self) -> tuple:
+        return self.pairs.tobytes(), self.cells.tobytes()
+
+    def flipped(self) -> Form:
+        """The other form: all non-centred where any part is centred, else all centred."""
+        centred = not (self.pairs.any() or self.cells.any())
+        return Form(np.full_like(self.pairs, centred), np.full_like(self.cells, centred))
+
+    def describe(self) -> str:
+        parts = [f"task means {_split(self.pairs)}"]
+        if self.cells.size:
+            parts.append(f"milestone rates {_split(self.cells)}")
+        return ", ".join(parts)
+
+
+def _split(centred: np.ndarray) -> str:
+    if centred.all():
+        return "centred"
+    if not centred.any():
+        return "non-centred"
+    return f"{int(centred.sum())} centred, {int((~centred).sum())} non-centred"
+
+
+def choose_form(layout, spec) -> Form:
+    """Centred where the data say more about a parameter than its population does.
+
+    A milestone rate with ``n`` trials is centred when its binomial information,
+    ``n / (p (1 - p))``, is ``CENTRED_MARGIN`` times that of its Beta prior,
+    ``(kappa + 1) / (p (1 - p))``. A task mean is centred when the information its
+    milestones carry about it, ``sum_m 1 / (1 / (kappa + 1) + 1 / n_m)`` (each milestone
+    a noisy draw around the mean), is ``CENTRED_MARGIN`` times its prior's,
+    ``kappa_agent + 1``. Both concentrations are taken at their prior medians: the choice
+    is made before any fit. The margin leans towards the non-centred form, which at worst
+    mixes more slowly where the centred one diverges (``studies/robustness.py``).
+    """
+    empty = np.zeros(0, dtype=bool)
+    if spec.kind == "end_to_end":
+        return Form(empty, empty)
+    role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
+    kappa = np.exp(spec.priors[role].params["mu"])  # LogNormal median
+    kappa_agent = np.exp(spec.priors["task_concentration"].params["mu"])
+    n = layout.n.astype(float)
+    per_cell = n * (kappa + 1) / (n + kappa + 1)  # 1 / (1 / (kappa + 1) + 1 / n), 0 at n = 0
+    information = np.bincount(layout.cell_pair, per_cell, minlength=len(layout.pairs))
+    cells = empty
+    if spec.kind == "joint":  # only the cells it samples
+        cells = (layout.n >= CENTRED_MARGIN * (kappa + 1))[_sampled_cells(layout)]
+    return Form(information >= CENTRED_MARGIN * (kappa_agent + 1), cells)
+
+
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
     """Fit a pooled spec with MCMC and return a ``Posterior`` carrying its draws.
 
@@ -100,14 +175,16 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     log : file, optional
         Where progress lines go (stderr); None for silence.
     """
+    import xarray as xr
+
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = _layout(by_pair, spec)
     build, key = BUILDERS[spec.kind], _structure(layout, spec)
 
-    def run(model, key, **provenance):
-        trace = _sample(model, settings, seed, log, key=key)
+    def run(form, tried):
+        trace = _sample(build(layout, spec, form), tried, seed, log, key=(*key, form.key()))
         draws = trace["posterior"].to_dataset()
         rates = _rates(draws, layout, spec, np.random.default_rng(seed + 1))
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
@@ -116,34 +193,81 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
                 draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
         if "p_step" in draws:
             draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
-        groups = {
-            "posterior": draws,
-            "sample_stats": trace["sample_stats"].to_dataset(),
-            "conjugate": _estimates(layout, spec, seed, {**settings, **provenance}),
-        }
-        return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+        stats = trace["sample_stats"].to_dataset()
+        stats.attrs["target_accept"] = float(tried["target_accept"])
+        groups = {"posterior": draws, "sample_stats": stats}
+        return groups, diagnose(xr.DataTree.from_dict(groups))
 
-    if spec.kind == "end_to_end":  # no task means
-        return run(build(layout, spec), key)
-    posterior = run(build(layout, spec), key, task_means="centred")
-    failed = posterior.diagnostics.messages
-    if not failed:
-        return posterior
-    if log is not None:
-        print(
-            f"sampling: the centred task means failed diagnostics ({failed[0]}); "
-            "refitting them non-centred",
-            file=log,
-            flush=True,
+    plans = [(choose_form(layout, spec), settings)]
+    fits, attempts = [], []
+    while plans:
+        form, tried = plans.pop(0)
+        fits.append((*run(form, tried), form, tried))
+        failed = fits[-1][1].messages
+        attempts.append(f"{_attempt(form, tried)}: " + ("; ".join(failed) or "passed"))
+        if not failed:
+            break
+        if len(fits) == 1:
+            plans = [(form, _retry_settings(fits[0][1], settings))]
+            if form.flippable:
+                plans.append((form.flipped(), plans[0][1]))
+        if plans and log is not None:
+            print(
+                f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
+                f"{_attempt(*plans[0])}",
+                file=log,
+                flush=True,
+            )
+    best = min(range(len(fits)), key=lambda i: _badness(fits[i][1]))
+    groups, diagnostics, form, tried = fits[best]
+    record = ""
+    if len(fits) > 1:
+        why = "it passed" if diagnostics.ok else "the fewest failed checks"
+        record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
+            f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
-    return run(
-        build(layout, spec, noncentred=True),
-        (*key, "non-centred"),
-        task_means=f"non-centred (centred failed: {'; '.join(failed)})",
+    run_text = _attempt(form, tried) + record
+    groups["conjugate"] = _estimates(layout, spec, seed, run_text)
+    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+
+
+def _attempt(form, settings) -> str:
+    """One fit's sampler settings and form, as the provenance names them."""
+    text = (
+        f"{settings['engine']} {settings['chains']} chains x {settings['draws']} draws "
+        f"(tune {settings['tune']}, target_accept {settings['target_accept']:g})"
+    )
+    return text + (f", {form.describe()}" if form.flippable else "")
+
+
+def _retry_settings(diagnostics, settings) -> dict:
+    """The settings of the refit: target_accept raised to 0.99 where the fit diverged (or
+    its energy was explored poorly), the draws doubled where an ESS fell short or the
+    chains disagreed."""
+    out = dict(settings)
+    if diagnostics.divergences or min(diagnostics.ebfmi, default=1.0) < EBFMI_MIN:
+        out["target_accept"] = max(RETRY_TARGET_ACCEPT, float(settings["target_accept"]))
+    table = diagnostics.table
+    short = (table[["ess_bulk", "ess_tail"]] < ESS_MIN).any(axis=None)
+    if short or (table["r_hat"] > RHAT_MAX).any():
+        out["draws"] = 2 * int(settings["draws"])
+    return out
+
+
+def _badness(diagnostics) -> tuple:
+    """Order of fits, best first: passed, then fewer failed checks, fewer divergences, a
+    smaller largest R-hat and a larger smallest tail ESS."""
+    table = diagnostics.table
+    return (
+        not diagnostics.ok,
+        len(diagnostics.messages),
+        diagnostics.divergences,
+        float(table["r_hat"].max()),
+        -float(table["ess_tail"].min()),
     )
 
 
-def _estimates(layout, spec, seed, engine) -> xr.Dataset:
+def _estimates(layout, spec, seed, run) -> xr.Dataset:
     """The ``conjugate`` group of a pooled fit: method, provenance (model, priors, sampler)
     and the end-to-end counts behind the Clopper-Pearson bound, per (agent, task)."""
     import xarray as xr
@@ -152,12 +276,7 @@ def _estimates(layout, spec, seed, engine) -> xr.Dataset:
     method = np.full(shape, "", dtype=object)
     provenance = np.full(shape, "", dtype=object)
     priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
-    run = (
-        f"{engine['engine']} {engine['chains']} chains x {engine['draws']} draws "
-        f"(tune {engine['tune']}, target_accept {engine['target_accept']:g}, seed {seed})"
-    )
-    if "task_means" in engine:
-        run += f"; task means {engine['task_means']}"
+    run = f"{run}; seed {seed}"
     e2e = np.full(shape + (2,), -1, dtype=np.int64)
     for p, (agent, task) in enumerate(layout.pairs):
         i, j = layout.agents.index(agent), layout.tasks.index(task)
@@ -233,10 +352,21 @@ def _layout(by_pair, spec) -> Layout:
 # ---------------------------------------------------------------------------
 
 
-def _prior(pm, name, prior, dims):
-    if prior.dist == "Beta":
-        return pm.Beta(name, alpha=prior.alpha, beta=prior.beta, dims=dims)
-    return pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
+def _concentration(pm, name, prior, dims):
+    """``log kappa`` of a LogNormal concentration (``name``, sampled on the log scale)."""
+    import pytensor.tensor as pt
+
+    kappa = pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
+    return pt.log(kappa)
+
+
+def _mean(pm, name, prior, dims):
+    """``log mu`` and ``log (1 - mu)`` of a Beta-distributed mean, sampled as its logit."""
+    import pytensor.tensor as pt
+
+    size = len(pm.modelcontext(None).coords[dims])
+    log_a, log_b = (pt.as_tensor(np.full(size, np.log(v))) for v in (prior.alpha, prior.beta))
+    return _beta_parts(pm, name, log_a, log_b, np.ones(size, dtype=bool), dims)
 
 
 def _coords(layout):
@@ -247,75 +377,106 @@ def _coords(layout):
     }
 
 
-def _end_to_end_model(layout, spec):
+def _end_to_end_model(layout, spec, form=None):
     import pymc as pm
+    import pytensor.tensor as pt
 
     with pm.Model(coords=_coords(layout)) as model:
-        mu = _prior(pm, "mu", spec.priors["mean"], AGENT)
-        kappa = _prior(pm, "kappa", spec.priors["concentration"], AGENT)
+        log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
+        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
         k = pm.Data("k_obs", layout.e2e_k, dims="pair")
-        log_lik = _beta_binomial(mu * kappa, (1 - mu) * kappa, layout.pair_agent, k, layout.e2e_n)
-        pm.Potential("k_end_to_end", log_lik)
+        a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
+        pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, layout.e2e_n))
     return model
 
 
-def _task_hierarchy(pm, layout, spec, noncentred):
+def _task_hierarchy(pm, layout, spec, form):
     """Agent-level mean of task means, task means, and the within-task concentration.
 
     ``mu_task ~ Beta(a, b)``, ``a = mu_agent kappa_agent``, ``b = (1 - mu_agent)
-    kappa_agent``: centred, or exactly the same prior sampled non-centred through
-    ``mu_task_z`` (``_noncentred_beta``). Centred suits tasks whose data pin their mean
-    (milestones alike); where they say little about it (milestones unlike each other),
-    ``logit mu_task`` and ``kappa_agent`` form a funnel (E-BFMI about 0.2, a biased
-    ``kappa_agent``) that the non-centred form removes, at several times lower ESS in the
-    first case.
+    kappa_agent``, sampled centred (``mu_task_logit``) for the pairs ``form.pairs`` marks
+    and non-centred (``mu_task_z``) for the others: exactly the same prior either way.
+    Returns ``log mu_task``, ``log (1 - mu_task)`` and ``log kappa``.
     """
-    import pytensor.tensor as pt
-
+    log_mu, log_1mu = _mean(pm, "mu_agent", spec.priors["task_mean"], AGENT)
+    log_kappa = _concentration(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
     agent = layout.pair_agent
-    mu_agent = _prior(pm, "mu_agent", spec.priors["task_mean"], AGENT)
-    kappa_agent = _prior(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
-    a, b = (mu_agent * kappa_agent)[agent], ((1 - mu_agent) * kappa_agent)[agent]
-    if noncentred:
-        log_mu, log_density = _noncentred_beta(a, b, pm.Flat("mu_task_z", dims="pair"))
-        pm.Potential("mu_task_prior", pt.sum(log_density))
-        mu_task = pm.Deterministic("mu_task", pt.exp(log_mu), dims="pair")
-    else:
-        mu_task = pm.Beta("mu_task", alpha=a, beta=b, dims="pair")
+    log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]
+    log_task, log_1m_task = _beta_parts(pm, "mu_task", log_a, log_b, form.pairs, "pair")
     role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
-    kappa = _prior(pm, "kappa", spec.priors[role], AGENT)
-    return mu_task, kappa
+    return log_task, log_1m_task, _concentration(pm, "kappa", spec.priors[role], AGENT)
 
 
-def _noncentred_beta(a, b, z):
-    """``log p`` and the log density of ``z`` for ``p ~ Beta(a, b)`` written as
-    ``logit p = log(a / b) + z sqrt(1 / a + 1 / b)``.
+def _beta_parts(pm, name, log_a, log_b, centred, dim):
+    """``log p`` and ``log (1 - p)`` of ``p ~ Beta(a, b)`` over ``dim``, from the shapes'
+    logs, sampled on the logit scale: centred (``{name}_logit``) where ``centred``,
+    non-centred (``{name}_z``, ``_noncentred_beta``) elsewhere. ``p`` is recorded as the
+    deterministic ``name``.
 
-    The shift and scale are the Beta's logit mean and sd to first order, so ``z`` is
-    about standard normal whatever ``a`` and ``b``; the density (Beta log-density plus
-    ``log |dp / dz| = log p (1 - p) scale``) keeps ``p`` exactly Beta. Neither needs
-    digamma or trigamma, whose gradients numba would run in object mode.
+    Both forms keep ``log p`` and ``log (1 - p)`` exact where ``p`` rounds to 0 or 1 (an
+    all-success task whose mean's logit wanders to 40): PyMC's Beta would make the shape
+    ``(1 - p) kappa`` 0 there, and the step a divergence.
     """
     import pytensor.tensor as pt
 
-    scale = pt.sqrt(1 / a + 1 / b)
-    logit = pt.log(a) - pt.log(b) + scale * z
-    log_p, log_1mp = -pt.softplus(-logit), -pt.softplus(logit)
+    size = centred.size
+    log_p, log_1mp = pt.zeros(size), pt.zeros(size)
+    inside, outside = np.flatnonzero(centred), np.flatnonzero(~centred)
+    for where, form in ((inside, "logit"), (outside, "z")):
+        if not where.size:
+            continue
+        free = pm.Flat(f"{name}_{form}", shape=where.size)
+        parts = _logit_beta if form == "logit" else _noncentred_beta
+        log_x, log_1mx, log_density = parts(log_a[where], log_b[where], free)
+        pm.Potential(f"{name}_{form}_prior", pt.sum(log_density))
+        log_p = pt.set_subtensor(log_p[where], log_x)
+        log_1mp = pt.set_subtensor(log_1mp[where], log_1mx)
+    pm.Deterministic(name, pt.exp(log_p), dims=dim)
+    return log_p, log_1mp
+
+
+def _logit_beta(log_a, log_b, x):
+    """``log p``, ``log (1 - p)`` and the log density of ``x = logit p``, ``p ~ Beta(a, b)``:
+    ``a log p + b log (1 - p) - log B(a, b)`` (the Beta density times ``p (1 - p)``)."""
+    import pytensor.tensor as pt
+
+    a, b = pt.exp(log_a), pt.exp(log_b)
+    log_p, log_1mp = -pt.softplus(-x), -pt.softplus(x)
     log_beta = pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
-    return log_p, a * log_p + b * log_1mp - log_beta + pt.log(scale)
+    return log_p, log_1mp, a * log_p + b * log_1mp - log_beta
 
 
-def _hierarchy_model(layout, spec, noncentred=False):
+def _noncentred_beta(log_a, log_b, z):
+    """``log p``, ``log (1 - p)`` and the log density of ``z`` for ``p ~ Beta(a, b)`` written
+    as ``logit p = log(a / b) + z sqrt(1 / a + 1 / b + 1 / a^2 + 1 / b^2)``.
+
+    The scale follows the sd of ``logit p``, ``sqrt(trigamma(a) + trigamma(b))``: about
+    ``sqrt(1 / a + 1 / b)`` for large shapes and ``sqrt(1 / a^2 + 1 / b^2)`` for small
+    ones, so ``z`` is about standard normal whatever ``a`` and ``b``. With the large-shape
+    scale alone, the tails of ``z`` under shapes near 0.05 (a concentration near 0.1)
+    would decay at rate ``sqrt(a)``, a heavy tail that NUTS crosses only with long
+    trajectories. The density (``_logit_beta`` plus ``log |d logit p / dz| = log scale``)
+    keeps ``p`` exactly Beta. Neither needs digamma or trigamma, whose gradients numba
+    would run in object mode.
+    """
+    import pytensor.tensor as pt
+
+    inverse_a, inverse_b = pt.exp(-log_a), pt.exp(-log_b)
+    scale = pt.sqrt(inverse_a * (1 + inverse_a) + inverse_b * (1 + inverse_b))
+    log_p, log_1mp, log_density = _logit_beta(log_a, log_b, log_a - log_b + scale * z)
+    return log_p, log_1mp, log_density + pt.log(scale)
+
+
+def _hierarchy_model(layout, spec, form):
     import pymc as pm
+    import pytensor.tensor as pt
 
     with pm.Model(coords=_coords(layout)) as model:
-        mu_task, kappa = _task_hierarchy(pm, layout, spec, noncentred)
-        conc = kappa[layout.pair_agent]
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_kappa = log_kappa[layout.pair_agent]
+        a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         k = pm.Data("k_obs", layout.k, dims="cell")
-        log_lik = _beta_binomial(
-            mu_task * conc, (1 - mu_task) * conc, layout.cell_pair, k, layout.n
-        )
-        pm.Potential("k_cell", log_lik)
+        pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, layout.n))
     return model
 
 
@@ -342,40 +503,184 @@ def _beta_binomial(alpha, beta, group, k, n):
     return check_parameters(total, pt.all(alpha > 0), pt.all(beta > 0), msg="alpha, beta > 0")
 
 
-def _joint_model(layout, spec, noncentred=False):
+def _sampled_cells(layout) -> np.ndarray:
+    """The milestone cells whose rates the joint model samples: those of tasks with more
+    than ``MARGINAL_END_TO_END`` end-to-end trials. The rates of every other task are
+    marginalised."""
+    return layout.e2e_n[layout.cell_pair] > MARGINAL_END_TO_END
+
+
+def _joint_model(layout, spec, form):
     """Milestone hierarchy plus end-to-end counts, with the bypass marginalised.
 
     With ``s = Q + (1 - Q) lambda`` and ``lambda ~ Beta(a, b)``, expanding ``s^k``
     binomially gives ``P(k | Q) = C(n, k) (1 - Q)^(n - k) sum_j C(k, j) Q^(k - j)
     (1 - Q)^j B(a + j, b + n - k) / B(a, b)``, j = 0..k: a finite sum, so NUTS never
     sees lambda (``_bypass`` draws it back exactly).
+
+    The milestone rates are sampled only where that is needed. A task without end-to-end
+    runs has its rates marginalised as in ``hierarchical`` (Beta-Binomial). A task with
+    at most ``MARGINAL_END_TO_END`` end-to-end trials (one, in the usual agentic
+    benchmark) too: given the hyperparameters its rates are independent Betas, and its
+    end-to-end likelihood is a finite sum of their moments (``_path_tables``,
+    ``_path_likelihood``); ``_marginal_draws`` draws the rates and lambda back. Only tasks
+    with more end-to-end trials sample their rates (``p_cell``, over ``sampled_cell``).
     """
     import pymc as pm
     import pytensor.tensor as pt
 
-    cell_agent = layout.pair_agent[layout.cell_pair]
-    with_e2e = np.flatnonzero(layout.e2e_n > 0)
-    with pm.Model(coords=_coords(layout)) as model:
-        mu_task, kappa = _task_hierarchy(pm, layout, spec, noncentred)
-        mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
-        p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
-        pm.Binomial(
-            "k_cell", n=layout.n, p=p, observed=pm.Data("k_obs", layout.k, dims="cell"), dims="cell"
+    sampled = _sampled_cells(layout)
+    few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
+    many = np.flatnonzero(layout.e2e_n > MARGINAL_END_TO_END)
+    coords = {**_coords(layout), "sampled_cell": np.flatnonzero(sampled)}
+    with pm.Model(coords=coords) as model:
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_kappa = log_kappa[layout.pair_agent]
+        log_a, log_b = log_mu + log_kappa, log_1mu + log_kappa  # per pair
+        k = pm.Data("k_obs", layout.k, dims="cell")
+        kept = np.flatnonzero(~sampled)
+        if kept.size:
+            a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
+            pm.Potential("k_cell", _beta_binomial(a, b, group, k[kept], layout.n[kept]))
+        log_bypass, log_1m_bypass = _mean(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
+        log_kappa_bypass = _concentration(
+            pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT
         )
-        log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
-        mu_bypass = _prior(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
-        kappa_bypass = _prior(pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT)
-        if with_e2e.size:
-            agent = layout.pair_agent[with_e2e]
-            a = (mu_bypass[agent] * kappa_bypass[agent])[:, None]
-            b = ((1 - mu_bypass[agent]) * kappa_bypass[agent])[:, None]
-            e2e_k = pm.Data("e2e_k", layout.e2e_k[with_e2e])
-            n = layout.e2e_n[with_e2e][:, None]
+        bypass_a = pt.exp(log_bypass + log_kappa_bypass)[layout.pair_agent]
+        bypass_b = pt.exp(log_1m_bypass + log_kappa_bypass)[layout.pair_agent]
+        if few.size:
+            cells, real = _cells_of(layout, few)
+            group = layout.cell_pair[cells]
+            a = pt.exp(log_a)[group] + k[cells]
+            b = pt.exp(log_b)[group] + (layout.n[cells] - k[cells])
+            tables = _path_tables(pt, a, b, real, int(layout.e2e_n[few].max()))
+            e2e_few = pm.Data("e2e_few", layout.e2e_k[few])
+            log_lik = _path_likelihood(
+                pt, tables[0], bypass_a[few], bypass_b[few], e2e_few, layout.e2e_n[few]
+            )
+            pm.Potential("end_to_end_few", pt.sum(log_lik))
+        if many.size:
+            where = np.flatnonzero(sampled)
+            group = layout.cell_pair[where]
+            log_p, log_1mp = _beta_parts(
+                pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell"
+            )
+            n = layout.n[where]
+            pm.Potential("k_sampled", pt.sum(k[where] * log_p + (n - k[where]) * log_1mp))
+            log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
+            e2e_k = pm.Data("e2e_k", layout.e2e_k[many])
+            n = layout.e2e_n[many][:, None]
             log_lik = _bypass_terms(
-                pt, log_q[with_e2e][:, None], a, b, e2e_k[:, None], n, int(n.max()), logsumexp=True
+                pt,
+                log_q[many][:, None],
+                bypass_a[many][:, None],
+                bypass_b[many][:, None],
+                e2e_k[:, None],
+                n,
+                int(n.max()),
+                logsumexp=True,
             )
             pm.Potential("end_to_end", pt.sum(log_lik))
     return model
+
+
+def _cells_of(layout, pairs):
+    """The cells of each pair as a ``(pairs, most milestones)`` index array, padded with
+    the pair's first cell, and the mask of the real ones."""
+    lists = [np.flatnonzero(layout.cell_pair == p) for p in pairs]
+    width = max(len(c) for c in lists)
+    cells = np.array([np.pad(c, (0, width - len(c)), mode="edge") for c in lists])
+    real = np.arange(width)[None, :] < np.array([len(c) for c in lists])[:, None]
+    return cells, real
+
+
+# Below this log probability a path is impossible (finite, unlike -inf, so that a sum of
+# impossible terms has a gradient and no NaN).
+IMPOSSIBLE = -1e10
+
+
+def _path_tables(xp, a, b, real, n_max):
+    """``log G_m(u, v) = log E[Q_m^u (1 - Q_m)^v]`` for ``Q_m = prod_{l >= m} p_l``,
+    ``p_l ~ Beta(a_l, b_l)`` independent, ``u + v <= n_max``; one ``(..., u, v)`` table
+    per milestone ``m``, the first being ``m = 0`` (the whole product).
+
+    From ``1 - Q_m = (1 - p_m) + p_m (1 - Q_{m+1})`` and the binomial theorem,
+    ``G_m(u, v) = sum_i C(v, i) E[p_m^(u + i) (1 - p_m)^(v - i)] G_{m+1}(u, i)``, a sum
+    of positive terms (no cancellation), with ``G_M(u, v) = [v = 0]``. ``a``, ``b`` are
+    ``(..., M)``; ``real`` masks padded milestones (``p = 1``). ``xp`` is numpy or
+    ``pytensor.tensor``. The Beta moments are ratios of rising factorials, a few logs per
+    milestone: log-gamma terms on every ``(u, v, i)`` made the gradient 90 times slower
+    than the hierarchical model's.
+    """
+    from scipy import special
+
+    logsumexp = special.logsumexp if xp is np else xp.logsumexp
+    size = n_max + 1
+    u, v, i = np.ogrid[:size, :size, :size]
+    valid = (i <= v) & (u + v <= n_max)
+    x, y = np.where(valid, u + i, 0), np.where(valid, v - i, 0)
+    log_choose = special.gammaln(v + 1) - special.gammaln(i + 1) - special.gammaln(v - i + 1)
+    log_choose = np.where(valid, log_choose, 0.0)
+    base = np.where(np.arange(size)[None, :] == 0, 0.0, IMPOSSIBLE) * np.ones((size, 1))
+    tables = [xp.zeros_like(a[..., :1])[..., None] + base]  # (..., size, size)
+
+    def rising(shape):  # log (s)_r = sum_{t < r} log(s + t), r = 0..n_max
+        logs = xp.log(shape[..., None] + np.arange(n_max))
+        return xp.concatenate([xp.zeros_like(logs[..., :1]), xp.cumsum(logs, axis=-1)], axis=-1)
+
+    for m in reversed(range(real.shape[-1])):
+        am, bm = a[..., m], b[..., m]
+        # E[p^x (1 - p)^y] = (a)_x (b)_y / (a + b)_(x + y): rising factorials, no gamma
+        moment = rising(am)[..., x] + rising(bm)[..., y] - rising(am + bm)[..., x + y]
+        padded = np.where(y == 0, 0.0, IMPOSSIBLE)
+        moment = xp.where(real[..., m][..., None, None, None], moment, padded)
+        terms = log_choose + moment + tables[0][..., :, None, :]
+        tables.insert(0, logsumexp(xp.where(valid, terms, IMPOSSIBLE), axis=-1))
+    return tables
+
+
+def _path_likelihood(xp, table, alpha, beta, k, n):
+    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials, up to
+    ``C(n, k)``, given the whole-product table ``log G_0`` of ``_path_tables``: the sum
+    over ``j = 0..k`` (successes by the bypass) of ``C(k, j) G_0(k - j, n - k + j)
+    B(alpha + j, beta + n - k) / B(alpha, beta)``."""
+    from scipy import special
+
+    gammaln = special.gammaln if xp is np else xp.gammaln
+    logsumexp = special.logsumexp if xp is np else xp.logsumexp
+    terms = _path_terms(xp, gammaln, table, alpha, beta, k, n)
+    return logsumexp(terms, axis=-1)
+
+
+def _path_terms(xp, gammaln, table, alpha, beta, k, n):
+    """The log terms ``j = 0..max(n)`` of ``_path_likelihood`` (impossible past ``k``); one
+    row per task (or draw), ``table`` being ``(rows, u, v)`` with ``u + v <= max(n)``."""
+    n = np.asarray(n)
+    n_max = int(n.max())
+    j = np.arange(n_max + 1)
+    rows = np.arange(n.size)[:, None]
+    k, n = k[:, None], n[:, None]
+    j_safe = xp.minimum(j, k)
+    g = table[rows, k - j_safe, xp.minimum(n - k + j_safe, n_max)]
+    alpha, beta = alpha[..., None], beta[..., None]
+
+    def betaln(p, q):
+        return gammaln(p) + gammaln(q) - gammaln(p + q)
+
+    log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
+    terms = log_choose + g + betaln(alpha + j_safe, beta + n - k) - betaln(alpha, beta)
+    return xp.where(j <= k, terms, IMPOSSIBLE)
+
+
+def joint_data(layout, e2e_k) -> dict:
+    """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes."""
+    data = {}
+    few = (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END)
+    if few.any():
+        data["e2e_few"] = e2e_k[few]
+    if (layout.e2e_n > MARGINAL_END_TO_END).any():
+        data["e2e_k"] = e2e_k[layout.e2e_n > MARGINAL_END_TO_END]
+    return data
 
 
 def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
@@ -421,6 +726,9 @@ BUILDERS = {
 # ---------------------------------------------------------------------------
 
 
+# What a user waits for at the first fit of a model structure (benchmarks/pooled_engines.py).
+COMPILE_NOTICE = "usually 5 to 15 s on 2 cores, once per table shape and process"
+
 # nutpie models compiled in this process, by model structure (the counts are data), so
 # that studies refitting one design to new counts compile once.
 _COMPILED: dict = {}
@@ -438,7 +746,7 @@ def _structure(layout, spec) -> tuple:
     )
 
 
-def _nutpie_model(model, key):
+def _nutpie_model(model, key, log):
     """The compiled nutpie model of ``model``, from the cache when its structure matches,
     with ``model``'s data in place."""
     import nutpie
@@ -446,7 +754,12 @@ def _nutpie_model(model, key):
     if key not in _COMPILED:
         if len(_COMPILED) >= COMPILE_CACHE_SIZE:
             _COMPILED.pop(next(iter(_COMPILED)))
+        if log is not None:
+            print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
+        start = time.perf_counter()
         _COMPILED[key] = nutpie.compile_pymc_model(model)
+        if log is not None:
+            print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
     return _COMPILED[key].with_data(**{v.name: v.get_value() for v in model.data_vars})
 
 
@@ -454,27 +767,29 @@ def _sample(model, settings, seed, log, key):
     engine = settings["engine"]
     draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
     target = float(settings["target_accept"])
-    if log is not None:
-        print(
-            f"sampling: {engine}, {chains} chains x ({tune} tune + {draws} draws), "
-            f"target_accept {target:g} ...",
-            file=log,
-            flush=True,
-        )
-    start = time.perf_counter()
+    bar = log is not None and log.isatty()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        compiled = _nutpie_model(model, key, log) if engine == "nutpie" else None
+        if log is not None:
+            print(
+                f"sampling: {engine}, {chains} chains x ({tune} tune + {draws} draws), "
+                f"target_accept {target:g} ...",
+                file=log,
+                flush=True,
+            )
+        start = time.perf_counter()
         if engine == "nutpie":
             import nutpie
 
             trace = nutpie.sample(
-                _nutpie_model(model, key),
+                compiled,
                 draws=draws,
                 tune=tune,
                 chains=chains,
                 seed=seed,
                 # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
-                progress_bar=log is not None,
+                progress_bar=bar,
                 target_accept=target,
             )
         else:
@@ -489,7 +804,7 @@ def _sample(model, settings, seed, log, key):
                 random_seed=seed,
                 target_accept=target,
                 model=model,
-                progressbar=False,
+                progressbar=bar,
                 compute_convergence_checks=False,
             )
     if log is not None:
@@ -516,16 +831,16 @@ def _rates(post, layout, spec, rng) -> dict:
         p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
         return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "joint":
-        cell_p = post["p_cell"].values
-        with np.errstate(divide="ignore"):  # a sampled rate may underflow to 0
-            log_p = np.log(cell_p)
+        log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
+        cell_p = np.exp(log_p)
     else:
         mean = post["mu_task"].values[..., layout.cell_pair]
         conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
+        # a sampled mean whose logit exceeds 37 is 1 in floating point: its 1 - mean, below
+        # 1e-16, is kept positive so that an all-success cell's Beta stays proper
+        rest = np.maximum(1 - mean, np.finfo(float).tiny)
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
-        log_p = log_beta_draws(
-            mean * conc + layout.k, (1 - mean) * conc + (layout.n - layout.k), (), rng
-        )
+        log_p = log_beta_draws(mean * conc + layout.k, rest * conc + (layout.n - layout.k), (), rng)
         cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
     n_factors = int(layout.cell_factor.max())
@@ -538,6 +853,8 @@ def _rates(post, layout, spec, rng) -> dict:
     out = {}
     if spec.kind == "joint":
         bypass = _bypass(post, layout, rng, shape, log_q)
+        for p, drawn in bypass_few.items():
+            bypass[..., p] = drawn
         out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
         p_task = p_task + (1 - p_task) * bypass
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
@@ -572,17 +889,19 @@ def _bypass(post, layout, rng, shape, log_q):
     """Exact draws of each task's bypass probability, per posterior draw.
 
     Without end-to-end runs: from the population, ``Beta(mu kappa, (1 - mu) kappa)``.
-    With them: from its posterior given ``Q``, the mixture over j = 0..k of
-    ``Beta(a + j, b + n - k)`` weighted by the terms of the marginal likelihood.
+    With more than ``MARGINAL_END_TO_END``: from its posterior given ``Q``, the mixture
+    over j = 0..k of ``Beta(a + j, b + n - k)`` weighted by the terms of the marginal
+    likelihood. (With fewer, ``_marginal_draws`` draws it with the milestone rates.)
     """
     agent = layout.pair_agent
     a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     b = post["kappa_bypass"].values[..., agent] - a
     bypass = rng.beta(a, b)
-    for p in np.flatnonzero(layout.e2e_n > 0):
+    for p in np.flatnonzero(layout.e2e_n > MARGINAL_END_TO_END):
         k, n = layout.e2e_k[p], layout.e2e_n[p]
         ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
-        with np.errstate(invalid="ignore"):  # 0 * -inf where Q underflows; masked inside
+        # 0 * -inf where Q underflows, log 0 where it rounds to 1: both masked inside
+        with np.errstate(invalid="ignore", divide="ignore"):
             terms = _bypass_terms(
                 np,
                 log_q[..., p].reshape(-1, 1),
@@ -598,3 +917,74 @@ def _bypass(post, layout, rng, shape, log_q):
         j = (rng.random((ap.shape[0], 1)) > cumulative).sum(axis=1)
         bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k)).reshape(shape)
     return bypass
+
+
+def _marginal_draws(post, layout, rng, shape):
+    """Log milestone rates of every cell of the joint model, and the bypass of each task
+    with at most ``MARGINAL_END_TO_END`` end-to-end trials, per posterior draw.
+
+    Sampled rates are read from ``p_cell``. Marginalised ones are drawn exactly: given
+    the hyperparameters, a cell's rate is ``Beta(a', b')``, ``a' = mu kappa + k``,
+    ``b' = (1 - mu) kappa + n - k``, times the likelihood of the task's end-to-end
+    trials, a mixture of products of Betas with positive weights (``_path_tables``).
+    Its component is drawn from the top: ``j`` successes by the bypass (``lambda ~
+    Beta(alpha + j, beta + n - k)``), leaving ``Q^u (1 - Q)^v``, ``u = k - j``, ``v = n -
+    k + j``; then milestone by milestone, ``i`` of the ``v`` failures passing it, ``p_m ~
+    Beta(a'_m + u + i, b'_m + v - i)``, and ``v = i`` for the rest.
+    """
+    agent = layout.pair_agent
+    mean = post["mu_task"].values[..., layout.cell_pair]
+    conc = post["kappa"].values[..., agent[layout.cell_pair]]
+    # 1 - mean kept positive where a mean rounds to 1 (as in _rates)
+    a = mean * conc + layout.k
+    b = np.maximum(1 - mean, np.finfo(float).tiny) * conc + (layout.n - layout.k)
+    extra_a, extra_b = np.zeros_like(a), np.zeros_like(b)
+    bypass_a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
+    bypass_b = post["kappa_bypass"].values[..., agent] - bypass_a
+    bypass_few = {}
+    few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
+    for p in few:
+        cells = np.flatnonzero(layout.cell_pair == p)
+        k, n = int(layout.e2e_k[p]), int(layout.e2e_n[p])
+        ap, bp = bypass_a[..., p].ravel(), bypass_b[..., p].ravel()
+        ac, bc = a[..., cells].reshape(-1, cells.size), b[..., cells].reshape(-1, cells.size)
+        tables = _path_tables(np, ac, bc, np.ones(cells.size, dtype=bool), n)
+        draws = np.arange(ap.size)
+        k_all = np.full(ap.size, k)
+        terms = _path_terms(np, special.gammaln, tables[0], ap, bp, k_all, np.full(ap.size, n))
+        j = _categorical(terms, rng)
+        bypass_few[p] = rng.beta(ap + j, bp + (n - k)).reshape(shape)
+        u, v = k - j, n - k + j
+        shift_a, shift_b = np.zeros_like(ac), np.zeros_like(bc)
+        for m in range(cells.size):
+            i = np.arange(n + 1)[None, :]
+            x, y = u[:, None] + i, v[:, None] - i
+            ok = y >= 0
+            x, y = np.where(ok, x, 0), np.where(ok, y, 0)
+            am, bm = ac[:, m][:, None], bc[:, m][:, None]
+            weights = (
+                special.gammaln(v[:, None] + 1) - special.gammaln(i + 1)
+                - special.gammaln(np.maximum(v[:, None] - i, 0) + 1)
+                + special.gammaln(am + x) + special.gammaln(bm + y)
+                - special.gammaln(am + bm + x + y)
+                + tables[m + 1][draws[:, None], u[:, None], i]
+            )  # fmt: skip
+            i = _categorical(np.where(ok, weights, IMPOSSIBLE), rng)
+            shift_a[:, m], shift_b[:, m] = u + i, v - i
+            v = i
+        extra_a[..., cells] = shift_a.reshape(shape + (cells.size,))
+        extra_b[..., cells] = shift_b.reshape(shape + (cells.size,))
+    log_p = log_beta_draws(a + extra_a, b + extra_b, (), rng)
+    sampled = _sampled_cells(layout)
+    if sampled.any():
+        with np.errstate(divide="ignore"):  # a sampled rate may underflow to 0
+            log_p[..., sampled] = np.log(post["p_cell"].values)
+    return log_p, bypass_few
+
+
+def _categorical(log_weights, rng) -> np.ndarray:
+    """One index per row of ``log_weights`` (unnormalised), drawn by its weights."""
+    weights = np.exp(log_weights - log_weights.max(axis=-1, keepdims=True))
+    cumulative = np.cumsum(weights, axis=-1)
+    u = rng.random(log_weights.shape[:-1] + (1,)) * cumulative[..., -1:]
+    return np.minimum((u > cumulative).sum(axis=-1), log_weights.shape[-1] - 1)

@@ -6,7 +6,9 @@ prior, diagnostics, the milestone-assumption check and a verdict:
 * ``below threshold``: the upper bound is below ``tau`` and nothing says the estimate is
   unreliable;
 * ``unreliable``: the MCMC diagnostics failed, or the task's end-to-end data contradict
-  its milestones (the milestone-assumption check), whatever the bound says;
+  its milestones (the milestone-assumption check) under a model that assumes them, or,
+  under a model that accounts for other paths (``joint``), its own posterior predictive
+  check flags the task's end-to-end counts; whatever the bound says;
 * ``not shown below threshold``: otherwise (the bound reaches ``tau``, or there is no
   bound: a point value or no estimate).
 
@@ -24,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayes_eval.assumption import PATH_MODELS, milestone_assumption
+from bayes_eval.constants import END_TO_END
 from bayes_eval.summary import format_number
 
 __all__ = [
@@ -119,12 +123,25 @@ class Report:
         return out
 
 
-def verdicts(summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float) -> pd.Series:
-    """The verdict per summary row (see the module docstring)."""
+def verdicts(
+    summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float, checks=None
+) -> pd.Series:
+    """The verdict per summary row (see the module docstring).
+
+    ``assumption`` is ``assumption.milestone_assumption`` (its ``doubtful`` rows), and
+    ``checks`` ``ppc.predictive_checks`` of the same fit (its flagged end-to-end cells
+    count for rows of a model in ``PATH_MODELS``).
+    """
     contradicted = set()
     if len(assumption):
-        bad = assumption[assumption["contradicted"]]
+        bad = assumption[assumption["doubtful"]]
         contradicted = set(zip(bad["agent"], bad["task"], strict=True))
+    if checks is not None and len(checks):
+        flagged = checks[checks["flagged"] & (checks["evidence"] == END_TO_END)]
+        paths = summary[summary["method"].isin(PATH_MODELS)]
+        contradicted |= set(zip(paths["agent"], paths["task"], strict=True)) & set(
+            zip(flagged["agent"], flagged["task"], strict=True)
+        )
     out = []
     for row in summary.itertuples():
         failed = pd.notna(row.diagnostics_ok) and not row.diagnostics_ok
@@ -145,18 +162,17 @@ def build_report(
     ``checks`` (``ppc.predictive_checks``) and ``assumption``
     (``assumption.milestone_assumption``) are computed here unless the caller has them.
     """
-    from bayes_eval.assumption import milestone_assumption
     from bayes_eval.ppc import predictive_checks
 
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
     if assumption is None:
-        assumption = milestone_assumption(posterior.evidence)
+        assumption = milestone_assumption(posterior.evidence, fitted=posterior)
     if checks is None:
         checks = predictive_checks(posterior)
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption)
-    table["verdict"] = verdicts(summary, assumption, threshold)
+    table["verdict"] = verdicts(summary, assumption, threshold, checks)
     figures = _figures(posterior, summary, checks, threshold)
     sections = _sections(posterior, table, assumption, checks, threshold, level)
     return Report(
@@ -171,7 +187,10 @@ def _check_column(table, assumption) -> list[str]:
     found = {}
     for row in assumption.itertuples():
         state = "contradicted" if row.contradicted else "consistent"
-        found[(row.agent, row.task)] = f"{state} (p = {format_number(row.p_value)})"
+        text = f"{state} (p = {format_number(row.p_value)})"
+        if pd.notna(row.bypass):  # a model that accounts for other paths
+            text = f"milestones alone: {text}; bypass ≈ {format_number(row.bypass)}"
+        found[(row.agent, row.task)] = text
     pairs = zip(table["agent"], table["task"], strict=True)
     return [found.get(pair, "no end-to-end data") for pair in pairs]
 

@@ -20,6 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.conjugate import log_beta_draws
+from bayes_eval.constants import MARGINAL_END_TO_END
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -48,7 +49,7 @@ class SBCResult:
 
 
 def sbc(
-    evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0, noncentred=False
+    evidence, model, *, simulations=20, draws=99, bins=4, tune=300, seed=0, form="chosen"
 ) -> SBCResult:
     """Run SBC of a pooled spec on the design of ``evidence``.
 
@@ -67,14 +68,14 @@ def sbc(
     tune : int
         Tuning steps per chain.
     seed : int
-    noncentred : bool
-        Sample the task means non-centred (the refit of ``fit_pooled``'s fallback).
+    form : {"chosen", "centred", "non-centred"}
+        How the task means (and ``joint``'s milestone rates) are sampled: as ``fit``
+        chooses from the design's trials (``hierarchical.choose_form``), or all in one form.
     """
     import nutpie
-    import pymc as pm
 
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, _layout, _rates
+    from bayes_eval.hierarchical import BUILDERS, Form, _layout, _rates, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -82,28 +83,29 @@ def sbc(
     spec = load_spec(model)
     evidence_rows = usable_rows(evidence, spec)
     layout = _layout(evidence_rows, spec)
-    built = (
-        BUILDERS[spec.kind](layout, spec, noncentred=True)
-        if noncentred
-        else BUILDERS[spec.kind](layout, spec)
-    )
+    chosen = choose_form(layout, spec)
+    if form != "chosen":
+        centred = form == "centred"
+        chosen = Form(np.full_like(chosen.pairs, centred), np.full_like(chosen.cells, centred))
+    built = BUILDERS[spec.kind](layout, spec, chosen)
     rng = np.random.default_rng(seed)
-    # PyMC draws the agent-level parameters; task means and milestone rates are drawn in
-    # _simulate, in log space (PyMC's prior sampler fails where a prior task mean is 1 in
-    # floating point, and cannot draw the flat mu_task_z of the non-centred form), and
-    # ranked like every parameter.
-    drawn_here = [name for name in ("mu_task", "p_cell") if name in built.named_vars]
-    hyper = [v.name for v in built.free_RVs if v.name not in (*drawn_here, "mu_task_z")]
-    ranked = hyper + drawn_here
+    # The agent-level parameters are drawn from the spec's priors; task means and
+    # milestone rates in _simulate, in log space (a prior task mean may be 1 in floating
+    # point); each is ranked on its own scale (its sampled logit ranks the same).
+    # (joint's sampled milestone rates are ranked through p_task, which they make up)
+    drawn_here = ["mu_task"] if "mu_task" in built.named_vars else []
+    hyper = list(spec.priors)
+    ranked = [HYPER_NAMES[spec.kind][role] for role in hyper] + drawn_here
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prior = pm.sample_prior_predictive(
-            draws=simulations, model=built, random_seed=seed, var_names=hyper
-        )["prior"].to_dataset()
         compiled = nutpie.compile_pymc_model(built)
+    n_agents = len(layout.agents)
     rows = []
     for s in range(simulations):
-        truth = {name: prior[name].values[0, s] for name in hyper}
+        truth = {
+            HYPER_NAMES[spec.kind][role]: _prior_draw(spec.priors[role], n_agents, rng)
+            for role in hyper
+        }
         data, p_task = _simulate(truth, layout, spec, rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -134,6 +136,28 @@ def sbc(
     return SBCResult(ranks, draws, p_values)
 
 
+# The model variable of each prior role, by kind of model.
+_TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
+HYPER_NAMES = {
+    "end_to_end": {"mean": "mu", "concentration": "kappa"},
+    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa"},
+    "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
+    "joint": {
+        **_TASK_HIERARCHY,
+        "milestone_concentration": "kappa",
+        "bypass_mean": "mu_bypass",
+        "bypass_concentration": "kappa_bypass",
+    },
+}
+
+
+def _prior_draw(prior, size, rng) -> np.ndarray:
+    """One draw per agent from a pooled spec's prior (Beta mean or LogNormal concentration)."""
+    if prior.dist == "Beta":
+        return rng.beta(prior.alpha, prior.beta, size)
+    return rng.lognormal(prior.params["mu"], prior.params["sigma"], size)
+
+
 def _rank(draws, truth, rng) -> int:
     """Rank of ``truth`` among ``draws``, ties broken at random (values that underflow
     to 0 tie, and must not all rank first)."""
@@ -147,8 +171,11 @@ def _with_counts(layout, spec, data):
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data["k_obs"])
     e2e_k = layout.e2e_k.copy()
+    few = (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END)
+    if "e2e_few" in data:
+        e2e_k[few] = data["e2e_few"]
     if "e2e_k" in data:
-        e2e_k[layout.e2e_n > 0] = data["e2e_k"]
+        e2e_k[layout.e2e_n > MARGINAL_END_TO_END] = data["e2e_k"]
     return dataclasses.replace(layout, k=data["k_obs"], e2e_k=e2e_k)
 
 
@@ -159,7 +186,7 @@ def _positions(layout):
 def _simulate(truth, layout, spec, rng):
     """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
     task means and cell rates are added to ``truth``."""
-    from bayes_eval.hierarchical import mixture_log_product
+    from bayes_eval.hierarchical import joint_data, mixture_log_product
 
     agent = layout.pair_agent
     if spec.kind == "end_to_end":
@@ -180,8 +207,5 @@ def _simulate(truth, layout, spec, rng):
         b = truth["kappa_bypass"][agent] - a
         bypass = rng.beta(a, b)
         p_task = p_task + (1 - p_task) * bypass
-        with_e2e = layout.e2e_n > 0
-        if with_e2e.any():
-            data["e2e_k"] = rng.binomial(layout.e2e_n[with_e2e], p_task[with_e2e])
-        truth["p_cell"] = np.exp(log_p)
+        data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
     return data, p_task

@@ -9,6 +9,8 @@
   measured (another order, a skipped milestone, or a bypass path), fitted with a
   milestone model and the joint model and calibrated against simulated end-to-end
   ground truth, as the strength of the violation grows.
+* ``random_design``: a random evaluation table of the shape real evaluations produce
+  (for the robustness study of the pooled models' defaults).
 """
 
 from __future__ import annotations
@@ -20,10 +22,26 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 
-__all__ = ["VIOLATIONS", "end_to_end_rates", "paths_study", "variance_study"]
+__all__ = [
+    "DESIGN_RANGES",
+    "VIOLATIONS",
+    "end_to_end_rates",
+    "paths_study",
+    "random_design",
+    "variance_study",
+]
 
 VIOLATIONS = ("bypass", "skip", "order")
 CHUNK = 1_000_000  # replications simulated at once (memory: CHUNK x milestones integers)
+# What real evaluation tables look like: inclusive ranges of agents, tasks, milestones per
+# task, trials per cell and true end-to-end rates.
+DESIGN_RANGES = {
+    "agents": (1, 10),
+    "tasks": (3, 50),
+    "milestones": (2, 8),
+    "trials": (1, 100),
+    "rate": (0.01, 0.95),
+}
 
 
 def variance_study(
@@ -231,3 +249,75 @@ def paths_study(
                     )
                 )
     return pd.DataFrame(rows)
+
+
+def random_design(rng, ranges=None) -> tuple[pd.DataFrame, dict]:
+    """A random evaluation table of the shape real evaluations produce.
+
+    Drawn from ``ranges`` (default ``DESIGN_RANGES``): the numbers of agents and tasks
+    uniformly; trials per cell log-uniformly (one count per design; a fifth of the cells
+    ragged, with fewer); milestones per task uniformly. A task's true end-to-end rate is
+    logit-uniform over the rate range, shifted per agent (sd 1 on the logit scale) and
+    clipped to the range; its milestones split it unevenly, ``p_m = R^w_m`` with ``w``
+    Dirichlet(2). One (agent, task) in ten is not run. End-to-end rows (as many trials as
+    the milestones) cover a random 30-100% of the pairs, at ``Q + (1 - Q) lambda`` with a
+    bypass ``lambda ~ Beta(1, 9)``. Low rates and few trials give zero-success cells, high
+    rates all-success ones.
+
+    Returns
+    -------
+    evidence : pandas.DataFrame
+        ``agent, task, method, step, successes, trials``.
+    design : dict
+        ``agents``, ``tasks``, ``trials``, ``pairs``, ``milestone_cells``,
+        ``end_to_end_cells``, ``zero_cells`` and ``full_cells`` (milestone cells with 0
+        and with all successes).
+    """
+    ranges = {**DESIGN_RANGES, **(ranges or {})}
+
+    def draw(name):
+        low, high = ranges[name]
+        return int(rng.integers(low, high + 1))
+
+    agents, tasks = draw("agents"), draw("tasks")
+    low, high = ranges["trials"]
+    trials = int(round(np.exp(rng.uniform(np.log(low), np.log(high)))))
+    r_low, r_high = ranges["rate"]
+    logit = rng.uniform(np.log(r_low / (1 - r_low)), np.log(r_high / (1 - r_high)), tasks)
+    shift = rng.normal(0.0, 1.0, agents)
+    rate = np.clip(1 / (1 + np.exp(-(logit[None, :] + shift[:, None]))), r_low, r_high)
+    milestones = [draw("milestones") for _ in range(tasks)]
+    run = rng.random((agents, tasks)) >= 0.1
+    run[np.arange(agents), rng.integers(0, tasks, agents)] = True  # every agent runs a task
+    e2e_share = rng.uniform(0.3, 1.0)
+    rows = []
+    for a in range(agents):
+        for t in range(tasks):
+            if not run[a, t]:
+                continue
+            weights = rng.dirichlet(np.full(milestones[t], 2.0))
+            p = rate[a, t] ** weights
+            n = np.where(rng.random(milestones[t]) < 0.2, rng.integers(1, trials + 1), trials)
+            agent, task = f"agent_{a}", f"task_{t:02d}"
+            for m in range(milestones[t]):
+                k = int(rng.binomial(n[m], p[m]))
+                rows.append((agent, task, "milestone", m + 1, k, int(n[m])))
+            if rng.random() < e2e_share:
+                q = float(np.prod(p))
+                truth = q + (1 - q) * rng.beta(1.0, 9.0)
+                k = int(rng.binomial(trials, truth))
+                rows.append((agent, task, "end_to_end", np.nan, k, trials))
+    columns = ["agent", "task", "method", "step", "successes", "trials"]
+    evidence = pd.DataFrame(rows, columns=columns)
+    cells = evidence[evidence["method"] == "milestone"]
+    design = dict(
+        agents=agents,
+        tasks=tasks,
+        trials=trials,
+        pairs=int(run.sum()),
+        milestone_cells=len(cells),
+        end_to_end_cells=int((evidence["method"] == "end_to_end").sum()),
+        zero_cells=int((cells["successes"] == 0).sum()),
+        full_cells=int((cells["successes"] == cells["trials"]).sum()),
+    )
+    return evidence, design

@@ -2,23 +2,26 @@
 
 Run from the repository root (needs the package installed):
 
-    python benchmarks/pooled_engines.py [--tasks 100] [--milestones 5] [--trials 100]
+    python benchmarks/pooled_engines.py [--tasks 100] [--milestones 5] [--trials 20 100]
         [--mean 0.6] [--seed 0]
 
-The same simulated data (TASKS x MILESTONES, TRIALS trials each, drawn from the
-hierarchy of the ``hierarchical`` spec, milestone rates around MEAN) is fitted three
-ways, 4 chains x 1000 draws after 1000 tuning steps each, all at the ``hierarchical``
-spec's target_accept and all on one core (nutpie would otherwise run its chains in
-parallel threads while PyMC runs them in sequence, and the ratio would measure the
-parallelism, not the engines):
+For each TRIALS (the judged sparse case first: 20 trials per milestone, where pooling is
+what a user picks; then rich data beside it), the same simulated data (TASKS x
+MILESTONES, drawn from the hierarchy of the ``hierarchical`` spec, milestone rates
+around MEAN) is fitted three ways, 4 chains x 1000 draws after 1000 tuning steps each,
+all at the ``hierarchical`` spec's target_accept and all on one core (nutpie would
+otherwise run its chains in parallel threads while PyMC runs them in sequence, and the
+ratio would measure the parallelism, not the engines):
 
-(a) the collapsed model (Beta-Binomial, rates drawn back exactly) on nutpie;
+(a) the collapsed model (Beta-Binomial, rates drawn back exactly; task means in the
+    form ``fit`` chooses) on nutpie;
 (b) the same collapsed model on PyMC's NUTS;
 (c) a centred, uncollapsed hierarchy (every milestone rate a sampled Beta) on PyMC.
 
-For each it prints compile time, sampling time, the minimum bulk ESS of ``p_task``
-over tasks, ESS per second of sampling, gradient evaluations per draw and divergences,
-and the ratios to (c).
+For each it prints the size of the log-density-and-gradient graph (nodes after
+PyTensor's rewrites, and distinct operations), compile time, sampling time, the minimum
+bulk ESS of ``p_task`` over tasks, ESS per second of sampling, gradient evaluations
+per draw and divergences, and the ratio of ESS per second to (c).
 """
 
 from __future__ import annotations
@@ -62,9 +65,9 @@ def min_ess(p_task) -> float:
 def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
 
-    from bayes_eval.hierarchical import _hierarchy_model, _rates
+    from bayes_eval.hierarchical import _hierarchy_model, _rates, choose_form
 
-    model = _hierarchy_model(layout, spec)
+    model = _hierarchy_model(layout, spec, choose_form(layout, spec))
     if engine == "nutpie":
         start = time.perf_counter()
         compiled = nutpie.compile_pymc_model(model)
@@ -86,25 +89,34 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
     posterior = trace["posterior"].to_dataset()
     rates = _rates(posterior, layout, spec, np.random.default_rng(seed))
     p_task = posterior["mu_task"].copy(data=rates["p_task"][1][:, :, 0, :])
-    return compile_time, sample_time, min_ess(p_task), *_stats(trace)
+    return graph_size(model), compile_time, sample_time, min_ess(p_task), *_stats(trace)
+
+
+def graph_size(model) -> tuple[int, int]:
+    """Nodes of the compiled log-density-and-gradient function, and distinct operations."""
+    function = model.logp_dlogp_function()._pytensor_function
+    nodes = function.maker.fgraph.apply_nodes
+    return len(nodes), len({str(node.op) for node in nodes})
 
 
 def centred(layout, spec, seed: int, target: float):
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _coords, _task_hierarchy
+    from bayes_eval.hierarchical import Form, _coords, _task_hierarchy
 
     cell_agent = layout.pair_agent[layout.cell_pair]
+    centred_means = Form(np.ones(len(layout.pairs), dtype=bool), np.zeros(0, dtype=bool))
     with pm.Model(coords=_coords(layout)) as model:
-        mu_task, kappa = _task_hierarchy(pm, layout, spec, noncentred=False)
-        mean, conc = mu_task[layout.cell_pair], kappa[cell_agent]
+        log_mu, kappa = _task_hierarchy(pm, layout, spec, centred_means)
+        mean, conc = pt.exp(log_mu)[layout.cell_pair], kappa[cell_agent]
         p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
         pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
         log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
         pm.Deterministic("p_task", pt.exp(log_q), dims="pair")
     compile_time, sample_time, trace = _pymc(model, seed, target)
-    return compile_time, sample_time, min_ess(trace["posterior"]["p_task"]), *_stats(trace)
+    ess = min_ess(trace["posterior"]["p_task"])
+    return graph_size(model), compile_time, sample_time, ess, *_stats(trace)
 
 
 def _pymc(model, seed: int, target: float):
@@ -139,7 +151,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--milestones", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trials", type=int, default=100, help="trials per milestone")
+    parser.add_argument(
+        "--trials", type=int, nargs="+", default=[20, 100], help="trials per milestone"
+    )
     parser.add_argument("--mean", type=float, default=0.6, help="typical milestone rate")
     args = parser.parse_args()
 
@@ -148,34 +162,33 @@ def main() -> None:
     from bayes_eval.hierarchical import _layout
 
     spec = bayes_eval.load_spec("hierarchical")
-    layout = _layout(
-        usable_rows(simulate(args.tasks, args.milestones, args.seed, args.trials, args.mean), spec),
-        spec,
-    )
     target = float(spec.sampler["target_accept"])
-    results = {
-        "(a) collapsed, nutpie": collapsed(layout, spec, "nutpie", args.seed, target),
-        "(b) collapsed, PyMC": collapsed(layout, spec, "pymc", args.seed, target),
-        "(c) centred Beta, PyMC": centred(layout, spec, args.seed, target),
-    }
-    base = results["(c) centred Beta, PyMC"]
-    base_rate = base[2] / base[1]
-    print(
-        f"## {args.tasks} tasks x {args.milestones} milestones x {args.trials} trials, "
-        f"milestone rates around {args.mean:g}, "
-        f"{CHAINS} chains x {DRAWS} "
-        f"draws ({TUNE} tune), target_accept {target:g}"
-    )
-    print(
-        f"{'':24s} {'compile s':>9s} {'sample s':>9s} {'min ESS':>8s} {'ESS/s':>8s} "
-        f"{'grad/draw':>9s} {'diverg.':>7s} {'ESS/s vs (c)':>12s}"
-    )
-    for name, (compile_time, sample_time, ess, steps, divergences) in results.items():
-        rate = ess / sample_time
+    for trials in args.trials:
+        data = simulate(args.tasks, args.milestones, args.seed, trials, args.mean)
+        layout = _layout(usable_rows(data, spec), spec)
+        results = {
+            "(a) collapsed, nutpie": collapsed(layout, spec, "nutpie", args.seed, target),
+            "(b) collapsed, PyMC": collapsed(layout, spec, "pymc", args.seed, target),
+            "(c) centred Beta, PyMC": centred(layout, spec, args.seed, target),
+        }
+        base = results["(c) centred Beta, PyMC"]
+        base_rate = base[3] / base[2]
         print(
-            f"{name:24s} {compile_time:9.1f} {sample_time:9.1f} {ess:8.0f} {rate:8.0f} "
-            f"{steps:9.1f} {divergences:7d} {rate / base_rate:11.1f}x"
+            f"\n## {args.tasks} tasks x {args.milestones} milestones x {trials} trials, "
+            f"milestone rates around {args.mean:g}, {CHAINS} chains x {DRAWS} draws "
+            f"({TUNE} tune), target_accept {target:g}\n"
         )
+        print(
+            "| engine | graph nodes | distinct ops | compile s | sample s | min ESS | ESS/s "
+            "| grad/draw | divergences | ESS/s vs (c) |\n|" + "---|" * 10
+        )
+        for name, (graph, compile_s, sample_s, ess, steps, divergences) in results.items():
+            rate = ess / sample_s
+            print(
+                f"| {name} | {graph[0]} | {graph[1]} | {compile_s:.1f} | {sample_s:.1f} | "
+                f"{ess:.0f} | {rate:.0f} | {steps:.1f} | {divergences} | "
+                f"{rate / base_rate:.1f}x |"
+            )
 
 
 if __name__ == "__main__":

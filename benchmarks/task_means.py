@@ -5,7 +5,8 @@ Run from the repository root (needs the package installed):
     python benchmarks/task_means.py [--tasks 40] [--milestones 3] [--trials 100] [--seed 0]
 
 Two simulated designs, each fitted with both forms of the same Beta prior on the task
-means (nutpie, 4 chains x 2000 draws after 1000 tuning steps, the spec's target_accept):
+means, and with the form ``fit`` chooses from the design (``choose_form``); nutpie,
+4 chains x 2000 draws after 1000 tuning steps, the spec's target_accept:
 
 * ``alike``: milestone rates of a task drawn around its mean (``Beta(30 mu, 30 (1 - mu))``,
   ``mu ~ Beta(4.8, 3.2)``, as in ``pooled_engines.py``), so the data pin each task's mean;
@@ -13,8 +14,8 @@ means (nutpie, 4 chains x 2000 draws after 1000 tuning steps, the spec's target_
 
 For each it prints the smallest bulk ESS over the sampled parameters, its ESS per second
 of sampling, the largest R-hat, the lowest E-BFMI, divergences and gradient evaluations
-per draw: the measurements behind ``fit_pooled``'s centred-first, non-centred-on-failure
-rule.
+per draw: the measurements behind ``fit_pooled``'s choice of form, and its refit in the
+other form when a fit fails.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def main() -> None:
     import bayes_eval
     from bayes_eval.diagnostics import diagnose
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import _hierarchy_model, _layout
+    from bayes_eval.hierarchical import Form, _hierarchy_model, _layout, choose_form
 
     spec = bayes_eval.load_spec("hierarchical")
     print(
@@ -75,8 +76,14 @@ def main() -> None:
     for design in ("alike", "unlike"):
         frame = simulate(design, args.tasks, args.milestones, args.trials, args.seed)
         layout = _layout(usable_rows(frame, spec), spec)
-        for noncentred in (False, True):
-            compiled = nutpie.compile_pymc_model(_hierarchy_model(layout, spec, noncentred))
+        chosen = choose_form(layout, spec)
+        forms = {
+            "centred": Form(np.ones_like(chosen.pairs), chosen.cells),
+            "non-centred": Form(np.zeros_like(chosen.pairs), chosen.cells),
+            f"chosen: {chosen.describe().removeprefix('task means ')}": chosen,
+        }
+        for name, form in forms.items():
+            compiled = nutpie.compile_pymc_model(_hierarchy_model(layout, spec, form))
             start = time.perf_counter()
             trace = nutpie.sample(
                 compiled,
@@ -91,7 +98,7 @@ def main() -> None:
             result = diagnose(trace)
             ess = result.table["ess_bulk"].min()
             print(
-                f"{design:8s} {'non-centred' if noncentred else 'centred':12s} {seconds:8.1f} "
+                f"{design:8s} {name:12s} {seconds:8.1f} "
                 f"{ess:8.0f} {ess / seconds:7.0f} {result.table['r_hat'].max():9.3f} "
                 f"{min(result.ebfmi):10.2f} {result.divergences:7d} "
                 f"{float(trace['sample_stats']['n_steps'].mean()):9.1f}"

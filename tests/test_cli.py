@@ -1,5 +1,6 @@
 """`bayes-eval fit`: output formats, determinism, and bad input (exit 2, one line, no files)."""
 
+import io
 import json
 import subprocess
 import sys
@@ -19,6 +20,27 @@ def run(capsys, *args):
     status = main(list(args))
     out, err = capsys.readouterr()
     return status, out, err
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_on_a_terminal_unless_quiet(monkeypatch, capsys, quiet):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    args = ["fit", POOLED, "--model", "end_to_end_pooled", "--draws", "300", "--tune", "300"]
+    assert main(args + (["--quiet"] if quiet else [])) == 0
+    progress = terminal.getvalue()
+    if quiet:
+        assert "sampling" not in progress and "compiling" not in progress
+    else:
+        assert "sampling: nutpie, 4 chains x (300 tune + 300 draws)" in progress
+        assert "sampling: done in " in progress
 
 
 def test_json_and_csv_have_the_contract_columns(capsys):
@@ -159,8 +181,11 @@ def test_pooled_fit_and_check(capsys, tmp_path):
         *small,
     )
     # 40 draws are far too few: the fit says so and check fails with status 1
-    assert status == 0 and "sampling: nutpie, 2 chains x (40 tune + 40 draws)" in err
+    assert status == 0 and "sampling:" not in err  # no progress where stderr is no terminal
     assert "diagnostics FAILED" in out and "false" in out
+    provenance = pd.read_csv(out_dir / "summary.csv")["provenance"].iloc[0]
+    assert "nutpie 2 chains x 40 draws (tune 40, target_accept 0.8), task means" in provenance
+    assert "kept attempt " in provenance  # refitted, and says which attempt it kept
     status, out, _ = run(capsys, "check", str(out_dir))
     assert status == 1
     assert "r_hat" in out and "ess_tail" in out and "p_task[agent-a, task_00]" in out

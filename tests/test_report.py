@@ -124,9 +124,22 @@ def test_verdict_rules():
             diagnostics_ok=pd.array([True, False, True, True, pd.NA], dtype="boolean"),
         )
     )
-    assumption = pd.DataFrame(dict(agent=["a"], task=["contradicted"], contradicted=[True]))
-    found = verdicts(summary, assumption, threshold=0.05)
+    assumption = pd.DataFrame(dict(agent=["a"], task=["contradicted"], doubtful=[True]))
+    found = verdicts(summary.assign(method="milestone"), assumption, threshold=0.05)
     assert list(found) == [BELOW, UNRELIABLE, UNRELIABLE, NOT_SHOWN, NOT_SHOWN]
+    # Under a model that accounts for other paths the check marks nothing (it is not
+    # doubtful there); the fit's own predictive check of the end-to-end counts does.
+    paths = summary.assign(method="joint")
+    accounted = assumption.assign(doubtful=False)
+    checks = pd.DataFrame(
+        dict(agent="a", task=["ok", "high"], evidence="end_to_end", flagged=[True, False])
+    )
+    found = verdicts(paths, accounted, threshold=0.05, checks=checks)
+    assert list(found) == [UNRELIABLE, UNRELIABLE, BELOW, NOT_SHOWN, NOT_SHOWN]
+    # ... and a flagged milestone cell does not.
+    milestone_flag = checks.assign(evidence="milestone")
+    found = verdicts(paths, accounted, threshold=0.05, checks=milestone_flag)
+    assert list(found) == [BELOW, UNRELIABLE, BELOW, NOT_SHOWN, NOT_SHOWN]
 
 
 def test_contradicted_milestones_are_never_below_threshold():

@@ -1,0 +1,73 @@
+"""The pooled models at their defaults on random realistic tables (studies/robustness.py)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayes_eval
+from bayes_eval.hierarchical import _badness
+from bayes_eval.simulate import DESIGN_RANGES, random_design
+
+STUDY = Path(__file__).parents[1] / "studies" / "robustness.py"
+
+
+def load_study():
+    spec = importlib.util.spec_from_file_location("robustness", STUDY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_random_designs_cover_the_ranges_and_the_hard_cells():
+    rng = np.random.default_rng(3)
+    designs = [random_design(rng) for _ in range(30)]
+    for table, design in designs:
+        milestones = table[table["method"] == "milestone"]
+        assert 1 <= design["agents"] <= 10 and 3 <= design["tasks"] <= 50
+        assert milestones["trials"].between(1, 100).all()
+        assert milestones.groupby(["agent", "task"]).size().between(2, 8).all()
+        assert (milestones["successes"] <= milestones["trials"]).all()
+        assert design["pairs"] == len(milestones.groupby(["agent", "task"]))
+        bayes_eval.load_evidence(table)  # a valid evidence table
+    summary = pd.DataFrame([d for _, d in designs])
+    assert (summary["pairs"] < summary["agents"] * summary["tasks"]).mean() > 0.5  # missing
+    assert (summary["zero_cells"] > 0).mean() > 0.3 and (summary["full_cells"] > 0).all()
+    assert summary["trials"].min() < 5 and summary["trials"].max() > 30
+    assert summary["end_to_end_cells"].gt(0).all()
+
+
+def test_a_small_design_passes_at_the_defaults():
+    """One sparse design, each pooled model as `bayes-eval fit` runs it (real sampling)."""
+    study = load_study()
+    ranges = {**DESIGN_RANGES, "agents": (2, 2), "tasks": (4, 4), "trials": (2, 2)}
+    table, _ = random_design(np.random.default_rng(5), ranges)
+    rows = [study.one_fit(model, table, seed=1) for model in study.MODELS]
+    results = pd.DataFrame(rows)
+    assert results["passed"].all(), results[["model", "failed"]]
+    summary = study.summarise(results)
+    assert list(summary.index) == list(study.MODELS)
+    assert (summary["passed"] == 1.0).all()
+
+
+def test_a_fit_that_passed_is_preferred_to_one_that_failed():
+    """The order that picks the fit to keep, on real fits of the same table."""
+    frame = pd.DataFrame(
+        dict(task=list("abcdef"), method="end_to_end", successes=[0, 1, 5, 2, 9, 3], trials=10)
+    )
+    starved = bayes_eval.fit(
+        frame, "end_to_end_pooled", sampler={"draws": 30, "tune": 20, "chains": 2}, seed=1
+    ).diagnostics
+    full = bayes_eval.fit(frame, "end_to_end_pooled", seed=1).diagnostics
+    assert full.ok and not starved.ok
+    assert _badness(full) < _badness(starved)
+    assert sorted([starved, full], key=_badness)[0] is full
+
+
+@pytest.mark.slow
+def test_most_random_designs_pass_at_the_defaults():
+    study = load_study()
+    results = study.study(10, ("hierarchical", "joint"), seed=100)
+    assert results["passed"].mean() >= 0.9, results[["design", "model", "failed"]]
