@@ -727,7 +727,9 @@ BUILDERS = {
 
 
 # What a user waits for at the first fit of a model structure (benchmarks/pooled_engines.py).
-COMPILE_NOTICE = "usually 5 to 15 s on 2 cores, once per table shape and process"
+COMPILE_NOTICE = (
+    "usually 5 to 15 s on 2 cores, up to a minute for joint; once per table shape and process"
+)
 
 # nutpie models compiled in this process, by model structure (the counts are data), so
 # that studies refitting one design to new counts compile once.

@@ -108,8 +108,8 @@ def centred(layout, spec, seed: int, target: float):
     cell_agent = layout.pair_agent[layout.cell_pair]
     centred_means = Form(np.ones(len(layout.pairs), dtype=bool), np.zeros(0, dtype=bool))
     with pm.Model(coords=_coords(layout)) as model:
-        log_mu, kappa = _task_hierarchy(pm, layout, spec, centred_means)
-        mean, conc = pt.exp(log_mu)[layout.cell_pair], kappa[cell_agent]
+        log_mu, _, log_kappa = _task_hierarchy(pm, layout, spec, centred_means)
+        mean, conc = pt.exp(log_mu)[layout.cell_pair], pt.exp(log_kappa)[cell_agent]
         p = pm.Beta("p_cell", alpha=mean * conc, beta=(1 - mean) * conc, dims="cell")
         pm.Binomial("k_cell", n=layout.n, p=p, observed=layout.k, dims="cell")
         log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[layout.cell_pair], pt.log(p))
