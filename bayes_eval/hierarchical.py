@@ -503,11 +503,19 @@ def _beta_binomial(alpha, beta, group, k, n):
     return check_parameters(total, pt.all(alpha > 0), pt.all(beta > 0), msg="alpha, beta > 0")
 
 
+def end_to_end_groups(layout) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the pairs whose end-to-end trials the joint model sums the milestone rates
+    out of (1 to ``MARGINAL_END_TO_END`` trials), and of those it samples them for (more)."""
+    return (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END), (
+        layout.e2e_n > MARGINAL_END_TO_END
+    )
+
+
 def _sampled_cells(layout) -> np.ndarray:
     """The milestone cells whose rates the joint model samples: those of tasks with more
     than ``MARGINAL_END_TO_END`` end-to-end trials. The rates of every other task are
     marginalised."""
-    return layout.e2e_n[layout.cell_pair] > MARGINAL_END_TO_END
+    return end_to_end_groups(layout)[1][layout.cell_pair]
 
 
 def _joint_model(layout, spec, form):
@@ -530,8 +538,7 @@ def _joint_model(layout, spec, form):
     import pytensor.tensor as pt
 
     sampled = _sampled_cells(layout)
-    few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
-    many = np.flatnonzero(layout.e2e_n > MARGINAL_END_TO_END)
+    few, many = (np.flatnonzero(mask) for mask in end_to_end_groups(layout))
     coords = {**_coords(layout), "sampled_cell": np.flatnonzero(sampled)}
     with pm.Model(coords=coords) as model:
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
@@ -675,11 +682,9 @@ def _path_terms(xp, gammaln, table, alpha, beta, k, n):
 def joint_data(layout, e2e_k) -> dict:
     """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes."""
     data = {}
-    few = (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END)
-    if few.any():
-        data["e2e_few"] = e2e_k[few]
-    if (layout.e2e_n > MARGINAL_END_TO_END).any():
-        data["e2e_k"] = e2e_k[layout.e2e_n > MARGINAL_END_TO_END]
+    for name, mask in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+        if mask.any():
+            data[name] = e2e_k[mask]
     return data
 
 
@@ -836,13 +841,8 @@ def _rates(post, layout, spec, rng) -> dict:
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
     else:
-        mean = post["mu_task"].values[..., layout.cell_pair]
-        conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
-        # a sampled mean whose logit exceeds 37 is 1 in floating point: its 1 - mean, below
-        # 1e-16, is kept positive so that an all-success cell's Beta stays proper
-        rest = np.maximum(1 - mean, np.finfo(float).tiny)
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
-        log_p = log_beta_draws(mean * conc + layout.k, rest * conc + (layout.n - layout.k), (), rng)
+        log_p = log_beta_draws(*_cell_shapes(post, layout), (), rng)
         cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
     n_factors = int(layout.cell_factor.max())
@@ -899,7 +899,7 @@ def _bypass(post, layout, rng, shape, log_q):
     a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     b = post["kappa_bypass"].values[..., agent] - a
     bypass = rng.beta(a, b)
-    for p in np.flatnonzero(layout.e2e_n > MARGINAL_END_TO_END):
+    for p in np.flatnonzero(end_to_end_groups(layout)[1]):
         k, n = layout.e2e_k[p], layout.e2e_n[p]
         ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
         # 0 * -inf where Q underflows, log 0 where it rounds to 1: both masked inside
@@ -914,9 +914,7 @@ def _bypass(post, layout, rng, shape, log_q):
                 k,
                 logsumexp=False,
             )
-        weights = np.exp(terms - terms.max(axis=1, keepdims=True))
-        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
-        j = (rng.random((ap.shape[0], 1)) > cumulative).sum(axis=1)
+        j = _categorical(terms, rng)
         bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k)).reshape(shape)
     return bypass
 
@@ -935,17 +933,12 @@ def _marginal_draws(post, layout, rng, shape):
     Beta(a'_m + u + i, b'_m + v - i)``, and ``v = i`` for the rest.
     """
     agent = layout.pair_agent
-    mean = post["mu_task"].values[..., layout.cell_pair]
-    conc = post["kappa"].values[..., agent[layout.cell_pair]]
-    # 1 - mean kept positive where a mean rounds to 1 (as in _rates)
-    a = mean * conc + layout.k
-    b = np.maximum(1 - mean, np.finfo(float).tiny) * conc + (layout.n - layout.k)
+    a, b = _cell_shapes(post, layout)
     extra_a, extra_b = np.zeros_like(a), np.zeros_like(b)
     bypass_a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     bypass_b = post["kappa_bypass"].values[..., agent] - bypass_a
     bypass_few = {}
-    few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
-    for p in few:
+    for p in np.flatnonzero(end_to_end_groups(layout)[0]):
         cells = np.flatnonzero(layout.cell_pair == p)
         k, n = int(layout.e2e_k[p]), int(layout.e2e_n[p])
         ap, bp = bypass_a[..., p].ravel(), bypass_b[..., p].ravel()
@@ -982,6 +975,17 @@ def _marginal_draws(post, layout, rng, shape):
         with np.errstate(divide="ignore"):  # a sampled rate may underflow to 0
             log_p[..., sampled] = np.log(post["p_cell"].values)
     return log_p, bypass_few
+
+
+def _cell_shapes(post, layout):
+    """Per posterior draw, the Beta shapes of every milestone cell's rate given its task
+    mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
+    mean = post["mu_task"].values[..., layout.cell_pair]
+    conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
+    # a sampled mean whose logit exceeds 37 is 1 in floating point: its 1 - mean, below
+    # 1e-16, is kept positive so that an all-success cell's Beta stays proper
+    rest = np.maximum(1 - mean, np.finfo(float).tiny)
+    return mean * conc + layout.k, rest * conc + (layout.n - layout.k)
 
 
 def _categorical(log_weights, rng) -> np.ndarray:

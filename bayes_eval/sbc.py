@@ -20,7 +20,6 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.conjugate import log_beta_draws
-from bayes_eval.constants import MARGINAL_END_TO_END
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -168,14 +167,14 @@ def _rank(draws, truth, rng) -> int:
 
 def _with_counts(layout, spec, data):
     """The layout with the simulated counts in place of the design's."""
+    from bayes_eval.hierarchical import end_to_end_groups
+
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data["k_obs"])
     e2e_k = layout.e2e_k.copy()
-    few = (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END)
-    if "e2e_few" in data:
-        e2e_k[few] = data["e2e_few"]
-    if "e2e_k" in data:
-        e2e_k[layout.e2e_n > MARGINAL_END_TO_END] = data["e2e_k"]
+    for name, mask in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+        if name in data:
+            e2e_k[mask] = data[name]
     return dataclasses.replace(layout, k=data["k_obs"], e2e_k=e2e_k)
 
 
