@@ -34,6 +34,7 @@ PyMC and nutpie are imported only here, and only when a pooled model is fitted.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import warnings
@@ -208,9 +209,11 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         if not failed:
             break
         if len(fits) == 1:
-            plans = [(form, _retry_settings(fits[0][1], settings))]
+            retry = _retry_settings(fits[0][1], settings)
+            # the same settings again would only repeat the fit: go to the other form
+            plans = [(form, retry)] if retry != settings else []
             if form.flippable:
-                plans.append((form.flipped(), plans[0][1]))
+                plans.append((form.flipped(), retry))
         if plans and log is not None:
             print(
                 f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
@@ -504,9 +507,12 @@ def _beta_binomial(alpha, beta, group, k, n):
 
 
 def end_to_end_groups(layout) -> tuple[np.ndarray, np.ndarray]:
-    """Masks of the pairs whose end-to-end trials the joint model sums the milestone rates
-    out of (1 to ``MARGINAL_END_TO_END`` trials), and of those it samples them for (more)."""
-    return (layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END), (
+    """The pairs whose end-to-end trials the joint model sums the milestone rates out of
+    (1 to ``MARGINAL_END_TO_END`` trials; most milestones first, the order of
+    ``_path_tables``), and those it samples them for (more)."""
+    few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
+    milestones = np.bincount(layout.cell_pair, minlength=len(layout.pairs))[few]
+    return few[np.argsort(-milestones, kind="stable")], np.flatnonzero(
         layout.e2e_n > MARGINAL_END_TO_END
     )
 
@@ -515,7 +521,7 @@ def _sampled_cells(layout) -> np.ndarray:
     """The milestone cells whose rates the joint model samples: those of tasks with more
     than ``MARGINAL_END_TO_END`` end-to-end trials. The rates of every other task are
     marginalised."""
-    return end_to_end_groups(layout)[1][layout.cell_pair]
+    return np.isin(layout.cell_pair, end_to_end_groups(layout)[1])
 
 
 def _joint_model(layout, spec, form):
@@ -538,7 +544,7 @@ def _joint_model(layout, spec, form):
     import pytensor.tensor as pt
 
     sampled = _sampled_cells(layout)
-    few, many = (np.flatnonzero(mask) for mask in end_to_end_groups(layout))
+    few, many = end_to_end_groups(layout)
     coords = {**_coords(layout), "sampled_cell": np.flatnonzero(sampled)}
     with pm.Model(coords=coords) as model:
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
@@ -556,11 +562,11 @@ def _joint_model(layout, spec, form):
         bypass_a = pt.exp(log_bypass + log_kappa_bypass)[layout.pair_agent]
         bypass_b = pt.exp(log_1m_bypass + log_kappa_bypass)[layout.pair_agent]
         if few.size:
-            cells, real = _cells_of(layout, few)
+            cells, counts = _cells_of(layout, few)
             group = layout.cell_pair[cells]
             a = pt.exp(log_a)[group] + k[cells]
             b = pt.exp(log_b)[group] + (layout.n[cells] - k[cells])
-            tables = _path_tables(pt, a, b, real, int(layout.e2e_n[few].max()))
+            tables = _path_tables(pt, a, b, counts, int(layout.e2e_n[few].max()))
             e2e_few = pm.Data("e2e_few", layout.e2e_k[few])
             log_lik = _path_likelihood(
                 pt, tables[0], bypass_a[few], bypass_b[few], e2e_few, layout.e2e_n[few]
@@ -593,12 +599,11 @@ def _joint_model(layout, spec, form):
 
 def _cells_of(layout, pairs):
     """The cells of each pair as a ``(pairs, most milestones)`` index array, padded with
-    the pair's first cell, and the mask of the real ones."""
+    the pair's first cell, and the number of real ones per pair."""
     lists = [np.flatnonzero(layout.cell_pair == p) for p in pairs]
     width = max(len(c) for c in lists)
     cells = np.array([np.pad(c, (0, width - len(c)), mode="edge") for c in lists])
-    real = np.arange(width)[None, :] < np.array([len(c) for c in lists])[:, None]
-    return cells, real
+    return cells, np.array([len(c) for c in lists])
 
 
 # Below this log probability a path is impossible (finite, unlike -inf, so that a sum of
@@ -606,43 +611,91 @@ def _cells_of(layout, pairs):
 IMPOSSIBLE = -1e10
 
 
-def _path_tables(xp, a, b, real, n_max):
+@dataclass(frozen=True)
+class PathGrid:
+    """The entries ``(u, v)``, ``u + v <= n_max``, of a path table, flat (``index[u, v]``;
+    -1 outside), and the terms ``(entry, i)``, ``i = 0..n_max``, of its recursion, flat:
+    the entry ``(u + i, v - i)`` of the moments each term reads, the entry ``(u, i)`` of
+    the next table, ``log C(v, i)``, and which terms are real (``i <= v``; the others read
+    entry 0 and are masked)."""
+
+    index: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    base: np.ndarray
+    moment: np.ndarray
+    g: np.ndarray
+    log_choose: np.ndarray
+    valid: np.ndarray
+
+    @classmethod
+    @functools.cache
+    def of(cls, n_max: int) -> PathGrid:
+        size = n_max + 1
+        u, v = np.nonzero(np.add.outer(np.arange(size), np.arange(size)) <= n_max)
+        index = np.full((size, size), -1)
+        index[u, v] = np.arange(u.size)
+        u, v, i = u[:, None], v[:, None], np.arange(size)[None, :]
+        valid = i <= v
+
+        def real(values):
+            return np.where(valid, values, 0).ravel()
+
+        log_choose = special.gammaln(v + 1) - special.gammaln(i + 1)
+        log_choose = log_choose - special.gammaln(np.maximum(v - i, 0) + 1)
+        return cls(
+            index=index,
+            u=u[:, 0],
+            v=v[:, 0],
+            base=np.where(v[:, 0] == 0, 0.0, IMPOSSIBLE),
+            moment=real(index[np.minimum(u + i, n_max), np.maximum(v - i, 0)]),
+            g=real(index[u, np.minimum(i, v)]),
+            log_choose=real(log_choose),
+            valid=valid.ravel(),
+        )
+
+
+def _path_tables(xp, a, b, counts, n_max):
     """``log G_m(u, v) = log E[Q_m^u (1 - Q_m)^v]`` for ``Q_m = prod_{l >= m} p_l``,
-    ``p_l ~ Beta(a_l, b_l)`` independent, ``u + v <= n_max``; one ``(..., u, v)`` table
-    per milestone ``m``, the first being ``m = 0`` (the whole product).
+    ``p_l ~ Beta(a_l, b_l)`` independent, ``u + v <= n_max``; one table per milestone
+    ``m``, the first being ``m = 0`` (the whole product), each ``(entries, rows)`` over
+    the entries of ``PathGrid.of(n_max)``.
 
     From ``1 - Q_m = (1 - p_m) + p_m (1 - Q_{m+1})`` and the binomial theorem,
     ``G_m(u, v) = sum_i C(v, i) E[p_m^(u + i) (1 - p_m)^(v - i)] G_{m+1}(u, i)``, a sum
-    of positive terms (no cancellation), with ``G_M(u, v) = [v = 0]``. ``a``, ``b`` are
-    ``(..., M)``; ``real`` masks padded milestones (``p = 1``). ``xp`` is numpy or
-    ``pytensor.tensor``. The Beta moments are ratios of rising factorials, a few logs per
-    milestone: log-gamma terms on every ``(u, v, i)`` made the gradient 90 times slower
-    than the hierarchical model's.
+    of positive terms (no cancellation), with ``G(u, v) = [v = 0]`` past the last
+    milestone. ``a``, ``b`` are ``(rows, milestones)``; row ``r`` has ``counts[r]`` real
+    milestones, the rest padding, and rows come with the most milestones first, so that
+    the tables past milestone ``m`` are needed by a leading block of rows only:
+    ``tables[m]`` has a column per row with more than ``m - 1`` milestones. ``xp`` is
+    numpy or ``pytensor.tensor``. The Beta moments are ratios of rising factorials, read
+    along the first axis (the fast gather, and its fast gradient): log-gamma terms on the
+    whole grid, or gathers along the last axis, made the gradient several times slower.
     """
-    from scipy import special
-
     logsumexp = special.logsumexp if xp is np else xp.logsumexp
-    size = n_max + 1
-    u, v, i = np.ogrid[:size, :size, :size]
-    valid = (i <= v) & (u + v <= n_max)
-    x, y = np.where(valid, u + i, 0), np.where(valid, v - i, 0)
-    log_choose = special.gammaln(v + 1) - special.gammaln(i + 1) - special.gammaln(v - i + 1)
-    log_choose = np.where(valid, log_choose, 0.0)
-    base = np.where(np.arange(size)[None, :] == 0, 0.0, IMPOSSIBLE) * np.ones((size, 1))
-    tables = [xp.zeros_like(a[..., :1])[..., None] + base]  # (..., size, size)
+    counts = np.asarray(counts)
+    if np.any(np.diff(counts) > 0):
+        raise ValueError("_path_tables: rows must come with the most milestones first")
+    grid = PathGrid.of(n_max)
+    log_choose, valid = grid.log_choose[:, None], grid.valid[:, None]
 
-    def rising(shape):  # log (s)_r = sum_{t < r} log(s + t), r = 0..n_max
-        logs = xp.log(shape[..., None] + np.arange(n_max))
-        return xp.concatenate([xp.zeros_like(logs[..., :1]), xp.cumsum(logs, axis=-1)], axis=-1)
+    def rising(shape):  # log (s)_r = sum_{t < r} log(s + t), r = 0..n_max: (r, milestones, rows)
+        logs = xp.log(shape.T[None] + np.arange(n_max)[:, None, None])
+        return xp.concatenate([xp.zeros_like(logs[:1]), xp.cumsum(logs, axis=0)], axis=0)
 
-    for m in reversed(range(real.shape[-1])):
-        am, bm = a[..., m], b[..., m]
-        # E[p^x (1 - p)^y] = (a)_x (b)_y / (a + b)_(x + y): rising factorials, no gamma
-        moment = rising(am)[..., x] + rising(bm)[..., y] - rising(am + bm)[..., x + y]
-        padded = np.where(y == 0, 0.0, IMPOSSIBLE)
-        moment = xp.where(real[..., m][..., None, None, None], moment, padded)
-        terms = log_choose + moment + tables[0][..., :, None, :]
-        tables.insert(0, logsumexp(xp.where(valid, terms, IMPOSSIBLE), axis=-1))
+    # log E[p^u (1 - p)^v] = log (a)_u (b)_v / (a + b)_(u + v), every milestone at once
+    moments = rising(a)[grid.u] + rising(b)[grid.v] - rising(a + b)[grid.u + grid.v]
+    moments = moments[grid.moment] + log_choose[..., None]  # per term: C(v, i), x, y
+    table, tables = None, []
+    for m in reversed(range(int(counts.max()))):
+        rows = int(np.sum(counts > m))
+        done = 0 if table is None else int(np.sum(counts > m + 1))
+        start = xp.zeros((1, rows - done)) + grid.base[:, None]  # past the last milestone
+        table = start if table is None else xp.concatenate([table, start], axis=1)
+        tables.insert(0, table)
+        terms = xp.where(valid, moments[:, m, :rows] + table[grid.g], IMPOSSIBLE)
+        table = logsumexp(terms.reshape((-1, n_max + 1, rows)), axis=1)
+    tables.insert(0, table)
     return tables
 
 
@@ -661,14 +714,16 @@ def _path_likelihood(xp, table, alpha, beta, k, n):
 
 def _path_terms(xp, gammaln, table, alpha, beta, k, n):
     """The log terms ``j = 0..max(n)`` of ``_path_likelihood`` (impossible past ``k``); one
-    row per task (or draw), ``table`` being ``(rows, u, v)`` with ``u + v <= max(n)``."""
+    row per task (or draw), ``table`` being ``(entries, rows)`` over ``PathGrid.of(max(n))``."""
     n = np.asarray(n)
     n_max = int(n.max())
+    index = PathGrid.of(n_max).index
     j = np.arange(n_max + 1)
     rows = np.arange(n.size)[:, None]
     k, n = k[:, None], n[:, None]
     j_safe = xp.minimum(j, k)
-    g = table[rows, k - j_safe, xp.minimum(n - k + j_safe, n_max)]
+    entry = (np.asarray if xp is np else xp.as_tensor)(index)[k - j_safe, n - k + j_safe]
+    g = table[entry, rows]
     alpha, beta = alpha[..., None], beta[..., None]
 
     def betaln(p, q):
@@ -682,9 +737,9 @@ def _path_terms(xp, gammaln, table, alpha, beta, k, n):
 def joint_data(layout, e2e_k) -> dict:
     """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes."""
     data = {}
-    for name, mask in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
-        if mask.any():
-            data[name] = e2e_k[mask]
+    for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+        if pairs.size:
+            data[name] = e2e_k[pairs]
     return data
 
 
@@ -899,7 +954,7 @@ def _bypass(post, layout, rng, shape, log_q):
     a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     b = post["kappa_bypass"].values[..., agent] - a
     bypass = rng.beta(a, b)
-    for p in np.flatnonzero(end_to_end_groups(layout)[1]):
+    for p in end_to_end_groups(layout)[1]:
         k, n = layout.e2e_k[p], layout.e2e_n[p]
         ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
         # 0 * -inf where Q underflows, log 0 where it rounds to 1: both masked inside
@@ -938,12 +993,13 @@ def _marginal_draws(post, layout, rng, shape):
     bypass_a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     bypass_b = post["kappa_bypass"].values[..., agent] - bypass_a
     bypass_few = {}
-    for p in np.flatnonzero(end_to_end_groups(layout)[0]):
+    for p in end_to_end_groups(layout)[0]:
         cells = np.flatnonzero(layout.cell_pair == p)
         k, n = int(layout.e2e_k[p]), int(layout.e2e_n[p])
         ap, bp = bypass_a[..., p].ravel(), bypass_b[..., p].ravel()
         ac, bc = a[..., cells].reshape(-1, cells.size), b[..., cells].reshape(-1, cells.size)
-        tables = _path_tables(np, ac, bc, np.ones(cells.size, dtype=bool), n)
+        tables = _path_tables(np, ac, bc, np.full(ap.size, cells.size), n)
+        index = PathGrid.of(n).index
         draws = np.arange(ap.size)
         k_all = np.full(ap.size, k)
         terms = _path_terms(np, special.gammaln, tables[0], ap, bp, k_all, np.full(ap.size, n))
@@ -962,7 +1018,7 @@ def _marginal_draws(post, layout, rng, shape):
                 - special.gammaln(np.maximum(v[:, None] - i, 0) + 1)
                 + special.gammaln(am + x) + special.gammaln(bm + y)
                 - special.gammaln(am + bm + x + y)
-                + tables[m + 1][draws[:, None], u[:, None], i]
+                + tables[m + 1][index[u[:, None], np.where(ok, i, 0)], draws[:, None]]
             )  # fmt: skip
             i = _categorical(np.where(ok, weights, IMPOSSIBLE), rng)
             shift_a[:, m], shift_b[:, m] = u + i, v - i

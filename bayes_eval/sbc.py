@@ -172,9 +172,9 @@ def _with_counts(layout, spec, data):
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data["k_obs"])
     e2e_k = layout.e2e_k.copy()
-    for name, mask in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+    for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
         if name in data:
-            e2e_k[mask] = data[name]
+            e2e_k[pairs] = data[name]
     return dataclasses.replace(layout, k=data["k_obs"], e2e_k=e2e_k)
 
 

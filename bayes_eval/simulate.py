@@ -23,6 +23,7 @@ import pandas as pd
 from bayes_eval.errors import InputError
 
 __all__ = [
+    "CAPTURE_THE_FLAG",
     "DESIGN_RANGES",
     "VIOLATIONS",
     "end_to_end_rates",
@@ -34,13 +35,22 @@ __all__ = [
 VIOLATIONS = ("bypass", "skip", "order")
 CHUNK = 1_000_000  # replications simulated at once (memory: CHUNK x milestones integers)
 # What real evaluation tables look like: inclusive ranges of agents, tasks, milestones per
-# task, trials per cell and true end-to-end rates.
+# task, trials per cell, true end-to-end rates and the share of pairs with end-to-end rows.
 DESIGN_RANGES = {
     "agents": (1, 10),
     "tasks": (3, 50),
     "milestones": (2, 8),
     "trials": (1, 100),
     "rate": (0.01, 0.95),
+    "end_to_end_share": (0.3, 1.0),
+}
+# A capture-the-flag benchmark as public run logs give it: 8 models x 40 tasks, one
+# subtask-guided run per subtask (the milestones) and one unguided run (end to end) each.
+CAPTURE_THE_FLAG = {
+    "agents": (8, 8),
+    "tasks": (40, 40),
+    "trials": (1, 1),
+    "end_to_end_share": (1.0, 1.0),
 }
 
 
@@ -260,9 +270,9 @@ def random_design(rng, ranges=None) -> tuple[pd.DataFrame, dict]:
     logit-uniform over the rate range, shifted per agent (sd 1 on the logit scale) and
     clipped to the range; its milestones split it unevenly, ``p_m = R^w_m`` with ``w``
     Dirichlet(2). One (agent, task) in ten is not run. End-to-end rows (as many trials as
-    the milestones) cover a random 30-100% of the pairs, at ``Q + (1 - Q) lambda`` with a
-    bypass ``lambda ~ Beta(1, 9)``. Low rates and few trials give zero-success cells, high
-    rates all-success ones.
+    the milestones) cover a random share of the pairs (``end_to_end_share``, 30-100%), at
+    ``Q + (1 - Q) lambda`` with a bypass ``lambda ~ Beta(1, 9)``. Low rates and few trials
+    give zero-success cells, high rates all-success ones.
 
     Returns
     -------
@@ -289,7 +299,7 @@ def random_design(rng, ranges=None) -> tuple[pd.DataFrame, dict]:
     milestones = [draw("milestones") for _ in range(tasks)]
     run = rng.random((agents, tasks)) >= 0.1
     run[np.arange(agents), rng.integers(0, tasks, agents)] = True  # every agent runs a task
-    e2e_share = rng.uniform(0.3, 1.0)
+    e2e_share = rng.uniform(*ranges["end_to_end_share"])
     rows = []
     for a in range(agents):
         for t in range(tasks):

@@ -1,5 +1,24 @@
+import importlib.util
 import os
 import tempfile
+from pathlib import Path
+
+import pytest
 
 # ArviZ and PyTensor need writable cache folders.
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
+
+STUDIES = Path(__file__).parents[1] / "studies"
+
+
+@pytest.fixture
+def load_study():
+    """Import a script of ``studies/`` by name (the studies are scripts, not a package)."""
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(name, STUDIES / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -1,5 +1,8 @@
 """Pooled PyMC models: real sampling on simulated data with known truth (small, for CI)."""
 
+from fractions import Fraction
+from math import comb, prod
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -284,6 +287,109 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     ].ravel()
     sd = lam.std()
     assert abs(lam.mean() - mean) < 4 * sd / np.sqrt(draws)
+
+
+def rising(s, r):
+    """The rising factorial ``(s)_r`` in exact rational arithmetic."""
+    out = Fraction(1)
+    for t in range(r):
+        out *= s + t
+    return out
+
+
+def exact_path_likelihood(a, b, alpha, beta, k, n):
+    """``P(k | a, b, alpha, beta)`` of the joint model for one task, exactly: ``k`` end-to-end
+    successes in ``n``, ``s = Q + (1 - Q) lambda``, ``Q = prod p_m``, ``p_m ~ Beta(a_m,
+    b_m)``, ``lambda ~ Beta(alpha, beta)``. Expanded the other way from ``_path_tables``:
+    ``E[Q^u (1 - Q)^v]`` by the alternating binomial sum over ``E[Q^r] = prod E[p_m^r]``,
+    whose cancellation rational arithmetic makes harmless."""
+
+    def q_moment(u, v):
+        return sum(
+            comb(v, i)
+            * (-1) ** i
+            * prod(rising(am, u + i) / rising(am + bm, u + i) for am, bm in zip(a, b, strict=True))
+            for i in range(v + 1)
+        )
+
+    def bypass_moment(j, f):
+        return rising(alpha, j) * rising(beta, f) / rising(alpha + beta, j + f)
+
+    return comb(n, k) * sum(
+        comb(k, j) * q_moment(k - j, n - k + j) * bypass_moment(j, n - k) for j in range(k + 1)
+    )
+
+
+# Rows with 3, 2 and 1 milestones (the tables' order), trials 1 to 5, every success count;
+# shapes from a rate near 1 (where 1 - Q cancels) to one near 0.
+PATH_ROWS = [
+    ([Fraction(3, 2), Fraction(400), Fraction(1, 50)], [Fraction(5, 4), Fraction(1, 10), 3]),
+    ([Fraction(7), Fraction(2, 3)], [Fraction(1, 3), Fraction(9, 2)]),
+    ([Fraction(900)], [Fraction(1, 20)]),
+]
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_path_likelihood_matches_exact_rational_arithmetic(n):
+    """The joint model's marginal end-to-end likelihood (numpy and PyTensor) against the
+    exact value, for every success count and rows of different lengths."""
+    import pytensor.tensor as pt
+
+    from bayes_eval.hierarchical import _path_likelihood, _path_tables
+
+    counts = np.array([len(a) for a, _ in PATH_ROWS])
+    width = counts.max()
+
+    def padded(which):
+        rows = [[float(v) for v in row[which]] for row in PATH_ROWS]
+        return np.array([row + [1.0] * (width - len(row)) for row in rows])
+
+    alpha, beta = Fraction(3, 5), Fraction(11, 4)
+    for k in range(n + 1):
+        ks, ns = np.full(len(PATH_ROWS), k), np.full(len(PATH_ROWS), n)
+        alphas, betas = np.full(len(PATH_ROWS), float(alpha)), np.full(len(PATH_ROWS), float(beta))
+        exact = [exact_path_likelihood(a, b, alpha, beta, k, n) for a, b in PATH_ROWS]
+        expected = np.log([float(p / comb(n, k)) for p in exact])
+        table = _path_tables(np, padded(0), padded(1), counts, n)[0]
+        ours = _path_likelihood(np, table, alphas, betas, ks, ns)
+        assert ours == pytest.approx(expected, rel=1e-11)
+        table = _path_tables(pt, pt.as_tensor(padded(0)), pt.as_tensor(padded(1)), counts, n)[0]
+        ours = _path_likelihood(pt, table, pt.as_tensor(alphas), pt.as_tensor(betas), ks, ns)
+        assert ours.eval() == pytest.approx(expected, rel=1e-11)
+
+
+def test_marginal_redraw_matches_exact_posterior_means():
+    """The joint model's exact redraw of marginalised milestone rates and bypass: their
+    means against the exact posterior means, ``E[p_m | k] = a_m / (a_m + b_m) P(k | a_m +
+    1) / P(k | a_m)`` (likewise ``lambda``), with the cells' own counts in the shapes."""
+    from bayes_eval.hierarchical import _marginal_draws
+
+    k_cells, n_cells = (2, 1, 0), (3, 1, 2)
+    mu, kappa = Fraction(3, 5), Fraction(5)
+    a = [mu * kappa + k for k in k_cells]
+    b = [(1 - mu) * kappa + n - k for k, n in zip(k_cells, n_cells, strict=True)]
+    alpha, beta = Fraction(1, 2), Fraction(3, 2)
+    k, n = 2, 4
+    layout = one_task_layout(k=k_cells, n=n_cells, e2e=(k, n))
+    draws = 400_000
+    shape = (1, draws)
+    post = {
+        "mu_task": xr_like(np.full(shape + (1,), float(mu))),
+        "kappa": xr_like(np.full(shape + (1,), float(kappa))),
+        "mu_bypass": xr_like(np.full(shape + (1,), float(alpha / (alpha + beta)))),
+        "kappa_bypass": xr_like(np.full(shape + (1,), float(alpha + beta))),
+    }
+    log_p, bypass = _marginal_draws(post, layout, np.random.default_rng(1), shape)
+    evidence = exact_path_likelihood(a, b, alpha, beta, k, n)
+    for m in range(len(a)):
+        shifted = [am + (i == m) for i, am in enumerate(a)]
+        tilted = exact_path_likelihood(shifted, b, alpha, beta, k, n) / evidence
+        mean = a[m] / (a[m] + b[m]) * tilted
+        p = np.exp(log_p[..., m]).ravel()
+        assert abs(p.mean() - float(mean)) < 4 * p.std() / np.sqrt(draws)
+    mean = alpha / (alpha + beta) * exact_path_likelihood(a, b, alpha + 1, beta, k, n) / evidence
+    lam = bypass[0].ravel()
+    assert abs(lam.mean() - float(mean)) < 4 * lam.std() / np.sqrt(draws)
 
 
 class xr_like:  # noqa: N801 - the minimal interface of a DataArray that _bypass reads

@@ -1,8 +1,5 @@
 """The pooled models at their defaults on random realistic tables (studies/robustness.py)."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,15 +7,6 @@ import pytest
 import bayes_eval
 from bayes_eval.hierarchical import _badness
 from bayes_eval.simulate import DESIGN_RANGES, random_design
-
-STUDY = Path(__file__).parents[1] / "studies" / "robustness.py"
-
-
-def load_study():
-    spec = importlib.util.spec_from_file_location("robustness", STUDY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_random_designs_cover_the_ranges_and_the_hard_cells():
@@ -39,9 +27,9 @@ def test_random_designs_cover_the_ranges_and_the_hard_cells():
     assert summary["end_to_end_cells"].gt(0).all()
 
 
-def test_a_small_design_passes_at_the_defaults():
+def test_a_small_design_passes_at_the_defaults(load_study):
     """One sparse design, each pooled model as `bayes-eval fit` runs it (real sampling)."""
-    study = load_study()
+    study = load_study("robustness")
     ranges = {**DESIGN_RANGES, "agents": (2, 2), "tasks": (4, 4), "trials": (2, 2)}
     table, _ = random_design(np.random.default_rng(5), ranges)
     rows = [study.one_fit(model, table, seed=1) for model in study.MODELS]
@@ -67,7 +55,7 @@ def test_a_fit_that_passed_is_preferred_to_one_that_failed():
 
 
 @pytest.mark.slow
-def test_most_random_designs_pass_at_the_defaults():
-    study = load_study()
+def test_most_random_designs_pass_at_the_defaults(load_study):
+    study = load_study("robustness")
     results = study.study(10, ("hierarchical", "joint"), seed=100)
     assert results["passed"].mean() >= 0.9, results[["design", "model", "failed"]]

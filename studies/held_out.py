@@ -1,0 +1,163 @@
+"""Does the joint model predict held-out unguided (end-to-end) outcomes better than the
+milestone method?
+
+    python studies/held_out.py [--data TABLE.csv] [--folds 5] [--models mats2024
+        hierarchical joint] [--seed 0] [--out studies/results]
+
+The table holds milestone rows (for example subtask-guided runs) and end-to-end rows
+(unguided runs) of the same (agent, task) pairs. Without ``--data`` it is a simulated
+capture-the-flag table: 8 agents x 40 tasks, one trial per milestone and per end-to-end
+run, every pair run end to end, a bypass on every task (``random_design`` with
+``CAPTURE_THE_FLAG``). The pairs with end-to-end rows are split at random into
+``--folds`` folds. For each fold, its end-to-end rows are held out and ``joint`` is
+fitted to every milestone row and the other folds' end-to-end rows; the milestone models
+(``mats2024``, the milestone method; ``hierarchical``, its pooled form) are fitted once,
+to the milestone rows, and scored on every fold. Each held-out outcome, ``k`` successes
+in ``n``, is scored by its posterior predictive probability ``E[Binomial(k | n, P)]``
+over the model's draws of ``P``: the log score, and the Brier score of the predicted
+rate against ``k / n``. Prints, per
+model, the mean log score and Brier score per held-out pair and the paired difference
+from ``mats2024`` with its standard error, whether every fit passed its diagnostics,
+the most attempts a fit needed and the time per fit; writes one row per held-out pair
+and model to ``held_out.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+from bayes_eval import fit
+from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+
+MODELS = ("mats2024", "hierarchical", "joint")
+BASELINE = "mats2024"
+
+
+def fold_of_pairs(table: pd.DataFrame, folds: int, rng) -> pd.Series:
+    """A fold number per (agent, task) pair with end-to-end rows, at random, the folds as
+    equal as they can be."""
+    pairs = table.loc[table["method"] == "end_to_end", ["agent", "task"]].drop_duplicates()
+    order = rng.permutation(len(pairs))
+    return pd.Series(order % folds, index=pd.MultiIndex.from_frame(pairs), name="fold")
+
+
+def predictive_scores(posterior, held: pd.DataFrame) -> pd.DataFrame:
+    """Log and Brier scores of each held-out end-to-end row under ``posterior``'s draws
+    of ``P``: ``log mean_s Binomial(k | n, P_s)`` and ``(mean_s P_s - k / n)^2``."""
+    draws = posterior.draws["p_task"]
+    rows = []
+    for row in held.itertuples(index=False):
+        p = draws.sel(agent=row.agent, task=row.task).values.ravel()
+        log_pmf = stats.binom.logpmf(row.successes, row.trials, p)
+        rows.append(
+            dict(
+                agent=row.agent,
+                task=row.task,
+                successes=row.successes,
+                trials=row.trials,
+                predicted=float(p.mean()),
+                log_score=float(special.logsumexp(log_pmf) - np.log(p.size)),
+                brier=float((p.mean() - row.successes / row.trials) ** 2),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def attempts(provenance: str) -> int:
+    """How many fits a pooled fit took, from its provenance ("kept attempt i of N")."""
+    found = re.search(r"kept attempt \d+ of (\d+)", provenance)
+    return int(found.group(1)) if found else 1
+
+
+def study(table: pd.DataFrame, models, folds: int, seed: int) -> pd.DataFrame:
+    """Every model's scores on every held-out end-to-end row. ``joint`` is refitted fold
+    by fold; a milestone model sees the same rows in every fold and is fitted once."""
+    rng = np.random.default_rng(seed)
+    fold = fold_of_pairs(table, folds, rng)
+    pair = pd.MultiIndex.from_frame(table[["agent", "task"]])
+    end_to_end = (table["method"] == "end_to_end").to_numpy()
+    fold_of_row = fold.reindex(pair).to_numpy()
+    results = []
+    for model in models:
+        uses_end_to_end = model == "joint"
+        for f in range(folds if uses_end_to_end else 1):
+            held_out = end_to_end & ((fold_of_row == f) if uses_end_to_end else True)
+            label = f"fold {f + 1}/{folds}" if uses_end_to_end else "every fold"
+            print(f"{model}, {label} ...", file=sys.stderr, flush=True)
+            start = time.perf_counter()
+            posterior = fit(
+                table[~end_to_end | ~held_out], model, seed=seed + f, notes=[], log=None
+            )
+            seconds = time.perf_counter() - start
+            provenance = str(posterior.summary()["provenance"].iloc[0])
+            scores = predictive_scores(posterior, table[held_out])
+            results.append(
+                scores.assign(
+                    model=model,
+                    fold=fold.loc[list(zip(scores["agent"], scores["task"], strict=True))].values,
+                    passed=posterior.diagnostics.ok if posterior.is_mcmc else True,
+                    attempts=attempts(provenance),
+                    seconds=seconds,
+                )
+            )
+    return pd.concat(results, ignore_index=True)
+
+
+def summarise(scores: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
+    """Per model: held-out pairs, mean log and Brier scores, the paired differences from
+    ``baseline`` (positive log-score difference: better) with their standard errors,
+    and whether every fit passed."""
+    keyed = scores.set_index(["agent", "task", "model"])
+    base = keyed.xs(baseline, level="model") if baseline in scores["model"].values else None
+    rows = {}
+    for model, group in scores.groupby("model", sort=False):
+        row = dict(
+            pairs=len(group),
+            log_score=group["log_score"].mean(),
+            brier=group["brier"].mean(),
+            all_passed=bool(group["passed"].all()),
+            fits=group["seconds"].nunique(),
+            seconds_per_fit=group["seconds"].unique().mean(),
+            most_attempts=group["attempts"].max(),
+        )
+        if base is not None and model != baseline:
+            mine = keyed.xs(model, level="model").loc[base.index]
+            for name in ("log_score", "brier"):
+                diff = mine[name] - base[name]
+                row[f"{name}_vs_{baseline}"] = diff.mean()
+                row[f"{name}_vs_{baseline}_se"] = diff.std(ddof=1) / np.sqrt(len(diff))
+        rows[model] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", help="evidence table (default: a simulated one)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="studies/results")
+    args = parser.parse_args(argv)
+    if args.data:
+        table = pd.read_csv(args.data, keep_default_na=False, na_values=[""])
+    else:
+        table, design = random_design(np.random.default_rng(args.seed), CAPTURE_THE_FLAG)
+        print(f"simulated capture-the-flag table: {design}", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scores = study(table, args.models, args.folds, args.seed)
+    scores.to_csv(out / "held_out.csv", index=False)
+    print(summarise(scores).to_string(float_format=lambda x: f"{x:.4g}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
