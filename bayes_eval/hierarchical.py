@@ -387,9 +387,9 @@ def _end_to_end_model(layout, spec, form=None):
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
         log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
-        k = pm.Data("k_obs", layout.e2e_k, dims="pair")
+        k, f = _count_data(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, layout.e2e_n))
+        pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n))
     return model
 
 
@@ -478,14 +478,32 @@ def _hierarchy_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
         log_kappa = log_kappa[layout.pair_agent]
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        k = pm.Data("k_obs", layout.k, dims="cell")
-        pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, layout.n))
+        k, f = _count_data(pm, "k_obs", layout.k, layout.n, "cell")
+        pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, f, layout.n))
     return model
 
 
-def _beta_binomial(alpha, beta, group, k, n):
+def count_data(name, successes, trials) -> dict:
+    """A model's data (``pm.Data`` by name) for ``successes`` of ``trials``: the successes
+    as ``name``, the failures as ``name_failures``.
+
+    Failures are data, never ``n - k`` in the graph: PyTensor's canonicaliser rewrites
+    ``b + (n - k)`` as ``(b + n) - k``, which rounds a Beta shape below 1e-16 (the
+    failure shape of a task mean near 1) to exactly 0, and the gradient to NaN.
+    """
+    return {name: successes, f"{name}_failures": trials - successes}
+
+
+def _count_data(pm, name, successes, trials, dims=None):
+    """The successes and failures of ``count_data`` as ``pm.Data``."""
+    data = count_data(name, successes, trials)
+    return tuple(pm.Data(key, value, dims=dims) for key, value in data.items())
+
+
+def _beta_binomial(alpha, beta, group, k, failures, n):
     """``sum log BetaBinomial(k | n, alpha[group], beta[group])`` over the cells, without
-    the binomial coefficients (constant in the parameters).
+    the binomial coefficients (constant in the parameters); ``failures`` is ``n - k``
+    (``count_data``).
 
     ``log B(k + a, n - k + b) - log B(a, b)`` has two log-gamma terms that depend on
     the cell's successes; the others depend only on the group and the trials, so they
@@ -498,7 +516,7 @@ def _beta_binomial(alpha, beta, group, k, n):
     from pymc.distributions.dist_math import check_parameters
 
     a, b = alpha[group], beta[group]
-    per_cell = pt.gammaln(k + a) + pt.gammaln(n - k + b)
+    per_cell = pt.gammaln(k + a) + pt.gammaln(failures + b)
     per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
     (group_u, n_u), cells = np.unique(np.stack([group, n]), axis=1, return_counts=True)
     per_trials = cells * pt.gammaln(n_u + alpha[group_u] + beta[group_u])
@@ -550,11 +568,11 @@ def _joint_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
         log_kappa = log_kappa[layout.pair_agent]
         log_a, log_b = log_mu + log_kappa, log_1mu + log_kappa  # per pair
-        k = pm.Data("k_obs", layout.k, dims="cell")
+        k, f = _count_data(pm, "k_obs", layout.k, layout.n, "cell")
         kept = np.flatnonzero(~sampled)
         if kept.size:
             a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
-            pm.Potential("k_cell", _beta_binomial(a, b, group, k[kept], layout.n[kept]))
+            pm.Potential("k_cell", _beta_binomial(a, b, group, k[kept], f[kept], layout.n[kept]))
         log_bypass, log_1m_bypass = _mean(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
         log_kappa_bypass = _concentration(
             pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT
@@ -565,11 +583,11 @@ def _joint_model(layout, spec, form):
             cells, counts = _cells_of(layout, few)
             group = layout.cell_pair[cells]
             a = pt.exp(log_a)[group] + k[cells]
-            b = pt.exp(log_b)[group] + (layout.n[cells] - k[cells])
+            b = pt.exp(log_b)[group] + f[cells]
             tables = _path_tables(pt, a, b, counts, int(layout.e2e_n[few].max()))
-            e2e_few = pm.Data("e2e_few", layout.e2e_k[few])
+            e2e_k, e2e_f = _count_data(pm, "e2e_few", layout.e2e_k[few], layout.e2e_n[few])
             log_lik = _path_likelihood(
-                pt, tables[0], bypass_a[few], bypass_b[few], e2e_few, layout.e2e_n[few]
+                pt, tables[0], bypass_a[few], bypass_b[few], e2e_k, layout.e2e_n[few], e2e_f
             )
             pm.Potential("end_to_end_few", pt.sum(log_lik))
         if many.size:
@@ -578,18 +596,18 @@ def _joint_model(layout, spec, form):
             log_p, log_1mp = _beta_parts(
                 pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell"
             )
-            n = layout.n[where]
-            pm.Potential("k_sampled", pt.sum(k[where] * log_p + (n - k[where]) * log_1mp))
+            pm.Potential("k_sampled", pt.sum(k[where] * log_p + f[where] * log_1mp))
             log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
-            e2e_k = pm.Data("e2e_k", layout.e2e_k[many])
-            n = layout.e2e_n[many][:, None]
+            n = layout.e2e_n[many]
+            e2e_k, e2e_f = _count_data(pm, "e2e_k", layout.e2e_k[many], n)
             log_lik = _bypass_terms(
                 pt,
                 log_q[many][:, None],
                 bypass_a[many][:, None],
                 bypass_b[many][:, None],
                 e2e_k[:, None],
-                n,
+                n[:, None],
+                e2e_f[:, None],
                 int(n.max()),
                 logsumexp=True,
             )
@@ -699,20 +717,20 @@ def _path_tables(xp, a, b, counts, n_max):
     return tables
 
 
-def _path_likelihood(xp, table, alpha, beta, k, n):
-    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials, up to
-    ``C(n, k)``, given the whole-product table ``log G_0`` of ``_path_tables``: the sum
-    over ``j = 0..k`` (successes by the bypass) of ``C(k, j) G_0(k - j, n - k + j)
-    B(alpha + j, beta + n - k) / B(alpha, beta)``."""
+def _path_likelihood(xp, table, alpha, beta, k, n, failures):
+    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials
+    (``failures`` = ``n - k``, ``count_data``), up to ``C(n, k)``, given the whole-product
+    table ``log G_0`` of ``_path_tables``: the sum over ``j = 0..k`` (successes by the
+    bypass) of ``C(k, j) G_0(k - j, n - k + j) B(alpha + j, beta + n - k) / B(alpha, beta)``."""
     from scipy import special
 
     gammaln = special.gammaln if xp is np else xp.gammaln
     logsumexp = special.logsumexp if xp is np else xp.logsumexp
-    terms = _path_terms(xp, gammaln, table, alpha, beta, k, n)
+    terms = _path_terms(xp, gammaln, table, alpha, beta, k, n, failures)
     return logsumexp(terms, axis=-1)
 
 
-def _path_terms(xp, gammaln, table, alpha, beta, k, n):
+def _path_terms(xp, gammaln, table, alpha, beta, k, n, failures):
     """The log terms ``j = 0..max(n)`` of ``_path_likelihood`` (impossible past ``k``); one
     row per task (or draw), ``table`` being ``(entries, rows)`` over ``PathGrid.of(max(n))``."""
     n = np.asarray(n)
@@ -720,7 +738,7 @@ def _path_terms(xp, gammaln, table, alpha, beta, k, n):
     index = PathGrid.of(n_max).index
     j = np.arange(n_max + 1)
     rows = np.arange(n.size)[:, None]
-    k, n = k[:, None], n[:, None]
+    k, n, failures = k[:, None], n[:, None], failures[:, None]
     j_safe = xp.minimum(j, k)
     entry = (np.asarray if xp is np else xp.as_tensor)(index)[k - j_safe, n - k + j_safe]
     g = table[entry, rows]
@@ -730,7 +748,7 @@ def _path_terms(xp, gammaln, table, alpha, beta, k, n):
         return gammaln(p) + gammaln(q) - gammaln(p + q)
 
     log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
-    terms = log_choose + g + betaln(alpha + j_safe, beta + n - k) - betaln(alpha, beta)
+    terms = log_choose + g + betaln(alpha + j_safe, beta + failures) - betaln(alpha, beta)
     return xp.where(j <= k, terms, IMPOSSIBLE)
 
 
@@ -739,12 +757,13 @@ def joint_data(layout, e2e_k) -> dict:
     data = {}
     for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
         if pairs.size:
-            data[name] = e2e_k[pairs]
+            data.update(count_data(name, e2e_k[pairs], layout.e2e_n[pairs]))
     return data
 
 
-def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
-    """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k).
+def _bypass_terms(xp, log_q, a, b, k, n, failures, j_max, logsumexp):
+    """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k);
+    ``failures`` is ``n - k`` (``count_data``).
 
     ``xp`` is ``pytensor.tensor`` (in the model, where ``k`` is data that may change and
     ``j_max`` is the largest possible ``k``) or numpy (for the exact redraw); with
@@ -763,14 +782,15 @@ def _bypass_terms(xp, log_q, a, b, k, n, j_max, logsumexp):
 
     # Q^(k - j) is 1 at j = k even when Q underflows to 0 (0 * -inf would be NaN).
     q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
-    terms = log_choose + q_power + j_safe * log_1mq + betaln(a + j_safe, b + (n - k)) - betaln(a, b)
+    terms = log_choose + q_power + j_safe * log_1mq
+    terms = terms + betaln(a + j_safe, b + failures) - betaln(a, b)
     terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
         return terms
     top = xp.max(terms, axis=1, keepdims=True)
     total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
-    log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
-    return log_binom[:, 0] + (n - k)[:, 0] * log_1mq[:, 0] + total
+    log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(failures + 1)
+    return log_binom[:, 0] + failures[:, 0] * log_1mq[:, 0] + total
 
 
 BUILDERS = {
@@ -966,6 +986,7 @@ def _bypass(post, layout, rng, shape, log_q):
                 bp,
                 np.array([[k]]),
                 np.array([[n]]),
+                np.array([[n - k]]),
                 k,
                 logsumexp=False,
             )
@@ -1002,7 +1023,8 @@ def _marginal_draws(post, layout, rng, shape):
         index = PathGrid.of(n).index
         draws = np.arange(ap.size)
         k_all = np.full(ap.size, k)
-        terms = _path_terms(np, special.gammaln, tables[0], ap, bp, k_all, np.full(ap.size, n))
+        n_all = np.full(ap.size, n)
+        terms = _path_terms(np, special.gammaln, tables[0], ap, bp, k_all, n_all, n_all - k_all)
         j = _categorical(terms, rng)
         bypass_few[p] = rng.beta(ap + j, bp + (n - k)).reshape(shape)
         u, v = k - j, n - k + j

@@ -185,13 +185,13 @@ def _positions(layout):
 def _simulate(truth, layout, spec, rng):
     """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
     task means and cell rates are added to ``truth``."""
-    from bayes_eval.hierarchical import joint_data, mixture_log_product
+    from bayes_eval.hierarchical import count_data, joint_data, mixture_log_product
 
     agent = layout.pair_agent
     if spec.kind == "end_to_end":
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
-        return {"k_obs": rng.binomial(layout.e2e_n, p_task)}, p_task
+        return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task
     mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
     truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
     # Tiny concentrations put task means at 0 or 1 in floating point; keep them strictly
@@ -199,7 +199,7 @@ def _simulate(truth, layout, spec, rng):
     mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
     conc = truth["kappa"][agent[layout.cell_pair]]
     log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
-    data = {"k_obs": rng.binomial(layout.n, np.exp(log_p))}
+    data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
     p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
     if spec.kind == "joint":
         a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]

@@ -265,6 +265,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
         np.array([[b]]),
         np.array([[k]]),
         np.array([[n]]),
+        np.array([[n - k]]),
         n,
         logsumexp=True,
     )[0]
@@ -351,10 +352,12 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
         exact = [exact_path_likelihood(a, b, alpha, beta, k, n) for a, b in PATH_ROWS]
         expected = np.log([float(p / comb(n, k)) for p in exact])
         table = _path_tables(np, padded(0), padded(1), counts, n)[0]
-        ours = _path_likelihood(np, table, alphas, betas, ks, ns)
+        ours = _path_likelihood(np, table, alphas, betas, ks, ns, ns - ks)
         assert ours == pytest.approx(expected, rel=1e-11)
         table = _path_tables(pt, pt.as_tensor(padded(0)), pt.as_tensor(padded(1)), counts, n)[0]
-        ours = _path_likelihood(pt, table, pt.as_tensor(alphas), pt.as_tensor(betas), ks, ns)
+        ours = _path_likelihood(
+            pt, table, pt.as_tensor(alphas), pt.as_tensor(betas), ks, ns, ns - ks
+        )
         assert ours.eval() == pytest.approx(expected, rel=1e-11)
 
 
@@ -410,7 +413,7 @@ def test_grouped_beta_binomial_matches_scipy():
     k = np.minimum(n, rng.integers(0, 30, group.size))
     n[4:6] = n[3]  # one group's cells share their trials
     k[:2] = [0, n[1]]  # zero-success and all-success cells
-    ours = _beta_binomial(pt.as_tensor(alpha), pt.as_tensor(beta), group, k, n).eval()
+    ours = _beta_binomial(pt.as_tensor(alpha), pt.as_tensor(beta), group, k, n - k, n).eval()
     expected = stats.betabinom.logpmf(k, n, alpha[group], beta[group]).sum()
     log_choose = stats.binom.logpmf(k, n, 0.5).sum() - (n * np.log(0.5)).sum()  # log C(n, k)
     assert ours == pytest.approx(expected - log_choose, rel=1e-12)
@@ -470,6 +473,43 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
     assert np.all((p > 1 - 1e-9) & (p <= 1))
 
 
+@pytest.mark.parametrize("model", ["end_to_end_pooled", "hierarchical", "joint"])
+def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model):
+    """An all-success task whose mean's logit wanders to 30-300: the failure shape
+    ``(1 - mu) kappa`` falls far below 1e-16 next to ``n - k = 0``. The log density and
+    its gradient, compiled as nutpie compiles them, stay finite. (PyTensor used to rewrite
+    ``b + (n - k)`` as ``(b + n) - k``, which rounds to 0: a NaN gradient, which nutpie
+    counts as a divergence, at every such step.)"""
+    import pytensor
+
+    from bayes_eval.evidence import load_evidence
+    from bayes_eval.fit import usable_rows
+    from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
+
+    rows = [dict(task=t, method="end_to_end", successes=1, trials=1) for t in ("t0", "t1")]
+    if model != "end_to_end_pooled":
+        rows += [
+            dict(task=t, method="milestone", step=m, successes=int(t == "t0"), trials=1)
+            for t in ("t0", "t1")
+            for m in (1, 2)
+        ]
+    spec = bayes_eval.load_spec(model)
+    layout = _layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec, []), spec)
+    built = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
+    logp = built.logp()
+    inputs = built.value_vars
+    function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
+    mean = next(v for v in inputs if v.name.startswith(("mu_task", "mu_logit")))
+    point = built.initial_point()
+    # the mean's logit is the variable itself (centred) or about 1.4 times it (z, at the
+    # initial point's shapes 5 and 5)
+    for value in (30.0, 60.0, 120.0, 200.0):
+        point[mean.name] = np.r_[value, np.zeros(point[mean.name].size - 1)]
+        out = function(*(point[v.name] for v in inputs))
+        assert np.isfinite(out[0])
+        assert all(np.all(np.isfinite(g)) for g in out[1:]), (mean.name, value)
+
+
 def test_bypass_terms_when_the_milestone_product_underflows():
     """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
     from scipy import special
@@ -485,6 +525,7 @@ def test_bypass_terms_when_the_milestone_product_underflows():
             np.array([[b]]),
             np.array([[k]]),
             np.array([[n]]),
+            np.array([[n - k]]),
             k,
             logsumexp=False,
         )[0]
