@@ -24,11 +24,28 @@ from scipy import stats
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
 from bayes_eval.fit import fit
 
-__all__ = ["ASSUMPTION_ALPHA", "PATH_MODELS", "milestone_assumption"]
+__all__ = ["ASSUMPTION_ALPHA", "COLUMNS", "PATH_MODELS", "milestone_assumption"]
 
 ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
 # Kinds of model that describe success by paths the milestones do not (the check's subject).
 PATH_MODELS = ("joint",)
+
+
+# The columns of the check's table, one row per task with both kinds of evidence.
+COLUMNS = [
+    "agent",
+    "task",
+    "successes",
+    "trials",
+    "milestone_mean",
+    "milestone_upper",
+    "expected",
+    "p_value",
+    "contradicted",
+    "bypass",
+    "doubtful",
+    "message",
+]
 
 
 def milestone_assumption(
@@ -49,22 +66,8 @@ def milestone_assumption(
     e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
     milestones = table[table["method"] == MILESTONE_METHOD]
     both = sorted(set(zip(milestones["agent"], milestones["task"], strict=True)) & set(e2e.index))
-    columns = [
-        "agent",
-        "task",
-        "successes",
-        "trials",
-        "milestone_mean",
-        "milestone_upper",
-        "expected",
-        "p_value",
-        "contradicted",
-        "bypass",
-        "doubtful",
-        "message",
-    ]
     if not both:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=COLUMNS)
     keep = [pair in set(both) for pair in zip(milestones["agent"], milestones["task"], strict=True)]
     frame = milestones[keep].drop(columns=["row", "n_rows"])
     posterior = fit(_as_input(frame), model, seed=seed)
@@ -96,7 +99,7 @@ def milestone_assumption(
         )
         row["message"] = _path_message(row, fitted.spec.name) if accounted else _message(row)
         rows.append(row)
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _message(row) -> str:

@@ -198,9 +198,9 @@ def _sampler(args) -> dict:
 
 
 def _fit(args) -> int:
-    from bayes_eval.assumption import milestone_assumption
+    from bayes_eval import assumption as milestone_check
+    from bayes_eval import ppc
     from bayes_eval.fit import fit
-    from bayes_eval.ppc import predictive_checks
     from bayes_eval.specs import check_probability
 
     level = None if args.level is None else check_probability(args.level, "--level")
@@ -221,13 +221,24 @@ def _fit(args) -> int:
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    checks = predictive_checks(posterior)
-    assumption = milestone_assumption(posterior.evidence, fitted=posterior)
-    verdict = "\n".join(filter(None, [_verdict(posterior), _check_lines(checks, assumption)]))
+    # Nothing that runs after sampling may lose the fit: a failed check is reported.
+    failed: list[str] = []
+    checks = _guarded("posterior predictive checks", failed, ppc.predictive_checks, posterior)
+    assumption = _guarded(
+        "milestone-assumption check",
+        failed,
+        milestone_check.milestone_assumption,
+        posterior.evidence,
+        fitted=posterior,
+    )
+    checks = pd.DataFrame(columns=ppc.COLUMNS) if checks is None else checks
+    assumption = pd.DataFrame(columns=milestone_check.COLUMNS) if assumption is None else assumption
+    if out is not None:
+        _write(out, posterior, summary, checks, assumption, threshold, failed)
+    lines = [_verdict(posterior), _check_lines(checks, assumption), *failed]
+    verdict = "\n".join(filter(None, lines))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
-    if out is not None:
-        _write(out, posterior, summary, checks, assumption, threshold)
     if args.format == "csv":
         sys.stdout.write(summary.to_csv(index=False))
     elif args.format == "json":
@@ -243,6 +254,16 @@ def _fit(args) -> int:
             written = ", ".join(sorted(p.name for p in out.iterdir()))
             print(f"\nwrote to {out}: {written}")
     return 0
+
+
+def _guarded(what: str, failed: list, function, *args, **kwargs):
+    """``function(*args, **kwargs)``, or None where it raises, with a line in ``failed``
+    naming ``what`` failed and why, and that the fit is kept."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:  # a failed check is reported; the fit stands
+        failed.append(f"{what} FAILED ({type(exc).__name__}: {exc}); the fit is kept")
+        return None
 
 
 def _verdict(posterior) -> str:
@@ -322,16 +343,13 @@ def _check_lines(checks, assumption) -> str:
     return "\n".join(lines)
 
 
-def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None:
+def _write(out: Path, posterior, summary, checks, assumption, threshold, failed) -> None:
+    """The run's files; a report or figure that fails is reported in ``failed`` (the fit,
+    its summary and its checks are written all the same)."""
     from bayes_eval.plots import forest_plot, ppc_plot
     from bayes_eval.report import build_report
 
-    def write(staging: Path) -> None:
-        posterior.to_netcdf(staging / "posterior.nc")
-        summary.to_csv(staging / "summary.csv", index=False)
-        checks.to_csv(staging / "ppc.csv", index=False)
-        if len(assumption):
-            assumption.to_csv(staging / "milestone_check.csv", index=False)
+    def figures(staging: Path) -> None:
         if threshold is not None:  # the report (its verdicts need the threshold) draws
             report = build_report(posterior, threshold, checks=checks, assumption=assumption)
             report.write(staging)  # forest.png and ppc.png too
@@ -339,6 +357,14 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold) -> None
             forest_plot(summary, staging / "forest.png", threshold)
             if len(checks):
                 ppc_plot(posterior, checks, staging / "ppc.png")
+
+    def write(staging: Path) -> None:
+        posterior.to_netcdf(staging / "posterior.nc")
+        summary.to_csv(staging / "summary.csv", index=False)
+        checks.to_csv(staging / "ppc.csv", index=False)
+        if len(assumption):
+            assumption.to_csv(staging / "milestone_check.csv", index=False)
+        _guarded("the report and figures", failed, figures, staging)
 
     _staged(out, write)
 

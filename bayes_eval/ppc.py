@@ -27,9 +27,23 @@ from bayes_eval.constants import (
     TASK,
 )
 
-__all__ = ["FLAG_HIGH", "FLAG_LOW", "predictive_checks", "replicate"]
+__all__ = ["COLUMNS", "FLAG_HIGH", "FLAG_LOW", "mid_p", "predictive_checks", "replicate"]
 
 FLAG_LOW, FLAG_HIGH = 0.025, 0.975
+
+# The columns of the checks' table, one row per observed cell.
+COLUMNS = [
+    "agent",
+    "task",
+    "evidence",
+    "cell",
+    "successes",
+    "trials",
+    "observed_rate",
+    "replicated_rate",
+    "p_value",
+    "flagged",
+]
 
 
 def _cells(posterior, post):
@@ -87,6 +101,14 @@ def _cells(posterior, post):
     return out
 
 
+def mid_p(k: int, n: int, p: np.ndarray) -> float:
+    """``P(k_rep > k) + P(k_rep = k) / 2`` for ``k_rep ~ Binomial(n, p)``, averaged over the
+    draws ``p``. The point probability comes from ``logpmf``: scipy's ``pmf`` raises
+    OverflowError where a draw is a subnormal number (a rate within 1e-308 of 0, which
+    pooled fits of one-trial cells do draw)."""
+    return float(stats.binom.sf(k, n, p).mean() + 0.5 * np.exp(stats.binom.logpmf(k, n, p)).mean())
+
+
 def predictive_checks(posterior) -> pd.DataFrame:
     """One row per observed cell: observed and replicated rates, the mid-p value, a flag.
 
@@ -99,8 +121,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
         post = posterior.draws
         for method, agent, task, index, k, n, draws in _cells(posterior, post):
             p = np.clip(draws.ravel(), 0.0, 1.0)
-            value = stats.binom.sf(k, n, p).mean() + 0.5 * stats.binom.pmf(k, n, p).mean()
-            rows.append((agent, task, method, index, k, n, float(p.mean()), float(value)))
+            rows.append((agent, task, method, index, k, n, float(p.mean()), mid_p(k, n, p)))
     else:
         cells = list(_exact_cells(posterior))
         if cells:
@@ -128,19 +149,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
         )
         for agent, task, method, index, k, n, rate, value in rows
     ]
-    columns = [
-        "agent",
-        "task",
-        "evidence",
-        "cell",
-        "successes",
-        "trials",
-        "observed_rate",
-        "replicated_rate",
-        "p_value",
-        "flagged",
-    ]
-    return pd.DataFrame(records, columns=columns)
+    return pd.DataFrame(records, columns=COLUMNS)
 
 
 def _exact_cells(posterior):

@@ -129,6 +129,31 @@ def test_bad_table_writes_nothing(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("failing", ["ppc.predictive_checks", "plots.forest_plot"])
+def test_a_check_that_fails_after_the_fit_keeps_the_fit(monkeypatch, capsys, tmp_path, failing):
+    """A check (or figure) that raises after the fit: the fit, its summary and the other
+    checks are written, the failure is reported with its reason, and the numbers are
+    those of a run where nothing failed."""
+    import bayes_eval
+
+    module, name = failing.split(".")
+
+    def broken(*args, **kwargs):
+        raise OverflowError("Error in function ibeta_derivative")
+
+    monkeypatch.setattr(getattr(bayes_eval, module), name, broken)
+    status, out, _ = run(capsys, "fit", EXAMPLE, "--out", str(tmp_path / "run"))
+    assert status == 0
+    assert "FAILED (OverflowError: Error in function ibeta_derivative); the fit is kept" in out
+    assert {"posterior.nc", "summary.csv", "ppc.csv"} <= {
+        p.name for p in (tmp_path / "run").iterdir()
+    }
+    monkeypatch.undo()
+    run(capsys, "fit", EXAMPLE, "--out", str(tmp_path / "clean"))
+    kept = pd.read_csv(tmp_path / "run" / "summary.csv")
+    pd.testing.assert_frame_equal(kept, pd.read_csv(tmp_path / "clean" / "summary.csv"))
+
+
 def test_debug_shows_the_traceback(capsys):
     status, _, err = run(capsys, "fit", "missing.csv", "--debug")
     assert status == 2 and "Traceback" in err

@@ -5,7 +5,7 @@ import pandas as pd
 from scipy import stats
 
 import bayes_eval
-from bayes_eval.ppc import predictive_checks
+from bayes_eval.ppc import mid_p, predictive_checks
 
 
 def test_mid_p_value_matches_the_beta_binomial_predictive():
@@ -23,6 +23,17 @@ def test_mid_p_value_matches_the_beta_binomial_predictive():
         standard_error = per_draw.std() / np.sqrt(draws.size)
         assert abs(checks.loc[task, "p_value"] - expected) < 4 * standard_error
     assert not checks["flagged"].any()
+
+
+def test_mid_p_at_a_subnormal_rate_draw():
+    """A rate drawn at 6e-309 (scipy's binom.pmf raises OverflowError between about
+    5.6e-309 and 7.6e-309): by hand, P(k_rep > 0) + P(k_rep = 0) / 2 is 1/2 (to 1e-308)
+    at that p and 1/2 + 1/4 at p = 1/2, mean 0.625; with k = 1 of 3 it is 3p^2 + 3p (1 -
+    p)^2 / 2 at p, and 0 at p = 0: mean 4.5e-309."""
+    import pytest
+
+    assert mid_p(0, 1, np.array([6e-309, 0.5])) == 0.625
+    assert mid_p(1, 3, np.array([6e-309, 0.0])) == pytest.approx(4.5e-309, rel=1e-9)
 
 
 def test_predictive_groups_replicate_every_cell_in_arviz_layout(tmp_path):
