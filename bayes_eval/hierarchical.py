@@ -1060,10 +1060,13 @@ def _cell_shapes(post, layout):
     mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
     mean = post["mu_task"].values[..., layout.cell_pair]
     conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
-    # a sampled mean whose logit exceeds 37 is 1 in floating point: its 1 - mean, below
-    # 1e-16, is kept positive so that an all-success cell's Beta stays proper
-    rest = np.maximum(1 - mean, np.finfo(float).tiny)
-    return mean * conc + layout.k, rest * conc + (layout.n - layout.k)
+    # A sampled mean whose logit exceeds 37 is 1 in floating point (and one below -745 is
+    # 0): each prior shape is floored at the smallest normal number, 2.2e-308, so that an
+    # all-success (or all-failure) cell's Beta stays proper and its log-gamma finite
+    # (scipy's gammaln is inf below it).
+    tiny = np.finfo(float).tiny
+    a, b = np.maximum(mean * conc, tiny), np.maximum((1 - mean) * conc, tiny)
+    return a + layout.k, b + (layout.n - layout.k)
 
 
 def _categorical(log_weights, rng) -> np.ndarray:

@@ -473,6 +473,33 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
     assert np.all((p > 1 - 1e-9) & (p <= 1))
 
 
+def test_joint_redraw_when_the_task_mean_is_one_and_the_concentration_small():
+    """A task mean of exactly 1 in floating point and kappa 0.24: the failure shape is
+    floored at the smallest normal number (a subnormal one made scipy's gammaln inf, and
+    the redraw's weights NaN). One guided and one unguided success: every rate and the
+    task's P are 1 to rounding, with no warning."""
+    import warnings
+
+    import xarray as xr
+
+    from bayes_eval.hierarchical import _rates
+
+    layout = one_task_layout(k=[1, 1, 1], n=[1, 1, 1], e2e=(1, 1))
+    dims = ("chain", "draw", "agent")
+    post = xr.Dataset(
+        {
+            "mu_task": (("chain", "draw", "pair"), np.ones((1, 200, 1))),
+            "kappa": (dims, np.full((1, 200, 1), 0.24)),
+            "mu_bypass": (dims, np.full((1, 200, 1), 0.3)),
+            "kappa_bypass": (dims, np.full((1, 200, 1), 10.0)),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rates = _rates(post, layout, bayes_eval.load_spec("joint"), np.random.default_rng(0))
+    assert np.all(rates["p_task"][1] > 1 - 1e-9)
+
+
 @pytest.mark.parametrize("model", ["end_to_end_pooled", "hierarchical", "joint"])
 def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model):
     """An all-success task whose mean's logit wanders to 30-300: the failure shape
