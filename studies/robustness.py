@@ -1,7 +1,7 @@
 """Do the pooled models pass their diagnostics at their defaults on realistic tables?
 
     python studies/robustness.py [--designs 40] [--models hierarchical joint ecr_pooled
-        end_to_end_pooled] [--seed 0] [--out studies/results]
+        end_to_end_pooled] [--capture-the-flag] [--seed 0] [--out studies/results]
 
 Draws ``--designs`` random evaluation tables from the ranges real evaluations produce
 (``bayes_eval.simulate.DESIGN_RANGES``: 1-10 agents, 3-50 tasks, 2-8 milestones, 1-100
@@ -11,7 +11,10 @@ trials, end-to-end rates 0.01-0.95, missing pairs, zero- and all-success cells; 
 expert-guided run, ``end_to_end_pooled`` the end-to-end rows. Prints, per model, the
 share of fits that pass the diagnostics gate, the median and worst R-hat, the
 divergences, how many needed a refit, and the time per fit; writes one row per fit to
-``robustness.csv`` as each fit finishes.
+``robustness.csv`` as each fit finishes. With ``--capture-the-flag`` the designs are
+drawn instead from the shape of an agentic capture-the-flag benchmark
+(``bayes_eval.simulate.CAPTURE_THE_FLAG``: 8 agents x 40 tasks, one trial per milestone
+and per end-to-end run).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval import fit
-from bayes_eval.simulate import random_design
+from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
 
@@ -64,13 +67,14 @@ def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
     )
 
 
-def study(designs: int, models, seed: int, out: Path | None = None) -> pd.DataFrame:
-    """Fit every design with every model; with ``out``, each fit's row is appended to
-    ``out`` as soon as it is done (a long sweep keeps what it finished)."""
+def study(designs: int, models, seed: int, out: Path | None = None, ranges=None) -> pd.DataFrame:
+    """Fit every design (drawn from ``ranges``, default ``DESIGN_RANGES``) with every model;
+    with ``out``, each fit's row is appended to ``out`` as soon as it is done (a long
+    sweep keeps what it finished)."""
     rng = np.random.default_rng(seed)
     rows = []
     for d in range(designs):
-        table, design = random_design(rng)
+        table, design = random_design(rng, ranges)
         for model in models:
             if evidence_for(model, table).empty:
                 continue
@@ -103,14 +107,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--designs", type=int, default=40)
     parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--capture-the-flag", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
     args = parser.parse_args(argv)
+    ranges = CAPTURE_THE_FLAG if args.capture_the_flag else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = out / "robustness.csv"
     table.unlink(missing_ok=True)
-    results = study(args.designs, args.models, args.seed, out=table)
+    results = study(args.designs, args.models, args.seed, out=table, ranges=ranges)
     print(summarise(results).to_string(float_format=lambda x: f"{x:.3g}"))
     return 0
 
