@@ -134,6 +134,18 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
     assert rates.dims == ("chain", "draw", "agent", "task", "milestone")
 
 
+@pytest.mark.parametrize("e2e, centred", [((20, 40), True), ((3, 6), False)])
+def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(e2e, centred):
+    """A sampled milestone rate is informed by its own trials and by its task's end-to-end
+    trials (through the product): 2 + 40 trials reach the margin of 3 (kappa + 1) = 33
+    at the prior median kappa = e^2.3; 2 + 6 do not."""
+    from bayes_eval.hierarchical import choose_form
+
+    layout = one_task_layout(k=[1, 2], n=[2, 2], e2e=e2e)
+    form = choose_form(layout, bayes_eval.load_spec("joint"))
+    assert form.cells.tolist() == [centred, centred]
+
+
 def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
     """Milestone rates independent within a task leave the task means to the population
     (centred, a funnel: E-BFMI 0.17 in benchmarks/task_means.py). Three milestones carry
