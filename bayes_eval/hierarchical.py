@@ -35,6 +35,7 @@ PyMC and nutpie are imported only here, and only when a pooled model is fitted.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import time
 import warnings
@@ -68,7 +69,7 @@ from bayes_eval.diagnostics import diagnose
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["fit_pooled"]
+__all__ = ["fit_attempts", "fit_pooled"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -144,9 +145,10 @@ def choose_form(layout, spec) -> Form:
     trials of their own, non-centred, made the fit diverge. A task mean is centred when
     the information its milestones carry about it, ``sum_m 1 / (1 / (kappa + 1) + 1 /
     n_m)`` (each milestone a noisy draw around the mean), is ``CENTRED_MARGIN`` times its
-    prior's, ``kappa_agent + 1``. Both concentrations are taken at their prior medians: the choice
-    is made before any fit. The margin leans towards the non-centred form, which at worst
-    mixes more slowly where the centred one diverges (``studies/robustness.py``).
+    prior's, ``kappa_agent + 1``. Both concentrations are taken at their prior medians:
+    the choice is made before any fit. The margin leans towards the non-centred form,
+    which at worst mixes more slowly where the centred one diverges
+    (``studies/robustness.py``).
     """
     empty = np.zeros(0, dtype=bool)
     if spec.kind == "end_to_end":
@@ -246,6 +248,13 @@ def _attempt(form, settings) -> str:
         f"(tune {settings['tune']}, target_accept {settings['target_accept']:g})"
     )
     return text + (f", {form.describe()}" if form.flippable else "")
+
+
+def fit_attempts(provenance: str) -> int:
+    """How many fits a pooled estimate took, read from its provenance ("kept attempt i of
+    N", which ``fit_pooled`` writes only where there was more than one)."""
+    found = re.search(r"kept attempt \d+ of (\d+)", provenance)
+    return int(found.group(1)) if found else 1
 
 
 def _retry_settings(diagnostics, settings) -> dict:

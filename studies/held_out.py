@@ -25,7 +25,6 @@ and model to ``held_out.csv``.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import pandas as pd
 from scipy import special, stats
 
 from bayes_eval import fit
+from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
 
 MODELS = ("mats2024", "hierarchical", "joint")
@@ -71,12 +71,6 @@ def predictive_scores(posterior, held: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def attempts(provenance: str) -> int:
-    """How many fits a pooled fit took, from its provenance ("kept attempt i of N")."""
-    found = re.search(r"kept attempt \d+ of (\d+)", provenance)
-    return int(found.group(1)) if found else 1
-
-
 def study(table: pd.DataFrame, models, folds: int, seed: int) -> pd.DataFrame:
     """Every model's scores on every held-out end-to-end row. ``joint`` is refitted fold
     by fold; a milestone model sees the same rows in every fold and is fitted once."""
@@ -104,7 +98,7 @@ def study(table: pd.DataFrame, models, folds: int, seed: int) -> pd.DataFrame:
                     model=model,
                     fold=fold.loc[list(zip(scores["agent"], scores["task"], strict=True))].values,
                     passed=posterior.diagnostics.ok if posterior.is_mcmc else True,
-                    attempts=attempts(provenance),
+                    attempts=fit_attempts(provenance),
                     seconds=seconds,
                 )
             )

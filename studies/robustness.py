@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval import fit
+from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
@@ -50,7 +51,6 @@ def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
     seconds = time.perf_counter() - start
     diagnostics = posterior.diagnostics
     provenance = str(posterior.summary()["provenance"].iloc[0])
-    attempts = provenance.split("kept attempt ", 1)
     return dict(
         model=model,
         passed=diagnostics.ok,
@@ -59,9 +59,7 @@ def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
         ess_tail=float(diagnostics.table["ess_tail"].min()),
         divergences=diagnostics.divergences,
         ebfmi=min(diagnostics.ebfmi),
-        refits=int(attempts[1].split(" of ", 1)[1].split(" ", 1)[0]) - 1
-        if len(attempts) > 1
-        else 0,
+        refits=fit_attempts(provenance) - 1,
         seconds=seconds,
         failed=" | ".join(diagnostics.messages),
     )

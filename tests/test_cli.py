@@ -11,6 +11,7 @@ import pytest
 from bayes_eval import load_posterior
 from bayes_eval.cli import main
 from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.resources import example_evidence
 
 EXAMPLE = str(example_evidence())
@@ -211,6 +212,8 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     provenance = pd.read_csv(out_dir / "summary.csv")["provenance"].iloc[0]
     assert "nutpie 2 chains x 40 draws (tune 40, target_accept 0.8), task means" in provenance
     assert "kept attempt " in provenance  # refitted, and says which attempt it kept
+    # the first fit, the refit with twice the draws, then the other form: all three fail
+    assert fit_attempts(provenance) == 3
     status, out, _ = run(capsys, "check", str(out_dir))
     assert status == 1
     assert "r_hat" in out and "ess_tail" in out and "p_task[agent-a, task_00]" in out

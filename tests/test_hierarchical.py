@@ -13,6 +13,7 @@ import bayes_eval
 from bayes_eval import load_posterior
 from bayes_eval.assumption import milestone_assumption
 from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
+from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.ppc import predictive_checks
 from bayes_eval.report import UNRELIABLE, build_report
 
@@ -163,7 +164,7 @@ def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
     posterior = bayes_eval.fit(frame, "hierarchical", seed=2, log=None)
     provenance = str(posterior.summary()["provenance"].iloc[0])
     assert "task means non-centred; seed 2" in provenance
-    assert "kept attempt" not in provenance
+    assert "kept attempt" not in provenance and fit_attempts(provenance) == 1
     assert posterior.diagnostics.ok, posterior.diagnostics.messages
     assert_nominal_coverage(posterior.summary()["upper"], rates.prod(axis=1))
 
