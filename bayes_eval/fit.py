@@ -26,7 +26,7 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.expert import best_of_n_runs, golden_runs
-from bayes_eval.specs import Prior, check_probability, load_spec
+from bayes_eval.specs import Prior, check_level, load_spec
 
 __all__ = ["Estimate", "fit"]
 
@@ -115,7 +115,7 @@ def fit(
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    level = spec.level if level is None else check_probability(level, "level")
+    level = spec.level if level is None else check_level(level, "level")
     seed = spec.seed if seed is None else int(seed)
     if sampler and spec.exact:
         raise InputError(

@@ -11,7 +11,15 @@ from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEE
 from bayes_eval.errors import InputError
 from bayes_eval.resources import shipped_dir
 
-__all__ = ["Prior", "Spec", "check_probability", "load_spec", "shipped_specs", "spec_from_toml"]
+__all__ = [
+    "Prior",
+    "Spec",
+    "check_level",
+    "check_probability",
+    "load_spec",
+    "shipped_specs",
+    "spec_from_toml",
+]
 
 SCHEMA_VERSION = 1
 TOP_KEYS = (
@@ -180,6 +188,18 @@ def check_probability(value, what: str) -> float:
     return number
 
 
+def check_level(value, what: str) -> float:
+    """Validate the level of a one-sided upper bound: a number with 0.5 < level < 1 (below
+    0.5 the "upper bound" lies under the median, and a verdict on it would be reversed)."""
+    number = check_probability(value, what)
+    if not number > 0.5:
+        raise InputError(
+            f"{what}: {value} must lie strictly between 0.5 and 1 (the one-sided credible "
+            "level of an upper bound, for example 0.975)"
+        )
+    return number
+
+
 def _unknown_keys(where: str, table: dict, allowed) -> None:
     for key in table:
         if key not in allowed:
@@ -254,7 +274,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
     level = DEFAULT_LEVEL
     if "level" in report:
-        level = check_probability(
+        level = check_level(
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
     return Spec(name, kind, pooling, description, priors, sampler, level, source, text)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
 from bayes_eval.constants import SUMMARY_COLUMNS
-from bayes_eval.specs import check_probability
+from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["format_number", "summarise"]
 
@@ -25,7 +25,7 @@ LN10 = math.log(10)
 
 def summarise(posterior, level: float, threshold: float | None = None) -> pd.DataFrame:
     """Summary of an exact ``Posterior`` at ``level``, with ``P(P > threshold)`` if given."""
-    level = check_probability(level, "level")
+    level = check_level(level, "level")
     tau = None if threshold is None else check_probability(threshold, "threshold")
     probs = np.array([1.0 - level, 0.5, level])
     x_points = np.array([] if tau is None else [-math.log(tau)])
