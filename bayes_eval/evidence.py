@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import io
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +56,12 @@ COLUMNS = (
     "grading",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
+# Numbers in a text table: plain ASCII, so that "1_0", full-width digits and "1e3" (which
+# Python's int and float accept) are refused rather than read as something else.
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+REAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+INT64_MAX = 2**63 - 1
+FLOAT_EXACT = 2**53  # the largest float below which every whole number is exact
 # Which optional columns each method may (or must) fill.
 NEEDS_STEP = (MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
 TAKES_RUN = (EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
@@ -281,28 +288,30 @@ class _Row:
         return str(value)
 
     def integer(self, column: str, minimum: int) -> int | None:
+        """An exact whole number: plain ASCII digits in a text table; in a typed one an
+        integer, or a float that holds a whole number exactly (at most 2^53)."""
         value = self.raw(column)
         if value is None:
             return None
-        number = _as_number(value)
-        if number is None or not math.isfinite(number):
-            self.fail(column, f"'{value}' is not a whole number")
-        if not float(number).is_integer():
-            self.fail(column, f"{value} is not a whole number")
+        number = _as_integer(value)
+        if number is None:
+            self.fail(column, f"'{value}' is not a whole number written in digits 0-9")
         if number < minimum:
             self.fail(column, f"{column} ({value}) must be at least {minimum}")
-        return int(number)
+        if number > INT64_MAX:
+            self.fail(column, f"{column} ({value}) exceeds the largest count, {INT64_MAX}")
+        return number
 
     def real(self, column: str) -> float | None:
         value = self.raw(column)
         if value is None:
             return None
-        number = _as_number(value)
+        number = _as_real(value)
         if number is None:
-            self.fail(column, f"'{value}' is not a number")
+            self.fail(column, f"'{value}' is not a decimal number")
         if not math.isfinite(number):
             self.fail(column, f"{value} is not a finite number")
-        return float(number)
+        return number
 
     def boolean(self, column: str) -> int | None:
         value = self.raw(column)
@@ -323,15 +332,26 @@ class _Row:
             self.fail(column, f"does not apply to method {method} (leave it empty)")
 
 
-def _as_number(value) -> float | None:
+def _as_integer(value) -> int | None:
+    """``value`` as an exact int, or None (see ``_Row.integer``)."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        exact = math.isfinite(value) and value.is_integer() and abs(value) <= FLOAT_EXACT
+        return int(value) if exact else None
+    text = str(value).strip()
+    return int(text) if INTEGER_TEXT.fullmatch(text) else None
+
+
+def _as_real(value) -> float | None:
     if isinstance(value, bool | np.bool_):
         return None
     if isinstance(value, int | float | np.integer | np.floating):
         return float(value)
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
+    text = str(value).strip()
+    return float(text) if REAL_TEXT.fullmatch(text) else None
 
 
 def _validate(frame: pd.DataFrame, label: str, *, from_file: bool) -> Evidence:

@@ -53,6 +53,20 @@ def test_dataframe_and_parquet_sources(tmp_path):
         load_evidence(bad)
 
 
+def test_counts_are_exact_integers(tmp_path):
+    """2^53 + 1 is not a float: it is read as written, and a float beyond 2^53 (which may
+    already have been rounded) is refused with its place."""
+    big = 2**53 + 1
+    evidence = load_evidence(write(tmp_path, [f"a,t,end_to_end,,,,{big},{big},,,,"]))
+    assert evidence.table["trials"].tolist() == [big]
+    assert evidence.table["successes"].tolist() == [big]
+    frame = pd.DataFrame({"task": ["t"], "method": ["end_to_end"], "successes": [1]})
+    assert load_evidence(frame.assign(trials=[big])).table["trials"].tolist() == [big]
+    assert load_evidence(frame.assign(trials=[4.0])).table["trials"].tolist() == [4]
+    with pytest.raises(InputError, match=r"row 2, column trials: '9007199254740994.0' is not"):
+        load_evidence(frame.assign(trials=[float(2**53 + 2)]))
+
+
 # (lines, expected fragment of the one-line message)
 BAD_ROWS = [
     (
@@ -60,7 +74,16 @@ BAD_ROWS = [
         "row 2, column successes: successes (12) exceeds trials (10)",
     ),
     (["a,t,end_to_end,,,,-1,10,,,,"], "row 2, column successes: successes (-1) must be at least 0"),
-    (["a,t,end_to_end,,,,1.5,10,,,,"], "row 2, column successes: 1.5 is not a whole number"),
+    (["a,t,end_to_end,,,,1.5,10,,,,"], "row 2, column successes: '1.5' is not a whole number"),
+    (["a,t,end_to_end,,,,5.0,10,,,,"], "row 2, column successes: '5.0' is not a whole number"),
+    (["a,t,end_to_end,,,,1_0,20,,,,"], "row 2, column successes: '1_0' is not a whole number"),
+    (["a,t,end_to_end,,,,\uff11,2,,,,"], "row 2, column successes: '\uff11' is not a whole"),
+    (["a,t,end_to_end,,,,1,1e3,,,,"], "row 2, column trials: '1e3' is not a whole number"),
+    (
+        ["a,t,end_to_end,,,,1,9223372036854775808,,,,"],
+        "row 2, column trials: trials (9223372036854775808) exceeds the largest count",
+    ),
+    (["a,t,golden_solution,1,,,,,,,-1_0,"], "row 2, column logprob: '-1_0' is not a decimal"),
     (["a,t,end_to_end,,,,x,10,,,,"], "row 2, column successes: 'x' is not a whole number"),
     (["a,t,end_to_end,,,,nan,10,,,,"], "row 2, column successes: 'nan' is not a whole number"),
     (["a,t,end_to_end,,,,1,0,,,,"], "row 2, column trials: trials (0) must be at least 1"),
@@ -75,7 +98,7 @@ BAD_ROWS = [
     (["a,,end_to_end,,,,1,2,,,,"], "row 2, column task: task is empty"),
     (["a,t,milestone,,,,1,2,,,,"], "row 2, column step: method milestone needs a step"),
     (["a,t,milestone,0,,,1,2,,,,"], "row 2, column step: step (0) must be at least 1"),
-    (["a,t,milestone,1.5,,,1,2,,,,"], "row 2, column step: 1.5 is not a whole number"),
+    (["a,t,milestone,1.5,,,1,2,,,,"], "row 2, column step: '1.5' is not a whole number"),
     (["a,t,end_to_end,1,,,1,2,,,,"], "row 2, column step: does not apply to method end_to_end"),
     (["a,t,end_to_end,,,,1,2,,,,weekly"], "row 2, column grading: 'weekly' is not one of"),
     (["a,t,milestone,1,,,1,2,,,,final"], "row 2, column grading: does not apply to method"),
@@ -83,7 +106,7 @@ BAD_ROWS = [
     (["a,t,expert_best_of_n,1,,,,,,,,"], "row 2, column chosen_index: method expert_best_of_n"),
     (["a,t,expert_best_of_n,1,,,3,4,,2,,"], "row 2, column successes: does not apply"),
     (["a,t,golden_solution,1,,,,,,,0.5,"], "row 2, column logprob: logprob (0.5) must be <= 0"),
-    (["a,t,golden_solution,1,,,,,,,inf,"], "row 2, column logprob: inf is not a finite number"),
+    (["a,t,golden_solution,1,,,,,,,inf,"], "row 2, column logprob: 'inf' is not a decimal"),
     (["a,t,golden_solution,1,,,,,,,,"], "row 2, column logprob: method golden_solution needs"),
     (["a,t,end_to_end,,,,1,2,,,-1,"], "row 2, column logprob: does not apply"),
     (["a,t,milestone,1,,2,1,2,,,,"], "row 2, column milestone: does not apply"),
