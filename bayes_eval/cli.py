@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
+import os
+import signal
 import sys
-import tempfile
 import traceback
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.constants import DEFAULT_LEVEL, PLAN_POWER
+from bayes_eval import interrupts
+from bayes_eval.constants import DEFAULT_LEVEL, PLAN_POWER, PLAN_PRACTICAL_TRIALS, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
+from bayes_eval.evidence import INT64_MAX, INTEGER_TEXT
+from bayes_eval.runfolder import check_out, write_run
 from bayes_eval.simulate import VIOLATIONS
 from bayes_eval.summary import format_number
 
@@ -146,39 +150,44 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bayes-eval``; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
-    try:
-        args = _parser().parse_args(argv)
-        commands = {
-            "fit": _fit,
-            "example": _example,
-            "check": _check,
-            "calibrate": _calibrate,
-            "simulate": _simulate,
-            "report": _report,
-            "plan": _plan,
-        }
-        return commands[args.command](args)
-    except InputError as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a failed fit: say so in one line
-        if debug:
-            traceback.print_exc()
-        print(f"error: fit failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    with interrupts.raising(), warnings.catch_warnings():
+        if not debug:  # a warning is for the developer; the user gets notes and errors
+            warnings.simplefilter("ignore")
+        try:
+            args = _parser().parse_args(argv)
+            return COMMANDS[args.command](args)
+        except interrupts.Interrupted as exc:  # stop at once: no retry, no partial output
+            if debug:
+                traceback.print_exc()
+            print(f"interrupted ({exc})", file=sys.stderr)
+            return exc.exit_status
+        except BrokenPipeError:  # `| head`: stop quietly, as standard tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
+        except InputError as exc:
+            if debug:
+                traceback.print_exc()
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # a failed fit: say so in one line
+            if debug:
+                traceback.print_exc()
+            command = next((a for a in argv if not a.startswith("-")), "bayes-eval")
+            print(f"error: {command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
 
 
-def _whole(text: str | None, option: str, minimum: int) -> int | None:
+def _whole(text: str | None, option: str, minimum: int, maximum: int = INT64_MAX) -> int | None:
+    """A whole number in ASCII digits between ``minimum`` and ``maximum``, or None."""
     if text is None:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{option}: '{text}' is not a whole number") from None
+    if not INTEGER_TEXT.fullmatch(text.strip()):
+        raise InputError(f"{option}: '{text}' is not a whole number")
+    value = int(text)
     if value < minimum:
         raise InputError(f"{option}: {value} must be >= {minimum}")
+    if value > maximum:
+        raise InputError(f"{option}: {value} must be <= {maximum}")
     return value
 
 
@@ -188,9 +197,9 @@ def _sampler(args) -> dict:
 
     out = {
         "engine": args.engine,
-        "draws": _whole(args.draws, "--draws", 1),
-        "tune": _whole(args.tune, "--tune", 0),
-        "chains": _whole(args.chains, "--chains", 1),
+        "draws": _whole(args.draws, "--draws", *SAMPLER_LIMITS["draws"]),
+        "tune": _whole(args.tune, "--tune", *SAMPLER_LIMITS["tune"]),
+        "chains": _whole(args.chains, "--chains", *SAMPLER_LIMITS["chains"]),
     }
     if args.target_accept is not None:
         out["target_accept"] = check_probability(args.target_accept, "--target-accept")
@@ -201,13 +210,13 @@ def _fit(args) -> int:
     from bayes_eval import assumption as milestone_check
     from bayes_eval import ppc
     from bayes_eval.fit import fit
-    from bayes_eval.specs import check_probability
+    from bayes_eval.specs import check_level, check_probability
 
-    level = None if args.level is None else check_probability(args.level, "--level")
+    level = None if args.level is None else check_level(args.level, "--level")
     threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
-    seed = _whole(args.seed, "--seed", 0)
+    seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     sampler = _sampler(args)
-    out = None if args.out is None else _check_out(Path(args.out))
+    out = None if args.out is None else check_out(Path(args.out))
     notes: list[str] = []
     posterior = fit(
         args.evidence,
@@ -233,8 +242,9 @@ def _fit(args) -> int:
     )
     checks = pd.DataFrame(columns=ppc.COLUMNS) if checks is None else checks
     assumption = pd.DataFrame(columns=milestone_check.COLUMNS) if assumption is None else assumption
+    written = []
     if out is not None:
-        _write(out, posterior, summary, checks, assumption, threshold, failed)
+        written = _write(out, posterior, summary, checks, assumption, threshold, failed)
     lines = [_verdict(posterior), _check_lines(checks, assumption), *failed]
     verdict = "\n".join(filter(None, lines))
     if verdict and args.format != "table":
@@ -251,8 +261,7 @@ def _fit(args) -> int:
         if verdict:
             print(f"\n{verdict}")
         if out is not None:
-            written = ", ".join(sorted(p.name for p in out.iterdir()))
-            print(f"\nwrote to {out}: {written}")
+            print(f"\nwrote to {out}: {', '.join(written)}")
     return 0
 
 
@@ -309,14 +318,6 @@ def _example(args) -> int:
     return 0
 
 
-def _check_out(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out} exists and is not a folder")
-    if not out.parent.exists():
-        raise InputError(f"--out: parent folder {out.parent} does not exist")
-    return out
-
-
 def _check_lines(checks, assumption) -> str:
     lines = []
     if len(checks):
@@ -343,9 +344,9 @@ def _check_lines(checks, assumption) -> str:
     return "\n".join(lines)
 
 
-def _write(out: Path, posterior, summary, checks, assumption, threshold, failed) -> None:
-    """The run's files; a report or figure that fails is reported in ``failed`` (the fit,
-    its summary and its checks are written all the same)."""
+def _write(out: Path, posterior, summary, checks, assumption, threshold, failed) -> list[str]:
+    """Write the run's files and return their names; a report or figure that fails is
+    reported in ``failed`` (the fit, its summary and its checks are written all the same)."""
     from bayes_eval.plots import forest_plot, ppc_plot
     from bayes_eval.report import build_report
 
@@ -366,27 +367,19 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold, failed)
             assumption.to_csv(staging / "milestone_check.csv", index=False)
         _guarded("the report and figures", failed, figures, staging)
 
-    _staged(out, write)
+    return write_run(out, write, command="fit")
 
 
-def _staged(out: Path, write) -> None:
-    """``write(folder)`` into a temporary folder, then move its files into ``out``, so a
-    failure leaves nothing behind."""
-    staging = Path(tempfile.mkdtemp(prefix=".bayes-eval-", dir=out.parent))
-    try:
-        write(staging)
-        out.mkdir(exist_ok=True)
-        for item in staging.iterdir():
-            item.replace(out / item.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _same(out: Path, source: Path) -> bool:
+    """Whether ``out`` is the run folder ``source`` was read from (its files are kept)."""
+    return out.is_dir() and source.exists() and out.resolve() == source.resolve()
 
 
 def _calibrate(args) -> int:
     from bayes_eval.calibration import calibrate, published_calibration
     from bayes_eval.plots import calibration_plot
     from bayes_eval.posterior import load_posterior
-    from bayes_eval.specs import check_probability
+    from bayes_eval.specs import check_level
 
     if args.published is not None:
         if args.run_dir or args.truth:
@@ -399,11 +392,12 @@ def _calibrate(args) -> int:
         return 0
     if not args.run_dir or not args.truth:
         raise InputError("calibrate: needs RUN_DIR and --truth FILE (or --published FILE)")
-    level = None if args.level is None else check_probability(args.level, "--level")
-    seed = _whole(args.seed, "--seed", 0)
+    level = None if args.level is None else check_level(args.level, "--level")
+    seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     path = Path(args.run_dir)
-    out = _check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
     posterior = load_posterior(path)
+    folder = path if path.is_dir() else path.parent
+    out = check_out(Path(args.out) if args.out else folder)
     result = calibrate(posterior, args.truth, level=level, seed=seed)
 
     def write(staging: Path) -> None:
@@ -411,7 +405,7 @@ def _calibrate(args) -> int:
         if len(result.calibrated):
             calibration_plot(result, staging / "calibration.png")
 
-    _staged(out, write)
+    write_run(out, write, command="calibrate", adds_to_run=_same(out, folder))
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.format == "csv":
@@ -485,8 +479,8 @@ def _simulate(args) -> int:
     from bayes_eval.simulate import paths_study, variance_study
     from bayes_eval.specs import check_probability
 
-    seed = _whole(args.seed, "--seed", 0)
-    out = None if args.out is None else _check_out(Path(args.out))
+    seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    out = None if args.out is None else check_out(Path(args.out))
     if args.study == "variance":
         rate = check_probability(args.rate, "--end-to-end-rate")
         milestones = [_whole(m, "--milestones", 1) for m in args.milestones]
@@ -519,7 +513,7 @@ def _simulate(args) -> int:
             results.to_csv(staging / f"{name}.csv", index=False)
             plot(results, staging / f"{name}.png")
 
-        _staged(out, write)
+        write_run(out, write, command="simulate")
     if args.format == "json":
         records = [{k: _json_value(v) for k, v in r.items()} for r in results.to_dict("records")]
         print(json.dumps(records[0] if len(records) == 1 else records, indent=2))
@@ -584,31 +578,32 @@ if __name__ == "__main__":
 
 def _report(args) -> int:
     from bayes_eval.report import build_report, load_or_fit
-    from bayes_eval.specs import check_probability
+    from bayes_eval.specs import check_level, check_probability
 
     threshold = check_probability(args.threshold, "--threshold")
-    level = None if args.level is None else check_probability(args.level, "--level")
-    seed = _whole(args.seed, "--seed", 0)
-    out = _check_out(Path(args.out))
+    level = None if args.level is None else check_level(args.level, "--level")
+    seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    out = check_out(Path(args.out))
     posterior = load_or_fit(
         args.source, model=args.model, level=level, seed=seed, log=_progress(args)
     )
     result = build_report(posterior, threshold, level)
-    _staged(out, result.write)
+    source = Path(args.source)
+    written = write_run(out, result.write, command="report", adds_to_run=_same(out, source))
     tally = result.table["verdict"].value_counts()
     print(", ".join(f"{count} {verdict}" for verdict, count in tally.items()))
-    print(f"wrote to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    print(f"wrote to {out}: {', '.join(written)}")
     return 0
 
 
 def _plan(args) -> int:
     from bayes_eval import plan
-    from bayes_eval.specs import check_probability
+    from bayes_eval.specs import check_level, check_probability
 
     threshold = check_probability(args.threshold, "--threshold")
-    level = DEFAULT_LEVEL if args.level is None else check_probability(args.level, "--level")
+    level = DEFAULT_LEVEL if args.level is None else check_level(args.level, "--level")
     prior = plan.parse_prior(args.prior)
-    seed = _whole(args.seed, "--seed", 0)
+    seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     if args.run_dir is not None:
         result = _next_run(args, threshold, level, seed)
     elif args.milestone_rates is not None:
@@ -618,6 +613,14 @@ def _plan(args) -> int:
     else:
         trials = plan.zero_success_trials(threshold, level, prior)
         result = {"threshold": threshold, "level": level, "prior": list(prior), "trials": trials}
+        if trials > PLAN_PRACTICAL_TRIALS:
+            result["note"] = (
+                f"{trials:,} end-to-end trials, all failures, is impractical. The milestone "
+                "route certifies the product of milestone rates with far fewer: bayes-eval "
+                f"plan --threshold {threshold:g} --milestone-rates R1 R2 ... gives the trials "
+                "per milestone for hypothesised rates; expert-guided steps (model ecr2024) are "
+                "the other route"
+            )
         if args.rate is not None:
             rate = _fraction(args.rate, "--rate")
             result["rate"] = rate
@@ -670,3 +673,14 @@ def _positive(text: str, option: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise InputError(f"{option}: {text} must be a positive number")
     return value
+
+
+COMMANDS = {
+    "fit": _fit,
+    "example": _example,
+    "check": _check,
+    "calibrate": _calibrate,
+    "simulate": _simulate,
+    "report": _report,
+    "plan": _plan,
+}

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
+from bayes_eval import interrupts
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
@@ -864,7 +865,9 @@ def _sample(model, settings, seed, log, key):
     draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
     target = float(settings["target_accept"])
     bar = log is not None and log.isatty()
-    with warnings.catch_warnings():
+    # a sampler that catches KeyboardInterrupt returns its draws so far, which would be
+    # diagnosed and refitted; Interrupted stops the fit instead
+    with warnings.catch_warnings(), interrupts.raising():
         warnings.simplefilter("ignore")
         compiled = _nutpie_model(model, key, log) if engine == "nutpie" else None
         if log is not None:

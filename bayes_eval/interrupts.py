@@ -1,0 +1,70 @@
+"""Interrupts that stop everything at once.
+
+SIGINT (Ctrl-C) and SIGTERM raise ``Interrupted`` while ``raising()`` is active. It is not
+a ``KeyboardInterrupt``: samplers catch that one and return the draws made so far (nutpie
+does), which the package would then diagnose and refit. ``Interrupted`` passes through
+them, so a fit stops, nothing is retried and nothing is written. ``deferred()`` holds
+the signals back for the few system calls that must not be cut in two (swapping a
+finished run folder into place); a signal that arrives meanwhile is delivered after.
+
+Standard library only: the command line installs the handlers before it imports the
+rest of the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+__all__ = ["Interrupted", "deferred", "raising"]
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):  # noqa: N818 (it is a signal, like KeyboardInterrupt)
+    """SIGINT or SIGTERM arrived; ``exit_status`` is the shell's ``128 + signal``."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+def _raise(signum, frame):
+    raise Interrupted(signum)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def raising():
+    """Within the block, SIGINT and SIGTERM raise ``Interrupted`` (main thread only;
+    elsewhere the block runs with the handlers it finds)."""
+    if not _main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _raise) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def deferred():
+    """Within the block, SIGINT and SIGTERM wait; they are delivered when it ends."""
+    if not _main_thread():
+        yield
+        return
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

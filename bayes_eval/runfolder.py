@@ -1,0 +1,134 @@
+"""Run folders: each holds exactly one run, and appears whole or not at all.
+
+A command's files are written into a hidden staging folder beside ``--out`` and swapped
+into place only when all of them are written. ``--out`` may be a new folder, an empty
+one, or an earlier bayes-eval run (recognised by its ``MANIFEST``), which is replaced
+whole. Any other folder is refused, so a run never sits beside another dataset's files.
+A command that adds to the run it reads (``report`` or ``calibrate`` into the run's own
+folder) keeps that run's files beside its new ones. The swap is two renames with SIGINT
+and SIGTERM held back (``interrupts.deferred``); an interrupt at any other moment removes
+the staging folder and leaves the earlier run as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from bayes_eval.errors import InputError
+from bayes_eval.interrupts import deferred
+
+__all__ = ["MANIFEST", "check_out", "write_run"]
+
+MANIFEST = "bayes-eval-run.json"
+STAGING_PREFIX = ".bayes-eval-"
+# What run folders held before they had a manifest.
+EARLIER_OUTPUTS = {
+    "posterior.nc",
+    "summary.csv",
+    "ppc.csv",
+    "milestone_check.csv",
+    "forest.png",
+    "ppc.png",
+    "report.html",
+    "report.md",
+    "densities.png",
+    "calibration.csv",
+    "calibration.png",
+}
+
+
+def check_out(out: Path, option: str = "--out") -> Path:
+    """``out`` if a run may be written there (before any work is done); else InputError."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{option}: {out} exists and is not a folder")
+    if not out.parent.is_dir():
+        raise InputError(f"{option}: parent folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: cannot write in {out.parent} (permission denied)")
+    if out.is_dir() and not is_run(out):
+        foreign = sorted(p.name for p in out.iterdir())
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (
+                f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+            )
+            raise InputError(
+                f"{option}: {out} holds files that bayes-eval did not write ({shown}); give a "
+                "new or empty folder, or an earlier bayes-eval run to replace"
+            )
+    return out
+
+
+def is_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a bayes-eval run: its manifest, or (written before runs
+    had one) a ``posterior.nc`` among only the names bayes-eval writes."""
+    if (folder / MANIFEST).is_file():
+        return True
+    names = {p.name for p in folder.iterdir()}
+    return "posterior.nc" in names and names <= EARLIER_OUTPUTS
+
+
+def write_run(out: Path, write, *, command: str, adds_to_run: bool = False) -> list[str]:
+    """Run ``write(staging)``, then put the staging folder in place of ``out``.
+
+    Parameters
+    ----------
+    out : Path
+    write : callable
+        Writes the command's files into the folder it is given.
+    command : str
+        What wrote them, for the manifest (``"fit"``, ``"report"``, ...).
+    adds_to_run : bool
+        Keep the files of the run already in ``out`` that ``write`` does not replace.
+
+    Returns
+    -------
+    list of str
+        The names of the files now in ``out``.
+    """
+    check_out(out)
+    staging = _new_folder(out.parent)
+    try:
+        write(staging)
+        commands = [command]
+        if adds_to_run and is_run(out):
+            earlier = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+            commands = [*earlier.get("commands", []), command]
+            for item in out.iterdir():
+                if item.name != MANIFEST and not (staging / item.name).exists():
+                    shutil.copy2(item, staging / item.name)
+        names = sorted(p.name for p in staging.iterdir())
+        manifest = {"written_by": "bayes-eval", "commands": commands, "files": names}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _swap(staging, out)
+    finally:
+        with deferred():
+            shutil.rmtree(staging, ignore_errors=True)
+    return sorted([*names, MANIFEST])
+
+
+def _new_folder(parent: Path) -> Path:
+    """A new hidden folder in ``parent``, with the permissions the umask gives any folder
+    (``tempfile.mkdtemp`` would make it private, and the run folder with it)."""
+    while True:
+        folder = parent / f"{STAGING_PREFIX}{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """Put ``staging`` where ``out`` is; an earlier run there is removed whole."""
+    with deferred():
+        if out.is_dir() and any(out.iterdir()):
+            old = _new_folder(out.parent)
+            os.replace(out, old)  # onto an empty folder: atomic on POSIX
+            os.replace(staging, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, out)  # a new name, or onto an empty folder

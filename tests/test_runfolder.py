@@ -1,0 +1,126 @@
+"""Run folders hold exactly one run, appear whole or not at all, and survive interrupts."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bayes_eval.cli import main
+from bayes_eval.resources import example_evidence
+from bayes_eval.runfolder import MANIFEST, write_run
+
+EXAMPLE = str(example_evidence())
+
+
+def run(capsys, *args):
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def listing(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def hidden(parent):
+    return [p.name for p in parent.iterdir() if p.name.startswith(".bayes-eval-")]
+
+
+def test_a_folder_of_other_files_is_refused_untouched(capsys, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    status, out, err = run(capsys, "fit", EXAMPLE, "--out", str(folder))
+    assert status == 2 and out == ""
+    assert err == (
+        f"error: --out: {folder} holds files that bayes-eval did not write (notes.txt); give "
+        "a new or empty folder, or an earlier bayes-eval run to replace\n"
+    )
+    assert listing(folder) == ["notes.txt"] and hidden(tmp_path) == []
+
+
+def test_a_new_run_replaces_an_earlier_one_whole(capsys, tmp_path):
+    folder = tmp_path / "run"
+    assert run(capsys, "fit", EXAMPLE, "--out", str(folder), "--threshold", "0.05")[0] == 0
+    assert "report.html" in listing(folder)
+    table = tmp_path / "other.csv"
+    table.write_text("task,method,successes,trials\nt,end_to_end,1,9\n")
+    status, out, _ = run(capsys, "fit", str(table), "--model", "end_to_end", "--out", str(folder))
+    assert status == 0
+    expected = [MANIFEST, "forest.png", "posterior.nc", "ppc.csv", "ppc.png", "summary.csv"]
+    assert listing(folder) == expected  # the first run's report is gone with it
+    assert f"wrote to {folder}: {', '.join(sorted(expected))}" in out
+    assert (folder / "summary.csv").read_text().splitlines()[1].startswith("agent,t,end_to_end,")
+    assert json.loads((folder / MANIFEST).read_text())["commands"] == ["fit"]
+    assert hidden(tmp_path) == []
+
+
+def test_report_and_calibrate_add_to_the_run_they_read(capsys, tmp_path):
+    folder = tmp_path / "run"
+    assert run(capsys, "fit", EXAMPLE, "--out", str(folder))[0] == 0
+    fitted = set(listing(folder))
+    assert run(capsys, "report", str(folder), "--threshold", "0.05", "--out", str(folder))[0] == 0
+    assert fitted < set(listing(folder)) and "report.html" in listing(folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["commands"] == ["fit", "report"]
+    assert manifest["files"] == [name for name in listing(folder) if name != MANIFEST]
+
+
+def test_a_failed_write_leaves_the_earlier_run(tmp_path):
+    folder = tmp_path / "run"
+    write_run(folder, lambda staging: (staging / "a.csv").write_text("old"), command="fit")
+
+    def failing(staging):
+        (staging / "a.csv").write_text("new")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_run(folder, failing, command="fit")
+    assert (folder / "a.csv").read_text() == "old" and hidden(tmp_path) == []
+
+
+def test_folders_have_ordinary_permissions(tmp_path):
+    folder = tmp_path / "run"
+    write_run(folder, lambda staging: None, command="fit")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def _command(*args):
+    return [sys.executable, "-m", "bayes_eval", *args]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path, signum):
+    """Fault injection: interrupt `fit` (replacing an earlier run) at random moments. The
+    folder then holds the whole earlier run or the whole new one, never a mix, and no
+    staging folder is left behind."""
+    folder = tmp_path / "run"
+    old = ["fit", EXAMPLE, "--out", str(folder), "--seed", "1"]
+    new = ["fit", EXAMPLE, "--out", str(folder), "--seed", "2", "--threshold", "0.05"]
+    references = {}
+    for name, args in (("new", new), ("old", old)):  # the old one stays in place
+        subprocess.run(_command(*args), check=True, capture_output=True)
+        references[name] = (listing(folder), (folder / "summary.csv").read_bytes())
+    start = time.perf_counter()
+    subprocess.run(_command(*new), capture_output=True)
+    duration = time.perf_counter() - start
+    subprocess.run(_command(*old), check=True, capture_output=True)
+    for delay in np.random.default_rng(signum).uniform(0.3, 1.1 * duration, 4):
+        process = subprocess.Popen(_command(*new), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        process.send_signal(signum)
+        _, err = process.communicate()
+        assert process.returncode in (0, 128 + signum, -signum), err
+        assert b"Traceback" not in err or process.returncode == -signum
+        state = (listing(folder), (folder / "summary.csv").read_bytes())
+        assert state in references.values()
+        assert hidden(tmp_path) == []
+        if state == references["new"]:  # put the earlier run back for the next try
+            subprocess.run(_command(*old), check=True, capture_output=True)
