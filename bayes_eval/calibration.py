@@ -21,7 +21,9 @@ and otherwise the binomial pmf averaged over the posterior draws.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,6 +38,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.files import read_text
 
 __all__ = ["Calibration", "calibrate", "published_calibration", "proportion"]
 
@@ -287,8 +290,9 @@ def published_calibration(path) -> dict:
 
 
 def _published_table(path) -> pd.DataFrame:
+    text = read_text(Path(path), str(path))
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(io.StringIO(text))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read the table ({exc})") from None
     missing = [c for c in PUBLISHED_COLUMNS if c not in frame.columns]

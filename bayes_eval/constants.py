@@ -43,6 +43,14 @@ DEFAULT_SEED = 20240901
 
 # MCMC settings a pooled spec does not give (the shipped specs give them all).
 SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+# Inclusive ranges of the whole-number sampler settings (spec and command line): beyond
+# them a fit would not end or not fit in memory; seeds are what numpy and nutpie take.
+SAMPLER_LIMITS = {
+    "draws": (1, 1_000_000),
+    "tune": (0, 1_000_000),
+    "chains": (1, 64),
+    "seed": (0, 2**63 - 1),
+}
 
 # How many times its prior's information a pooled parameter's data must carry for it to
 # be sampled centred (hierarchical.choose_form).
@@ -73,6 +81,8 @@ INTERVAL_LEVEL = 0.95
 # (power) and the simulated evaluations per candidate.
 PLAN_MAX_TRIALS = 100_000
 PLAN_POWER = 0.8
+# More end-to-end trials than a plan calls practical (the planner then points to milestones).
+PLAN_PRACTICAL_TRIALS = 100_000
 PLAN_SIMULATIONS = 400
 # Probability left undecided at which the exact stopping-time calculation ends.
 PLAN_NEGLIGIBLE = 1e-12

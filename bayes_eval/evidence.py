@@ -38,6 +38,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.files import check_readable, read_text
 
 __all__ = ["Evidence", "load_evidence"]
 
@@ -182,10 +183,7 @@ def load_evidence(source, *, name: str | None = None) -> Evidence:
 
 
 def _read_table(path: Path, label: str) -> pd.DataFrame:
-    if not path.exists():
-        raise InputError(f"{label}: no such file")
-    if path.is_dir():
-        raise InputError(f"{label}: is a folder, not a table")
+    check_readable(path, label)
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         try:
@@ -194,17 +192,17 @@ def _read_table(path: Path, label: str) -> pd.DataFrame:
             raise InputError(f"{label}: not a readable Parquet table ({_first_line(exc)})") from exc
         _check_header(label, [str(c) for c in frame.columns])
         return frame
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{label}: not a text table (not UTF-8: byte {exc.start})") from exc
+    text = read_text(path, label)
     if "\x00" in text:
         raise InputError(f"{label}: not a text table (binary content)")
+    # Rows are numbered as a spreadsheet numbers them: one per record, blank ones
+    # included, so a line break inside quotes does not shift the rows after it.
     reader = csv.reader(io.StringIO(text))
     header = None
     body = []
+    row = 0
     try:
-        for cells in reader:
+        for row, cells in enumerate(reader, start=1):
             if not any(cell.strip() for cell in cells):
                 continue
             if header is None:
@@ -212,13 +210,12 @@ def _read_table(path: Path, label: str) -> pd.DataFrame:
                 _check_header(label, header)
             elif len(cells) != len(header):
                 raise InputError(
-                    f"{label}: row {reader.line_num}: has {len(cells)} fields, "
-                    f"the header has {len(header)}"
+                    f"{label}: row {row}: has {len(cells)} fields, the header has {len(header)}"
                 )
             else:
-                body.append((reader.line_num, cells))
+                body.append((row, cells))
     except csv.Error as exc:
-        raise InputError(f"{label}: row {reader.line_num}: not valid CSV ({exc})") from exc
+        raise InputError(f"{label}: row {row + 1}: not valid CSV ({exc})") from exc
     if header is None:
         raise InputError(f"{label}: empty file, no header and no rows")
     frame = pd.DataFrame([cells for _, cells in body], columns=header, dtype=object)

@@ -26,7 +26,7 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.expert import best_of_n_runs, golden_runs
-from bayes_eval.specs import Prior, check_level, load_spec
+from bayes_eval.specs import Prior, check_level, check_sampler, load_spec
 
 __all__ = ["Estimate", "fit"]
 
@@ -116,7 +116,7 @@ def fit(
     evidence = load_evidence(evidence)
     spec = load_spec(model)
     level = spec.level if level is None else check_level(level, "level")
-    seed = spec.seed if seed is None else int(seed)
+    seed = spec.seed if seed is None else check_sampler({"seed": seed}, "seed")["seed"]
     if sampler and spec.exact:
         raise InputError(
             f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
@@ -124,6 +124,7 @@ def fit(
         )
     if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
         raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
+    check_sampler(sampler or {}, "sampler")
     by_pair = usable_rows(evidence, spec, notes)
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled

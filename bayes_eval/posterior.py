@@ -39,6 +39,7 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import TABLE_COLUMNS, Evidence
+from bayes_eval.files import check_readable
 from bayes_eval.ppc import replicate
 from bayes_eval.specs import spec_from_toml
 
@@ -256,8 +257,7 @@ def load_posterior(path) -> Posterior:
     path = Path(path)
     if path.is_dir():
         path = path / "posterior.nc"
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    check_readable(path, str(path), "posterior file")
     try:
         with xr.open_datatree(path, engine="h5netcdf") as opened:
             tree = opened.load()

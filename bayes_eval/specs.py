@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEED
+from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEED, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
+from bayes_eval.files import read_text
 from bayes_eval.resources import shipped_dir
 
 __all__ = [
@@ -159,13 +162,7 @@ def load_spec(spec: str | Path | Spec) -> Spec:
         raise InputError(
             f"{text_name}: no such model{hint}; shipped: {', '.join(shipped)}, or give a .toml path"
         )
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder, not a spec file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not a text file ({exc})") from exc
-    return spec_from_toml(text, str(path))
+    return spec_from_toml(read_text(path, str(path), "spec file"), str(path))
 
 
 def spec_from_toml(text: str, source: str) -> Spec:
@@ -200,6 +197,20 @@ def check_level(value, what: str) -> float:
     return number
 
 
+def check_sampler(settings: dict, where: str) -> dict:
+    """Validate sampler settings (a spec's ``[sampler]`` or a fit's overrides): whole
+    numbers within ``SAMPLER_LIMITS`` and a target_accept strictly between 0 and 1."""
+    for key, (low, high) in SAMPLER_LIMITS.items():
+        if key in settings:
+            value = _get(where, settings, key, int)
+            if not low <= value <= high:
+                raise InputError(f"{where}: {key} ({value}) must lie between {low} and {high}")
+    if "target_accept" in settings:
+        value = _get(where, settings, "target_accept", float)
+        check_probability(value, f"{where} target_accept")
+    return settings
+
+
 def _unknown_keys(where: str, table: dict, allowed) -> None:
     for key in table:
         if key not in allowed:
@@ -214,10 +225,14 @@ def _get(where: str, table: dict, key: str, kind, required: bool = True):
             raise InputError(f"{where}: missing key '{key}'")
         return None
     value = table[key]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+    if kind is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)  # numpy's integers too
+    if kind is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise InputError(f"{where}: '{key}' must be a {kind.__name__}, got {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise InputError(f"{where}: '{key}' must be a finite number, got {value!r}")
     return value
 
 
@@ -260,16 +275,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             f"{source} [sampler]: engine '{engine}' does not fit {kind}/{pooling}; "
             f"use one of: {', '.join(engines)}"
         )
-    for key in ("draws", "tune", "chains", "seed"):
-        if key in sampler:
-            value = _get(f"{source} [sampler]", sampler, key, int)
-            if value < (0 if key in ("tune", "seed") else 1):
-                raise InputError(f"{source} [sampler]: {key} ({value}) is out of range")
-    if "target_accept" in sampler:
-        check_probability(
-            _get(f"{source} [sampler]", sampler, "target_accept", float),
-            f"{source} [sampler] target_accept",
-        )
+    check_sampler(sampler, f"{source} [sampler]")
     report = _get(source, data, "report", dict, required=False) or {}
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
     level = DEFAULT_LEVEL

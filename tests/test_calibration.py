@@ -185,7 +185,7 @@ def test_bad_truth_is_one_line_and_writes_nothing(capsys, tmp_path, rows, messag
     [
         (["calibrate"], "needs RUN_DIR and --truth"),
         (["calibrate", "--published", APPENDIX, "somewhere"], "either --published"),
-        (["calibrate", "--published", "missing.csv"], "missing.csv: cannot read"),
+        (["calibrate", "--published", "missing.csv"], "missing.csv: no such file"),
     ],
 )
 def test_bad_calibrate_arguments(capsys, args, message):

@@ -45,10 +45,10 @@ def test_published_priors():
         (BASE.replace("schema_version = 1", "schema_version = 9"), "schema_version 9"),
         (BASE + "[report]\nlevel = 1.2\n", "level: 1.2 must lie strictly between 0 and 1"),
         (BASE + "[report]\nlevel = 0.025\n", "level: 0.025 must lie strictly between 0.5 and 1"),
-        (BASE + "[report]\nlevel = nan\n", "level: nan must lie strictly between 0 and 1"),
+        (BASE + "[report]\nlevel = nan\n", "'level' must be a finite number, got nan"),
         (BASE + "[report]\nlevl = 0.9\n", "unknown key 'levl' (did you mean 'level'?)"),
         (BASE + '[sampler]\nengine = "magic"\n', "engine 'magic' does not fit milestone/none"),
-        (BASE + "[sampler]\ndraws = 0\n", "draws (0) is out of range"),
+        (BASE + "[sampler]\ndraws = 0\n", "draws (0) must lie between 1 and 1000000"),
         (
             BASE.replace('kind = "milestone"\n', 'kind = "milestone"\npooling = "tasks"\n'),
             "pooling 'tasks' is not available for kind milestone",
