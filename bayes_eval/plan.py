@@ -37,6 +37,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.specs import check_level, check_probability
 
 __all__ = [
     "PRIORS",
@@ -103,13 +104,25 @@ def trials_to_certify(
 
 
 def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"]) -> int:
-    """End-to-end trials with no success that certify ``P < threshold`` at ``level``."""
-    n = trials_to_certify(0, threshold, level, prior)
-    if n is None:
-        raise InputError(
-            f"more than {PLAN_MAX_TRIALS} zero-success trials would be needed for "
-            f"threshold {threshold:g} at level {level:g}"
-        )
+    """End-to-end trials with no success that certify ``P < threshold`` at ``level``, at
+    any threshold.
+
+    For a prior ``Beta(1, b)`` (the uniform one among them) the posterior after ``n``
+    failures is ``Beta(1, b + n)``, whose ``level`` quantile ``1 - (1 - level)^(1 / (b +
+    n))`` is at most ``threshold`` once ``b + n >= log(1 - level) / log(1 - threshold)``:
+    the closed form (checked against the quantile at the answer and one below it). Other
+    priors search, the bound falling with every failure.
+    """
+    threshold = check_probability(threshold, "threshold")
+    level = check_level(level, "level")
+    a, b = prior
+    if a != 1.0:
+        return trials_to_certify(0, threshold, level, prior, max_trials=2**62)
+    n = max(1, math.ceil(math.log1p(-level) / math.log1p(-threshold) - b))
+    while n > 1 and _certified(0, n - 1, threshold, level, prior):
+        n -= 1
+    while not _certified(0, n, threshold, level, prior):
+        n += 1
     return n
 
 
@@ -215,7 +228,9 @@ def milestone_trials(
 
 def _end_to_end_power_trials(rate, threshold, level, prior, power) -> int:
     """Smallest ``n`` whose certification probability ``P(K <= k*(n))`` reaches ``power``,
-    ``k*(n)`` the most successes among ``n`` trials that still certify."""
+    ``k*(n)`` the most successes among ``n`` trials that still certify: every ``n`` up to
+    ``PLAN_MAX_TRIALS``; past it (rare events), doubling then bisection, which the
+    probability's small saw-tooth in ``n`` can leave a few trials above the smallest."""
     limit = zero_success_trials(threshold, level, prior)
     while limit <= PLAN_MAX_TRIALS:
         needed = _needed(threshold, level, prior, limit)
@@ -225,7 +240,24 @@ def _end_to_end_power_trials(rate, threshold, level, prior, power) -> int:
         if reached.size:
             return int(n[reached[0]])
         limit *= 2
-    raise InputError(f"more than {PLAN_MAX_TRIALS} end-to-end trials would be needed")
+    limit //= 2
+
+    def enough(n: int) -> bool:
+        low, high = -1, n  # certified with ``low`` successes (-1: none), not with ``high``
+        if _certified(n, n, threshold, level, prior):
+            return True
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if _certified(mid, n, threshold, level, prior) else (low, mid)
+        return low >= 0 and stats.binom.cdf(low, n, rate) >= power
+
+    low, high = limit, 2 * limit
+    while not enough(high):
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
 
 
 def next_run(

@@ -30,12 +30,27 @@ def closed_form_uniform(tau, level):
     return n
 
 
-@pytest.mark.parametrize("tau, level", [(0.01, 0.975), (0.05, 0.95), (0.001, 0.99), (0.3, 0.5)])
+@pytest.mark.parametrize("tau, level", [(0.01, 0.975), (0.05, 0.95), (0.001, 0.99), (0.3, 0.6)])
 def test_zero_success_trials_match_the_closed_form(capsys, tau, level):
     assert zero_success_trials(tau, level) == closed_form_uniform(tau, level)
     args = ["plan", "--threshold", str(tau), "--level", str(level), "--format", "json"]
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["trials"] == closed_form_uniform(tau, level)
+
+
+@pytest.mark.parametrize("tau, level, prior", [(1e-7, 0.975, "uniform"), (1e-9, 0.99, "jeffreys")])
+def test_rare_event_thresholds_are_answered(capsys, tau, level, prior):
+    """Thresholds of 1e-5 to 1e-9 are what the planner is for: the answer is the smallest
+    n whose Beta quantile (scipy's) certifies, tens of millions of trials or more."""
+    a, b = PRIORS[prior]
+    args = ["plan", "--threshold", str(tau), "--level", str(level), "--prior", prior]
+    assert main([*args, "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    n = result["trials"]
+    assert stats.beta.ppf(level, a, b + n) <= tau < stats.beta.ppf(level, a, b + n - 1)
+    assert "impractical" in result["note"] and "--milestone-rates" in result["note"]
+    if prior == "uniform":  # about 37 million: log(0.025) / log(1 - 1e-7) - 1
+        assert n == math.ceil(math.log(1 - level) / math.log1p(-tau) - 1)
 
 
 def test_other_priors_by_their_beta_quantile():
@@ -125,6 +140,7 @@ def test_next_run_end_to_end_and_exact_update():
     [
         (["plan", "--threshold", "0.01", "--prior", "flat"], "--prior: 'flat' is not"),
         (["plan", "--threshold", "2"], "--threshold: 2 must lie strictly between 0 and 1"),
+        (["plan", "--threshold", "0.01", "--level", "0.5"], "--level: 0.5 must lie strictly"),
         (["plan", "--threshold", "0.01", "--milestone-rates", "0.5", "0.1"], "not below"),
         (["plan", "--threshold", "0.01", "--rate", "x"], "--rate: 'x' is not a number"),
         (["plan", "somewhere", "--threshold", "0.01"], "needs --task"),
