@@ -65,6 +65,43 @@ def test_same_seed_same_numbers_and_round_trip(capsys, tmp_path):
     )
 
 
+def test_names_that_look_missing_round_trip(capsys, tmp_path):
+    """Names are opaque strings: 'nan', 'NA', 'None', 'null' and 'N/A' survive the table,
+    the run folder, the summary file, JSON and the report."""
+    names = ["nan", "NA", "None", "null", "N/A"]
+    table = tmp_path / "e.csv"
+    rows = [
+        f"{agent},{task},end_to_end,{i % 3},4"
+        for i, (agent, task) in enumerate((a, t) for a in names[:2] for t in names)
+    ]
+    table.write_text("agent,task,method,successes,trials\n" + "\n".join(rows) + "\n")
+    run_dir, report_dir = tmp_path / "run", tmp_path / "report"
+    status, out, _ = run(
+        capsys,
+        "fit",
+        str(table),
+        "--model",
+        "end_to_end",
+        "--format",
+        "json",
+        "--out",
+        str(run_dir),
+    )
+    assert status == 0
+    pairs = [(a, t) for a in names[:2] for t in names]
+    assert sorted((r["agent"], r["task"]) for r in json.loads(out)) == sorted(pairs)
+    loaded = load_posterior(run_dir).summary()
+    assert sorted(zip(loaded["agent"], loaded["task"], strict=True)) == sorted(pairs)
+    written = pd.read_csv(run_dir / "summary.csv", dtype=str, keep_default_na=False)
+    assert sorted(zip(written["agent"], written["task"], strict=True)) == sorted(pairs)
+    status, _, _ = run(
+        capsys, "report", str(run_dir), "--threshold", "0.5", "--out", str(report_dir)
+    )
+    assert status == 0
+    text = (report_dir / "report.md").read_text()
+    assert all(f"| {name} |" in text for name in names)
+
+
 def test_no_pymc_import_on_the_exact_path(tmp_path):
     code = (
         "import sys; from bayes_eval.cli import main; "
@@ -77,6 +114,11 @@ def test_no_pymc_import_on_the_exact_path(tmp_path):
 BAD_ARGS = [
     (["fit", EXAMPLE, "--level", "1.5"], "--level: 1.5 must lie strictly between 0 and 1"),
     (["fit", EXAMPLE, "--level", "0"], "--level: 0 must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--level", "0.025"], "--level: 0.025 must lie strictly between 0.5 and 1"),
+    (["fit", EXAMPLE, "--level", "0.5"], "--level: 0.5 must lie strictly between 0.5 and 1"),
+    (["fit", EXAMPLE, "--level", "1e-300"], "--level: 1e-300 must lie strictly between 0.5"),
+    (["fit", EXAMPLE, "--level", "nan"], "--level: nan must lie strictly between 0 and 1"),
+    (["report", EXAMPLE, "--threshold", "0.1", "--level", "0.4"], "--level: 0.4 must lie"),
     (["fit", EXAMPLE, "--level", "high"], "--level: 'high' is not a number"),
     (["fit", EXAMPLE, "--threshold", "1"], "--threshold: 1 must lie strictly between 0 and 1"),
     (["fit", EXAMPLE, "--threshold", "-0.1"], "--threshold: -0.1 must lie strictly"),
