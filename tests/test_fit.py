@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from scipy import stats
+from scipy import integrate, optimize, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_posterior
@@ -58,10 +58,17 @@ def test_phuong2024_is_the_product_of_empirical_rates():
     evidence = table(ms("t", 1, 45, 100), ms("t", 2, 20, 100), ms("t", 3, 30, 30))
     r = row_of(bayes_eval.fit(evidence, "phuong2024").summary(), "t")
     assert r["mean"] == pytest.approx(0.45 * 0.20)  # milestone 3 (30/30) is a point mass at 1
-    # Beta(45, 55) x Beta(20, 80): check the bound by simulation with known truth
-    rng = np.random.default_rng(1)
-    draws = rng.beta(45, 55, 400_000) * rng.beta(20, 80, 400_000)
-    assert r["upper"] == pytest.approx(np.quantile(draws, 0.975), rel=5e-3)
+    # Beta(45, 55) x Beta(20, 80): the 0.975 quantile of the product by scipy's numerical
+    # integration, P(p1 p2 <= u) = int f1(x) F2(u / x) dx, to the claimed 1e-4 in log P
+    one, two = stats.beta(45, 55), stats.beta(20, 80)
+
+    def cdf(u):
+        return integrate.quad(lambda x: one.pdf(x) * two.cdf(min(u / x, 1.0)), 0, 1, epsabs=1e-13)[
+            0
+        ]
+
+    reference = optimize.brentq(lambda u: cdf(u) - 0.975, 0.01, 0.5, xtol=1e-14)
+    assert abs(math.log(r["upper"]) - math.log(reference)) <= 1e-4
 
 
 def test_phuong2024_zero_success_milestone_has_no_estimate():
