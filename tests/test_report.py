@@ -170,5 +170,11 @@ def test_readme_worked_example_runs(tmp_path, monkeypatch):
     text = README.read_text()
     block = text.split("### Worked example", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, "README worked example", "exec"), {})
-    assert (tmp_path / "report" / "report.html").exists()
+    namespace = {}
+    exec(compile(block, "README worked example", "exec"), namespace)
+    table = namespace["result"].table
+    assert ((table["upper"] < 0.05) == (table["verdict"] == "below threshold")).all()
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert all(task in html for task in table["task"])
+    n = namespace["bayes_eval"].plan_zero_success(0.01, 0.975)  # 367, as the comment says
+    assert n == 367 and 1 - 0.025 ** (1 / 368) <= 0.01 < 1 - 0.025 ** (1 / 367)
