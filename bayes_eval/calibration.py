@@ -293,7 +293,7 @@ def _published_table(path) -> pd.DataFrame:
     text = read_text(Path(path), str(path))
     try:
         frame = pd.read_csv(io.StringIO(text))
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # pandas' parser and empty-data errors
         raise InputError(f"{path}: cannot read the table ({exc})") from None
     missing = [c for c in PUBLISHED_COLUMNS if c not in frame.columns]
     if missing:

@@ -371,8 +371,10 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold, failed)
 
 
 def _same(out: Path, source: Path) -> bool:
-    """Whether ``out`` is the run folder ``source`` was read from (its files are kept)."""
-    return out.is_dir() and source.exists() and out.resolve() == source.resolve()
+    """Whether ``out`` is the run folder that ``source`` (the folder or a file in it) was
+    read from, whose files are then kept."""
+    folder = source if source.is_dir() else source.parent
+    return out.is_dir() and out.resolve() == folder.resolve()
 
 
 def _calibrate(args) -> int:
@@ -396,8 +398,7 @@ def _calibrate(args) -> int:
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     path = Path(args.run_dir)
     posterior = load_posterior(path)
-    folder = path if path.is_dir() else path.parent
-    out = check_out(Path(args.out) if args.out else folder)
+    out = check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
     result = calibrate(posterior, args.truth, level=level, seed=seed)
 
     def write(staging: Path) -> None:
@@ -405,7 +406,7 @@ def _calibrate(args) -> int:
         if len(result.calibrated):
             calibration_plot(result, staging / "calibration.png")
 
-    write_run(out, write, command="calibrate", adds_to_run=_same(out, folder))
+    write_run(out, write, command="calibrate", adds_to_run=_same(out, path))
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2))
     elif args.format == "csv":

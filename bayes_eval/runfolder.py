@@ -41,14 +41,14 @@ EARLIER_OUTPUTS = {
 }
 
 
-def check_out(out: Path, option: str = "--out") -> Path:
+def check_out(out: Path) -> Path:
     """``out`` if a run may be written there (before any work is done); else InputError."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"{option}: {out} exists and is not a folder")
+        raise InputError(f"--out: {out} exists and is not a folder")
     if not out.parent.is_dir():
-        raise InputError(f"{option}: parent folder {out.parent} does not exist")
+        raise InputError(f"--out: parent folder {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: cannot write in {out.parent} (permission denied)")
+        raise InputError(f"--out: cannot write in {out.parent} (permission denied)")
     if out.is_dir() and not is_run(out):
         foreign = sorted(p.name for p in out.iterdir())
         if foreign:
@@ -56,7 +56,7 @@ def check_out(out: Path, option: str = "--out") -> Path:
                 f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
             )
             raise InputError(
-                f"{option}: {out} holds files that bayes-eval did not write ({shown}); give a "
+                f"--out: {out} holds files that bayes-eval did not write ({shown}); give a "
                 "new or empty folder, or an earlier bayes-eval run to replace"
             )
     return out
@@ -95,7 +95,8 @@ def write_run(out: Path, write, *, command: str, adds_to_run: bool = False) -> l
         write(staging)
         commands = [command]
         if adds_to_run and is_run(out):
-            earlier = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+            manifest = out / MANIFEST  # absent from a run written before manifests
+            earlier = json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {}
             commands = [*earlier.get("commands", []), command]
             for item in out.iterdir():
                 if item.name != MANIFEST and not (staging / item.name).exists():

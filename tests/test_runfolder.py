@@ -71,6 +71,20 @@ def test_report_and_calibrate_add_to_the_run_they_read(capsys, tmp_path):
     assert manifest["files"] == [name for name in listing(folder) if name != MANIFEST]
 
 
+@pytest.mark.parametrize("source", ["folder", "posterior.nc"])
+def test_a_report_keeps_the_run_it_reads_even_one_without_a_manifest(capsys, tmp_path, source):
+    """A run written before run folders had a manifest is still a run; a report given the
+    run's posterior file adds to that run as one given its folder does."""
+    folder = tmp_path / "run"
+    assert run(capsys, "fit", EXAMPLE, "--out", str(folder))[0] == 0
+    (folder / MANIFEST).unlink()
+    fitted = set(listing(folder))
+    read = folder if source == "folder" else folder / source
+    assert run(capsys, "report", str(read), "--threshold", "0.05", "--out", str(folder))[0] == 0
+    assert fitted | {"report.html", MANIFEST} <= set(listing(folder))
+    assert json.loads((folder / MANIFEST).read_text())["commands"] == ["report"]
+
+
 def test_a_failed_write_leaves_the_earlier_run(tmp_path):
     folder = tmp_path / "run"
     write_run(folder, lambda staging: (staging / "a.csv").write_text("old"), command="fit")
