@@ -5,20 +5,23 @@ Every exact estimate in the package is a ``BetaProduct``: the success probabilit
 product of independent ``Beta(a, b)`` factors (milestones or steps), times a
 constant (point-valued factors). End-to-end is one component with one factor.
 
-All the mathematics works on ``X = -log P`` so that probabilities down to 1e-300
-keep their precision. Means and standard deviations are closed forms. Quantiles and
-CDF values are deterministic, never read off Monte Carlo draws:
+All the mathematics works on ``X = -log P`` so that probabilities down to 1e-300,
+and bounds within 1e-40 of 1, keep their precision. Means and standard deviations are
+closed forms. Quantiles and CDF values are deterministic, never read off Monte Carlo
+draws, within ``QUANTILE_TOLERANCE`` in ``X`` where ``X >= 1`` and relative to ``X``
+below (a relative error of 1e-4 in both ``P`` and ``1 - P``):
 
 * one factor: scipy's Beta quantiles (exact);
-* two or more factors, all shapes >= ``SADDLEPOINT_MIN_SHAPE``: the second-order
-  Lugannani-Rice saddlepoint approximation of the sum of ``-log p`` (its cumulant
-  generating function is closed-form in log-gamma functions), vectorised over tasks,
-  within ``SADDLEPOINT_ERROR`` of the grid in that regime (checked in the tests);
-* anything else (small or near-singular shapes, mixtures over runs): a grid of the
-  exact bin masses of each ``-log p`` (from the Beta CDF, so singular densities are
-  no problem), convolved by FFT, with a piecewise-linear CDF. The step is halved
-  until two grids agree within ``QUANTILE_TOLERANCE`` in log P (relative error in
-  P); at the latest when ``M h / 2`` is below it, which bounds the error outright.
+* two or more factors, all shapes >= ``SADDLEPOINT_MIN_SHAPE``, probabilities up to
+  ``SADDLEPOINT_MAX_PROB``: the second-order Lugannani-Rice saddlepoint approximation
+  of the sum of ``-log p`` (its cumulant generating function is closed-form in
+  log-gamma differences), vectorised over tasks, each tail on its own side; within
+  ``SADDLEPOINT_ERROR`` of mpmath there (tests/test_exact_reference.py);
+* anything else (small or near-singular shapes, mixtures over runs, the far upper
+  tail): a grid of the exact bin masses of each ``-log p`` (from the Beta CDF and
+  survival function, so singular densities are no problem), convolved by FFT. The
+  step is halved until two grids agree; far tails are recomputed on grids tilted to
+  their saddlepoint, and points near ``X = 0`` on grids capped just above them.
 
 A factor with ``b = 0`` (all successes under the Haldane prior) is a point mass at 1
 and drops out of the product.
@@ -35,9 +38,14 @@ from scipy import fft, special, stats
 from bayes_eval.constants import (
     GRID_MAX_POINTS,
     GRID_MAX_X,
+    GRID_SMALLEST_X,
     GRID_TAIL_MASS,
+    GRID_TILT_BELOW,
+    GRID_ZOOM_POINTS,
+    GRID_ZOOMS,
     QUANTILE_TOLERANCE,
     SADDLEPOINT_ERROR,
+    SADDLEPOINT_MAX_PROB,
     SADDLEPOINT_MIN_SHAPE,
 )
 
@@ -115,7 +123,8 @@ class ProductSummary:
     x_cdf : ndarray
         ``P(X <= x)`` at the requested points, i.e. ``P(P >= exp(-x))``.
     error : float
-        Bound (grid) or validated size (saddlepoint) of the error in ``X``; 0 if exact.
+        Bound or estimate (grid) or validated size (saddlepoint) of the error in ``X``,
+        relative to ``X`` where ``X < 1`` (so in both ``P`` and ``1 - P``); 0 if exact.
     engine : str
         ``"point"``, ``"beta"``, ``"saddlepoint"`` or ``"grid"``.
     """
@@ -151,13 +160,17 @@ def summarise_products(
             regular.append(i)
         else:
             out[i] = _grid_summary(factors, probs, x_points)
-    if regular:
+    if regular and np.max(probs, initial=0.0) <= SADDLEPOINT_MAX_PROB:
         a = [products[i].factors[0][0] for i in regular]
         b = [products[i].factors[0][1] for i in regular]
         xq = _saddlepoint_quantiles(a, b, probs)
         xc = _saddlepoint_cdf(a, b, np.broadcast_to(x_points, (len(regular), x_points.size)))
         for j, i in enumerate(regular):
-            out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
+            if np.max(xc[j], initial=0.0) <= SADDLEPOINT_MAX_PROB:
+                out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
+    for i in regular:  # the far upper tail of X: there the grid
+        if out[i] is None:
+            out[i] = _grid_summary(products[i].factors, probs, x_points)
     return out
 
 
@@ -201,22 +214,50 @@ def _point_mass(probs, x_points):
 
 
 def _x_cdf(a, b, x):
-    """``P(-log p <= x)``: through ``1 - p`` where that is precise (x < log 2), else ``p``."""
+    """``P(-log p <= x)``, precise however small."""
+    return _x_tails(a, b, x)[0]
+
+
+def _x_tails(a, b, x):
+    """``P(-log p <= x)`` and ``P(-log p > x)``, each precise however small.
+
+    One regularised incomplete Beta function gives one tail outright (through
+    ``1 - p`` below ``x = log 2``, through ``p`` above); the other is one minus it,
+    except where that would lose more than three digits, where scipy's (slower)
+    complement is used.
+    """
     x = np.maximum(np.asarray(x, dtype=float), 0.0)
     near = x < math.log(2)
-    out = np.empty(x.shape)
-    out[near] = special.betainc(b, a, -np.expm1(-x[near]))  # P(1 - p <= 1 - exp(-x))
-    out[~near] = 1.0 - special.betainc(a, b, np.exp(-x[~near]))  # 1 - P(p < exp(-x))
-    return out
+    direct = np.where(
+        near,
+        special.betainc(b, a, -np.expm1(-np.where(near, x, 0.0))),  # P(1 - p <= 1 - e^-x)
+        special.betainc(a, b, np.exp(-np.where(near, 1.0, x))),  # P(p < e^-x)
+    )
+    other = 1.0 - direct
+    small = other < 1e-3
+    if np.any(small):
+        xs, ns = x[small], near[small]
+        other[small] = np.where(
+            ns,
+            special.betaincc(b, a, -np.expm1(-np.where(ns, xs, 0.0))),
+            special.betaincc(a, b, np.exp(-np.where(ns, 1.0, xs))),
+        )
+    return np.where(near, direct, other), np.where(near, other, direct)
 
 
 def _x_ppf(a, b, q):
     """Quantile of ``-log p`` at probability ``q``, precise in both tails."""
     q = np.asarray(q, dtype=float)
     one_minus_p = special.betaincinv(b, a, q)  # 1 - p at the q-quantile of X
-    p = special.betaincinv(a, b, 1.0 - q)
+    p = special.betainccinv(a, b, q)
     with np.errstate(divide="ignore"):
         return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
+
+
+def _x_isf(a, b, tail):
+    """``x`` with ``P(-log p > x) = tail``, for small ``tail``."""
+    with np.errstate(divide="ignore"):
+        return -np.log(special.betaincinv(a, b, tail))
 
 
 # ---------------------------------------------------------------------------
@@ -226,68 +267,116 @@ def _x_ppf(a, b, q):
 
 @dataclass(frozen=True)
 class _GridCdf:
-    """Piecewise-linear CDF of a discretised sum.
+    """Piecewise-linear CDF of a discretised sum, summed from both ends.
 
-    Mass ``cum[j] - cum[j - 1]`` sits at ``start + j * step`` and is spread evenly
-    over one step around it, so the CDF is linear between ``start + (j -+ 1/2) step``.
+    Mass ``j`` sits at ``start + j * step``, spread evenly over one step around it, so
+    the CDF is linear between the nodes ``start + (j -+ 1/2) step``. ``lower`` holds
+    the CDF at the nodes and ``upper`` the survival function, each summed from its own
+    end so that both tails keep their relative precision. A grid capped below the
+    top of the support (``capped``) holds the lower tail only.
     """
 
     start: float
     step: float
-    cum: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    capped: bool = False
 
     def nodes(self):
-        """Abscissae and CDF values of the piecewise-linear CDF."""
-        x = self.start + self.step * (np.arange(self.cum.size + 1) - 0.5)
-        return x, np.concatenate([[0.0], self.cum])
+        """Abscissae of the piecewise-linear CDF."""
+        return self.start + self.step * (np.arange(self.lower.size) - 0.5)
 
-    def __call__(self, x):
-        nodes, values = self.nodes()
-        return np.interp(x, nodes, values)
+    def cdf(self, x):
+        return np.interp(x, self.nodes(), self.lower)
+
+    def sf(self, x):
+        return np.interp(x, self.nodes(), self.upper)
 
     def quantile(self, q):
-        nodes, values = self.nodes()
-        j = np.clip(np.searchsorted(values, q, side="left"), 1, values.size - 1)
-        rise = values[j] - values[j - 1]
-        frac = np.where(rise > 0, (q - values[j - 1]) / np.where(rise > 0, rise, 1.0), 1.0)
-        return nodes[j - 1] + np.clip(frac, 0.0, 1.0) * self.step
+        """Quantiles, each read from the sum of its own tail."""
+        q = np.asarray(q, dtype=float)
+        nodes = self.nodes()
+        from_below = _invert(nodes, self.lower, q)
+        from_above = _invert(nodes, -self.upper, -(1.0 - q))
+        return np.where((q < 0.5) | self.capped, from_below, from_above)
+
+
+def _invert(nodes, values, target):
+    """Where the increasing piecewise-linear ``values`` at ``nodes`` reach ``target``."""
+    j = np.clip(np.searchsorted(values, target, side="left"), 1, values.size - 1)
+    rise = values[j] - values[j - 1]
+    frac = np.where(rise > 0, (target - values[j - 1]) / np.where(rise > 0, rise, 1.0), 1.0)
+    return nodes[j - 1] + np.clip(frac, 0.0, 1.0) * (nodes[1] - nodes[0])
 
 
 def _supports(a, b):
     """Per factor, the range of ``-log p`` outside which ``GRID_TAIL_MASS`` lies."""
     lo = _x_ppf(a, b, GRID_TAIL_MASS)
-    hi = np.minimum(_x_ppf(a, b, 1.0 - GRID_TAIL_MASS), GRID_MAX_X)
+    hi = np.minimum(_x_isf(a, b, GRID_TAIL_MASS), GRID_MAX_X)
     return lo, np.maximum(hi, lo)
 
 
-def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None) -> _GridCdf:
+def _bin_masses(a, b, lo, step, n_bins, known):
+    """Exact masses of bins ``[lo + k step, lo + (k + 1) step]`` of ``-log p``.
+
+    Each mass is a difference of the CDF below the median and of the survival function
+    above it, so masses far in either tail keep their digits; the masses outside the
+    bins join the first and the last bin. ``known`` holds the previous call's
+    ``(step, cdf, sf)`` at the bin edges: a call with half the step computes only the
+    new edges. Returns the masses and the new ``known``.
+    """
+    if known is not None and known[0] == 2 * step and known[1].size >= n_bins // 2 + 1:
+        fresh = lo + step * np.arange(1, n_bins + 1, 2)
+        cdf, sf = np.empty(n_bins + 1), np.empty(n_bins + 1)
+        cdf[0::2], sf[0::2] = known[1][: n_bins // 2 + 1], known[2][: n_bins // 2 + 1]
+        cdf[1::2], sf[1::2] = _x_tails(a, b, fresh)
+    else:
+        cdf, sf = _x_tails(a, b, lo + step * np.arange(n_bins + 1))
+    mass = np.where(cdf[1:] <= 0.5, np.diff(cdf), -np.diff(sf))
+    mass[0] += cdf[0]
+    mass[-1] += sf[-1]
+    return np.maximum(mass, 0.0), (step, cdf, sf)
+
+
+def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridCdf:
     """Discretise each factor's exact bin masses at their bin centres and convolve.
 
-    ``support`` is ``_supports(a, b)``. ``edges`` (a list, one entry per factor) keeps
-    each factor's CDF at its bin edges between calls: a call with half the previous
-    step computes only the new edges.
+    ``support`` is ``_supports(a, b)``; ``edges`` (a list, one entry per factor) keeps
+    the factors' CDFs at their bin edges between calls. Below ``x_cap`` the grid is
+    exact without the mass above it, so a capped grid is built only up to there.
+    ``tilt`` (an ``s`` of the cumulant generating function) convolves the masses
+    times ``exp(tilt x)`` and divides it out after: the sum of the FFT's rounding
+    errors then sits where ``exp(tilt x) f(x)`` is largest, near the saddlepoint, so
+    a tail of 1e-12 there keeps its relative precision (on the tilted side only).
     """
     lo, hi = support
+    capped = bool(np.isfinite(x_cap))
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
     hi = np.maximum(np.minimum(hi, x_cap - (lo.sum() - lo)), lo)
     edges = [None] * a.size if edges is None else edges
-    total = None
+    total, scale = None, 0.0
     for j, (aj, bj, lj, hj) in enumerate(zip(a, b, lo, hi, strict=True)):
         n_bins = max(1, int(np.ceil((hj - lj) / step)))
-        known = edges[j]
-        if known is not None and known[0] == 2 * step and known[1].size >= n_bins // 2 + 1:
-            cdf = np.empty(n_bins + 1)
-            cdf[0::2] = known[1][: n_bins // 2 + 1]
-            cdf[1::2] = _x_cdf(aj, bj, lj + step * np.arange(1, n_bins + 1, 2))
-        else:
-            cdf = _x_cdf(aj, bj, lj + step * np.arange(n_bins + 1))
-        edges[j] = (step, cdf)
-        mass = np.diff(cdf)
-        mass[0] += cdf[0]  # the lower tail joins the first bin
-        mass = np.maximum(mass, 0.0)
+        mass, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
+        if capped:
+            mass[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
+        if tilt:
+            with np.errstate(divide="ignore"):
+                log_mass = np.log(np.maximum(mass, 0.0)) + tilt * (
+                    lj + step * (np.arange(n_bins) + 0.5)
+                )
+            top = np.max(log_mass)
+            if np.isfinite(top):  # (a factor without mass here leaves an empty sum)
+                mass, scale = np.exp(log_mass - top), scale + top
         total = mass if total is None else _convolve(total, mass)
-    cum = np.clip(np.maximum.accumulate(np.cumsum(np.maximum(total, 0.0))), 0.0, 1.0)
-    return _GridCdf(float(lo.sum() + 0.5 * a.size * step), step, cum)
+    total = np.maximum(total, 0.0)
+    start = float(lo.sum() + 0.5 * a.size * step)
+    if tilt:
+        exponent = scale - tilt * (start + step * np.arange(total.size))
+        total = total * np.exp(np.minimum(exponent, 600.0))
+    lower = np.concatenate([[0.0], np.cumsum(total)])
+    upper = np.concatenate([np.cumsum(total[::-1])[::-1], [0.0]])
+    return _GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
 
 
 def _convolve(x, y):
@@ -303,8 +392,10 @@ def _grid_summary(factors, probs, x_points):
     The first step is a quarter of the narrowest factor's spread; each pass halves
     it, until two passes agree within ``QUANTILE_TOLERANCE`` or the step is so fine
     (``M step / 2 <= QUANTILE_TOLERANCE``) that each factor's discretisation error,
-    at most half a step, bounds the error by itself. The reported error is the
-    smaller of the last change and that bound.
+    at most half a step, bounds the error by itself. Quantiles in a far tail or close
+    to 0, and CDF values there, are then recomputed by ``_polish``. The reported
+    error, in ``X`` where ``X >= 1`` and relative to ``X`` below, is the largest
+    of the last change and that bound.
     """
     proper = [(a, b) for a, b in factors if a.size]
     m = max((a.size for a, _ in proper), default=1)
@@ -319,27 +410,25 @@ def _grid_summary(factors, probs, x_points):
     step = max(spread / 4, coarsest)
     edges = [[None] * a.size for a, _ in factors]
     cdfs, xq = _grid_pass(factors, supports, step, probs, edges)
+    central = np.minimum(probs, 1.0 - probs) >= GRID_TILT_BELOW  # tails: polished below
     while True:
         if step <= max(guaranteed, coarsest):
-            error = 0.5 * m * step
+            errors = np.full(probs.shape, 0.5 * m * step)
             break
         step = max(step / 2, coarsest)
         finer, fine_xq = _grid_pass(factors, supports, step, probs, edges)
-        change = float(np.max(np.abs(fine_xq - xq)))
+        change = np.abs(fine_xq - xq)
         cdfs, xq = finer, fine_xq
-        if change <= QUANTILE_TOLERANCE:
-            error = min(change, 0.5 * m * step)
+        if np.all(change[central] <= QUANTILE_TOLERANCE):
+            errors = np.minimum(change, 0.5 * m * step)
             break
-    if coarsest > guaranteed and error > QUANTILE_TOLERANCE:
-        # The support was too wide for a fine grid: refine up to the largest point we need.
-        x_cap = max(np.max(xq), np.max(x_points, initial=0.0)) + 1.0
-        cdfs = [
-            _grid_cdf(a, b, guaranteed, support, x_cap) if a.size else None
-            for (a, b), support in zip(factors, supports, strict=True)
-        ]
-        xq = _mixture_quantiles(cdfs, probs)
-        error = QUANTILE_TOLERANCE
-    return ProductSummary(xq, _mixture_cdf(cdfs, x_points), error, "grid")
+    grid = _Grid(factors, supports, m, step)
+    polished = [grid.polish(q, x, e) for q, x, e in zip(probs, xq, errors, strict=True)]
+    xq = np.array([x for x, _ in polished])
+    errors = [e for _, e in polished]
+    x_cdf = np.array([grid.cdf_at(x, cdfs) for x in x_points])
+    scaled = np.array(errors) / np.maximum(np.minimum(1.0, xq), GRID_SMALLEST_X)
+    return ProductSummary(xq, x_cdf, float(np.max(scaled, initial=0.0)), "grid")
 
 
 def _grid_pass(factors, supports, step, probs, edges):
@@ -350,23 +439,135 @@ def _grid_pass(factors, supports, step, probs, edges):
     return cdfs, _mixture_quantiles(cdfs, probs)
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """One product's factors, for recomputing single quantiles and CDF values."""
+
+    factors: tuple
+    supports: list
+    m: int
+    step: float
+
+    def polish(self, q, x, error):
+        """The ``q`` quantile, recomputed where the shared grid cannot claim the tolerance.
+
+        In a far tail (``min(q, 1 - q) < GRID_TILT_BELOW``) the grid is tilted to the
+        saddlepoint of the estimate. Where ``error`` exceeds the tolerance relative to
+        ``x`` (``x`` near 0: mass piled near ``P = 1``), the grid is capped just above
+        ``x``: first with ``GRID_ZOOM_POINTS`` bins, and while the quantile sits in
+        their first bins its position is extrapolated from the CDF's power law there;
+        then with a step fine enough to bound the error by ``M step / 2``. Below
+        ``X = 1e-300`` (P = 1 in floating point) it stops. Returns the quantile and its
+        error in ``X``.
+        """
+        tail = min(q, 1.0 - q) < GRID_TILT_BELOW
+        from_below = 1.0 - q >= GRID_TILT_BELOW  # a capped grid holds no far upper tail
+        step = self.step
+        for _ in range(GRID_ZOOMS):
+            wanted = QUANTILE_TOLERANCE * min(1.0, x)
+            if (error <= wanted and not tail) or x + error < GRID_SMALLEST_X:
+                break
+            cap = np.inf
+            if error > wanted and from_below and x < 1:
+                cap, floor = x + 2 * error, x - error
+                final = floor > 0.5 * x
+                step = 2 * wanted * floor / x / self.m if final else cap / GRID_ZOOM_POINTS
+            elif error > wanted:  # refine the whole grid (a capped one holds no upper tail)
+                finer = max(2 * wanted / self.m, self._finest(np.inf))
+                if finer >= step and not tail:
+                    break  # as fine as the grid may go: the error stays as reported
+                step = min(step, finer)
+            cdfs = self._cdfs(step, x, cap)
+            x = float(_mixture_quantiles(cdfs, np.array([q]))[0])
+            error, tail = 0.5 * self.m * step, False
+            if np.isfinite(cap) and x < 64 * step:
+                x, error = _power_law_guess(cdfs, q, step, x, error)
+        return x, error
+
+    def cdf_at(self, x, cdfs):
+        """``P(X <= x)``, recomputed on a grid capped just above ``x`` where it is a far
+        lower tail or the shared step is coarse next to ``x``."""
+        value = float(_mixture_cdf(cdfs, x))
+        resolved = 0.5 * self.m * self.step <= QUANTILE_TOLERANCE * min(1.0, x)
+        if x > 0 and (value < GRID_TILT_BELOW or not resolved):
+            step = min(self.step, 2 * QUANTILE_TOLERANCE * min(1.0, x) / self.m)
+            value = float(_mixture_cdf(self._cdfs(step, x, x + step), x))
+        return value
+
+    def _finest(self, cap):
+        """The finest step that keeps every factor within ``GRID_MAX_POINTS`` below ``cap``."""
+        widths = [np.minimum(hi, cap) - lo for lo, hi in filter(None, self.supports)]
+        return max(float(np.max(w)) for w in widths) / GRID_MAX_POINTS
+
+    def _cdfs(self, step, x, cap):
+        """Each component's grid at ``step``: capped at ``cap`` if finite (all of its mass
+        then lies near ``x``), else tilted to ``x``."""
+        step = max(step, self._finest(cap))
+        capped = bool(np.isfinite(cap))
+        return [
+            _grid_cdf(a, b, step, support, cap, tilt=0.0 if capped else _tilt(a, b, x))
+            if a.size
+            else None
+            for (a, b), support in zip(self.factors, self.supports, strict=True)
+        ]
+
+
+def _power_law_guess(cdfs, q, step, x, error):
+    """Where ``q`` sits in a grid's first bins, extrapolate ``F(x) ~ c x^k`` from the
+    CDF at 64 and 512 steps (for ``q`` far below the grid's resolution); the guess's
+    error is taken as its whole size so that the next zoom caps just above it."""
+    far, near = 512 * step, 64 * step
+    f_far, f_near = _mixture_cdf(cdfs, far), _mixture_cdf(cdfs, near)
+    if not 0 < f_near < f_far or q >= f_near:
+        return x, error
+    power = math.log(f_far / f_near) / math.log(far / near)
+    guess = near * math.exp(math.log(q / f_near) / power)
+    return guess, guess
+
+
+def _tilt(a, b, x):
+    """About the saddlepoint ``s`` with ``K'(s) = x`` for one component's factors.
+
+    Bisection on ``log(min a - s)``; it need not be exact, as the tilt only moves
+    where the rounding errors sit. Where ``K'`` cannot be evaluated (``s`` within
+    rounding of ``min a``) it counts as too large.
+    """
+    a_min = float(np.min(a))
+    lo, hi = math.log(a_min) - 35.0, 35.0  # log(min a - s): K' falls as it grows
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        with np.errstate(all="ignore"):
+            slope = _cgf(a[None, :], b[None, :], np.array([a_min - math.exp(mid)]))[1][0]
+        lo, hi = (mid, hi) if not slope <= x else (lo, mid)
+    return a_min - math.exp(0.5 * (lo + hi))
+
+
 def _mixture_cdf(cdfs, x):
     """CDF of the equal mixture; ``None`` marks a component that is a point mass at X = 0."""
     x = np.asarray(x, dtype=float)
-    return sum((x >= 0).astype(float) if c is None else c(x) for c in cdfs) / len(cdfs)
+    return sum((x >= 0).astype(float) if c is None else c.cdf(x) for c in cdfs) / len(cdfs)
+
+
+def _mixture_sf(cdfs, x):
+    x = np.asarray(x, dtype=float)
+    return sum((x < 0).astype(float) if c is None else c.sf(x) for c in cdfs) / len(cdfs)
 
 
 def _mixture_quantiles(cdfs, probs):
-    """Quantiles of the equal mixture (by bisection when there are several components)."""
+    """Quantiles of the equal mixture (by bisection when there are several components),
+    each found on its own tail."""
     if len(cdfs) == 1 and cdfs[0] is not None:
         return cdfs[0].quantile(probs)
-    tops = [c.nodes()[0][-1] for c in cdfs if c is not None]
+    tops = [c.nodes()[-1] for c in cdfs if c is not None]
     lo, hi = np.full(probs.shape, -1.0), np.full(probs.shape, max(tops, default=1.0))
+    below = (probs < 0.5) | any(c is not None and c.capped for c in cdfs)
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        reached = _mixture_cdf(cdfs, mid) >= probs
+        reached = np.where(
+            below, _mixture_cdf(cdfs, mid) >= probs, _mixture_sf(cdfs, mid) <= 1 - probs
+        )
         hi, lo = np.where(reached, mid, hi), np.where(reached, lo, mid)
-        if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE):
+        if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE * np.minimum(1.0, hi)):
             break
     return 0.5 * (lo + hi)
 
@@ -391,17 +592,39 @@ def _pad(a_list, b_list):
 def _cgf(a, b, s):
     """Cumulant generating function of ``sum -log p`` and its first four derivatives."""
     s = s[:, None]
-    k0 = (
-        special.gammaln(a - s)
-        - special.gammaln(a)
-        + special.gammaln(a + b)
-        - special.gammaln(a + b - s)
-    )
+    k0 = _log_gamma_ratio(a + b, s) - _log_gamma_ratio(a, s)
     k1 = special.digamma(a + b - s) - special.digamma(a - s)
     k2 = special.polygamma(1, a - s) - special.polygamma(1, a + b - s)
     k3 = special.polygamma(2, a + b - s) - special.polygamma(2, a - s)
     k4 = special.polygamma(3, a - s) - special.polygamma(3, a + b - s)
     return [k.sum(axis=1) for k in (k0, k1, k2, k3, k4)]
+
+
+# Stirling's series for log Gamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2): the
+# coefficients of z^-1, z^-3, ..., z^-9. Beyond STIRLING_FROM its next term is below 1e-17.
+STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188)
+STIRLING_FROM = 20.0
+
+
+def _log_gamma_ratio(z, s):
+    """``log Gamma(z) - log Gamma(z - s)``, precise when both arguments are huge.
+
+    A plain difference of ``gammaln`` loses ``|log Gamma(z)| * 1e-16`` (1e-9 at a
+    million trials), which the saddlepoint's second-order terms amplify into percent
+    errors. From ``STIRLING_FROM`` on, the difference is taken term by term, with
+    ``log(z / (z - s))`` as ``-log1p(-s / z)``.
+    """
+    z, s = np.broadcast_arrays(z, s)
+    out = special.gammaln(z) - special.gammaln(z - s)
+    large = np.minimum(z, z - s) >= STIRLING_FROM
+    if np.any(large):
+        zl, sl = z[large], s[large]
+        rest = zl - sl
+        series = sum(
+            c * (zl ** -(2 * k + 1) - rest ** -(2 * k + 1)) for k, c in enumerate(STIRLING)
+        )
+        out[large] = sl * np.log(zl) - (rest - 0.5) * np.log1p(-sl / zl) - sl + series
+    return out
 
 
 def _window(a, b):
@@ -410,31 +633,36 @@ def _window(a, b):
 
 
 def _lugannani_rice(a, b, s, edge):
-    """``P(X <= K'(s))`` by second-order Lugannani-Rice.
+    """``(P(X <= K'(s)), P(X > K'(s)))`` by second-order Lugannani-Rice.
 
-    Near s = 0 the terms cancel catastrophically (0/0 in the limit): within
-    ``|s| < edge`` (``|u| < 0.05``, a twentieth of a standard deviation, where the CDF
-    is nearly linear) interpolate linearly in s between the window's edges.
+    Each tail is computed on its own side, so both keep their relative precision far
+    out (a lower tail of 1e-30 is not ``1 - (1 - 1e-30)``). Near s = 0 the terms cancel
+    catastrophically (0/0 in the limit): within ``|s| < edge`` (``|u| < 0.05``, a
+    twentieth of a standard deviation, where the CDF is nearly linear) interpolate
+    linearly in s between the window's edges.
     """
     near = np.abs(s) < edge
-    cdf = _lugannani_rice_cdf(a, b, np.where(near, edge, s))
+    lower, upper = _lugannani_rice_tails(a, b, np.where(near, edge, s))
     if np.any(near):
-        left = _lugannani_rice_cdf(a, b, -edge)
+        left_lower, left_upper = _lugannani_rice_tails(a, b, -edge)
         weight = (s + edge) / (2 * edge)
-        cdf = np.where(near, left + weight * (cdf - left), cdf)
-    return cdf
+        lower = np.where(near, left_lower + weight * (lower - left_lower), lower)
+        upper = np.where(near, left_upper + weight * (upper - left_upper), upper)
+    return lower, upper
 
 
-def _lugannani_rice_cdf(a, b, s):
+def _lugannani_rice_tails(a, b, s):
     k0, k1, k2, k3, k4 = _cgf(a, b, s)
     w = np.sign(s) * np.sqrt(np.maximum(2 * (s * k1 - k0), 0.0))
     u = s * np.sqrt(k2)
     l3 = k3 / k2**1.5
     l4 = k4 / k2**2
-    tail = stats.norm.sf(w) + stats.norm.pdf(w) * (
+    correction = stats.norm.pdf(w) * (
         1 / u - 1 / w + (l4 / 8 - 5 * l3**2 / 24) / u - l3 / (2 * u**2) - 1 / u**3 + 1 / w**3
     )
-    return np.clip(1.0 - tail, 0.0, 1.0)
+    lower = np.clip(stats.norm.cdf(w) - correction, 0.0, 1.0)
+    upper = np.clip(stats.norm.sf(w) + correction, 0.0, 1.0)
+    return lower, upper
 
 
 def _solve_saddlepoint(a, b, target, value_of, guess):
@@ -479,14 +707,21 @@ def _solve_saddlepoint(a, b, target, value_of, guess):
 
 
 def _saddlepoint_quantiles(a_list, b_list, probs):
+    """X quantiles, each found on the logarithm of its smaller tail (relative precision)."""
     a, b = _pad(a_list, b_list)
     edge = _window(a, b)
     _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
     out = np.empty((a.shape[0], probs.size))
     for j, q in enumerate(probs):
-        target = np.full(a.shape[0], q)
+        target = np.full(a.shape[0], math.log(q) if q < 0.5 else -math.log1p(-q))
+        tail = 0 if q < 0.5 else 1
+        sign = 1.0 if q < 0.5 else -1.0  # -log of the upper tail increases with s
+
+        def log_tail(s, tail=tail, sign=sign):
+            return sign * np.log(np.maximum(_lugannani_rice(a, b, s, edge)[tail], 1e-300))
+
         guess = stats.norm.ppf(q) / np.sqrt(var)  # s of the normal approximation
-        s = _solve_saddlepoint(a, b, target, lambda s: _lugannani_rice(a, b, s, edge), guess)
+        s = _solve_saddlepoint(a, b, target, log_tail, guess)
         out[:, j] = _cgf(a, b, s)[1]
     return out
 
@@ -500,5 +735,5 @@ def _saddlepoint_cdf(a_list, b_list, x):
         target = np.where(positive, x[:, j], 1.0)
         guess = (target - mean) / var  # s of the normal approximation
         s = _solve_saddlepoint(a, b, target, lambda s: _cgf(a, b, s)[1], guess)
-        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, _window(a, b)), 0.0)
+        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, _window(a, b))[0], 0.0)
     return out

@@ -109,8 +109,8 @@ def _posterior_columns(product, solved, tau) -> dict:
     how = {
         "point": "exact",
         "beta": "exact",
-        "saddlepoint": f"log P error <= {solved.error:.0e}, validated in the tests",
-        "grid": f"log P error ~ {solved.error:.0e}, estimated by refining the grid",
+        "saddlepoint": f"error <= {solved.error:.0e} in P and 1 - P, validated against mpmath",
+        "grid": f"error ~ {solved.error:.0e} in P and 1 - P, from refining the grid",
     }[solved.engine]
     engine = f"; quantiles: {solved.engine} ({how})"
     return {

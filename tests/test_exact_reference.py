@@ -1,0 +1,148 @@
+"""Exact tails and exceedance probabilities against independent high-precision references.
+
+The claim (docs/exact.md): each quantile of ``X = -log P`` is within
+``QUANTILE_TOLERANCE * min(1, X)`` of the truth, so both ``P`` and ``1 - P`` carry a
+relative error of at most 1e-4, from level 0.5 to 1 - 1e-12; and ``P(P > tau)`` is the
+exact probability at a threshold within that distance of ``tau``. Each check brackets
+the answer: ``F(x - d) <= q <= F(x + d)``, with ``F`` from ``tests/reference.py``.
+"""
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+from scipy import stats
+
+from bayes_eval.conjugate import BetaProduct, summarise_products
+from bayes_eval.constants import GRID_SMALLEST_X, QUANTILE_TOLERANCE
+from tests.reference import beta_tails, bromwich_tails, two_factor_tails
+
+LEVELS = np.array([0.5, 0.975, 1 - 1e-6, 1 - 1e-12])
+PROBS = np.concatenate([1 - LEVELS[1:], LEVELS])  # upper bounds, then lower bounds
+
+
+def summarise(components, probs=PROBS, x_points=()):
+    product = BetaProduct(tuple((np.array(a, float), np.array(b, float)) for a, b in components))
+    return summarise_products([product], probs, np.array(x_points, float))[0]
+
+
+def reach(x, error=QUANTILE_TOLERANCE):
+    """The claimed accuracy at ``x``."""
+    return error * max(min(1.0, x), GRID_SMALLEST_X)
+
+
+def assert_quantiles_bracketed(summary, tails, probs=PROBS, claim=QUANTILE_TOLERANCE):
+    """Within the tolerance; or, where ``claim`` allows more, within the error reported."""
+    assert summary.error <= claim
+    for q, x in zip(probs, summary.x_quantiles, strict=True):
+        d = reach(x, max(summary.error, QUANTILE_TOLERANCE))
+        below, above = tails(max(x - d, 0.0)), tails(x + d)
+        if q < 0.5:
+            assert below[0] <= q <= above[0], (q, x)
+        else:
+            assert above[1] <= 1 - q <= below[1], (q, x)
+
+
+def assert_exceedance_bracketed(summary, x_points, tails):
+    for x, value in zip(x_points, summary.x_cdf, strict=True):
+        d = reach(x)
+        assert tails(max(x - d, 0.0))[0] <= value <= tails(x + d)[0], (x, value)
+
+
+# The references themselves, against closed forms.
+
+
+def test_bromwich_reference_is_the_closed_form():
+    # Beta(2, 3) x Beta(5, 10) is exactly Beta(2, 13)
+    for x in (0.5, 20.0):
+        lower, upper = bromwich_tails([2, 5], [3, 10], x)
+        assert float(lower) == pytest.approx(stats.beta.sf(math.exp(-x), 2, 13), rel=1e-12)
+        assert float(upper) == pytest.approx(stats.beta.cdf(math.exp(-x), 2, 13), rel=1e-12)
+
+
+def test_two_factor_reference_is_the_closed_form_at_tiny_shapes():
+    # Beta(10.02, 0.02) x Beta(10, 0.02) is exactly Beta(10, 0.04); and at a = 10^7
+    for a, b, whole in [
+        ([10.02, 10.0], [0.02, 0.02], (10.0, 0.04)),
+        ([1e7 + 0.02, 1e7], [0.02, 0.02], (1e7, 0.04)),
+    ]:
+        for x in ("1e-41", "1e-9", "0.01", "3"):
+            got = two_factor_tails(a, b, mp.mpf(x))
+            want = beta_tails(*whole, mp.mpf(x))
+            assert abs(got[0] / want[0] - 1) < 1e-15
+            assert abs(got[1] / want[1] - 1) < 1e-8  # far beyond the 1e-4 checked below
+
+
+# The package against them.
+
+
+def test_near_singular_factors_have_exact_tails_and_exceedance():
+    """Issue case: steps at 10/10 under Beta(1/50, 1/50); mass piled at P = 1."""
+    components = [([10.02, 10.02], [0.02, 0.02])]
+    x_points = [1e-5, -math.log(0.999), -math.log(0.5)]
+    summary = summarise(components, x_points=x_points)
+    tails = lambda x: two_factor_tails([10.02, 10.02], [0.02, 0.02], x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+    assert summary.x_cdf[0] == pytest.approx(0.7060, abs=1e-3)  # P(P > 1 - 1e-5)
+    assert 0 < summary.x_quantiles[1] < 1e-40  # the 97.5% upper bound is 1 - 5e-42
+
+
+def test_tiny_shapes_at_ten_million_trials_match_the_closed_form():
+    components = [([1e7 + 0.02, 1e7], [0.02, 0.02])]  # exactly Beta(10^7, 0.04)
+    x_points = [1e-30, 1e-9]
+    summary = summarise(components, x_points=x_points)
+    tails = lambda x: beta_tails(1e7, 0.04, x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+
+
+@pytest.mark.parametrize(
+    "components",
+    [
+        [([11.0] * 4, [1e6 - 9] * 4)],  # four factors of 10/10^6: the median was 1.2% off
+        pytest.param([([10.0, 1e7], [1e7, 10.0])], marks=pytest.mark.slow),  # shapes 10 and 10^7
+        pytest.param([([4.0, 21.0], [18.0, 5.0])], marks=pytest.mark.slow),  # small counts
+    ],
+)
+def test_products_have_exact_tails_at_any_level(components):
+    ((a, b),) = components
+    x_points = [float(x) for x in summarise(components, np.array([1e-9, 0.3])).x_quantiles]
+    summary = summarise(components, x_points=x_points)
+    tails = lambda x: bromwich_tails(a, b, x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+
+
+def test_mixture_over_runs_has_exact_tails():
+    components = [([10.02, 3.0], [0.02, 8.0]), ([2.0, 10.02], [1.0, 0.02])]
+
+    def tails(x):
+        parts = [two_factor_tails(a, b, x) for a, b in components]
+        return tuple(sum(p[k] for p in parts) / 2 for k in (0, 1))
+
+    x_points = [1e-3, 0.5]
+    summary = summarise(components, x_points=x_points)
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+
+
+@pytest.mark.parametrize(
+    ("a1", "bs", "claim"),
+    [
+        (0.5, [3.0, 0.7, 12.0, 0.3], QUANTILE_TOLERANCE),
+        (2.0, [40.0] * 10, QUANTILE_TOLERANCE),
+        # Mass piled at P = 0 as well: X spans 1e-17 to 1000, wider than the grid may
+        # be fine. The tails are right; the median's error, estimated by refining the
+        # grid, is understated (true 6e-4 against 5e-4 reported): a known gap.
+        pytest.param(
+            0.02, [0.02, 0.02, 0.02], 1e-3, marks=[pytest.mark.xfail(strict=True), pytest.mark.slow]
+        ),
+    ],
+)
+def test_many_factors_match_telescoping_closed_forms_at_any_level(a1, bs, claim):
+    """Beta(a, b1) x Beta(a + b1, b2) x ... is exactly Beta(a, b1 + b2 + ...)."""
+    a = np.cumsum([a1, *bs[:-1]])
+    summary = summarise([(a, bs)])
+    assert_quantiles_bracketed(summary, lambda x: beta_tails(a1, sum(bs), x), claim=claim)
