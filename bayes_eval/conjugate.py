@@ -255,9 +255,15 @@ def _x_ppf(a, b, q):
 
 
 def _x_isf(a, b, tail):
-    """``x`` with ``P(-log p > x) = tail``, for small ``tail``."""
-    with np.errstate(divide="ignore"):
-        return -np.log(special.betaincinv(a, b, tail))
+    """``x`` with ``P(-log p > x) = tail``, for small ``tail``.
+
+    Where scipy's inverse fails (NaN, seen at a = 1.005, b = 0.17, tail 1e-18), the
+    leading term of the tail, ``P(p < t) ~ t^a / (a B(a, b))``, gives it.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = -np.log(special.betaincinv(a, b, tail))
+        power_law = -(np.log(tail) + np.log(a) + special.betaln(a, b)) / a
+    return np.where(np.isnan(x), power_law, x)
 
 
 # ---------------------------------------------------------------------------
@@ -393,9 +399,9 @@ def _grid_summary(factors, probs, x_points):
     it, until two passes agree within ``QUANTILE_TOLERANCE`` or the step is so fine
     (``M step / 2 <= QUANTILE_TOLERANCE``) that each factor's discretisation error,
     at most half a step, bounds the error by itself. Quantiles in a far tail or close
-    to 0, and CDF values there, are then recomputed by ``_polish``. The reported
-    error, in ``X`` where ``X >= 1`` and relative to ``X`` below, is the largest
-    of the last change and that bound.
+    to 0, and CDF values there, are then recomputed by ``_Grid``. The reported error,
+    in ``X`` where ``X >= 1`` and relative to ``X`` below, is per quantile the smaller
+    of the last change and that bound, or the bound of its recomputation.
     """
     proper = [(a, b) for a, b in factors if a.size]
     m = max((a.size for a, _ in proper), default=1)
@@ -452,13 +458,13 @@ class _Grid:
         """The ``q`` quantile, recomputed where the shared grid cannot claim the tolerance.
 
         In a far tail (``min(q, 1 - q) < GRID_TILT_BELOW``) the grid is tilted to the
-        saddlepoint of the estimate. Where ``error`` exceeds the tolerance relative to
-        ``x`` (``x`` near 0: mass piled near ``P = 1``), the grid is capped just above
-        ``x``: first with ``GRID_ZOOM_POINTS`` bins, and while the quantile sits in
-        their first bins its position is extrapolated from the CDF's power law there;
-        then with a step fine enough to bound the error by ``M step / 2``. Below
-        ``X = 1e-300`` (P = 1 in floating point) it stops. Returns the quantile and its
-        error in ``X``.
+        saddlepoint of the estimate. Where ``error`` exceeds the tolerance (relative to
+        ``x`` below 1: mass piled near ``P = 1``), the grid is capped just above ``x``
+        unless ``q`` is a far upper tail (then the whole grid is refined): first with
+        ``GRID_ZOOM_POINTS`` bins, and while the quantile sits in their first bins its
+        position is extrapolated from the CDF's power law there; then with a step fine
+        enough to bound the error by ``M step / 2``. Below ``GRID_SMALLEST_X`` it stops.
+        Returns the quantile and its error in ``X``.
         """
         tail = min(q, 1.0 - q) < GRID_TILT_BELOW
         from_below = 1.0 - q >= GRID_TILT_BELOW  # a capped grid holds no far upper tail
@@ -468,7 +474,7 @@ class _Grid:
             if (error <= wanted and not tail) or x + error < GRID_SMALLEST_X:
                 break
             cap = np.inf
-            if error > wanted and from_below and x < 1:
+            if error > wanted and from_below:
                 cap, floor = x + 2 * error, x - error
                 final = floor > 0.5 * x
                 step = 2 * wanted * floor / x / self.m if final else cap / GRID_ZOOM_POINTS
@@ -729,11 +735,12 @@ def _saddlepoint_quantiles(a_list, b_list, probs):
 def _saddlepoint_cdf(a_list, b_list, x):
     a, b = _pad(a_list, b_list)
     _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
+    edge = _window(a, b)
     out = np.empty(x.shape)
     for j in range(x.shape[1]):
         positive = x[:, j] > 0
         target = np.where(positive, x[:, j], 1.0)
         guess = (target - mean) / var  # s of the normal approximation
         s = _solve_saddlepoint(a, b, target, lambda s: _cgf(a, b, s)[1], guess)
-        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, _window(a, b))[0], 0.0)
+        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, edge)[0], 0.0)
     return out
