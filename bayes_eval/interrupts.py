@@ -6,6 +6,9 @@ does), which the package would then diagnose and refit. ``Interrupted`` passes t
 them, so a fit stops, nothing is retried and nothing is written. ``deferred()`` holds
 the signals back for the few system calls that must not be cut in two (swapping a
 finished run folder into place); a signal that arrives meanwhile is delivered after.
+A signal that lands while a finaliser (``__del__``) runs would be swallowed by Python
+and printed as "Exception ignored"; ``raising()`` sends it again a millisecond later
+(by SIGALRM), so that it reaches the code that stops the command.
 
 Standard library only: the command line installs the handlers before it imports the
 rest of the package.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 
 __all__ = ["Interrupted", "deferred", "raising"]
@@ -50,9 +54,27 @@ def raising():
         yield
         return
     previous = {signum: signal.signal(signum, _raise) for signum in SIGNALS}
+    hook = sys.unraisablehook
+    alarm = signal.getsignal(signal.SIGALRM)
+
+    def send_again(unraisable):
+        """An ``Interrupted`` from a finaliser comes again a millisecond later, from a
+        timer, after the finaliser (raised at once, it would land in this hook and be
+        swallowed again); anything else goes to the hook found."""
+        if isinstance(unraisable.exc_value, Interrupted):
+            signum = unraisable.exc_value.signum
+            signal.signal(signal.SIGALRM, lambda *_: _raise(signum, None))
+            signal.setitimer(signal.ITIMER_REAL, 1e-3)
+        else:
+            hook(unraisable)
+
+    sys.unraisablehook = send_again
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, alarm)
+        sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -63,7 +85,8 @@ def deferred():
     if not _main_thread():
         yield
         return
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    # SIGALRM too: it carries a signal sent again by ``raising()``
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, (*SIGNALS, signal.SIGALRM))
     try:
         yield
     finally:
