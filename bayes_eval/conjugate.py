@@ -248,22 +248,28 @@ def _x_tails(a, b, x):
 def _x_ppf(a, b, q):
     """Quantile of ``-log p`` at probability ``q``, precise in both tails."""
     q = np.asarray(q, dtype=float)
-    one_minus_p = special.betaincinv(b, a, q)  # 1 - p at the q-quantile of X
+    one_minus_p = np.exp(_log_beta_quantile(b, a, q))  # 1 - p at the q-quantile of X
     p = special.betainccinv(a, b, q)
     with np.errstate(divide="ignore"):
         return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
 
 
 def _x_isf(a, b, tail):
-    """``x`` with ``P(-log p > x) = tail``, for small ``tail``.
+    """``x`` with ``P(-log p > x) = tail``, for small ``tail``."""
+    return -_log_beta_quantile(a, b, tail)
 
-    Where scipy's inverse fails (NaN, seen at a = 1.005, b = 0.17, tail 1e-18), the
-    leading term of the tail, ``P(p < t) ~ t^a / (a B(a, b))``, gives it.
+
+def _log_beta_quantile(a, b, q):
+    """``log`` of the ``Beta(a, b)`` quantile at ``q``.
+
+    Where scipy's inverse gives NaN (it does for ``a`` just above 1 below q = 1e-16,
+    as at the grid's ``GRID_TAIL_MASS``), the leading term of the lower tail,
+    ``P(p < t) ~ t^a / (a B(a, b))``, gives it.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
-        x = -np.log(special.betaincinv(a, b, tail))
-        power_law = -(np.log(tail) + np.log(a) + special.betaln(a, b)) / a
-    return np.where(np.isnan(x), power_law, x)
+        exact = np.log(special.betaincinv(a, b, q))
+        power_law = (np.log(q) + np.log(a) + special.betaln(a, b)) / a
+    return np.where(np.isnan(exact), power_law, exact)
 
 
 # ---------------------------------------------------------------------------

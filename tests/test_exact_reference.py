@@ -142,3 +142,12 @@ def test_many_factors_match_telescoping_closed_forms_at_any_level(a1, bs, claim)
     a = np.cumsum([a1, *bs[:-1]])
     summary = summarise([(a, bs)])
     assert_quantiles_bracketed(summary, lambda x: beta_tails(a1, sum(bs), x), claim=claim)
+
+
+def test_shapes_where_scipy_cannot_invert_the_far_tail():
+    """scipy's ``betaincinv`` gives NaN for a just above 1 below 1e-16, where the grid
+    sets its support (found by Hypothesis: Beta(1, 1) x Beta(0.75, 1.03125))."""
+    components = [([1.0, 0.75], [1.0, 1.03125])]
+    summary = summarise(components, np.array([0.025, 0.5, 0.975]))
+    tails = lambda x: two_factor_tails([1.0, 0.75], [1.0, 1.03125], x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails, np.array([0.025, 0.5, 0.975]))
