@@ -39,7 +39,7 @@ import re
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,27 +102,39 @@ class Layout:
 @dataclass(frozen=True)
 class Form:
     """Which parameters are sampled centred: the task mean of each pair, and in ``joint``
-    the rate of each milestone cell (both empty for ``end_to_end``, which has neither)."""
+    the rate of each milestone cell it samples (both empty for ``end_to_end``, which has
+    neither). ``tails`` marks the sampled rates whose counts are all successes (1) or
+    all failures (-1): those are sampled on their tail scale (``_tail_beta``) in every
+    form, and ``cells`` does not apply to them."""
 
     pairs: np.ndarray
     cells: np.ndarray
+    tails: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
 
     @property
     def flippable(self) -> bool:
         return self.pairs.size > 0
 
     def key(self) -> tuple:
-        return self.pairs.tobytes(), self.cells.tobytes()
+        return self.pairs.tobytes(), self.cells.tobytes(), self.tails.tobytes()
 
     def flipped(self) -> Form:
-        """The other form: all non-centred where any part is centred, else all centred."""
-        centred = not (self.pairs.any() or self.cells.any())
-        return Form(np.full_like(self.pairs, centred), np.full_like(self.cells, centred))
+        """The other form: all non-centred where any part is centred, else all centred
+        (the tail scales stay)."""
+        centred = not (self.pairs.any() or self.cells[self.tails == 0].any())
+        return Form(
+            np.full_like(self.pairs, centred), np.full_like(self.cells, centred), self.tails
+        )
 
     def describe(self) -> str:
         parts = [f"task means {_split(self.pairs)}"]
         if self.cells.size:
-            parts.append(f"milestone rates {_split(self.cells)}")
+            tail = self.tails != 0
+            text = f"milestone rates {_split(self.cells[~tail])}" if (~tail).any() else ""
+            if tail.any():
+                scale = f"{int(tail.sum())} on their tail scale"
+                text = f"{text}, {scale}" if text else f"milestone rates {scale}"
+            parts.append(text)
         return ", ".join(parts)
 
 
@@ -146,7 +158,10 @@ def choose_form(layout, spec) -> Form:
     trials of their own, non-centred, made the fit diverge. A task mean is centred when
     the information its milestones carry about it, ``sum_m 1 / (1 / (kappa + 1) + 1 /
     n_m)`` (each milestone a noisy draw around the mean), is ``CENTRED_MARGIN`` times its
-    prior's, ``kappa_agent + 1``. Both concentrations are taken at their prior medians:
+    prior's, ``kappa_agent + 1``. A sampled rate whose own counts are all successes (or
+    all failures) is marked for its tail scale instead (``Form.tails``, ``_tail_beta``):
+    its data bound it on one side only, and on the logit scale its other side stretches
+    as ``1 / b`` when its task mean nears 1. Both concentrations are taken at their prior medians:
     the choice is made before any fit. The margin leans towards the non-centred form,
     which at worst mixes more slowly where the centred one diverges
     (``studies/robustness.py``).
@@ -160,11 +175,14 @@ def choose_form(layout, spec) -> Form:
     n = layout.n.astype(float)
     per_cell = n * (kappa + 1) / (n + kappa + 1)  # 1 / (1 / (kappa + 1) + 1 / n), 0 at n = 0
     information = np.bincount(layout.cell_pair, per_cell, minlength=len(layout.pairs))
-    cells = empty
-    if spec.kind == "joint":  # only the cells it samples
-        trials = layout.n + layout.e2e_n[layout.cell_pair]
-        cells = (trials >= CENTRED_MARGIN * (kappa + 1))[_sampled_cells(layout)]
-    return Form(information >= CENTRED_MARGIN * (kappa_agent + 1), cells)
+    pairs = information >= CENTRED_MARGIN * (kappa_agent + 1)
+    if spec.kind != "joint":
+        return Form(pairs, empty)
+    sampled = _sampled_cells(layout)  # only the cells it samples
+    trials = layout.n + layout.e2e_n[layout.cell_pair]
+    k, n = layout.k[sampled], layout.n[sampled]
+    tails = np.where((k == n) & (n > 0), 1, np.where((k == 0) & (n > 0), -1, 0))
+    return Form(pairs, (trials >= CENTRED_MARGIN * (kappa + 1))[sampled], tails.astype(np.int8))
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
@@ -425,27 +443,37 @@ def _task_hierarchy(pm, layout, spec, form):
     return log_task, log_1m_task, _concentration(pm, "kappa", spec.priors[role], AGENT)
 
 
-def _beta_parts(pm, name, log_a, log_b, centred, dim):
+def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
     """``log p`` and ``log (1 - p)`` of ``p ~ Beta(a, b)`` over ``dim``, from the shapes'
-    logs, sampled on the logit scale: centred (``{name}_logit``) where ``centred``,
-    non-centred (``{name}_z``, ``_noncentred_beta``) elsewhere. ``p`` is recorded as the
-    deterministic ``name``.
+    logs. Sampled on the logit scale, centred (``{name}_logit``) where ``centred`` and
+    non-centred (``{name}_z``, ``_noncentred_beta``) elsewhere, except where ``tails``
+    is 1 or -1: there on the upper or lower tail scale (``{name}_upper``,
+    ``{name}_lower``, ``_tail_beta``). ``p`` is recorded as the deterministic ``name``.
 
-    Both forms keep ``log p`` and ``log (1 - p)`` exact where ``p`` rounds to 0 or 1 (an
+    Every form keeps ``log p`` and ``log (1 - p)`` exact where ``p`` rounds to 0 or 1 (an
     all-success task whose mean's logit wanders to 40): PyMC's Beta would make the shape
     ``(1 - p) kappa`` 0 there, and the step a divergence.
     """
     import pytensor.tensor as pt
 
     size = centred.size
+    tails = np.zeros(size, dtype=np.int8) if tails is None else tails
     log_p, log_1mp = pt.zeros(size), pt.zeros(size)
-    inside, outside = np.flatnonzero(centred), np.flatnonzero(~centred)
-    for where, form in ((inside, "logit"), (outside, "z")):
+    forms = {
+        "logit": (centred & (tails == 0), _logit_beta),
+        "z": (~centred & (tails == 0), _noncentred_beta),
+        "upper": (tails == 1, _tail_beta),
+        "lower": (tails == -1, _tail_beta),
+    }
+    for form, (mask, parts) in forms.items():
+        where = np.flatnonzero(mask)
         if not where.size:
             continue
         free = pm.Flat(f"{name}_{form}", shape=where.size)
-        parts = _logit_beta if form == "logit" else _noncentred_beta
-        log_x, log_1mx, log_density = parts(log_a[where], log_b[where], free)
+        if form == "lower":  # the upper tail of 1 - p ~ Beta(b, a)
+            log_1mx, log_x, log_density = parts(log_b[where], log_a[where], free)
+        else:
+            log_x, log_1mx, log_density = parts(log_a[where], log_b[where], free)
         pm.Potential(f"{name}_{form}_prior", pt.sum(log_density))
         log_p = pt.set_subtensor(log_p[where], log_x)
         log_1mp = pt.set_subtensor(log_1mp[where], log_1mx)
@@ -483,6 +511,34 @@ def _noncentred_beta(log_a, log_b, z):
     scale = pt.sqrt(inverse_a * (1 + inverse_a) + inverse_b * (1 + inverse_b))
     log_p, log_1mp, log_density = _logit_beta(log_a, log_b, log_a - log_b + scale * z)
     return log_p, log_1mp, log_density + pt.log(scale)
+
+
+def _tail_beta(log_a, log_b, w):
+    """``log p``, ``log (1 - p)`` and the log density of ``w`` for ``p ~ Beta(a, b)``
+    written as ``-log(1 - p) = exp(w) / b``.
+
+    For a rate whose counts are all successes. As its task mean nears 1, ``b = (1 - mu)
+    kappa`` nears 0 and the logit of ``p`` gets an exponential tail of scale ``1 / b``: a
+    chain that follows the mean there cannot cross it on the logit scale (the second
+    robustness design, R-hat 1.38). On this scale ``b (-log(1 - p))`` tends to an
+    Exponential(1) as ``b`` shrinks, so ``w`` keeps the same shape whatever ``b``; for a
+    large ``b`` it is about the log of a Gamma(a), and the successes bound its lower tail
+    at rate ``a + k``. The density is the Beta's times ``|dp / dw| = (1 - p) exp(w) / b``:
+    ``(a - 1) log p - exp(w) + w - log Gamma(a) - log Gamma(b + 1) + log Gamma(a + b)``,
+    with ``Gamma(b) = Gamma(b + 1) / b`` taken in closed form, so nothing cancels as ``b``
+    goes to 0. Where ``e = exp(w) / b`` is below 1e-10, ``log p = log e - e / 2`` (its
+    series, which does not underflow with ``e``).
+    """
+    import pytensor.tensor as pt
+
+    a, b = pt.exp(log_a), pt.exp(log_b)
+    log_e = w - log_b
+    e = pt.exp(log_e)
+    small = log_e < np.log(1e-10)
+    # the other branch sees a safe value, so its gradient is never 0 x inf
+    log_p = pt.switch(small, log_e - e / 2, pt.log(-pt.expm1(-pt.switch(small, 1.0, e))))
+    log_norm = pt.gammaln(a + b) - pt.gammaln(a) - pt.gammaln(b + 1)
+    return log_p, -e, (a - 1) * log_p - pt.exp(w) + w + log_norm
 
 
 def _hierarchy_model(layout, spec, form):
@@ -609,7 +665,7 @@ def _joint_model(layout, spec, form):
             where = np.flatnonzero(sampled)
             group = layout.cell_pair[where]
             log_p, log_1mp = _beta_parts(
-                pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell"
+                pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell", form.tails
             )
             pm.Potential("k_sampled", pt.sum(k[where] * log_p + f[where] * log_1mp))
             log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
@@ -618,6 +674,7 @@ def _joint_model(layout, spec, form):
             log_lik = _bypass_terms(
                 pt,
                 log_q[many][:, None],
+                _log_1m_product(pt, layout, many, where, log_p, log_1mp)[:, None],
                 bypass_a[many][:, None],
                 bypass_b[many][:, None],
                 e2e_k[:, None],
@@ -628,6 +685,23 @@ def _joint_model(layout, spec, form):
             )
             pm.Potential("end_to_end", pt.sum(log_lik))
     return model
+
+
+def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
+    """``log(1 - Q)`` of each of ``pairs``, ``Q`` the product of its sampled rates (given
+    over the cells ``sampled`` by their ``log p`` and ``log (1 - p)``), built milestone by
+    milestone from ``1 - Q = (1 - p_1) + p_1 (1 - Q_rest)``: exact where ``Q`` rounds to 1
+    (an all-success task on the tail scale), where ``log(1 - exp(log Q))`` would be
+    ``-inf`` and its gradient NaN."""
+    cells, counts = _cells_of(layout, pairs)
+    position = np.full(layout.k.size, -1)
+    position[sampled] = np.arange(sampled.size)
+    index = position[cells]
+    total = log_1mp[index[:, 0]]
+    for m in range(1, index.shape[1]):
+        step = pt.logaddexp(log_1mp[index[:, m]], log_p[index[:, m]] + total)
+        total = pt.where(m < counts, step, total)
+    return total
 
 
 def _cells_of(layout, pairs):
@@ -776,9 +850,9 @@ def joint_data(layout, e2e_k) -> dict:
     return data
 
 
-def _bypass_terms(xp, log_q, a, b, k, n, failures, j_max, logsumexp):
+def _bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
     """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k);
-    ``failures`` is ``n - k`` (``count_data``).
+    ``log_1mq`` is ``log(1 - Q)`` and ``failures`` is ``n - k`` (``count_data``).
 
     ``xp`` is ``pytensor.tensor`` (in the model, where ``k`` is data that may change and
     ``j_max`` is the largest possible ``k``) or numpy (for the exact redraw); with
@@ -790,14 +864,14 @@ def _bypass_terms(xp, log_q, a, b, k, n, failures, j_max, logsumexp):
     j = np.arange(j_max + 1)[None, :]
     j_safe = xp.minimum(k, j)
     log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
-    log_1mq = xp.log1p(-xp.exp(log_q))
 
     def betaln(x, y):
         return gammaln(x) + gammaln(y) - gammaln(x + y)
 
-    # Q^(k - j) is 1 at j = k even when Q underflows to 0 (0 * -inf would be NaN).
+    # Q^(k - j) is 1 at j = k even when Q underflows to 0, and (1 - Q)^0 is 1 even when Q
+    # rounds to 1 (0 * -inf would be NaN).
     q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
-    terms = log_choose + q_power + j_safe * log_1mq
+    terms = log_choose + q_power + xp.where(j_safe > 0, j_safe * log_1mq, 0.0)
     terms = terms + betaln(a + j_safe, b + failures) - betaln(a, b)
     terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
@@ -805,7 +879,8 @@ def _bypass_terms(xp, log_q, a, b, k, n, failures, j_max, logsumexp):
     top = xp.max(terms, axis=1, keepdims=True)
     total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
     log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(failures + 1)
-    return log_binom[:, 0] + failures[:, 0] * log_1mq[:, 0] + total
+    failed = xp.where(failures[:, 0] > 0, failures[:, 0] * log_1mq[:, 0], 0.0)
+    return log_binom[:, 0] + failed + total
 
 
 BUILDERS = {
@@ -999,6 +1074,7 @@ def _bypass(post, layout, rng, shape, log_q):
             terms = _bypass_terms(
                 np,
                 log_q[..., p].reshape(-1, 1),
+                np.log(-np.expm1(log_q[..., p].reshape(-1, 1))),
                 ap,
                 bp,
                 np.array([[k]]),

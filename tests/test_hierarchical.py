@@ -139,12 +139,16 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
 def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(e2e, centred):
     """A sampled milestone rate is informed by its own trials and by its task's end-to-end
     trials (through the product): 2 + 40 trials reach the margin of 3 (kappa + 1) = 33
-    at the prior median kappa = e^2.3; 2 + 6 do not."""
+    at the prior median kappa = e^2.3; 2 + 6 do not. The all-success and all-failure
+    cells are sampled on their tail scales whatever the form."""
     from bayes_eval.hierarchical import choose_form
 
-    layout = one_task_layout(k=[1, 2], n=[2, 2], e2e=e2e)
+    layout = one_task_layout(k=[1, 2, 0], n=[2, 2, 2], e2e=e2e)
     form = choose_form(layout, bayes_eval.load_spec("joint"))
-    assert form.cells.tolist() == [centred, centred]
+    assert form.cells.tolist() == [centred] * 3
+    assert form.tails.tolist() == [0, 1, -1]
+    assert form.flipped().tails.tolist() == [0, 1, -1]
+    assert form.flipped().cells.tolist() == [not centred] * 3
 
 
 def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
@@ -274,6 +278,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     exact = _bypass_terms(
         np,
         np.log([[q]]),
+        np.log([[1 - q]]),
         np.array([[a]]),
         np.array([[b]]),
         np.array([[k]]),
@@ -463,6 +468,69 @@ def test_noncentred_task_means_are_exactly_beta(a, b):
             )
 
 
+@pytest.mark.parametrize("a, b", [(0.7, 3.2), (30.0, 5.0), (2.0, 0.05), (12.0, 1e-3), (0.3, 1e-9)])
+def test_tail_scale_rates_are_exactly_beta(a, b):
+    """The density of w pushed through -log(1 - p) = exp(w) / b gives the Beta
+    distribution: the mass above w0 is P(1 - p < exp(-exp(w0) / b)), the Beta(b, a) CDF
+    at a point far below the smallest double where b is small (mpmath, 40 digits). At
+    w0 = -30 the shapes 0.7, 3.2 and 30, 5 take log p from its series."""
+    import mpmath
+    import pytensor
+    import pytensor.tensor as pt
+    from scipy import integrate
+
+    from bayes_eval.hierarchical import _tail_beta
+
+    w = pt.dscalar("w")
+    log_a, log_b = (pt.constant(np.log(v), dtype="float64") for v in (a, b))
+    f = pytensor.function([w], list(_tail_beta(log_a, log_b, w)))
+
+    def density(x):
+        return np.exp(f(x)[2])
+
+    mpmath.mp.dps = 40
+    for w0 in (-30.0, -3.0, -0.5, 0.0, 1.0, 2.5):
+        log_p, log_1mp, _ = f(w0)
+        assert log_1mp == pytest.approx(-np.exp(w0) / b, rel=1e-14)
+        assert log_p == pytest.approx(float(mpmath.log(1 - mpmath.exp(float(log_1mp)))), rel=1e-12)
+        # split where the mass lies (w in -40..6) so that quad cannot step over it
+        below, above = (
+            sum(integrate.quad(density, lo, hi, epsabs=1e-14, epsrel=1e-10)[0] for lo, hi in parts)
+            for parts in (((-np.inf, -40), (-40, w0)), ((w0, 6), (6, np.inf)))
+        )
+        assert below + above == pytest.approx(1.0, abs=1e-9)
+        x = mpmath.exp(mpmath.mpf(float(log_1mp)))
+        exact = float(mpmath.betainc(b, a, 0, x, regularized=True))
+        assert above == pytest.approx(exact, rel=1e-7, abs=1e-12)
+
+
+def test_every_form_of_a_rate_samples_its_beta_prior():
+    """NUTS (nutpie) on ``_beta_parts`` alone draws each p from its Beta(a, b) in all four
+    forms: centred, non-centred, upper and lower tail scale. Each p's Beta CDF values are
+    uniform: the Kolmogorov-Smirnov distance is within its 0.1% critical value for the
+    draws' effective sample size."""
+    import arviz_stats
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayes_eval.hierarchical import _beta_parts, _sample
+
+    a = np.array([4.0, 0.6, 5.0, 0.3])
+    b = np.array([2.0, 3.0, 0.3, 5.0])
+    with pm.Model(coords={"rate": range(4)}) as model:
+        log_a, log_b = pt.as_tensor(np.log(a)), pt.as_tensor(np.log(b))
+        centred = np.array([True, False, True, False])
+        _beta_parts(pm, "p", log_a, log_b, centred, "rate", np.array([0, 0, 1, -1], np.int8))
+    settings = {"engine": "nutpie", "draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.8}
+    p = _sample(model, settings, 0, None, key=("beta forms",))["posterior"]["p"]
+    assert {v.name for v in model.value_vars} == {"p_logit", "p_z", "p_upper", "p_lower"}
+    for i in range(4):
+        draws = p.isel(rate=i).values
+        ess = float(arviz_stats.ess(draws, method="bulk"))
+        statistic = stats.kstest(draws.ravel(), stats.beta(a[i], b[i]).cdf).statistic
+        assert statistic < 1.95 / np.sqrt(min(ess, draws.size)), (i, statistic, ess)
+
+
 def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
     """(1 - mu) kappa + n - k must not round to a Beta shape of 0 when k = n."""
     import warnings
@@ -513,20 +581,27 @@ def test_joint_redraw_when_the_task_mean_is_one_and_the_concentration_small():
     assert np.all(rates["p_task"][1] > 1 - 1e-9)
 
 
-@pytest.mark.parametrize("model", ["end_to_end_pooled", "hierarchical", "joint"])
-def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model):
+@pytest.mark.parametrize(
+    "model, e2e",
+    [("end_to_end_pooled", (1, 1)), ("hierarchical", (1, 1)), ("joint", (1, 1))]
+    + [("joint", (8, 8)), ("joint", (7, 8))],
+)
+def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     """An all-success task whose mean's logit wanders to 30-300: the failure shape
     ``(1 - mu) kappa`` falls far below 1e-16 next to ``n - k = 0``. The log density and
     its gradient, compiled as nutpie compiles them, stay finite. (PyTensor used to rewrite
     ``b + (n - k)`` as ``(b + n) - k``, which rounds to 0: a NaN gradient, which nutpie
-    counts as a divergence, at every such step.)"""
+    counts as a divergence, at every such step.) With 8 end-to-end trials the joint
+    model samples the task's rates on their tail scale, where the product Q rounds to 1:
+    ``log(1 - Q)`` comes from the rates' own ``log(1 - p)``, never from ``log(1 - 1)``."""
     import pytensor
 
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
 
-    rows = [dict(task=t, method="end_to_end", successes=1, trials=1) for t in ("t0", "t1")]
+    rows = [dict(task="t0", method="end_to_end", successes=e2e[0], trials=e2e[1])]
+    rows.append(dict(task="t1", method="end_to_end", successes=1, trials=1))
     if model != "end_to_end_pooled":
         rows += [
             dict(task=t, method="milestone", step=m, successes=int(t == "t0"), trials=1)
@@ -550,6 +625,31 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model):
         assert all(np.all(np.isfinite(g)) for g in out[1:]), (mean.name, value)
 
 
+def test_log_1m_product_matches_high_precision():
+    """log(1 - Q) of each task's product of rates, tasks of 1 to 3 cells, against mpmath:
+    to machine precision where Q is far from 1, and where it is within 1e-20 of it (where
+    log(1 - exp(log Q)) is -inf)."""
+    import mpmath
+    import pytensor.tensor as pt
+
+    from bayes_eval.hierarchical import _log_1m_product
+
+    layout = one_task_layout(k=[1] * 6, n=[2] * 6)
+    layout.cell_pair = np.array([0, 1, 1, 2, 2, 2])
+    log_1mp = np.log([0.3, 0.5, 0.02, 1e-20, 3e-31, 1e-25])
+    log_p = np.log1p(-np.exp(log_1mp))
+    sampled = np.arange(6)
+    ours = _log_1m_product(pt, layout, np.arange(3), sampled, pt.as_tensor(log_p), log_1mp)
+    mpmath.mp.dps = 50
+    p = [1 - mpmath.exp(mpmath.mpf(float(v))) for v in log_1mp]
+    expected = [
+        mpmath.log(1 - p[0]),
+        mpmath.log(1 - p[1] * p[2]),
+        mpmath.log(1 - p[3] * p[4] * p[5]),
+    ]
+    assert ours.eval() == pytest.approx([float(e) for e in expected], rel=1e-14)
+
+
 def test_bypass_terms_when_the_milestone_product_underflows():
     """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
     from scipy import special
@@ -561,6 +661,7 @@ def test_bypass_terms_when_the_milestone_product_underflows():
         terms = _bypass_terms(
             np,
             np.array([[-np.inf]]),
+            np.array([[0.0]]),
             np.array([[a]]),
             np.array([[b]]),
             np.array([[k]]),
