@@ -37,6 +37,14 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
+EPILOG = """\
+start here:
+  bayes-eval fit "$(bayes-eval example)"            fit the shipped example
+  bayes-eval fit TABLE.csv --model joint --out RUN  fit your table, keep the run
+  bayes-eval report RUN --threshold 0.05 --out REPORT
+  bayes-eval COMMAND --help                         the options of one command
+"""
+
 QUIET_HELP = "no progress on stderr (shown only when stderr is a terminal anyway)"
 
 
@@ -46,7 +54,13 @@ def _progress(args):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bayes-eval", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="bayes-eval",
+        description="How likely is an AI agent to succeed at a task, with a credible upper bound.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
@@ -146,9 +160,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bayes_eval")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``bayes-eval``; returns the exit status."""
+    """Entry point of ``bayes-eval``; returns the exit status. With no arguments it prints
+    the help."""
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        _parser().print_help()
+        return 0
     debug = "--debug" in argv
     with interrupts.raising(), warnings.catch_warnings():
         if not debug:  # a warning is for the developer; the user gets notes and errors

@@ -197,6 +197,20 @@ def test_a_check_that_fails_after_the_fit_keeps_the_fit(monkeypatch, capsys, tmp
     pd.testing.assert_frame_equal(kept, pd.read_csv(tmp_path / "clean" / "summary.csv"))
 
 
+def test_no_arguments_prints_the_help_and_version_the_version(capsys):
+    import tomllib
+    from pathlib import Path
+
+    status, out, err = run(capsys)
+    assert status == 0 and err == ""
+    assert out.startswith("usage: bayes-eval") and "start here:" in out
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert capsys.readouterr().out == f"bayes-eval {pyproject['project']['version']}\n"
+
+
 def test_debug_shows_the_traceback(capsys):
     status, _, err = run(capsys, "fit", "missing.csv", "--debug")
     assert status == 2 and "Traceback" in err
