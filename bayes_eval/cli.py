@@ -53,6 +53,34 @@ def _progress(args):
     return None if args.quiet or not sys.stderr.isatty() else sys.stderr
 
 
+def _reading_options(command) -> None:
+    """How an evidence table is read: kept columns, summed batches."""
+    command.add_argument(
+        "--keep-columns",
+        dest="keep_columns",
+        action="store_true",
+        help="carry columns outside the evidence format (e.g. notes) into the summary",
+    )
+    command.add_argument(
+        "--sum-duplicates",
+        dest="sum_duplicates",
+        action="store_true",
+        help="add up count rows of the same cell (batches) instead of refusing them",
+    )
+
+
+def _evidence(args, notes: list):
+    """The evidence table named on the command line, read as its options say."""
+    from bayes_eval.evidence import load_evidence
+
+    return load_evidence(
+        args.evidence,
+        keep_columns=args.keep_columns,
+        sum_duplicates=args.sum_duplicates,
+        notes=notes,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="bayes-eval",
@@ -75,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument("--format", default="table", choices=FORMATS)
+    _reading_options(fit)
     mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
     mcmc.add_argument("--engine", choices=("nutpie", "pymc"))
     mcmc.add_argument("--draws", help="draws per chain")
@@ -130,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--level", help="one-sided credible level (default: the spec's)")
     report.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     report.add_argument("--out", required=True, help="folder for report.html, report.md, figures")
+    _reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
     plan = commands.add_parser(
@@ -246,7 +276,7 @@ def _fit(args) -> int:
     out = None if args.out is None else check_out(Path(args.out))
     notes: list[str] = []
     posterior = fit(
-        args.evidence,
+        _evidence(args, notes),
         args.model,
         level=level,
         seed=seed,
@@ -600,10 +630,6 @@ def _table(summary, posterior, threshold) -> str:
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _report(args) -> int:
     from bayes_eval.report import build_report, load_or_fit
     from bayes_eval.specs import check_level, check_probability
@@ -612,12 +638,19 @@ def _report(args) -> int:
     level = None if args.level is None else check_level(args.level, "--level")
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     out = check_out(Path(args.out))
-    posterior = load_or_fit(
-        args.source, model=args.model, level=level, seed=seed, log=_progress(args)
-    )
+    source, notes = Path(args.source), []
+    if not (source.is_dir() or source.suffix == ".nc"):
+        source = _evidence(argparse.Namespace(**vars(args), evidence=args.source), notes)
+    elif args.keep_columns or args.sum_duplicates:
+        flag = "--keep-columns" if args.keep_columns else "--sum-duplicates"
+        raise InputError(f"{flag}: applies to an evidence table, not a fitted run")
+    posterior = load_or_fit(source, model=args.model, level=level, seed=seed, log=_progress(args))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     result = build_report(posterior, threshold, level)
-    source = Path(args.source)
-    written = write_run(out, result.write, command="report", adds_to_run=_same(out, source))
+    written = write_run(
+        out, result.write, command="report", adds_to_run=_same(out, Path(args.source))
+    )
     tally = result.table["verdict"].value_counts()
     print(", ".join(f"{count} {verdict}" for verdict, count in tally.items()))
     print(f"wrote to {out}: {', '.join(written)}")
@@ -712,3 +745,7 @@ COMMANDS = {
     "report": _report,
     "plan": _plan,
 }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

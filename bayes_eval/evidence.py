@@ -35,6 +35,7 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     RUN,
     STEP,
+    SUMMARY_COLUMNS,
     TASK,
 )
 from bayes_eval.errors import InputError
@@ -95,13 +96,18 @@ class Evidence:
     table : pandas.DataFrame
         One row per observation with ``TABLE_COLUMNS``; ``row`` is the first source
         row (spreadsheet numbering) and ``n_rows`` how many source rows it aggregates.
-        Absent integers are -1, absent strings empty, an absent ``logprob`` NaN.
+        Absent integers are -1, absent strings empty, an absent ``logprob`` NaN. The
+        columns in ``kept`` follow, as text.
     source : str
         Where the table came from (a path or ``"DataFrame"``).
+    kept : tuple of str
+        Columns outside the evidence format that the user asked to keep
+        (``keep_columns``): the summary carries them per (agent, task).
     """
 
     table: pd.DataFrame
     source: str
+    kept: tuple[str, ...] = ()
 
     @cached_property
     def hash(self) -> str:
@@ -146,15 +152,33 @@ class Evidence:
         return data
 
 
-def load_evidence(source, *, name: str | None = None) -> Evidence:
-    """Read and validate evidence from a CSV or Parquet path, or a DataFrame.
+def load_evidence(
+    source,
+    *,
+    name: str | None = None,
+    keep_columns: bool = False,
+    sum_duplicates: bool = False,
+    notes: list | None = None,
+) -> Evidence:
+    """Read and validate evidence from a CSV, TSV or Parquet path, or a DataFrame.
 
     Parameters
     ----------
     source : str, pathlib.Path or pandas.DataFrame
-        The tidy table (columns in the README, Evidence).
+        The tidy table (columns in the README, Evidence). A text table is comma-separated;
+        a ``.tsv`` or ``.tab`` file tab-separated; a header with no comma but tabs or
+        semicolons is read with that delimiter (and a note says so).
     name : str, optional
         How to name the source in messages (defaults to the path or ``"DataFrame"``).
+    keep_columns : bool
+        Keep columns outside the evidence format (for example ``notes``) and carry them
+        into the summary; without it they are ignored, with a note. A column whose name
+        is close to a known one is refused either way, as a likely typo.
+    sum_duplicates : bool
+        Add up count rows of the same cell (batches run on different days); without
+        it a repeated cell is an error.
+    notes : list, optional
+        Receives one line per thing the reading did that the user should know.
 
     Returns
     -------
@@ -167,14 +191,26 @@ def load_evidence(source, *, name: str | None = None) -> Evidence:
     """
     if isinstance(source, Evidence):
         return source
+    notes = [] if notes is None else notes
     if isinstance(source, pd.DataFrame):
         label = name or "DataFrame"
-        _check_header(label, [str(c) for c in source.columns])
-        return _validate(source, label, from_file=False)
-    label = name or str(source)
-    path = Path(source)
-    frame = _read_table(path, label)
-    return _validate(frame, label, from_file=path.suffix.lower() not in (".parquet", ".pq"))
+        frame, from_file = source, False
+    else:
+        label = name or str(source)
+        path = Path(source)
+        frame = _read_table(path, label, notes)
+        from_file = path.suffix.lower() not in (".parquet", ".pq")
+    extra = _check_header(label, [str(c) for c in frame.columns])
+    if extra and not keep_columns:
+        notes.append(
+            f"{label}: ignored column{'s' * (len(extra) > 1)} {', '.join(extra)} (not part "
+            "of the evidence format; --keep-columns carries them into the summary)"
+        )
+        frame = frame.drop(columns=extra)
+        extra = []
+    return _validate(
+        frame, label, from_file=from_file, kept=tuple(extra), sum_duplicates=sum_duplicates
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -182,22 +218,21 @@ def load_evidence(source, *, name: str | None = None) -> Evidence:
 # ---------------------------------------------------------------------------
 
 
-def _read_table(path: Path, label: str) -> pd.DataFrame:
+def _read_table(path: Path, label: str, notes: list) -> pd.DataFrame:
     check_readable(path, label)
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         try:
-            frame = pd.read_parquet(path)
+            return pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises many types for a non-Parquet file
             raise InputError(f"{label}: not a readable Parquet table ({_first_line(exc)})") from exc
-        _check_header(label, [str(c) for c in frame.columns])
-        return frame
     text = read_text(path, label)
     if "\x00" in text:
         raise InputError(f"{label}: not a text table (binary content)")
+    delimiter = _delimiter(text, suffix, label, notes)
     # Rows are numbered as a spreadsheet numbers them: one per record, blank ones
     # included, so a line break inside quotes does not shift the rows after it.
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     header = None
     body = []
     row = 0
@@ -223,27 +258,55 @@ def _read_table(path: Path, label: str) -> pd.DataFrame:
     return frame
 
 
+DELIMITERS = {"\t": "tab", ";": "semicolon"}
+
+
+def _delimiter(text: str, suffix: str, label: str, notes: list) -> str:
+    """Tab for ``.tsv`` and ``.tab`` files; otherwise a comma, unless the header has no
+    comma and only one of tab and semicolon, which is then the delimiter (with a note)."""
+    if suffix in (".tsv", ".tab"):
+        return "\t"
+    header = next((line for line in text.splitlines() if line.strip()), "")
+    found = [d for d in DELIMITERS if d in header]
+    if "," in header or len(found) != 1:
+        return ","
+    notes.append(f"{label}: read as {DELIMITERS[found[0]]}-separated (the header has no comma)")
+    return found[0]
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
 
-def _check_header(label: str, header: list[str]) -> None:
-    seen = set()
+def _check_header(label: str, header: list[str]) -> list[str]:
+    """The columns outside the evidence format, in order. A column named twice, one whose
+    name is close to a known column (a likely typo), one named as a summary column, or a
+    missing required column is an error."""
+    seen, extra = set(), []
     for column in header:
         if column in seen:
             raise InputError(f"{label}: row 1, column {column}: column appears twice")
         seen.add(column)
-        if column not in COLUMNS:
-            close = difflib.get_close_matches(column, COLUMNS, n=1)
+        if column in COLUMNS:
+            continue
+        close = difflib.get_close_matches(column, COLUMNS, n=1)
+        if close or not column:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise InputError(
                 f"{label}: row 1, column {column}: unknown column{hint}; "
                 f"known columns: {', '.join(COLUMNS)}"
             )
+        if column in SUMMARY_COLUMNS or column in TABLE_COLUMNS:
+            raise InputError(
+                f"{label}: row 1, column {column}: not an evidence column, and the name of "
+                "a column the package writes; rename it"
+            )
+        extra.append(column)
     for required in ("task", "method"):
         if required not in seen:
             raise InputError(f"{label}: row 1: required column '{required}' is missing")
+    return extra
 
 
 # ---------------------------------------------------------------------------
@@ -351,7 +414,7 @@ def _as_real(value) -> float | None:
     return float(text) if REAL_TEXT.fullmatch(text) else None
 
 
-def _validate(frame: pd.DataFrame, label: str, *, from_file: bool) -> Evidence:
+def _validate(frame, label: str, *, from_file: bool, kept=(), sum_duplicates=False) -> Evidence:
     """Check every row; ``from_file`` rows are indexed by their CSV line number."""
     if frame.shape[0] == 0:
         raise InputError(f"{label}: the table has no rows")
@@ -360,10 +423,11 @@ def _validate(frame: pd.DataFrame, label: str, *, from_file: bool) -> Evidence:
     records = frame.to_dict("records")
     parsed = []
     for index, values in zip(frame.index, records, strict=True):
-        parsed.append(_parse_row(_Row(label, f"row {index}", values), index))
-    table = _aggregate(parsed, label)
+        row = _Row(label, f"row {index}", values)
+        parsed.append(_parse_row(row, index) | {c: row.text(c) or "" for c in kept})
+    table = _aggregate(parsed, label, kept, sum_duplicates)
     _check_steps(table, label)
-    return Evidence(table=table, source=label)
+    return Evidence(table=table, source=label, kept=tuple(kept))
 
 
 def _parse_row(row: _Row, number: int) -> dict:
@@ -460,7 +524,10 @@ def _parse_counts(row: _Row, method: str, out: dict) -> None:
     out.update(successes=successes, trials=trials)
 
 
-def _aggregate(parsed: list[dict], label: str) -> pd.DataFrame:
+def _aggregate(parsed: list[dict], label: str, kept=(), sum_duplicates=False) -> pd.DataFrame:
+    """One row per cell: per-trial rows of a cell are counted; count rows of the same cell
+    are added up with ``sum_duplicates`` and refused without it. A kept column holds the
+    distinct values of its rows, joined by "; "."""
     groups: dict[tuple, dict] = {}
     for record in parsed:
         key = tuple(record[k] for k in KEY)
@@ -468,10 +535,12 @@ def _aggregate(parsed: list[dict], label: str) -> pd.DataFrame:
         if first is None:
             groups[key] = dict(record, n_rows=1)
             continue
-        if not (record["per_trial"] and first["per_trial"]):
+        counted = record["method"] in COUNTED
+        if not (record["per_trial"] and first["per_trial"]) and not (counted and sum_duplicates):
+            hint = "; --sum-duplicates adds up batches of the same cell" if counted else ""
             raise InputError(
                 f"{label}: row {record['row']}: duplicates row {first['row']} "
-                "(same agent, task, method, milestone, run and step)"
+                f"(same agent, task, method, milestone, run and step){hint}"
             )
         if record["grading"] != first["grading"]:
             raise InputError(
@@ -479,10 +548,14 @@ def _aggregate(parsed: list[dict], label: str) -> pd.DataFrame:
                 f"from row {first['row']} ('{first['grading']}') for the same task"
             )
         first["successes"] += record["successes"]
-        first["trials"] += 1
+        first["trials"] += record["trials"]
         first["n_rows"] += 1
+        for column in kept:
+            values = first[column].split("; ") if first[column] else []
+            if record[column] and record[column] not in values:
+                first[column] = "; ".join([*values, record[column]])
     table = pd.DataFrame(list(groups.values()))
-    return table[list(TABLE_COLUMNS)].reset_index(drop=True)
+    return table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
 
 
 def _check_steps(table: pd.DataFrame, label: str) -> None:

@@ -270,7 +270,10 @@ def load_posterior(path) -> Posterior:
         if name not in tree:
             raise InputError(f"{path}: not a bayes_eval posterior (no group {name})")
     table = tree["evidence"].to_dataset().to_dataframe().reset_index(drop=True)
-    evidence = Evidence(table=table[list(TABLE_COLUMNS)], source=str(attrs["evidence_source"]))
+    kept = tuple(c for c in table.columns if c not in TABLE_COLUMNS)
+    evidence = Evidence(
+        table=table[[*TABLE_COLUMNS, *kept]], source=str(attrs["evidence_source"]), kept=kept
+    )
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
     spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))

@@ -67,6 +67,19 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
+    return _with_kept(table, posterior.evidence)
+
+
+def _with_kept(table: pd.DataFrame, evidence) -> pd.DataFrame:
+    """The summary with each column the user kept (``keep_columns``): per (agent, task),
+    the distinct values of its evidence rows, joined by "; "."""
+    for column in evidence.kept:
+        values: dict[tuple, list] = {}
+        for agent, task, cell in evidence.table[["agent", "task", column]].itertuples(index=False):
+            seen = values.setdefault((agent, task), [])
+            seen += [v for v in str(cell).split("; ") if v and v not in seen]
+        keys = zip(table["agent"], table["task"], strict=True)
+        table[column] = ["; ".join(values.get(key, [])) for key in keys]
     return table
 
 

@@ -277,3 +277,27 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     status, out, _ = run(capsys, "fit", EXAMPLE, "--out", str(tmp_path / "exact"))
     status, out, _ = run(capsys, "check", str(tmp_path / "exact"))
     assert status == 0 and "is exact (conjugate): no MCMC" in out
+
+
+def test_reading_options_from_the_command_line(capsys, tmp_path):
+    """A .tsv table with a notes column and two batches of one cell: refused with the
+    flag named, then read with --sum-duplicates (a note names the ignored column), and
+    with --keep-columns the summary carries the notes per task."""
+    table = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)
+    first = table.iloc[[0]].assign(notes="batch 2")
+    path = tmp_path / "e.tsv"
+    pd.concat([table.assign(notes="batch 1"), first]).to_csv(path, sep="\t", index=False)
+    status, out, err = run(capsys, "fit", str(path), "--model", "end_to_end", "--format", "csv")
+    assert status == 2 and out == "" and "--sum-duplicates adds up batches" in err
+    args = ["fit", str(path), "--model", "end_to_end", "--format", "csv", "--sum-duplicates"]
+    status, out, err = run(capsys, *args)
+    assert status == 0 and "note: " in err and "ignored column notes" in err
+    assert "notes" not in pd.read_csv(io.StringIO(out)).columns
+    status, out, err = run(capsys, *args, "--keep-columns", "--out", str(tmp_path / "run"))
+    summary = pd.read_csv(io.StringIO(out))
+    key = ["agent", "task"]
+    cell = tuple(first[key].iloc[0])
+    assert summary.set_index(key).loc[cell, "notes"] == "batch 1; batch 2"
+    assert set(summary["notes"]) == {"batch 1", "batch 1; batch 2"}
+    reloaded = load_posterior(tmp_path / "run").summary()
+    assert reloaded.set_index(key).loc[cell, "notes"] == "batch 1; batch 2"

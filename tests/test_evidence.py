@@ -186,3 +186,71 @@ def test_hash_ignores_row_order(tmp_path):
     changed = load_evidence(write(tmp_path, [GOOD[0].replace("3,10", "4,10")], name="c.csv"))
     assert changed.hash != one.hash
     assert np.all(one.table.columns == two.table.columns)
+
+
+@pytest.mark.parametrize(
+    ("name", "delimiter", "note"),
+    [("e.tsv", "\t", None), ("e.csv", "\t", "tab-separated"), ("e.csv", ";", "semicolon")],
+)
+def test_tab_and_semicolon_tables_read_as_the_comma_table(tmp_path, name, delimiter, note):
+    """A .tsv file is tab-separated; a .csv whose header has no comma but one of tab and
+    semicolon is read with it, and a note says so."""
+    comma = load_evidence(write(tmp_path, GOOD, name="comma.csv"))
+    lines = [line.replace(",", delimiter) for line in GOOD]
+    notes = []
+    other = load_evidence(
+        write(tmp_path, lines, header=HEADER.replace(",", delimiter), name=name), notes=notes
+    )
+    assert other.hash == comma.hash
+    assert (notes == []) if note is None else (len(notes) == 1 and note in notes[0])
+
+
+def test_a_semicolon_table_with_commas_in_its_header_is_refused_by_name(tmp_path):
+    path = write(tmp_path, ["t;end_to_end;1;2"], header="task;method;successes,trials")
+    with pytest.raises(InputError, match="unknown column"):
+        load_evidence(path)
+
+
+def test_columns_outside_the_format_are_noted_or_kept(tmp_path):
+    """A notes column is ignored with a note, or kept (distinct values per cell, joined);
+    a column named close to a known one stays a typo error."""
+    header = HEADER + ",notes,owner"
+    lines = [
+        "a,t1,end_to_end,,,,,,1,,,,day 1,ann",
+        "a,t1,end_to_end,,,,,,0,,,,day 2,ann",
+        "a,t2,end_to_end,,,,3,10,,,,,,bob",
+    ]
+    notes = []
+    plain = load_evidence(write(tmp_path, lines, header=header), notes=notes)
+    assert plain.kept == () and "notes" not in plain.table
+    assert notes == [
+        f"{tmp_path / 'e.csv'}: ignored columns notes, owner (not part of the "
+        "evidence format; --keep-columns carries them into the summary)"
+    ]
+    kept = load_evidence(write(tmp_path, lines, header=header), keep_columns=True)
+    assert kept.kept == ("notes", "owner")
+    cells = kept.table.set_index("task")
+    assert cells.loc["t1", "notes"] == "day 1; day 2" and cells.loc["t1", "owner"] == "ann"
+    assert cells.loc["t2", "notes"] == "" and cells.loc["t1", "trials"] == 2
+    with pytest.raises(InputError, match="did you mean 'agent'"):
+        load_evidence(
+            write(tmp_path, ["t,end_to_end,1,2,x"], header="task,method,successes,trials,agnet")
+        )
+    with pytest.raises(InputError, match="column upper: not an evidence column"):
+        load_evidence(
+            write(tmp_path, ["t,end_to_end,1,2,x"], header="task,method,successes,trials,upper")
+        )
+
+
+def test_batches_of_the_same_cell_are_summed_on_request(tmp_path):
+    lines = ["a,t,end_to_end,,,,1,20,,,,", "a,t,end_to_end,,,,,,1,,,", "a,t,end_to_end,,,,2,30,,,,"]
+    path = write(tmp_path, lines)
+    with pytest.raises(InputError, match="row 3: duplicates row 2 .*--sum-duplicates adds up"):
+        load_evidence(path)
+    summed = load_evidence(path, sum_duplicates=True).table.iloc[0]
+    assert (summed["successes"], summed["trials"], summed["n_rows"], summed["row"]) == (4, 51, 3, 2)
+    # a point value cannot be summed
+    best = ["a,t2,expert_best_of_n,1,r1,,,,,3,,", "a,t2,expert_best_of_n,1,r1,,,,,2,,"]
+    with pytest.raises(InputError) as info:
+        load_evidence(write(tmp_path, best, name="b.csv"), sum_duplicates=True)
+    assert "duplicates row 2" in str(info.value) and "--sum-duplicates" not in str(info.value)
