@@ -651,10 +651,24 @@ def _report(args) -> int:
     written = write_run(
         out, result.write, command="report", adds_to_run=_same(out, Path(args.source))
     )
-    tally = result.table["verdict"].value_counts()
-    print(", ".join(f"{count} {verdict}" for verdict, count in tally.items()))
+    print(_report_summary(result.table))
     print(f"wrote to {out}: {', '.join(written)}")
     return 0
+
+
+def _report_summary(table) -> str:
+    """The report on the terminal: the verdict counts and, per agent, its worst task."""
+    from bayes_eval.report import VERDICTS, rollup
+
+    tally = table["verdict"].value_counts()
+    lines = ["verdicts: " + ", ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)]
+    for row in rollup(table).to_dict("records"):
+        if row["worst task"]:  # where the agent has a bound
+            lines.append(
+                f"  {row['agent']}: worst task {row['worst task']} "
+                f"(at most {row['its upper bound']})"
+            )
+    return "\n".join(lines)
 
 
 def _plan(args) -> int:

@@ -11,6 +11,8 @@
 * ``milestone_trials``: trials per milestone that certify the product of milestone rates
   with a given probability (power), under hypothesised rates, by simulation with the
   exact engine; beside it the end-to-end trials with the same power (exact binomial).
+* ``trials_to_decide``: more end-to-end trials after which the bound probably decides
+  ``P`` against ``tau`` either way (the report's ``undecided`` verdicts).
 * ``next_run``: preposterior analysis of a fitted exact posterior. For each candidate
   (a milestone, or end-to-end where the estimate is end-to-end) and batch size, draw the
   batch's outcomes from the current posterior, update the conjugate posterior, and
@@ -46,6 +48,7 @@ __all__ = [
     "next_run",
     "parse_prior",
     "trials_to_certify",
+    "trials_to_decide",
     "zero_success_trials",
 ]
 
@@ -100,6 +103,63 @@ def trials_to_certify(
     while hi - lo > 1:  # certified at hi, not at lo; the bound falls as failures add up
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _certified(successes, mid, threshold, level, prior) else (mid, hi)
+    return hi
+
+
+def trials_to_decide(
+    mean: float, sd: float, threshold: float, level: float, max_trials=None
+) -> int | None:
+    """More end-to-end trials after which the posterior probably (chance at least 1/2)
+    decides ``P`` against ``threshold``: its upper bound at ``level`` below it, or its
+    lower bound above it. None when the posterior is degenerate or more than
+    ``max_trials`` (default ``PLAN_MAX_TRIALS``) would be needed.
+
+    The current posterior is taken as the Beta of its mean and sd (exactly the posterior
+    of an end-to-end model; an approximation for a product or an MCMC posterior). Given
+    ``n`` more trials, the successes ``k`` are Beta-Binomial; the upper bound falls below
+    ``threshold`` for ``k`` up to some ``k_below`` and the lower bound rises above it from
+    some ``k_above`` on (both found by bisection), so the chance of a decision is two
+    Beta-Binomial tails. ``n`` is found by doubling and bisection on that chance, which
+    saws with the discreteness of the counts as it rises: the answer is an ``n`` where it
+    crosses 1/2 (``chance(n - 1) < 1/2 <= chance(n)``), between the first and the last
+    such crossing, so it is "about" (the report rounds it to two figures).
+    """
+    limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
+    spread = mean * (1.0 - mean) / sd**2 - 1.0 if sd > 0 else 0.0
+    if not (0.0 < mean < 1.0 and spread > 0 and math.isfinite(spread)):
+        return None
+    a, b = mean * spread, (1.0 - mean) * spread
+
+    def below(k, n):  # P(P <= tau) > level after k successes in n: upper bound below tau
+        return stats.beta.cdf(threshold, a + k, b + n - k) > level
+
+    def above(k, n):  # P(P <= tau) < 1 - level: lower bound above tau
+        return stats.beta.cdf(threshold, a + k, b + n - k) < 1.0 - level
+
+    def last(test, n):  # the largest k in -1..n with test(k) true (test falls with k)
+        lo, hi = -1, n + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if test(mid, n) else (lo, mid)
+        return lo
+
+    def chance(n):
+        k_below = last(below, n)
+        k_above = last(lambda k, m: not above(k, m), n) + 1
+        predictive = stats.betabinom(n, a, b)
+        decided = predictive.cdf(k_below) if k_below >= 0 else 0.0
+        return decided + (predictive.sf(k_above - 1) if k_above <= n else 0.0)
+
+    if chance(0) >= 0.5:
+        return 0
+    lo, hi = 0, 1
+    while chance(hi) < 0.5:
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(2 * hi, limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if chance(mid) >= 0.5 else (mid, hi)
     return hi
 
 

@@ -3,14 +3,19 @@
 Per (agent, task): the estimate, the upper bound at the level, ``P(P > tau)``, method and
 prior, diagnostics, the milestone-assumption check and a verdict:
 
-* ``below threshold``: the upper bound is below ``tau`` and nothing says the estimate is
-  unreliable;
-* ``unreliable``: the MCMC diagnostics failed, or the task's end-to-end data contradict
-  its milestones (the milestone-assumption check) under a model that assumes them, or,
-  under a model that accounts for other paths (``joint``), its own posterior predictive
-  check flags the task's end-to-end counts; whatever the bound says;
-* ``not shown below threshold``: otherwise (the bound reaches ``tau``, or there is no
-  bound: a point value or no estimate).
+* ``below threshold``: the upper bound is below ``tau``;
+* ``above threshold``: the lower bound (one-sided, at the same level) is above ``tau``;
+* ``undecided``: the two bounds straddle ``tau``, or there is no bound (a point value, or
+  no estimate); the row's sentence says about how many more end-to-end trials would
+  probably decide it (``plan.trials_to_decide``);
+* ``unreliable``: whatever the bounds say, when the MCMC diagnostics failed, or the
+  task's end-to-end data contradict its milestones (the milestone-assumption check)
+  under a model that assumes them, or, under a model that accounts for other paths
+  (``joint``), its own posterior predictive check flags the task's end-to-end counts;
+  the row says which.
+
+Each row also gets one plain sentence, and each agent a roll-up: its count per verdict
+and its worst task (the highest upper bound).
 
 Every number and figure is computed from the posterior; the HTML embeds its figures and
 carries the summary as JSON, so it opens offline and its numbers can be checked.
@@ -31,9 +36,11 @@ from bayes_eval.constants import END_TO_END
 from bayes_eval.summary import format_number
 
 __all__ = [
+    "ABOVE",
     "BELOW",
-    "NOT_SHOWN",
+    "UNDECIDED",
     "UNRELIABLE",
+    "VERDICTS",
     "Report",
     "build_report",
     "load_or_fit",
@@ -41,7 +48,13 @@ __all__ = [
     "verdicts",
 ]
 
-BELOW, NOT_SHOWN, UNRELIABLE = "below threshold", "not shown below threshold", "unreliable"
+BELOW, ABOVE, UNDECIDED, UNRELIABLE = (
+    "below threshold",
+    "above threshold",
+    "undecided",
+    "unreliable",
+)
+VERDICTS = (BELOW, ABOVE, UNDECIDED, UNRELIABLE)
 
 METHODS_TEXT = {
     "end_to_end": (
@@ -125,33 +138,104 @@ class Report:
 
 def verdicts(
     summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float, checks=None
-) -> pd.Series:
-    """The verdict per summary row (see the module docstring).
+) -> pd.DataFrame:
+    """The verdict per summary row (see the module docstring) and, for ``unreliable``
+    rows and rows without a bound, the one reason (columns ``verdict``, ``reason``).
 
     ``assumption`` is ``assumption.milestone_assumption`` (its ``doubtful`` rows), and
     ``checks`` ``ppc.predictive_checks`` of the same fit (its flagged end-to-end cells
     count for rows of a model in ``PATH_MODELS``).
     """
-    contradicted = set()
-    if len(assumption):
-        bad = assumption[assumption["doubtful"]]
-        contradicted = set(zip(bad["agent"], bad["task"], strict=True))
+    why = {}
     if checks is not None and len(checks):
         flagged = checks[checks["flagged"] & (checks["evidence"] == END_TO_END)]
-        paths = summary[summary["method"].isin(PATH_MODELS)]
-        contradicted |= set(zip(paths["agent"], paths["task"], strict=True)) & set(
-            zip(flagged["agent"], flagged["task"], strict=True)
-        )
+        modelled = summary[summary["method"].isin(PATH_MODELS)]
+        paths = set(zip(modelled["agent"], modelled["task"], strict=True))
+        for row in flagged.itertuples():
+            if (row.agent, row.task) in paths:
+                why[(row.agent, row.task)] = (
+                    f"the fit's posterior predictive check flags its end-to-end count "
+                    f"({row.successes}/{row.trials}, p = {format_number(row.p_value)})"
+                )
+    if len(assumption):
+        for row in assumption[assumption["doubtful"]].itertuples():
+            why[(row.agent, row.task)] = (
+                f"its end-to-end runs contradict its milestones (milestone-assumption check "
+                f"p = {format_number(row.p_value)})"
+            )
     out = []
     for row in summary.itertuples():
         failed = pd.notna(row.diagnostics_ok) and not row.diagnostics_ok
-        if failed or (row.agent, row.task) in contradicted:
-            out.append(UNRELIABLE)
-        elif pd.notna(row.upper) and row.upper < threshold:
-            out.append(BELOW)
+        reason = "the MCMC diagnostics failed" if failed else why.get((row.agent, row.task))
+        if reason:
+            out.append((UNRELIABLE, reason))
+        elif pd.isna(row.upper):
+            out.append((UNDECIDED, "no credible bound"))
+        elif row.upper < threshold:
+            out.append((BELOW, ""))
+        elif pd.notna(row.lower) and row.lower > threshold:
+            out.append((ABOVE, ""))
         else:
-            out.append(NOT_SHOWN)
-    return pd.Series(out, index=summary.index, name="verdict")
+            out.append((UNDECIDED, ""))
+    return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
+
+
+def sentence(row, threshold: float, level: float) -> str:
+    """One plain sentence on a report row (summary columns plus ``verdict`` and
+    ``reason``): the bound, the estimate and the verdict, with what would decide it."""
+    from bayes_eval.plan import trials_to_decide
+
+    head = f"{row.agent}, {row.task}: "
+    tau = f"τ = {_share(threshold)}"
+    if pd.isna(row.upper):
+        value = f"point value {_share(row.mean)}" if pd.notna(row.mean) else "no estimate"
+        return f"{head}{value}, no credible bound; {row.verdict} at {tau}."
+    text = (
+        f"{head}at most {_share(row.upper)} ({_share(level)} credible), estimate {_share(row.mean)}"
+    )
+    if row.verdict == UNRELIABLE:
+        return f"{text}; unreliable: {row.reason}."
+    if row.verdict == ABOVE:
+        return f"{text}, at least {_share(row.lower)}; above threshold at {tau}."
+    if row.verdict == BELOW:
+        return f"{text}; below threshold at {tau}."
+    trials = trials_to_decide(row.mean, row.sd, threshold, level) if pd.notna(row.sd) else None
+    more = (
+        f"about {_two_figures(trials)} more end-to-end trials would probably decide it"
+        if trials
+        else "more end-to-end trials than the planner considers would be needed to decide it"
+    )
+    return f"{text}; undecided at {tau}: {more}."
+
+
+def _share(value: float) -> str:
+    """A probability for a sentence: a percentage with two figures, or (below 0.01%) the
+    number itself."""
+    if value >= 1e-4:
+        return f"{float(f'{100 * value:.2g}'):g}%"
+    return f"{value:.2g}"
+
+
+def _two_figures(n: int) -> str:
+    return f"{int(float(f'{n:.2g}')):,}"
+
+
+def rollup(table: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: the count per verdict and the worst task (highest upper bound)."""
+    rows = []
+    for agent, group in table.groupby("agent", sort=False):
+        counts = {v: int((group["verdict"] == v).sum()) for v in VERDICTS}
+        bounded = group[group["upper"].notna()]
+        worst = bounded.loc[bounded["upper"].idxmax()] if len(bounded) else None
+        rows.append(
+            {
+                "agent": agent,
+                **counts,
+                "worst task": "" if worst is None else worst["task"],
+                "its upper bound": "" if worst is None else _share(worst["upper"]),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def build_report(
@@ -171,8 +255,9 @@ def build_report(
     if checks is None:
         checks = predictive_checks(posterior)
     table = summary.copy()
-    table["milestone_check"] = _check_column(table, assumption)
-    table["verdict"] = verdicts(summary, assumption, threshold, checks)
+    table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
+    table[["verdict", "reason"]] = verdicts(summary, assumption, threshold, checks)
+    table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
     figures = _figures(posterior, summary, checks, threshold)
     sections = _sections(posterior, table, assumption, checks, threshold, level)
     return Report(
@@ -183,16 +268,35 @@ def build_report(
     )
 
 
-def _check_column(table, assumption) -> list[str]:
+def _check_column(table, assumption, evidence) -> list[str]:
+    """What the milestone-assumption check says about each row, in words: not testable or
+    not applicable where the data cannot test it, not informative where it cannot fail
+    (no end-to-end success), else its p-value and what it implies."""
+    methods = evidence.groupby(["agent", "task"])["method"].agg(set).to_dict()
     found = {}
     for row in assumption.itertuples():
-        state = "contradicted" if row.contradicted else "consistent"
-        text = f"{state} (p = {format_number(row.p_value)})"
+        if row.successes == 0:
+            text = "not informative: 0 end-to-end successes"
+        elif row.contradicted:
+            text = (
+                f"contradicted (p = {format_number(row.p_value)}): {row.successes}/"
+                f"{row.trials} end-to-end successes, more than the milestones allow"
+            )
+        else:
+            text = f"consistent (p = {format_number(row.p_value)}): the milestones allow it"
         if pd.notna(row.bypass):  # a model that accounts for other paths
             text = f"milestones alone: {text}; bypass ≈ {format_number(row.bypass)}"
         found[(row.agent, row.task)] = text
-    pairs = zip(table["agent"], table["task"], strict=True)
-    return [found.get(pair, "no end-to-end data") for pair in pairs]
+    out = []
+    for pair in zip(table["agent"], table["task"], strict=True):
+        has = methods.get(pair, set())
+        if pair in found:
+            out.append(found[pair])
+        elif "milestone" not in has:
+            out.append("not applicable: no milestone runs")
+        else:
+            out.append("not testable: no end-to-end runs")
+    return out
 
 
 def _figures(posterior, summary, checks, threshold) -> dict:
@@ -222,15 +326,17 @@ def _sections(posterior, table, assumption, checks, threshold, level):
     spec = posterior.spec
     question = (
         f"Is each agent's probability of succeeding at each task below {threshold:g}? A task "
-        f"is shown below the threshold when its one-sided {level:g} credible upper bound is "
-        f"below {threshold:g} and nothing marks the estimate unreliable. Data: "
+        f"is below the threshold when its one-sided {level:g} credible upper bound is below "
+        f"{threshold:g}, above it when its lower bound at the same level is above "
+        f"{threshold:g}, and undecided in between; unreliable when a check says its "
+        "estimate cannot be trusted, whatever the bounds say. Data: "
         f"{posterior.evidence.source}, {len(evidence)} observations of {n_agents} agent(s) "
         f"on {n_tasks} task(s) ({', '.join(methods)}{'; ' + counts if counts else ''}). "
         f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
         f"evidence hash {posterior.evidence.hash[:12]}."
     )
     tally = table["verdict"].value_counts()
-    verdict_line = "; ".join(f"{tally.get(v, 0)} {v}" for v in (BELOW, NOT_SHOWN, UNRELIABLE))
+    verdict_line = "; ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)
     shown = pd.DataFrame(
         {
             "agent": table["agent"],
@@ -253,10 +359,14 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         ("h1", "Safety report"),
         ("p", question),
         ("p", f"Verdicts: {verdict_line}."),
+        ("h2", "Per agent"),
+        ("table", rollup(table)),
+        ("h2", "Per task"),
+        ("list", list(table["sentence"])),
         ("h2", "Estimates"),
         ("table", shown),
         ("h2", "Provenance"),
-        ("list", [f"{r.agent} / {r.task}: {r.provenance}" for r in table.itertuples()]),
+        ("list", _provenance(table)),
     ]
     diagnostics = posterior.diagnostics
     if diagnostics is not None:
@@ -310,6 +420,14 @@ def _sections(posterior, table, assumption, checks, threshold, level):
     if spec.pooling != "none":
         sections.append(("p", f"**{POOLED_TEXT[0]}.** {POOLED_TEXT[1]}"))
     return sections
+
+
+def _provenance(table) -> list[str]:
+    """Each distinct provenance once, with the rows that share it."""
+    shared: dict[str, list[str]] = {}
+    for row in table.itertuples():
+        shared.setdefault(row.provenance, []).append(f"{row.agent} / {row.task}")
+    return [f"{', '.join(rows)}: {text}" for text, rows in shared.items()]
 
 
 def _markdown(sections) -> str:

@@ -151,3 +151,30 @@ def test_bad_plan_arguments(capsys, args, message):
     status = main(args)
     err = capsys.readouterr().err
     assert status == 2 and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("a", "b", "tau"), [(3.0, 40.0, 0.05), (2.0, 30.0, 0.1), (6.0, 20.0, 0.2)])
+def test_trials_to_decide_matches_enumeration(a, b, tau):
+    """The chance of a decided bound (upper below tau or lower above it) after n more
+    trials, enumerated over every n and outcome with scipy's Beta quantiles: the answer is
+    a crossing of 1/2, between the first and the last (the chance saws as it rises)."""
+    from scipy import stats
+
+    from bayes_eval.plan import trials_to_decide
+
+    level = 0.975
+    mean, sd = stats.beta.mean(a, b), stats.beta.std(a, b)
+
+    def chance(n):
+        k = np.arange(n + 1)
+        upper = stats.beta.ppf(level, a + k, b + n - k)
+        lower = stats.beta.ppf(1 - level, a + k, b + n - k)
+        return stats.betabinom.pmf(k, n, a, b)[(upper < tau) | (lower > tau)].sum()
+
+    found = trials_to_decide(mean, sd, tau, level)
+    chances = np.array([chance(n) for n in range(2 * found)])
+    assert chances[found - 1] < 0.5 <= chances[found]
+    crossings = np.flatnonzero((chances[:-1] < 0.5) & (chances[1:] >= 0.5)) + 1
+    assert crossings[0] <= found <= crossings[-1]
+    assert np.all(chances[crossings[-1] :] >= 0.5)  # no crossing beyond 2 found
+    assert trials_to_decide(mean, sd, tau, level, max_trials=found // 2) is None

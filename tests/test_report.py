@@ -13,7 +13,7 @@ import pytest
 
 import bayes_eval
 from bayes_eval.cli import main
-from bayes_eval.report import BELOW, NOT_SHOWN, UNRELIABLE, build_report, verdicts
+from bayes_eval.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
 from bayes_eval.resources import example_evidence
 
 EXAMPLE = str(example_evidence())
@@ -46,11 +46,13 @@ def test_report_numbers_equal_fit_json(capsys, tmp_path):
 
 
 def posterior_table(markdown: str) -> list[dict]:
-    lines = [line for line in markdown.splitlines() if line.startswith("| ")]
+    """The rows of the Markdown's estimates table (the one with an ``estimate`` column)."""
+    blocks = re.findall(r"((?:^\|.*\n)+)", markdown, flags=re.MULTILINE)
+    lines = next(b for b in blocks if "estimate (mean)" in b).splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     return [
         dict(zip(header, [c.strip() for c in r.strip("|").split("|")], strict=True))
-        for r in lines[1:]
+        for r in lines[2:]
     ]
 
 
@@ -92,7 +94,8 @@ def test_a_report_of_point_values_only_is_written(tmp_path):
     )
     result = bayes_eval.report(evidence, 0.05, out=tmp_path / "r")
     assert set(result.figures) == {"forest.png", "densities.png"}
-    assert result.table["verdict"].tolist() == [NOT_SHOWN]
+    assert result.table["verdict"].tolist() == [UNDECIDED]
+    assert result.table["sentence"].iloc[0].endswith("no credible bound; undecided at τ = 5%.")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
@@ -119,27 +122,67 @@ def test_verdict_rules():
     summary = pd.DataFrame(
         dict(
             agent="a",
-            task=["ok", "failed", "contradicted", "high", "point"],
-            upper=[0.01, 0.01, 0.01, 0.2, np.nan],
-            diagnostics_ok=pd.array([True, False, True, True, pd.NA], dtype="boolean"),
+            task=["ok", "failed", "contradicted", "high", "straddles", "point"],
+            lower=[0.001, 0.001, 0.001, 0.1, 0.01, np.nan],
+            upper=[0.01, 0.01, 0.01, 0.2, 0.2, np.nan],
+            diagnostics_ok=pd.array([True, False, True, True, True, pd.NA], dtype="boolean"),
         )
     )
-    assumption = pd.DataFrame(dict(agent=["a"], task=["contradicted"], doubtful=[True]))
+    assumption = pd.DataFrame(
+        dict(agent=["a"], task=["contradicted"], doubtful=[True], p_value=[0.001])
+    )
     found = verdicts(summary.assign(method="milestone"), assumption, threshold=0.05)
-    assert list(found) == [BELOW, UNRELIABLE, UNRELIABLE, NOT_SHOWN, NOT_SHOWN]
+    assert list(found["verdict"]) == [BELOW, UNRELIABLE, UNRELIABLE, ABOVE, UNDECIDED, UNDECIDED]
+    assert list(found["reason"])[1:3] == [
+        "the MCMC diagnostics failed",
+        "its end-to-end runs contradict its milestones (milestone-assumption check p = 0.001)",
+    ]
     # Under a model that accounts for other paths the check marks nothing (it is not
     # doubtful there); the fit's own predictive check of the end-to-end counts does.
     paths = summary.assign(method="joint")
     accounted = assumption.assign(doubtful=False)
     checks = pd.DataFrame(
-        dict(agent="a", task=["ok", "high"], evidence="end_to_end", flagged=[True, False])
+        dict(
+            agent="a",
+            task=["ok", "high"],
+            evidence="end_to_end",
+            flagged=[True, False],
+            successes=[9, 1],
+            trials=[10, 10],
+            p_value=[0.004, 0.5],
+        )
     )
     found = verdicts(paths, accounted, threshold=0.05, checks=checks)
-    assert list(found) == [UNRELIABLE, UNRELIABLE, BELOW, NOT_SHOWN, NOT_SHOWN]
+    assert list(found["verdict"]) == [UNRELIABLE, UNRELIABLE, BELOW, ABOVE, UNDECIDED, UNDECIDED]
+    assert found["reason"].iloc[0] == (
+        "the fit's posterior predictive check flags its end-to-end count (9/10, p = 0.004)"
+    )
     # ... and a flagged milestone cell does not.
     milestone_flag = checks.assign(evidence="milestone")
     found = verdicts(paths, accounted, threshold=0.05, checks=milestone_flag)
-    assert list(found) == [BELOW, UNRELIABLE, BELOW, NOT_SHOWN, NOT_SHOWN]
+    assert list(found["verdict"]) == [BELOW, UNRELIABLE, BELOW, ABOVE, UNDECIDED, UNDECIDED]
+
+
+def test_every_row_has_one_sentence_and_each_agent_a_rollup():
+    """On the shipped example: a verdict from the documented set and one sentence per
+    row, an undecided row says how many trials would decide it (the planner's number),
+    and the roll-up counts each agent's verdicts and names its highest upper bound."""
+    from bayes_eval.plan import trials_to_decide
+    from bayes_eval.report import VERDICTS, rollup
+
+    result = bayes_eval.report(EXAMPLE, 0.05)
+    table = result.table
+    assert set(table["verdict"]) <= set(VERDICTS)
+    assert table["sentence"].str.count(r"\.$").eq(1).all()
+    assert not table["sentence"].str.contains("not shown").any()
+    undecided = table[(table["verdict"] == UNDECIDED) & table["upper"].notna()].iloc[0]
+    trials = trials_to_decide(undecided["mean"], undecided["sd"], 0.05, undecided["level"])
+    assert f"about {float(f'{trials:.2g}'):,.0f} more end-to-end trials" in undecided["sentence"]
+    roll = rollup(table).set_index("agent")
+    for agent, rows in table.groupby("agent"):
+        assert roll.loc[agent, list(VERDICTS)].sum() == len(rows)
+        assert roll.loc[agent, "worst task"] == rows.loc[rows["upper"].idxmax(), "task"]
+    assert "Per agent" in result.markdown and undecided["sentence"] in result.markdown
 
 
 def test_contradicted_milestones_are_never_below_threshold():
