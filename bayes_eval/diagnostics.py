@@ -53,14 +53,28 @@ class Diagnostics:
         return bool(global_ok and hyper["ok"].all() and len(rows) and rows["ok"].all())
 
 
+# The free variables behind a parameter sampled in parts (``{name}_{form}``); where
+# ``name`` itself is recorded, it stands for them (rank-normalised R-hat and ESS do not
+# change under a monotone map) and carries their labels.
+PARTS = ("_logit", "_z", "_upper", "_lower")
+
+
+# The rates drawn back exactly for every posterior draw (``p_task`` is checked on its own).
+DRAWN_BACK = ("p_task", "p_milestone", "p_step", "bypass_task")
+
+
 def sampled_variables(posterior) -> list[str]:
     """The sampled parameters of an MCMC posterior in their own space: not nutpie's
-    unconstrained copies (named ``*__``), nor the rates drawn back exactly (``p_*``,
-    ``bypass_*``)."""
+    unconstrained copies (named ``*__``), nor the rates drawn back exactly
+    (``DRAWN_BACK``), nor the parts of a parameter that is recorded whole (``PARTS``)."""
+
+    def part(v):
+        return any(v.endswith(s) and v.removesuffix(s) in posterior for s in PARTS)
+
     return [
         v
         for v in posterior.data_vars
-        if not v.startswith(("p_", "bypass_")) and not v.endswith("__")
+        if v not in DRAWN_BACK and not v.endswith("__") and not part(v)
     ]
 
 

@@ -214,7 +214,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         trace = _sample(build(layout, spec, form), tried, seed, log, key=(*key, form.key()))
         draws = trace["posterior"].to_dataset()
         rates = _rates(draws, layout, spec, np.random.default_rng(seed + 1))
-        draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
+        draws = draws.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, draws)})
         for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
             if name in draws:
                 draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
@@ -258,6 +258,20 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     run_text = _attempt(form, tried) + record
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
     return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+
+
+def _labels(layout, draws) -> dict:
+    """Names for the pooled models' index dimensions, as the diagnostics show them:
+    ``agent, task`` for a pair, ``agent, task, milestone m`` for a sampled cell."""
+
+    def cell(c):
+        agent, task = layout.pairs[layout.cell_pair[c]]
+        return f"{agent}, {task}, milestone {layout.cell_factor[c]}"
+
+    labels = {"pair": [f"{agent}, {task}" for agent, task in layout.pairs]}
+    if "sampled_cell" in draws.dims:
+        labels["sampled_cell"] = [cell(c) for c in draws["sampled_cell"].values]
+    return {dim: names for dim, names in labels.items() if dim in draws.dims}
 
 
 def _attempt(form, settings) -> str:

@@ -273,6 +273,10 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     status, out, _ = run(capsys, "check", str(out_dir))
     assert status == 1
     assert "r_hat" in out and "ess_tail" in out and "p_task[agent-a, task_00]" in out
+    # task means by name; the free variables behind them (mu_task_logit, mu_task_z) are
+    # not listed twice
+    assert "mu_task[agent-a, task_00]" in out and "mu_task[0]" not in out
+    assert "mu_task_logit" not in out and "mu_task_z" not in out
     assert "divergences:" in out and "E-BFMI per chain:" in out
     status, out, _ = run(capsys, "fit", EXAMPLE, "--out", str(tmp_path / "exact"))
     status, out, _ = run(capsys, "check", str(tmp_path / "exact"))
