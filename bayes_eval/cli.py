@@ -708,7 +708,13 @@ def _plan(args) -> int:
         else:
             print(result.to_string(index=False, float_format=format_number))
             best = result.iloc[0]
-            print(f"\nrun next: {best['run']}, {best['trials']} trials")
+            if result.get("certified", pd.Series([False])).iloc[0]:
+                print(
+                    f"\nalready certified: the upper bound {format_number(best['current_upper'])}"
+                    f" is below {args.threshold}; more runs would only narrow it"
+                )
+            else:
+                print(f"\nrun next: {best['run']}, {best['trials']} trials")
         return 0
     if args.format == "json":
         print(json.dumps(result, indent=2))

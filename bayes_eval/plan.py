@@ -53,6 +53,10 @@ __all__ = [
 ]
 
 PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
+# The exact specs whose estimates next-run planning can update.
+EXACT_PLANNED = ("end_to_end", "mats2024", "phuong2024", "phuong_chain")
+# The candidate of end-to-end runs on their own, beside a milestone estimate's milestones.
+END_TO_END_ROUTE = "end_to_end (on its own)"
 
 
 def parse_prior(text: str) -> tuple[float, float]:
@@ -360,16 +364,21 @@ def next_run(
     pandas.DataFrame
         One row per (run, batch), best first: ``run``, ``trials``, ``cost``,
         ``current_upper``, ``expected_upper``, ``expected_reduction``,
-        ``reduction_per_cost`` and, with a threshold, ``probability_certified``.
+        ``reduction_per_cost`` and, with a threshold, ``probability_certified`` and
+        ``certified`` (the current bound is already below it). Beside a milestone
+        estimate's milestones, ``end_to_end (on its own)`` is the other route: end-to-end
+        runs at ``end_to_end_cost`` each, their outcomes drawn from the current posterior
+        and judged alone (uniform prior), so the two routes compare in cost.
     """
     level = posterior.level if level is None else level
     i, j = _position(posterior, agent, task)
     method = posterior.values("method")[i, j]
     if posterior.is_mcmc or posterior.product_at(i, j) is None:
+        others = [m for m in EXACT_PLANNED if m != posterior.spec.name]
         raise InputError(
             f"next-run planning needs an exact posterior of task '{task}'; this fit "
             f"({posterior.spec.name}) has {'MCMC draws' if posterior.is_mcmc else 'none'} "
-            "there (fit with end_to_end, mats2024, phuong2024 or phuong_chain)"
+            f"there (fit with {', '.join(others[:-1])} or {others[-1]})"
         )
     if method not in (END_TO_END, MILESTONE_METHOD):
         raise InputError(
@@ -388,18 +397,23 @@ def next_run(
                 f"--cost: {len(costs)} costs given, task '{task}' has {alpha.size} milestones"
             )
         candidates = [(f"milestone {m + 1}", m, c) for m, c in enumerate(costs)]
+        candidates.append((END_TO_END_ROUTE, None, end_to_end_cost))
     current = float(_product_upper(alpha[None], beta[None], level)[0])
     rng = np.random.default_rng(seed)
     rows = []
     for name, m, cost in candidates:
         for n in batches:
-            p = rng.beta(alpha[m], np.maximum(beta[m], 1e-300), simulations)
-            p = np.where(beta[m] == 0, 1.0, p)  # a point mass at 1 (Haldane, k = n)
-            k = rng.binomial(n, p)
-            a = np.repeat(alpha[None], simulations, axis=0)
-            b = np.repeat(beta[None], simulations, axis=0)
-            a[:, m] += k
-            b[:, m] += n - k
+            if m is None:  # end-to-end runs on their own: P drawn from the current posterior
+                p = np.exp(np.log(_draw_rates(rng, alpha, beta, simulations)).sum(axis=1))
+                k = rng.binomial(n, p)
+                a, b = 1.0 + k[:, None], 1.0 + (n - k)[:, None]  # the uniform prior
+            else:
+                p = _draw_rates(rng, alpha[m : m + 1], beta[m : m + 1], simulations)[:, 0]
+                k = rng.binomial(n, p)
+                a = np.repeat(alpha[None], simulations, axis=0)
+                b = np.repeat(beta[None], simulations, axis=0)
+                a[:, m] += k
+                b[:, m] += n - k
             upper = _product_upper(a, b, level)
             row = dict(
                 run=name,
@@ -414,7 +428,16 @@ def next_run(
                 row["probability_certified"] = float(np.mean(upper <= threshold))
             rows.append(row)
     table = pd.DataFrame(rows).sort_values("reduction_per_cost", ascending=False)
+    if threshold is not None:
+        table["certified"] = current <= threshold
     return table.reset_index(drop=True)
+
+
+def _draw_rates(rng, alpha, beta, size) -> np.ndarray:
+    """``size`` draws of each ``Beta(alpha, beta)`` rate, ``(size, rates)``; a zero beta is
+    a point mass at 1 (Haldane, k = n)."""
+    p = rng.beta(alpha, np.maximum(beta, 1e-300), (size, alpha.size))
+    return np.where(beta == 0, 1.0, p)
 
 
 def _product_upper(a: np.ndarray, b: np.ndarray, level: float) -> np.ndarray:

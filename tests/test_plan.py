@@ -15,6 +15,7 @@ from bayes_eval.plan import (
     PRIORS,
     expected_trials,
     milestone_trials,
+    END_TO_END_ROUTE,
     next_run,
     parse_prior,
     trials_to_certify,
@@ -110,7 +111,9 @@ def test_next_run_picks_the_bottleneck_milestone(capsys, tmp_path):
     posterior = bayes_eval.fit(frame, "mats2024")
     table = next_run(posterior, "t", batches=(10, 50), threshold=0.01)
     assert table.iloc[0]["run"] == "milestone 2"
-    assert (table["expected_upper"] <= table["current_upper"] + 1e-9).all()
+    milestones = table[table["run"].str.startswith("milestone")]
+    assert (milestones["expected_upper"] <= milestones["current_upper"] + 1e-9).all()
+    assert not table["certified"].any()
     # A bottleneck a thousand times as costly per trial is no longer worth it per unit cost.
     costly = next_run(posterior, "t", costs=[1, 1000, 1], batches=(10,))
     assert costly.iloc[0]["run"] != "milestone 2"
@@ -133,6 +136,44 @@ def test_next_run_end_to_end_and_exact_update():
     expected = (weights * stats.beta.ppf(0.975, 1 + k, 21 + 30 - k)).sum()
     sd = np.sqrt((weights * (stats.beta.ppf(0.975, 1 + k, 51 - k) - expected) ** 2).sum())
     assert abs(table.iloc[0]["expected_upper"] - expected) < 4 * sd / math.sqrt(2000)
+
+
+def test_next_run_compares_the_end_to_end_route_in_cost(capsys, tmp_path):
+    """Beside a one-milestone estimate Beta(a, b), end-to-end runs on their own: cost n x
+    the end-to-end cost, expected bound the Beta-Binomial average of the uniform-prior
+    bound (closed form, within Monte Carlo error)."""
+    frame = pd.DataFrame([dict(task="t", method="milestone", step=1, successes=2, trials=40)])
+    posterior = bayes_eval.fit(frame, "mats2024")
+    table = next_run(posterior, "t", end_to_end_cost=3.0, batches=(20,), simulations=4000)
+    route = table[table["run"] == END_TO_END_ROUTE].iloc[0]
+    assert route["cost"] == 60.0
+    a, b = 1 + 2, 1 + 38  # the milestone's posterior under mats2024's uniform prior
+    k = np.arange(21)
+    weights = stats.betabinom.pmf(k, 20, a, b)
+    bounds = stats.beta.ppf(0.975, 1 + k, 1 + 20 - k)
+    expected = (weights * bounds).sum()
+    sd = np.sqrt((weights * (bounds - expected) ** 2).sum())
+    assert abs(route["expected_upper"] - expected) < 4 * sd / math.sqrt(4000)
+
+
+def test_plan_says_when_a_task_is_already_certified(capsys, tmp_path):
+    frame = pd.DataFrame([dict(task="t", method="end_to_end", successes=0, trials=400)])
+    frame.to_csv(tmp_path / "e.csv", index=False)
+    run = tmp_path / "run"
+    assert main(["fit", str(tmp_path / "e.csv"), "--model", "end_to_end", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(run), "--task", "t", "--threshold", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "already certified: the upper bound" in out and "run next" not in out
+
+
+def test_plan_never_suggests_the_model_in_use(capsys, tmp_path):
+    frame = pd.DataFrame(dict(task="t", method="expert_best_of_n", step=[1], chosen_index=[3]))
+    posterior = bayes_eval.fit(frame, "phuong_chain")
+    with pytest.raises(InputError) as info:
+        next_run(posterior, "t")
+    assert "fit with end_to_end, mats2024 or phuong2024" in str(info.value)
+    assert "phuong_chain)" in str(info.value) and "or phuong_chain" not in str(info.value)
 
 
 @pytest.mark.parametrize(
