@@ -12,10 +12,10 @@ import bayes_eval
 from bayes_eval import InputError
 from bayes_eval.cli import main
 from bayes_eval.plan import (
+    END_TO_END_ROUTE,
     PRIORS,
     expected_trials,
     milestone_trials,
-    END_TO_END_ROUTE,
     next_run,
     parse_prior,
     trials_to_certify,

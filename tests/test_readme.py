@@ -1,0 +1,60 @@
+"""Every shell and Python block of the README runs, in a fresh folder.
+
+A block may be preceded by ``<!-- readme-test: slow (why) -->`` (it runs in the slow
+suite) or ``<!-- readme-test: skip (why) -->`` (where something else runs it: the set-up
+commands are what a fresh clone and ``.ci/run`` run; the worked example has its own
+test). Synopses are ``text`` blocks. Shell blocks run under bash with ``bayes-eval``
+standing for this Python's ``-m bayes_eval``; the shipped ``data/`` folder is linked into
+the fresh folder, so relative paths work as they do from a clone.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(
+    r"(?:<!-- readme-test: (?P<mark>\w+)[^>]*-->\n)?```(?P<language>\w+)\n(?P<code>.*?)```",
+    re.DOTALL,
+)
+
+
+def blocks() -> list:
+    found = []
+    for match in BLOCK.finditer((ROOT / "README.md").read_text()):
+        language, mark = match["language"], match["mark"]
+        if language not in ("bash", "sh", "python") or mark == "skip":
+            continue
+        line = (ROOT / "README.md").read_text()[: match.start("code")].count("\n") + 1
+        marks = [pytest.mark.slow] if mark == "slow" else []
+        found.append(pytest.param(language, match["code"], id=f"line {line}", marks=marks))
+    return found
+
+
+def test_every_block_is_marked_or_runs():
+    """The blocks the README shows in a runnable language: each runs here or says why not."""
+    text = (ROOT / "README.md").read_text()
+    languages = {m["language"] for m in BLOCK.finditer(text)}
+    assert languages <= {"bash", "python", "text"}
+    assert len(blocks()) >= 3
+    skipped = [m for m in BLOCK.finditer(text) if m["mark"] == "skip"]
+    assert all("(" in text[m.start() : m.start("language")] for m in skipped)  # with a reason
+    test_command = next(m["code"] for m in skipped if "pytest" in m["code"]).strip()
+    assert test_command in (ROOT / ".ci" / "run").read_text()  # CI runs exactly this
+
+
+@pytest.mark.parametrize(("language", "code"), blocks())
+def test_readme_block_runs(language, code, tmp_path, monkeypatch):
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    if language == "python":
+        monkeypatch.chdir(tmp_path)
+        exec(compile(code, "README block", "exec"), {"__name__": "readme"})
+        return
+    script = f'bayes-eval() {{ "{sys.executable}" -m bayes_eval "$@"; }}\nset -e\n{code}'
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
