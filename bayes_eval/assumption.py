@@ -106,6 +106,8 @@ def _message(row) -> str:
     agent, task, k, n, value = (row[c] for c in ("agent", "task", "successes", "trials", "p_value"))
     if np.isnan(value):
         return f"{task} ({agent}): no milestone posterior to check against"
+    if k == 0:  # the check asks whether there are too many successes: none cannot be
+        return f"{task} ({agent}): 0/{n} end-to-end successes; not informative (it cannot fail)"
     if not row["contradicted"]:
         return (
             f"{task} ({agent}): {k}/{n} end-to-end successes are consistent with the "

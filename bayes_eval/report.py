@@ -44,6 +44,7 @@ __all__ = [
     "Report",
     "build_report",
     "load_or_fit",
+    "milestone_comparison",
     "report",
     "verdicts",
 ]
@@ -190,9 +191,8 @@ def sentence(row, threshold: float, level: float) -> str:
     if pd.isna(row.upper):
         value = f"point value {_share(row.mean)}" if pd.notna(row.mean) else "no estimate"
         return f"{head}{value}, no credible bound; {row.verdict} at {tau}."
-    text = (
-        f"{head}at most {_share(row.upper)} ({_share(level)} credible), estimate {_share(row.mean)}"
-    )
+    bound = f"at most {_share(row.upper)} ({100 * level:g}% credible)"
+    text = f"{head}{bound}, estimate {_share(row.mean)}"
     if row.verdict == UNRELIABLE:
         return f"{text}; unreliable: {row.reason}."
     if row.verdict == ABOVE:
@@ -299,6 +299,57 @@ def _check_column(table, assumption, evidence) -> list[str]:
     return out
 
 
+# Why a model's bound differs from the milestone method's (Phuong et al.'s product of
+# milestone rates, fitted by mats2024), by the kind of model.
+DIFFERS = {
+    "joint": (
+        "it also counts success by paths the milestones miss (the bypass), learnt from "
+        "end-to-end runs and pooled across the agent's tasks"
+    ),
+    "milestone": "pooling draws each milestone rate towards the task's and agent's others",
+    "end_to_end": "it reads end-to-end runs, which count every path to success",
+    "expert_completion": "it reads expert-guided steps, which follow the expert's path",
+    "phuong_chain": "the chain rests each task on its best evidence (the method column)",
+}
+
+
+def milestone_comparison(posterior, table, level: float) -> pd.DataFrame:
+    """The milestone method's upper bound beside this model's, per (agent, task) with
+    milestone runs, and why they differ; empty when the fit is the milestone method or
+    no task has milestone runs."""
+    from bayes_eval.errors import InputError
+    from bayes_eval.fit import fit
+
+    spec = posterior.spec
+    if spec.kind == "milestone" and spec.exact:
+        return pd.DataFrame()
+    try:
+        milestones = fit(posterior.evidence, "mats2024", level=level, notes=[])
+    except InputError:  # no task with milestone runs
+        return pd.DataFrame()
+    theirs = milestones.summary(level=level).set_index(["agent", "task"])["upper"]
+    rows = []
+    for row in table.itertuples():
+        if (row.agent, row.task) not in theirs.index:
+            continue
+        reason = DIFFERS.get(spec.kind, "")
+        bypass = getattr(row, "milestone_check", "")
+        if "bypass ≈" in bypass:
+            reason += f" (bypass ≈ {bypass.split('bypass ≈ ')[1]})"
+        rows.append(
+            {
+                "agent": row.agent,
+                "task": row.task,
+                f"milestone method upper ({level:g})": format_number(theirs[(row.agent, row.task)]),
+                f"{spec.name} upper ({level:g})": (
+                    "no bound" if pd.isna(row.upper) else format_number(row.upper)
+                ),
+                "why they differ": reason,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _figures(posterior, summary, checks, threshold) -> dict:
     import tempfile
 
@@ -368,6 +419,18 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         ("h2", "Provenance"),
         ("list", _provenance(table)),
     ]
+    compared = milestone_comparison(posterior, table, level)
+    if len(compared):
+        sections += [
+            ("h2", "The milestone method beside this model"),
+            (
+                "p",
+                "Phuong et al.'s milestone method multiplies the milestone rates; it "
+                "assumes success only by passing every milestone in order. Its bound and "
+                f"this model's ({spec.name}) for each task with milestone runs:",
+            ),
+            ("table", compared),
+        ]
     diagnostics = posterior.diagnostics
     if diagnostics is not None:
         sections.append(("h2", "Diagnostics"))
@@ -463,7 +526,8 @@ def _html(sections, figures, summary) -> str:
             items = "".join(f"<li>{html.escape(item)}</li>" for item in payload)
             body.append(f"<ul>{items}</ul>")
         elif kind == "table":
-            body.append(payload.to_html(index=False, escape=True, border=0))
+            table = payload.to_html(index=False, escape=True, border=0)
+            body.append(f'<div class="scroll">{table}</div>')  # narrow screens scroll it
         elif kind == "figure" and payload[0] in figures:
             name, caption = payload
             data = base64.b64encode(figures[name]).decode("ascii")
@@ -478,8 +542,10 @@ def _html(sections, figures, summary) -> str:
     data = json.dumps(records, default=_json_default).replace("</", "<\\/")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>bayes_eval safety report</title><style>"
-        "body{font-family:sans-serif;max-width:70em;margin:2em auto;line-height:1.4}"
+        "body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em;"
+        "line-height:1.4}.scroll{overflow-x:auto}"
         "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #bbb;"
         "padding:.2em .5em}img{max-width:100%}figcaption{font-size:90%;color:#444}"
         "</style></head><body>\n"

@@ -100,22 +100,39 @@ def test_a_report_of_point_values_only_is_written(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_renders_in_headless_chromium_without_network(tmp_path):
-    bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
+    """Chromium, with the network blocked, parses every table and every figure of the
+    report (each embedded PNG decodes to an image of its own size), and draws it at
+    1280 px and at a phone's 390 px (a screenshot with content, not a blank page)."""
+    import base64
+    import io
+
+    from matplotlib import image
+
+    result = bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
     page = (tmp_path / "r" / "report.html").as_uri()
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu"]
     command += ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
     dom = subprocess.run(
         [*command, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    assert "Safety report" in dom and dom.count("<img") == 3
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        [*command, f"--screenshot={shot}", "--window-size=1200,3000", page],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    assert shot.stat().st_size > 10_000
+    tables = result.markdown.count("\n|---")
+    assert "Safety report" in dom and dom.count("<table") == tables >= 3
+    sources = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', dom)
+    assert len(sources) == len(result.figures) == 3
+    assert sorted(base64.b64decode(data) for data in sources) == sorted(result.figures.values())
+    for png in result.figures.values():
+        height, width = image.imread(io.BytesIO(png)).shape[:2]
+        assert height > 100 and width > 100
+    for width in (1280, 390):
+        shot = tmp_path / f"shot{width}.png"
+        subprocess.run(
+            [*command, f"--screenshot={shot}", f"--window-size={width},2400", page],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        pixels = image.imread(shot)
+        assert pixels.shape[1] == width and len(np.unique(pixels.reshape(-1, 4), axis=0)) > 50
 
 
 def test_verdict_rules():
@@ -221,3 +238,26 @@ def test_readme_worked_example_runs(tmp_path, monkeypatch):
     assert all(task in html for task in table["task"])
     n = namespace["bayes_eval"].plan_zero_success(0.01, 0.975)  # 367, as the comment says
     assert n == 367 and 1 - 0.025 ** (1 / 368) <= 0.01 < 1 - 0.025 ** (1 / 367)
+
+
+def test_milestone_method_beside_the_model_and_the_check_in_words():
+    """The milestone method's bound (a mats2024 fit of the same evidence) beside this
+    model's, with the reason; none beside the milestone method itself. A task with no
+    end-to-end success is 'not informative' in the check, never 'consistent'."""
+    from bayes_eval.report import milestone_comparison
+
+    result = bayes_eval.report(EXAMPLE, 0.05)
+    compared = milestone_comparison(bayes_eval.fit(EXAMPLE), result.table, 0.975)
+    mats = bayes_eval.fit(EXAMPLE, "mats2024", notes=[]).summary().set_index(["agent", "task"])
+    assert len(compared) == len(mats)
+    for row in compared.to_dict("records"):
+        upper = mats.loc[(row["agent"], row["task"]), "upper"]
+        assert float(row["milestone method upper (0.975)"]) == pytest.approx(upper, rel=1e-3)
+        assert row["why they differ"].startswith("the chain rests each task")
+    assert "The milestone method beside this model" in result.markdown
+    own = bayes_eval.report(EXAMPLE, 0.05, model="mats2024")
+    assert "The milestone method beside this model" not in own.markdown
+    checks = result.table.set_index(["agent", "task"])["milestone_check"]
+    assert checks[("agent-b", "credential_harvest")] == "not informative: 0 end-to-end successes"
+    assert checks[("agent-a", "data_exfiltration")] == "not applicable: no milestone runs"
+    assert "0/30 end-to-end successes; not informative" in result.markdown
