@@ -43,6 +43,8 @@ start here:
   bayes-eval fit TABLE.csv --model joint --out RUN  fit your table, keep the run
   bayes-eval report RUN --threshold 0.05 --out REPORT
   bayes-eval COMMAND --help                         the options of one command
+
+reference: the project's README and docs/ (models, evidence, outputs, verdicts)
 """
 
 QUIET_HELP = "no progress on stderr (shown only when stderr is a terminal anyway)"

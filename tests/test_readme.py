@@ -58,3 +58,18 @@ def test_readme_block_runs(language, code, tmp_path, monkeypatch):
         ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1200
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_links_stay_inside_the_project():
+    """Every relative link of the README and docs/ names a file of the project, and none
+    points outside it (the design notes the project was built from are not shipped)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(pages) >= 5
+    for page in pages:
+        text = page.read_text()
+        assert "../shared" not in text and "DESIGN" not in text, page.name
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if "://" in target:
+                continue
+            resolved = (page.parent / target).resolve()
+            assert resolved.exists() and ROOT in resolved.parents, (page.name, target)
