@@ -359,7 +359,7 @@ def _check(args) -> int:
         )
         return 0
     diagnostics = posterior.diagnostics
-    table = diagnostics.table.to_string(index=False, float_format=lambda x: f"{x:.4g}")
+    table = terminal_table(diagnostics.table, digits=lambda x: f"{x:.4g}")
     ebfmi = ", ".join(f"{e:.2f}" for e in diagnostics.ebfmi)
     print(f"{path}: model {posterior.spec.name}\n\n{table}\n")
     print(f"divergences: {diagnostics.divergences}; E-BFMI per chain: {ebfmi}")
@@ -592,32 +592,81 @@ def _json_value(value):
     return value.item() if hasattr(value, "item") else value
 
 
+def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
+    """``frame`` as a rich table fitted to the terminal's width (``COLUMNS``, else 120),
+    or to the narrowest it can fold to, whichever is wider: numbers formatted by
+    ``digits``, whole and right-aligned, so their figures line up; names fold; no colour
+    unless stdout is a terminal."""
+    import io
+    import shutil
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool for c in frame]
+    cells = [
+        [digits(v) if right else _cell(v) for v in frame[column]]
+        for column, right in zip(frame.columns, numeric, strict=True)
+    ]
+    for column, right, values in zip(frame.columns, numeric, cells, strict=True):
+        # numbers and short words keep their width; names fold where the terminal is too
+        # narrow for them
+        longest = max(*map(len, values), 1)
+        whole = right or longest <= 8
+        table.add_column(
+            str(column),
+            justify="right" if right else "left",
+            overflow="fold",
+            no_wrap=whole,
+            min_width=max(longest, len(str(column))) if whole else 8,
+        )
+    for row in zip(*cells, strict=True):
+        table.add_row(*map(Text, row))  # Text: "[agent-a]" is a name, not rich markup
+    out = io.StringIO()
+    tty = sys.stdout.isatty()
+    console = Console(
+        file=out,
+        width=shutil.get_terminal_size((120, 24)).columns,
+        color_system="auto" if tty else None,
+        force_terminal=tty,
+        highlight=False,
+    )
+    # narrower than the table can fold to, it is printed at that width: nothing is cut
+    # (each column's least width, and three characters between columns)
+    narrowest = sum(c.min_width for c in table.columns) + 3 * (len(table.columns) - 1)
+    console.width = max(console.width, narrowest)
+    console.print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _table(summary, posterior, threshold) -> str:
     level = summary["level"].iloc[0] if len(summary) else posterior.level
-    columns = ["agent", "task", "method", "mean", "median", f"upper ({level:g})"]
+    shown = {
+        "agent": "agent",
+        "task": "task",
+        "method": "method",
+        "mean": "mean",
+        "median": "median",
+        "upper": f"upper ({level:g})",
+    }
     if threshold is not None:
-        columns.append(f"P(P>{threshold:g})")
-    columns += ["cp_upper", "ok"]
-    lines = []
-    for row in summary.to_dict("records"):
-        values = [
-            row["agent"],
-            row["task"],
-            row["method"],
-            format_number(row["mean"]),
-            format_number(row["median"]),
-            format_number(row["upper"]),
-        ]
-        if threshold is not None:
-            values.append(format_number(row["prob_above"]))
-        ok = row["diagnostics_ok"]
-        values += [format_number(row["cp_upper"]), "-" if pd.isna(ok) else str(ok).lower()]
-        lines.append(values)
-    widths = [max(len(str(x)) for x in col) for col in zip(columns, *lines, strict=True)]
-    text = [
-        "  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)).rstrip()
-        for r in [columns, *lines]
-    ]
+        shown["prob_above"] = f"P(P>{threshold:g})"
+    shown["cp_upper"] = "cp_upper"
+    if posterior.is_mcmc:  # an exact fit has no diagnostics to pass
+        shown["diagnostics_ok"] = "ok"
+    frame = summary[list(shown)].rename(columns=shown)
+    if "ok" in frame:
+        frame["ok"] = frame["ok"].map(lambda ok: "-" if pd.isna(ok) else str(bool(ok)).lower())
+    text = [terminal_table(frame)]
     header = (
         f"model {posterior.spec.name} on {posterior.evidence.source} "
         f"(one-sided bounds at level {level:g})"
@@ -708,7 +757,7 @@ def _plan(args) -> int:
         elif args.format == "csv":
             sys.stdout.write(result.to_csv(index=False))
         else:
-            print(result.to_string(index=False, float_format=format_number))
+            print(terminal_table(result))
             best = result.iloc[0]
             if result.get("certified", pd.Series([False])).iloc[0]:
                 print(

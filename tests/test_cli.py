@@ -8,11 +8,13 @@ import sys
 import pandas as pd
 import pytest
 
+import bayes_eval
 from bayes_eval import load_posterior
 from bayes_eval.cli import main
 from bayes_eval.constants import SUMMARY_COLUMNS
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.resources import example_evidence
+from bayes_eval.summary import format_number
 
 EXAMPLE = str(example_evidence())
 
@@ -305,3 +307,29 @@ def test_reading_options_from_the_command_line(capsys, tmp_path):
     assert set(summary["notes"]) == {"batch 1", "batch 1; batch 2"}
     reloaded = load_posterior(tmp_path / "run").summary()
     assert reloaded.set_index(key).loc[cell, "notes"] == "batch 1; batch 2"
+
+
+@pytest.mark.parametrize("columns", [60, 100, 200])
+def test_terminal_tables_fit_the_terminal(capsys, monkeypatch, columns):
+    """The fit's table is no wider than the terminal, or than the narrowest it folds to
+    (at 60 columns), keeps every number whole (folding names instead) and right-aligns
+    the numbers so their figures line up."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    status, out, _ = run(capsys, "fit", EXAMPLE, "--threshold", "0.05")
+    assert status == 0
+    table = out.split("\n\nprovenance:")[0].splitlines()[2:]
+    rule = next(line for line in table if set(line) == {"─"})
+    assert all(len(line) <= len(rule) for line in table)
+    # at 60 columns the numbers cannot all fit: the table keeps them whole, wider
+    assert (len(rule) <= columns) == (columns >= 100)
+    summary = bayes_eval.fit(EXAMPLE).summary(threshold=0.05)
+    for value in summary["upper"].dropna():
+        assert format_number(value) in out
+    if columns >= 100:  # one line per row: the upper bounds end in one column
+        rows = [line for line in table if line.startswith("agent-")]
+        ends = {
+            line.index(format_number(u)) + len(format_number(u))
+            for line, u in zip(rows, summary["upper"], strict=True)
+            if pd.notna(u)
+        }
+        assert len(ends) == 1
