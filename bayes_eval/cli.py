@@ -772,8 +772,20 @@ def _plan(args) -> int:
     elif args.format == "csv":
         sys.stdout.write(pd.DataFrame([result]).to_csv(index=False))
     else:
-        print("\n".join(f"{key}: {value}" for key, value in result.items()))
+        print("\n".join(f"{key}: {_plain(value)}" for key, value in result.items()))
     return 0
+
+
+def _plain(value) -> str:
+    """A plan's value for reading: numbers to four figures, or from 1,000 on whole with
+    thousands separators; lists item by item."""
+    if isinstance(value, list | tuple):
+        return ", ".join(map(_plain, value))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return format_number(value)
 
 
 def _next_run(args, threshold, level, seed):

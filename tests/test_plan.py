@@ -219,3 +219,14 @@ def test_trials_to_decide_matches_enumeration(a, b, tau):
     assert crossings[0] <= found <= crossings[-1]
     assert np.all(chances[crossings[-1] :] >= 0.5)  # no crossing beyond 2 found
     assert trials_to_decide(mean, sd, tau, level, max_trials=found // 2) is None
+
+
+def test_plan_prints_numbers_for_reading(capsys):
+    """Four figures, thousands separated, lists item by item; JSON keeps every digit."""
+    assert main(["plan", "--threshold", "0.0001", "--rate", "0.00002"]) == 0
+    out = capsys.readouterr().out
+    assert "trials: 36,886\n" in out and "prior: 1, 1\n" in out
+    expected = next(line for line in out.splitlines() if line.startswith("expected_trials"))
+    assert len(expected.split(": ")[1].replace(",", "").replace(".", "")) <= 5
+    assert main(["plan", "--threshold", "0.0001", "--rate", "0.00002", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trials"] == 36886
