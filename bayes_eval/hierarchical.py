@@ -155,7 +155,12 @@ def choose_form(layout, spec) -> Form:
     than ``MARGINAL_END_TO_END`` end-to-end trials, which inform every rate through their
     product, so ``n`` counts them too: on the second robustness design (33 end-to-end
     trials, milestones of 4 to 33 trials, most all-success) the rates with fewer than 33
-    trials of their own, non-centred, made the fit diverge. A task mean is centred when
+    trials of their own, non-centred, made the fit diverge. A rate with both successes and
+    failures of its own is bounded by them on both sides whatever its shapes, so it is
+    centred from a margin of 1 (``kappa + 1`` trials): non-centred, its scale grows as
+    ``1 / b`` when its task mean nears 1, and its data then pin ``z`` in a ridge that
+    narrows with ``b`` (the fourth robustness design, 15 + 15 trials, diverged there).
+    A task mean is centred when
     the information its milestones carry about it, ``sum_m 1 / (1 / (kappa + 1) + 1 /
     n_m)`` (each milestone a noisy draw around the mean), is ``CENTRED_MARGIN`` times its
     prior's, ``kappa_agent + 1``. A sampled rate whose own counts are all successes (or
@@ -179,10 +184,12 @@ def choose_form(layout, spec) -> Form:
     if spec.kind != "joint":
         return Form(pairs, empty)
     sampled = _sampled_cells(layout)  # only the cells it samples
-    trials = layout.n + layout.e2e_n[layout.cell_pair]
+    trials = (layout.n + layout.e2e_n[layout.cell_pair])[sampled]
     k, n = layout.k[sampled], layout.n[sampled]
     tails = np.where((k == n) & (n > 0), 1, np.where((k == 0) & (n > 0), -1, 0))
-    return Form(pairs, (trials >= CENTRED_MARGIN * (kappa + 1))[sampled], tails.astype(np.int8))
+    mixed = (k > 0) & (k < n)  # bounded by its own data on both sides
+    cells = (trials >= CENTRED_MARGIN * (kappa + 1)) | (mixed & (trials >= kappa + 1))
+    return Form(pairs, cells, tails.astype(np.int8))
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):

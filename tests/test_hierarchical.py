@@ -135,20 +135,26 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
     assert rates.dims == ("chain", "draw", "agent", "task", "milestone")
 
 
-@pytest.mark.parametrize("e2e, centred", [((20, 40), True), ((3, 6), False)])
-def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(e2e, centred):
+@pytest.mark.parametrize(
+    "e2e, centred, mixed_centred",
+    [((20, 40), True, True), ((6, 12), False, True), ((3, 6), False, False)],
+)
+def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(e2e, centred, mixed_centred):
     """A sampled milestone rate is informed by its own trials and by its task's end-to-end
     trials (through the product): 2 + 40 trials reach the margin of 3 (kappa + 1) = 33
-    at the prior median kappa = e^2.3; 2 + 6 do not. The all-success and all-failure
-    cells are sampled on their tail scales whatever the form."""
+    at the prior median kappa = e^2.3; 2 + 12 and 2 + 6 do not. A rate with successes and
+    failures of its own (1 of 2) is centred from kappa + 1 = 11 trials: 2 + 12 reach it.
+    The all-success and all-failure cells are sampled on their tail scales whatever the
+    form."""
     from bayes_eval.hierarchical import choose_form
 
     layout = one_task_layout(k=[1, 2, 0], n=[2, 2, 2], e2e=e2e)
     form = choose_form(layout, bayes_eval.load_spec("joint"))
-    assert form.cells.tolist() == [centred] * 3
+    assert form.cells.tolist() == [mixed_centred, centred, centred]
     assert form.tails.tolist() == [0, 1, -1]
     assert form.flipped().tails.tolist() == [0, 1, -1]
-    assert form.flipped().cells.tolist() == [not centred] * 3
+    flipped = not mixed_centred  # all non-centred where any rate is centred, else all centred
+    assert form.flipped().cells.tolist() == [flipped] * 3
 
 
 def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
