@@ -149,27 +149,31 @@ def _split(centred: np.ndarray) -> str:
 def choose_form(layout, spec) -> Form:
     """Centred where the data say more about a parameter than its population does.
 
-    A milestone rate with ``n`` trials is centred when its binomial information,
-    ``n / (p (1 - p))``, is ``CENTRED_MARGIN`` times that of its Beta prior,
-    ``(kappa + 1) / (p (1 - p))``. The joint model samples the rates of tasks with more
-    than ``MARGINAL_END_TO_END`` end-to-end trials, which inform every rate through their
-    product, so ``n`` counts them too: on the second robustness design (33 end-to-end
-    trials, milestones of 4 to 33 trials, most all-success) the rates with fewer than 33
-    trials of their own, non-centred, made the fit diverge. A rate with both successes and
-    failures of its own is bounded by them on both sides whatever its shapes, so it is
-    centred from a margin of 1 (``kappa + 1`` trials): non-centred, its scale grows as
-    ``1 / b`` when its task mean nears 1, and its data then pin ``z`` in a ridge that
-    narrows with ``b`` (the fourth robustness design, 15 + 15 trials, diverged there).
-    A task mean is centred when
-    the information its milestones carry about it, ``sum_m 1 / (1 / (kappa + 1) + 1 /
-    n_m)`` (each milestone a noisy draw around the mean), is ``CENTRED_MARGIN`` times its
-    prior's, ``kappa_agent + 1``. A sampled rate whose own counts are all successes (or
-    all failures) is marked for its tail scale instead (``Form.tails``, ``_tail_beta``):
-    its data bound it on one side only, and on the logit scale its other side stretches
-    as ``1 / b`` when its task mean nears 1. Both concentrations are taken at their prior medians:
-    the choice is made before any fit. The margin leans towards the non-centred form,
-    which at worst mixes more slowly where the centred one diverges
-    (``studies/robustness.py``).
+    A task mean is centred when the information its milestones carry about it, ``sum_m
+    1 / (1 / (kappa + 1) + 1 / n_m)`` (each milestone a noisy draw around the mean), is
+    ``CENTRED_MARGIN`` times its prior's, ``kappa_agent + 1``.
+
+    The joint model's sampled milestone rates (tasks with more than
+    ``MARGINAL_END_TO_END`` end-to-end trials):
+
+    * a rate whose own counts are all successes (or all failures) is bounded by them on
+      one side only, and on the logit scale its other side stretches as ``1 / b`` when its
+      task mean nears 1: it is marked for its tail scale (``Form.tails``, ``_tail_beta``);
+    * a rate with ``n`` trials is centred when its binomial information, ``n / (p (1 -
+      p))``, is ``CENTRED_MARGIN`` times its Beta prior's, ``(kappa + 1) / (p (1 - p))``;
+      ``n`` counts the task's end-to-end trials too, which inform every rate through the
+      product (on the second robustness design, 33 end-to-end trials and most milestones
+      all-success, the rates with fewer than 33 trials of their own, non-centred,
+      diverged);
+    * a rate with both successes and failures of its own is bounded by them on both
+      sides whatever its shapes, so it is centred from a margin of 1 (``kappa + 1``
+      trials): non-centred, its scale grows as ``1 / b`` when its task mean nears 1 and
+      its data pin ``z`` in a ridge that narrows with ``b`` (the fourth robustness design,
+      15 + 15 trials, diverged there).
+
+    Both concentrations are taken at their prior medians: the choice is made before any
+    fit. The margin leans towards the non-centred form, which at worst mixes more slowly
+    where the centred one diverges (``studies/robustness.py``).
     """
     empty = np.zeros(0, dtype=bool)
     if spec.kind == "end_to_end":
