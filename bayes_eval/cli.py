@@ -71,12 +71,12 @@ def _reading_options(command) -> None:
     )
 
 
-def _evidence(args, notes: list):
-    """The evidence table named on the command line, read as its options say."""
+def _evidence(path, args, notes: list):
+    """The evidence table at ``path``, read as the command line's options say."""
     from bayes_eval.evidence import load_evidence
 
     return load_evidence(
-        args.evidence,
+        path,
         keep_columns=args.keep_columns,
         sum_duplicates=args.sum_duplicates,
         notes=notes,
@@ -278,7 +278,7 @@ def _fit(args) -> int:
     out = None if args.out is None else check_out(Path(args.out))
     notes: list[str] = []
     posterior = fit(
-        _evidence(args, notes),
+        _evidence(args.evidence, args, notes),
         args.model,
         level=level,
         seed=seed,
@@ -359,7 +359,7 @@ def _check(args) -> int:
         )
         return 0
     diagnostics = posterior.diagnostics
-    table = terminal_table(diagnostics.table, digits=lambda x: f"{x:.4g}")
+    table = _terminal_table(diagnostics.table, digits=lambda x: f"{x:.4g}")
     ebfmi = ", ".join(f"{e:.2f}" for e in diagnostics.ebfmi)
     print(f"{path}: model {posterior.spec.name}\n\n{table}\n")
     print(f"divergences: {diagnostics.divergences}; E-BFMI per chain: {ebfmi}")
@@ -592,7 +592,7 @@ def _json_value(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
+def _terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     """``frame`` as a rich table fitted to the terminal's width (``COLUMNS``, else 120),
     or to the narrowest it can fold to, whichever is wider: numbers formatted by
     ``digits``, whole and right-aligned, so their figures line up; names fold; no colour
@@ -666,7 +666,7 @@ def _table(summary, posterior, threshold) -> str:
     frame = summary[list(shown)].rename(columns=shown)
     if "ok" in frame:
         frame["ok"] = frame["ok"].map(lambda ok: "-" if pd.isna(ok) else str(bool(ok)).lower())
-    text = [terminal_table(frame)]
+    text = [_terminal_table(frame)]
     header = (
         f"model {posterior.spec.name} on {posterior.evidence.source} "
         f"(one-sided bounds at level {level:g})"
@@ -691,7 +691,7 @@ def _report(args) -> int:
     out = check_out(Path(args.out))
     source, notes = Path(args.source), []
     if not (source.is_dir() or source.suffix == ".nc"):
-        source = _evidence(argparse.Namespace(**vars(args), evidence=args.source), notes)
+        source = _evidence(source, args, notes)
     elif args.keep_columns or args.sum_duplicates:
         flag = "--keep-columns" if args.keep_columns else "--sum-duplicates"
         raise InputError(f"{flag}: applies to an evidence table, not a fitted run")
@@ -757,9 +757,9 @@ def _plan(args) -> int:
         elif args.format == "csv":
             sys.stdout.write(result.to_csv(index=False))
         else:
-            print(terminal_table(result))
+            print(_terminal_table(result))
             best = result.iloc[0]
-            if result.get("certified", pd.Series([False])).iloc[0]:
+            if "certified" in result and result["certified"].iloc[0]:
                 print(
                     f"\nalready certified: the upper bound {format_number(best['current_upper'])}"
                     f" is below {args.threshold}; more runs would only narrow it"
