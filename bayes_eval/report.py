@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.assumption import PATH_MODELS, milestone_assumption
-from bayes_eval.constants import END_TO_END
+from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
 from bayes_eval.summary import format_number
 
 __all__ = [
@@ -200,17 +200,20 @@ def sentence(row, threshold: float, level: float) -> str:
     if row.verdict == BELOW:
         return f"{text}; below threshold at {tau}."
     trials = trials_to_decide(row.mean, row.sd, threshold, level) if pd.notna(row.sd) else None
-    more = (
-        f"about {_two_figures(trials)} more end-to-end trials would probably decide it"
-        if trials
-        else "more end-to-end trials than the planner considers would be needed to decide it"
-    )
+    if trials is None:
+        more = f"more than {PLAN_MAX_TRIALS:,} more end-to-end trials would be needed to decide it"
+    elif trials == 0:  # the Beta taken for the posterior decides already; the bounds do not
+        more = "a few more end-to-end trials would probably decide it"
+    else:
+        more = f"about {_two_figures(trials)} more end-to-end trials would probably decide it"
     return f"{text}; undecided at {tau}: {more}."
 
 
 def _share(value: float) -> str:
     """A probability for a sentence: a percentage with two figures, or (below 0.01%) the
-    number itself."""
+    number itself; above 99.5%, two figures of what it falls short of 100% by."""
+    if value > 0.995:
+        return f"{100 - float(f'{100 * (1 - value):.2g}'):.10g}%"
     if value >= 1e-4:
         return f"{float(f'{100 * value:.2g}'):g}%"
     return f"{value:.2g}"
