@@ -199,7 +199,9 @@ def sentence(row, threshold: float, level: float) -> str:
         return f"{text}, at least {_share(row.lower)}; above threshold at {tau}."
     if row.verdict == BELOW:
         return f"{text}; below threshold at {tau}."
-    trials = trials_to_decide(row.mean, row.sd, threshold, level) if pd.notna(row.sd) else None
+    if not row.sd > 0:  # no spread (or none known): nothing for the planner to size
+        return f"{text}; undecided at {tau}."
+    trials = trials_to_decide(row.mean, row.sd, threshold, level)
     if trials is None:
         more = f"more than {PLAN_MAX_TRIALS:,} more end-to-end trials would be needed to decide it"
     elif trials == 0:  # the Beta taken for the posterior decides already; the bounds do not

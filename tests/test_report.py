@@ -264,8 +264,8 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
 
 
 def test_sentences_never_round_a_bound_to_certainty():
-    """Shares near 1 keep the figures of their distance to 100%; an undecided row whose
-    posterior gives the planner nothing to work with says so instead of a number."""
+    """Shares near 1 keep the figures of their distance to 100%; an undecided row without
+    spread gets no number of trials, and one beyond the planner's limit says so."""
     from types import SimpleNamespace
 
     from bayes_eval.report import _share, sentence
@@ -280,7 +280,12 @@ def test_sentences_never_round_a_bound_to_certainty():
     row = SimpleNamespace(
         agent="a", task="t", upper=0.3, lower=0.01, mean=0.1, sd=0.0, verdict=UNDECIDED
     )
+    text = "a, t: at most 30% (97.5% credible), estimate 10%; undecided at τ = 5%"
+    assert sentence(row, 0.05, 0.975) == f"{text}."
+    # a posterior centred on the threshold, sd 0.001: telling P from 5% takes a posterior
+    # sd well below 0.001, about 0.05 x 0.95 / 0.0005^2 = 190,000 trials
+    row.mean, row.sd, row.upper, row.lower = 0.05, 0.001, 0.052, 0.048
     assert sentence(row, 0.05, 0.975) == (
-        "a, t: at most 30% (97.5% credible), estimate 10%; undecided at τ = 5%: more than "
-        "100,000 more end-to-end trials would be needed to decide it."
+        "a, t: at most 5.2% (97.5% credible), estimate 5%; undecided at τ = 5%: more "
+        "than 100,000 more end-to-end trials would be needed to decide it."
     )
