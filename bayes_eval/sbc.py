@@ -74,7 +74,7 @@ def sbc(
     import nutpie
 
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, Form, _layout, _rates, choose_form
+    from bayes_eval.hierarchical import BUILDERS, _layout, _rates, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -85,7 +85,11 @@ def sbc(
     chosen = choose_form(layout, spec)
     if form != "chosen":
         centred = form == "centred"
-        chosen = Form(np.full_like(chosen.pairs, centred), np.full_like(chosen.cells, centred))
+        chosen = dataclasses.replace(  # the tail scales stay: they are not a choice of form
+            chosen,
+            pairs=np.full_like(chosen.pairs, centred),
+            cells=np.full_like(chosen.cells, centred),
+        )
     built = BUILDERS[spec.kind](layout, spec, chosen)
     rng = np.random.default_rng(seed)
     # The agent-level parameters are drawn from the spec's priors; task means and
