@@ -1,11 +1,13 @@
 """Every shell and Python block of the README runs, in a fresh folder.
 
 A block may be preceded by ``<!-- readme-test: slow (why) -->`` (it runs in the slow
-suite) or ``<!-- readme-test: skip (why) -->`` (where something else runs it: the set-up
-commands are what a fresh clone and ``.ci/run`` run; the worked example has its own
-test). Synopses are ``text`` blocks. Shell blocks run under bash with ``bayes-eval``
-standing for this Python's ``-m bayes_eval``; the shipped ``data/`` folder is linked into
-the fresh folder, so relative paths work as they do from a clone.
+suite), ``<!-- readme-test: clone (why) -->`` (the set-up: it runs in the slow suite in a
+fresh clone of the repository, installing from scratch) or ``<!-- readme-test: skip (why)
+-->`` (where something else runs it: the test command is what ``.ci/run`` runs; the
+worked example has its own test). Synopses are ``text`` blocks. Shell blocks run under
+bash with ``bayes-eval`` standing for this Python's ``-m bayes_eval``; the shipped
+``data/`` folder is linked into the fresh folder, so relative paths work as they do from
+a clone.
 """
 
 import re
@@ -29,8 +31,9 @@ def blocks() -> list:
         if language not in ("bash", "sh", "python") or mark == "skip":
             continue
         line = (ROOT / "README.md").read_text()[: match.start("code")].count("\n") + 1
-        marks = [pytest.mark.slow] if mark == "slow" else []
-        found.append(pytest.param(language, match["code"], id=f"line {line}", marks=marks))
+        marks = [pytest.mark.slow] if mark in ("slow", "clone") else []
+        code = match["code"]
+        found.append(pytest.param(language, code, mark == "clone", id=f"line {line}", marks=marks))
     return found
 
 
@@ -46,8 +49,19 @@ def test_every_block_is_marked_or_runs():
     assert test_command in (ROOT / ".ci" / "run").read_text()  # CI runs exactly this
 
 
-@pytest.mark.parametrize(("language", "code"), blocks())
-def test_readme_block_runs(language, code, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("language", "code", "clone"), blocks())
+def test_readme_block_runs(language, code, clone, tmp_path, monkeypatch):
+    if clone:  # the set-up, as a new user runs it: in a fresh clone, from scratch
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp_path / "clone")], check=True)
+        done = subprocess.run(
+            ["bash", "-c", f"set -e\n{code}"],
+            cwd=tmp_path / "clone",
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return
     (tmp_path / "data").symlink_to(ROOT / "data")
     if language == "python":
         monkeypatch.chdir(tmp_path)
