@@ -255,7 +255,8 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
         assert float(row["milestone method upper (0.975)"]) == pytest.approx(upper, rel=1e-3)
         assert row["why they differ"].startswith("the chain rests each task")
     assert "The milestone method beside this model" in result.markdown
-    own = bayes_eval.report(EXAMPLE, 0.05, model="mats2024")
+    with pytest.warns(UserWarning, match="left out 2 task"):  # the tasks without milestones
+        own = bayes_eval.report(EXAMPLE, 0.05, model="mats2024")
     assert "The milestone method beside this model" not in own.markdown
     checks = result.table.set_index(["agent", "task"])["milestone_check"]
     assert checks[("agent-b", "credential_harvest")] == "not informative: 0 end-to-end successes"
