@@ -551,11 +551,18 @@ def _aggregate(parsed: list[dict], label: str, kept=(), sum_duplicates=False) ->
         first["trials"] += record["trials"]
         first["n_rows"] += 1
         for column in kept:
-            values = first[column].split("; ") if first[column] else []
-            if record[column] and record[column] not in values:
-                first[column] = "; ".join([*values, record[column]])
+            first[column] = join_distinct([first[column], record[column]])
     table = pd.DataFrame(list(groups.values()))
     return table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
+
+
+def join_distinct(texts) -> str:
+    """The distinct non-empty values of ``texts`` (each may itself be values joined by
+    "; "), in the order first seen, joined by "; ": how a kept column merges rows."""
+    seen: list[str] = []
+    for text in texts:
+        seen += [v for v in str(text).split("; ") if v and v not in seen]
+    return "; ".join(seen)
 
 
 def _check_steps(table: pd.DataFrame, label: str) -> None:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
 from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.evidence import join_distinct
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["format_number", "summarise"]
@@ -74,12 +75,9 @@ def _with_kept(table: pd.DataFrame, evidence) -> pd.DataFrame:
     """The summary with each column the user kept (``keep_columns``): per (agent, task),
     the distinct values of its evidence rows, joined by "; "."""
     for column in evidence.kept:
-        values: dict[tuple, list] = {}
-        for agent, task, cell in evidence.table[["agent", "task", column]].itertuples(index=False):
-            seen = values.setdefault((agent, task), [])
-            seen += [v for v in str(cell).split("; ") if v and v not in seen]
+        merged = evidence.table.groupby(["agent", "task"], sort=False)[column].agg(join_distinct)
         keys = zip(table["agent"], table["task"], strict=True)
-        table[column] = ["; ".join(values.get(key, [])) for key in keys]
+        table[column] = [merged.get(key, "") for key in keys]
     return table
 
 
