@@ -318,10 +318,11 @@ DIFFERS = {
 }
 
 
-def milestone_comparison(posterior, table, level: float) -> pd.DataFrame:
+def milestone_comparison(posterior, table, level: float, assumption=None) -> pd.DataFrame:
     """The milestone method's upper bound beside this model's, per (agent, task) with
-    milestone runs, and why they differ; empty when the fit is the milestone method or
-    no task has milestone runs."""
+    milestone runs, and why they differ (with the bypass the fit found, from
+    ``assumption``, where it has one); empty when the fit is the milestone method or no
+    task has milestone runs."""
     from bayes_eval.errors import InputError
     from bayes_eval.fit import fit
 
@@ -333,14 +334,17 @@ def milestone_comparison(posterior, table, level: float) -> pd.DataFrame:
     except InputError:  # no task with milestone runs
         return pd.DataFrame()
     theirs = milestones.summary(level=level).set_index(["agent", "task"])["upper"]
+    bypasses = {}
+    if assumption is not None and len(assumption):
+        found = assumption[assumption["bypass"].notna()]
+        bypasses = found.set_index(["agent", "task"])["bypass"].to_dict()
     rows = []
     for row in table.itertuples():
         if (row.agent, row.task) not in theirs.index:
             continue
         reason = DIFFERS.get(spec.kind, "")
-        bypass = getattr(row, "milestone_check", "")
-        if "bypass ≈" in bypass:
-            reason += f" (bypass ≈ {bypass.split('bypass ≈ ')[1]})"
+        if (row.agent, row.task) in bypasses:
+            reason += f" (bypass ≈ {format_number(bypasses[(row.agent, row.task)])})"
         rows.append(
             {
                 "agent": row.agent,
@@ -424,7 +428,7 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         ("h2", "Provenance"),
         ("list", _provenance(table)),
     ]
-    compared = milestone_comparison(posterior, table, level)
+    compared = milestone_comparison(posterior, table, level, assumption)
     if len(compared):
         sections += [
             ("h2", "The milestone method beside this model"),
