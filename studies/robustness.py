@@ -65,21 +65,26 @@ def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
     )
 
 
-def study(designs: int, models, seed: int, out: Path | None = None, ranges=None) -> pd.DataFrame:
+def study(
+    designs: int, models, seed: int, out: Path | None = None, ranges=None, done=None
+) -> pd.DataFrame:
     """Fit every design (drawn from ``ranges``, default ``DESIGN_RANGES``) with every model;
     with ``out``, each fit's row is appended to ``out`` as soon as it is done (a long
-    sweep keeps what it finished)."""
+    sweep keeps what it finished). ``done``, rows of an earlier run of the same sweep,
+    are kept and their (design, model) fits not repeated: the designs are drawn from the
+    seed in the same order whatever is skipped."""
     rng = np.random.default_rng(seed)
-    rows = []
+    rows = [] if done is None else done.to_dict("records")
+    finished = {(row["design"], row["model"]) for row in rows}
     for d in range(designs):
         table, design = random_design(rng, ranges)
         for model in models:
-            if evidence_for(model, table).empty:
+            if evidence_for(model, table).empty or (d, model) in finished:
                 continue
             print(f"design {d + 1}/{designs} {design}: {model} ...", file=sys.stderr, flush=True)
             rows.append(dict(design=d, **design, **one_fit(model, table, seed + d)))
             if out is not None:
-                pd.DataFrame(rows[-1:]).to_csv(out, mode="a", header=len(rows) == 1, index=False)
+                pd.DataFrame(rows[-1:]).to_csv(out, mode="a", header=not out.exists(), index=False)
     return pd.DataFrame(rows)
 
 
@@ -108,13 +113,20 @@ def main(argv=None) -> int:
     parser.add_argument("--capture-the-flag", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the fits already in OUT/robustness.csv (same seed and ranges) and do the rest",
+    )
     args = parser.parse_args(argv)
     ranges = CAPTURE_THE_FLAG if args.capture_the_flag else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table = out / "robustness.csv"
-    table.unlink(missing_ok=True)
-    results = study(args.designs, args.models, args.seed, out=table, ranges=ranges)
+    done = pd.read_csv(table, keep_default_na=False) if args.resume and table.exists() else None
+    if done is None:
+        table.unlink(missing_ok=True)
+    results = study(args.designs, args.models, args.seed, out=table, ranges=ranges, done=done)
     print(summarise(results).to_string(float_format=lambda x: f"{x:.3g}"))
     return 0
 
