@@ -19,9 +19,11 @@ below (a relative error of 1e-4 in both ``P`` and ``1 - P``):
   ``SADDLEPOINT_ERROR`` of mpmath there (tests/test_exact_reference.py);
 * anything else (small or near-singular shapes, mixtures over runs, the far upper
   tail): a grid of the exact bin masses of each ``-log p`` (from the Beta CDF and
-  survival function, so singular densities are no problem), convolved by FFT. The
-  step is halved until two grids agree; far tails are recomputed on grids tilted to
-  their saddlepoint, and points near ``X = 0`` on grids capped just above them.
+  survival function, so singular densities are no problem), each split between its
+  bin's edges so that the bin's mean is kept, convolved by FFT. The step is halved
+  until two grids agree; far tails are recomputed on grids tilted to their
+  saddlepoint, points near ``X = 0`` on grids capped just above them, and points
+  closer still from the leading law of the lower tail (``_SmallXLaw``).
 
 A factor with ``b = 0`` (all successes under the Haldane prior) is a point mass at 1
 and drops out of the product.
@@ -36,6 +38,8 @@ import numpy as np
 from scipy import fft, special, stats
 
 from bayes_eval.constants import (
+    BETA_POWER_LAW_BELOW,
+    GRID_EXACT_BINS,
     GRID_MAX_POINTS,
     GRID_MAX_X,
     GRID_SMALLEST_X,
@@ -224,17 +228,21 @@ def _x_tails(a, b, x):
     One regularised incomplete Beta function gives one tail outright (through
     ``1 - p`` below ``x = log 2``, through ``p`` above); the other is one minus it,
     except where that would lose more than three digits, where scipy's (slower)
-    complement is used.
+    complement is used. Where ``e^-x`` is below ``BETA_POWER_LAW_BELOW`` (it underflows
+    past ``x = 745``) the upper tail is the power law ``e^(-a x) / (a B(a, b))``, exact
+    to double precision there.
     """
     x = np.maximum(np.asarray(x, dtype=float), 0.0)
     near = x < math.log(2)
+    far = x > -math.log(BETA_POWER_LAW_BELOW)
+    log_far_tail = np.where(far, -a * x - math.log(a) - special.betaln(a, b), -np.inf)
     direct = np.where(
         near,
         special.betainc(b, a, -np.expm1(-np.where(near, x, 0.0))),  # P(1 - p <= 1 - e^-x)
-        special.betainc(a, b, np.exp(-np.where(near, 1.0, x))),  # P(p < e^-x)
+        np.where(far, np.exp(log_far_tail), special.betainc(a, b, np.exp(-np.where(near, 1.0, x)))),
     )
-    other = 1.0 - direct
-    small = other < 1e-3
+    other = np.where(far, -np.expm1(log_far_tail), 1.0 - direct)
+    small = (other < 1e-3) & ~far
     if np.any(small):
         xs, ns = x[small], near[small]
         other[small] = np.where(
@@ -249,9 +257,9 @@ def _x_ppf(a, b, q):
     """Quantile of ``-log p`` at probability ``q``, precise in both tails."""
     q = np.asarray(q, dtype=float)
     one_minus_p = np.exp(_log_beta_quantile(b, a, q))  # 1 - p at the q-quantile of X
-    p = special.betainccinv(a, b, q)
     with np.errstate(divide="ignore"):
-        return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -np.log(p))
+        log_p = _log_beta_quantile(a, b, 1.0 - q)  # p at the same point
+        return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -log_p)
 
 
 def _x_isf(a, b, tail):
@@ -263,13 +271,15 @@ def _log_beta_quantile(a, b, q):
     """``log`` of the ``Beta(a, b)`` quantile at ``q``.
 
     Where scipy's inverse gives NaN (it does for ``a`` just above 1 below q = 1e-16,
-    as at the grid's ``GRID_TAIL_MASS``), the leading term of the lower tail,
-    ``P(p < t) ~ t^a / (a B(a, b))``, gives it.
+    as at the grid's ``GRID_TAIL_MASS``) or a quantile below ``BETA_POWER_LAW_BELOW``
+    (it stops at the smallest normal double, 2.2e-308, where a small ``a`` puts the
+    quantile at 1e-900), the leading term of the lower tail, ``P(p < t) ~ t^a / (a
+    B(a, b))``, gives it: its relative error is of order ``t``.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         exact = np.log(special.betaincinv(a, b, q))
         power_law = (np.log(q) + np.log(a) + special.betaln(a, b)) / a
-    return np.where(np.isnan(exact), power_law, exact)
+    return np.where(np.isnan(exact) | (exact < math.log(BETA_POWER_LAW_BELOW)), power_law, exact)
 
 
 # ---------------------------------------------------------------------------
@@ -351,7 +361,13 @@ def _bin_masses(a, b, lo, step, n_bins, known):
 
 
 def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridCdf:
-    """Discretise each factor's exact bin masses at their bin centres and convolve.
+    """Discretise each factor on a lattice that keeps its mean, and convolve.
+
+    Each factor's lattice points are its bin edges ``lo + k step``. A bin's exact mass
+    is split between its two edges so that the bin's mean is kept
+    (``_upper_edge_shares``: with mass piled at ``X = 0`` it sits near the lower edge,
+    not half a step above it). The bias of the discretisation is then of second order
+    in the step, not of first.
 
     ``support`` is ``_supports(a, b)``; ``edges`` (a list, one entry per factor) keeps
     the factors' CDFs at their bin edges between calls. Below ``x_cap`` the grid is
@@ -369,26 +385,78 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridC
     total, scale = None, 0.0
     for j, (aj, bj, lj, hj) in enumerate(zip(a, b, lo, hi, strict=True)):
         n_bins = max(1, int(np.ceil((hj - lj) / step)))
-        mass, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
+        bins, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
         if capped:
-            mass[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
+            bins[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
+        share = _upper_edge_shares(aj, bj, lj, step, n_bins)
+        mass = np.zeros(n_bins + 1)
+        mass[:-1] += bins * (1.0 - share)
+        mass[1:] += bins * share
         if tilt:
             with np.errstate(divide="ignore"):
-                log_mass = np.log(np.maximum(mass, 0.0)) + tilt * (
-                    lj + step * (np.arange(n_bins) + 0.5)
-                )
+                log_mass = np.log(mass) + tilt * (lj + step * np.arange(n_bins + 1))
             top = np.max(log_mass)
             if np.isfinite(top):  # (a factor without mass here leaves an empty sum)
                 mass, scale = np.exp(log_mass - top), scale + top
         total = mass if total is None else _convolve(total, mass)
     total = np.maximum(total, 0.0)
-    start = float(lo.sum() + 0.5 * a.size * step)
+    start = float(lo.sum())
     if tilt:
         exponent = scale - tilt * (start + step * np.arange(total.size))
         total = total * np.exp(np.minimum(exponent, 600.0))
     lower = np.concatenate([[0.0], np.cumsum(total)])
     upper = np.concatenate([np.cumsum(total[::-1])[::-1], [0.0]])
     return _GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
+
+
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(24)
+_GAUSS_NODES, _GAUSS_WEIGHTS = 0.5 * (_GAUSS_NODES + 1.0), 0.5 * _GAUSS_WEIGHTS  # on [0, 1]
+
+
+def _upper_edge_shares(a, b, lo, step, n_bins):
+    """Per bin ``[lo + k step, lo + (k + 1) step]`` of ``-log p``, the share of its mass
+    that goes to the upper edge so that the bin's mean is kept: ``(E[X | bin] - lo -
+    k step) / step``.
+
+    Where the density is singular at ``X = 0`` (``b < 1``: mass piled at ``P = 1``) a
+    bin's mean sits well below its centre, and the halves would bias the sum by a
+    fraction of a step; the first ``GRID_EXACT_BINS`` bins are therefore computed:
+    the share is ``int_bin (F(top) - F(x)) dx / (step mass)``, by Gauss-Legendre (for
+    a pile, the first bin's from 0 in ``x = top s^k``, ``k = 1 / (1 + b)``, where ``F(x)
+    ~ C x^b`` makes the integrand flat). The mass below ``lo`` (``GRID_TAIL_MASS``)
+    counts as at ``lo``. The other bins are halved: their bias is of second order in
+    the step.
+    """
+    shares = np.full(n_bins, 0.5)
+    exact = min(n_bins, GRID_EXACT_BINS)
+    pile = b < 1  # the first bin from 0, in x = top s^k
+    k = 1.0 / (1.0 + b) if pile else 1.0
+    tops = lo + step * np.arange(1, exact + 1)
+    bottoms = tops - step
+    if pile:
+        bottoms[0] = 0.0
+    s = np.where(np.arange(exact)[:, None] == 0, _GAUSS_NODES**k, _GAUSS_NODES)
+    weights = np.where(
+        np.arange(exact)[:, None] == 0, _GAUSS_WEIGHTS * k * _GAUSS_NODES ** (k - 1), _GAUSS_WEIGHTS
+    )
+    x = bottoms[:, None] + (tops - bottoms)[:, None] * s
+    cdf, sf = _x_tails(a, b, np.concatenate([x.ravel(), tops, bottoms]))
+    n = x.size
+    low_side = cdf[n : n + exact] <= 0.5  # differences from the side that keeps digits
+    gap = np.where(
+        low_side[:, None],
+        cdf[n : n + exact, None] - cdf[:n].reshape(x.shape),
+        sf[:n].reshape(x.shape) - sf[n : n + exact, None],
+    )
+    mass = np.where(
+        low_side, cdf[n : n + exact] - cdf[n + exact :], sf[n + exact :] - sf[n : n + exact]
+    )
+    mass[0] = cdf[n] if low_side[0] else 1.0 - sf[n]  # the first bin holds all below lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above_bottom = np.sum(weights * gap, axis=1) * (tops - bottoms) / mass  # E[X - bottom]
+        share = (above_bottom - (lo + step * np.arange(exact) - bottoms)) / step
+    shares[:exact] = np.where(mass > 0, np.clip(share, 0.0, 1.0), 0.5)
+    return shares
 
 
 def _convolve(x, y):
@@ -403,11 +471,12 @@ def _grid_summary(factors, probs, x_points):
 
     The first step is a quarter of the narrowest factor's spread; each pass halves
     it, until two passes agree within ``QUANTILE_TOLERANCE`` or the step is so fine
-    (``M step / 2 <= QUANTILE_TOLERANCE``) that each factor's discretisation error,
-    at most half a step, bounds the error by itself. Quantiles in a far tail or close
+    that ``_discretisation_bound`` meets it by itself. Quantiles in a far tail or close
     to 0, and CDF values there, are then recomputed by ``_Grid``. The reported error,
     in ``X`` where ``X >= 1`` and relative to ``X`` below, is per quantile the smaller
-    of the last change and that bound, or the bound of its recomputation.
+    of the last change (the discretisation's bias is of second order in the step, so
+    the change from the step before is about three times the error left) and that
+    bound.
     """
     proper = [(a, b) for a, b in factors if a.size]
     m = max((a.size for a, _ in proper), default=1)
@@ -418,29 +487,106 @@ def _grid_summary(factors, probs, x_points):
         for a, b in proper
     )
     coarsest = max(spans, default=0.0) / GRID_MAX_POINTS
-    guaranteed = 2 * QUANTILE_TOLERANCE / m
+    guaranteed = _step_within(QUANTILE_TOLERANCE, m)
     step = max(spread / 4, coarsest)
     edges = [[None] * a.size for a, _ in factors]
     cdfs, xq = _grid_pass(factors, supports, step, probs, edges)
     central = np.minimum(probs, 1.0 - probs) >= GRID_TILT_BELOW  # tails: polished below
     while True:
         if step <= max(guaranteed, coarsest):
-            errors = np.full(probs.shape, 0.5 * m * step)
+            errors = np.full(probs.shape, _discretisation_bound(m, step))
             break
         step = max(step / 2, coarsest)
         finer, fine_xq = _grid_pass(factors, supports, step, probs, edges)
         change = np.abs(fine_xq - xq)
         cdfs, xq = finer, fine_xq
         if np.all(change[central] <= QUANTILE_TOLERANCE):
-            errors = np.minimum(change, 0.5 * m * step)
+            errors = np.minimum(change, _discretisation_bound(m, step))
             break
-    grid = _Grid(factors, supports, m, step)
-    polished = [grid.polish(q, x, e) for q, x, e in zip(probs, xq, errors, strict=True)]
+    law = _SmallXLaw.of(factors)
+    grid = _Grid(factors, supports, m, step, law)
+    law_xq, law_errors = (
+        (np.zeros(probs.shape), np.full(probs.shape, np.inf))
+        if law is None
+        else law.quantiles(probs)
+    )
+    polished = [
+        (lx, le) if le <= QUANTILE_TOLERANCE * lx else grid.polish(q, x, e)
+        for q, x, e, lx, le in zip(probs, xq, errors, law_xq, law_errors, strict=True)
+    ]
     xq = np.array([x for x, _ in polished])
     errors = [e for _, e in polished]
     x_cdf = np.array([grid.cdf_at(x, cdfs) for x in x_points])
     scaled = np.array(errors) / np.maximum(np.minimum(1.0, xq), GRID_SMALLEST_X)
     return ProductSummary(xq, x_cdf, float(np.max(scaled, initial=0.0)), "grid")
+
+
+@dataclass(frozen=True)
+class _SmallXLaw:
+    """The leading law of ``P(X <= x)`` near ``X = 0``, exact to double precision there.
+
+    Near 0, ``-log p`` with ``p ~ Beta(a, b)`` has ``P(X <= x) = x^b Gamma(a + b) /
+    (Gamma(a) Gamma(b + 1)) (1 + r)``, and a sum of such terms has ``P = K x^B (1 + r)``
+    with ``B = sum b`` and ``K = prod Gamma(a + b) / Gamma(a) / Gamma(B + 1)``; an equal
+    mixture averages them. The relative remainder ``|r|`` is taken as ``2 x sum (a + b +
+    1)`` (each density is ``x^(b - 1)`` times a series whose first term is about
+    ``(a + b + 1) x``), so a quantile's error in ``X`` is ``x |r| / B``.
+    """
+
+    log_k: np.ndarray
+    powers: np.ndarray
+    slope: float
+
+    @classmethod
+    def of(cls, factors):
+        """The law of a product's components, or ``None`` where one is a point mass at 0."""
+        if any(a.size == 0 for a, _ in factors):
+            return None
+        powers = np.array([b.sum() for _, b in factors])
+        log_k = np.array(
+            [
+                np.sum(special.gammaln(a + b) - special.gammaln(a)) - special.gammaln(p + 1.0)
+                for (a, b), p in zip(factors, powers, strict=True)
+            ]
+        )
+        return cls(log_k, powers, max(float(np.sum(a + b + 1.0)) for a, b in factors))
+
+    def quantiles(self, probs):
+        """Quantiles and their errors in ``X``, by bisection on ``log x``."""
+        log_q = np.log(probs) + math.log(self.log_k.size)  # the sum over components is n q
+        # The sum lies between its largest term and n times it: the root between theirs.
+        lo = np.min((np.log(probs)[:, None] - self.log_k) / self.powers, axis=1)
+        hi = np.min((log_q[:, None] - self.log_k) / self.powers, axis=1)
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            below = self._log_sum(mid) < log_q
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        with np.errstate(over="ignore", under="ignore"):
+            x = np.exp(hi)
+            return x, x * self.remainder(x) / self.powers.min()
+
+    def cdf(self, x):
+        """``P(X <= x)``."""
+        return math.exp(float(self._log_sum(np.array([math.log(x)]))[0])) / self.log_k.size
+
+    def remainder(self, x):
+        """Bound on the relative error of ``cdf`` at ``x``."""
+        return 2.0 * x * self.slope
+
+    def _log_sum(self, log_x):
+        return special.logsumexp(self.log_k + self.powers * log_x[:, None], axis=1)
+
+
+def _discretisation_bound(m, step):
+    """Bound on a grid quantile's error in ``X`` from the step alone: each of ``m``
+    factors' mass moves at most a step (to an edge of its bin), and the grid's CDF
+    spreads each point over one step."""
+    return (m + 0.5) * step
+
+
+def _step_within(error, m):
+    """The step at which ``_discretisation_bound`` is ``error``."""
+    return error / (m + 0.5)
 
 
 def _grid_pass(factors, supports, step, probs, edges):
@@ -459,6 +605,7 @@ class _Grid:
     supports: list
     m: int
     step: float
+    law: _SmallXLaw | None
 
     def polish(self, q, x, error):
         """The ``q`` quantile, recomputed where the shared grid cannot claim the tolerance.
@@ -469,8 +616,9 @@ class _Grid:
         unless ``q`` is a far upper tail (then the whole grid is refined): first with
         ``GRID_ZOOM_POINTS`` bins, and while the quantile sits in their first bins its
         position is extrapolated from the CDF's power law there; then with a step fine
-        enough to bound the error by ``M step / 2``. Below ``GRID_SMALLEST_X`` it stops.
-        Returns the quantile and its error in ``X``.
+        enough for ``_discretisation_bound``. A far upper tail that no affordable step
+        bounds so takes its error from the change from a grid of twice the step. Below
+        ``GRID_SMALLEST_X`` it stops. Returns the quantile and its error in ``X``.
         """
         tail = min(q, 1.0 - q) < GRID_TILT_BELOW
         from_below = 1.0 - q >= GRID_TILT_BELOW  # a capped grid holds no far upper tail
@@ -483,26 +631,37 @@ class _Grid:
             if error > wanted and from_below:
                 cap, floor = x + 2 * error, x - error
                 final = floor > 0.5 * x
-                step = 2 * wanted * floor / x / self.m if final else cap / GRID_ZOOM_POINTS
+                step = _step_within(wanted * floor / x, self.m) if final else cap / GRID_ZOOM_POINTS
             elif error > wanted:  # refine the whole grid (a capped one holds no upper tail)
-                finer = max(2 * wanted / self.m, self._finest(np.inf))
+                finer = max(_step_within(wanted, self.m), self._finest(np.inf))
                 if finer >= step and not tail:
                     break  # as fine as the grid may go: the error stays as reported
                 step = min(step, finer)
             cdfs = self._cdfs(step, x, cap)
+            estimate = x
             x = float(_mixture_quantiles(cdfs, np.array([q]))[0])
-            error, tail = 0.5 * self.m * step, False
+            error, tail = _discretisation_bound(self.m, step), False
+            if not np.isfinite(cap) and error > QUANTILE_TOLERANCE * min(1.0, x):
+                coarse = self._cdfs(2 * step, estimate, cap)
+                error = min(error, abs(x - float(_mixture_quantiles(coarse, np.array([q]))[0])))
             if np.isfinite(cap) and x < 64 * step:
                 x, error = _power_law_guess(cdfs, q, step, x, error)
         return x, error
 
     def cdf_at(self, x, cdfs):
-        """``P(X <= x)``, recomputed on a grid capped just above ``x`` where it is a far
-        lower tail or the shared step is coarse next to ``x``."""
+        """``P(X <= x)``: from the small-x law where it is exact enough, else recomputed
+        on a grid capped just above ``x`` where it is a far lower tail or the shared
+        step is coarse next to ``x``."""
+        if (
+            self.law is not None
+            and 0 < x
+            and self.law.remainder(x) <= (QUANTILE_TOLERANCE * self.law.powers.min())
+        ):
+            return self.law.cdf(x)
         value = float(_mixture_cdf(cdfs, x))
-        resolved = 0.5 * self.m * self.step <= QUANTILE_TOLERANCE * min(1.0, x)
+        resolved = _discretisation_bound(self.m, self.step) <= QUANTILE_TOLERANCE * min(1.0, x)
         if x > 0 and (value < GRID_TILT_BELOW or not resolved):
-            step = min(self.step, 2 * QUANTILE_TOLERANCE * min(1.0, x) / self.m)
+            step = min(self.step, _step_within(QUANTILE_TOLERANCE * min(1.0, x), self.m))
             value = float(_mixture_cdf(self._cdfs(step, x, x + step), x))
         return value
 
@@ -512,14 +671,12 @@ class _Grid:
         return max(float(np.max(w)) for w in widths) / GRID_MAX_POINTS
 
     def _cdfs(self, step, x, cap):
-        """Each component's grid at ``step``: capped at ``cap`` if finite (all of its mass
-        then lies near ``x``), else tilted to ``x``."""
+        """Each component's grid at ``step``, capped at ``cap`` and tilted to ``x`` (a sum
+        of many factors, each below the cap, has most of its mass near ``M`` times the
+        cap: untilted, a lower tail 1e-19 of it would sink in the FFT's rounding)."""
         step = max(step, self._finest(cap))
-        capped = bool(np.isfinite(cap))
         return [
-            _grid_cdf(a, b, step, support, cap, tilt=0.0 if capped else _tilt(a, b, x))
-            if a.size
-            else None
+            _grid_cdf(a, b, step, support, cap, tilt=_tilt(a, b, x)) if a.size else None
             for (a, b), support in zip(self.factors, self.supports, strict=True)
         ]
 

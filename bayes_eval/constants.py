@@ -27,6 +27,11 @@ DEFAULT_LEVEL = 0.975
 QUANTILE_TOLERANCE = 1e-4
 # Tail mass of each Beta factor that the grid may lump at the edge of its support.
 GRID_TAIL_MASS = 1e-18
+# Beta quantiles below this come from the leading power law of the lower tail (scipy's
+# inverse stops at the smallest normal double).
+BETA_POWER_LAW_BELOW = 1e-290
+# Bins of each factor, from its lowest, whose mean (not their centre) places their mass.
+GRID_EXACT_BINS = 64
 # Tail probability below which the grid is recomputed tilted to the point's saddlepoint.
 GRID_TILT_BELOW = 1e-6
 # A quantile near X = 0 is recomputed on grids capped just above it, each this many

@@ -83,5 +83,8 @@ def two_factor_tails(a, b, x):
 def beta_tails(a, b, x):
     """``(P(X <= x), P(X > x))`` for one factor: the closed form."""
     a, b, x = mp.mpf(a), mp.mpf(b), mp.mpf(x)
-    u0 = -mp.expm1(-x)
-    return mp.betainc(b, a, 0, u0, regularized=True), mp.betainc(b, a, u0, 1, regularized=True)
+    u0 = -mp.expm1(-x)  # each tail from the side where its bound keeps its digits
+    lower = mp.betainc(b, a, 0, u0, regularized=True)  # P(1 - p <= 1 - e^-x)
+    if x < mp.log(2):
+        return lower, mp.betainc(b, a, u0, 1, regularized=True)
+    return lower, mp.betainc(a, b, 0, mp.exp(-x), regularized=True)  # P(p < e^-x)
