@@ -159,3 +159,16 @@ def test_shapes_where_scipy_cannot_invert_the_far_tail():
     summary = summarise(components, np.array([0.025, 0.5, 0.975]))
     tails = lambda x: two_factor_tails([1.0, 0.75], [1.0, 1.03125], x)  # noqa: E731
     assert_quantiles_bracketed(summary, tails, np.array([0.025, 0.5, 0.975]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_random_telescoping_products_at_any_level(seed):
+    """Shapes drawn log-uniform from 0.02 to 10^4 (the reference's series slows past it),
+    2 to 5 factors: each is exactly Beta(a1, sum b)."""
+    rng = np.random.default_rng(seed)
+    a1 = float(np.exp(rng.uniform(math.log(0.02), math.log(1e4))))
+    bs = np.exp(rng.uniform(math.log(0.02), math.log(1e4), rng.integers(2, 6)))
+    a = np.cumsum([a1, *bs[:-1]])
+    summary = summarise([(a, bs)])
+    assert_quantiles_bracketed(summary, lambda x: beta_tails(a1, float(bs.sum()), x))
