@@ -19,8 +19,9 @@ below (a relative error of 1e-4 in both ``P`` and ``1 - P``):
   ``SADDLEPOINT_ERROR`` of mpmath there (tests/test_exact_reference.py);
 * anything else (small or near-singular shapes, mixtures over runs, the far upper
   tail): a grid of the exact bin masses of each ``-log p`` (from the Beta CDF and
-  survival function, so singular densities are no problem), each split between its
-  bin's edges so that the bin's mean is kept, convolved by FFT. The step is halved
+  survival function, so singular densities are no problem), at the bins' centres (for
+  a factor piled at ``X = 0``, split between each bin's edges so that its mean is
+  kept), convolved by FFT. The step is halved
   until two grids agree; far tails are recomputed on grids tilted to their
   saddlepoint, points near ``X = 0`` on grids capped just above them, and points
   closer still from the leading law of the lower tail (``_SmallXLaw``).
@@ -361,13 +362,15 @@ def _bin_masses(a, b, lo, step, n_bins, known):
 
 
 def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridCdf:
-    """Discretise each factor on a lattice that keeps its mean, and convolve.
+    """Discretise each factor's exact bin masses and convolve.
 
-    Each factor's lattice points are its bin edges ``lo + k step``. A bin's exact mass
-    is split between its two edges so that the bin's mean is kept
-    (``_upper_edge_shares``: with mass piled at ``X = 0`` it sits near the lower edge,
-    not half a step above it). The bias of the discretisation is then of second order
-    in the step, not of first.
+    A factor's bin masses sit at the bins' centres, ``lo + (k + 1/2) step``, except
+    where its mass piles at ``X = 0`` (``b < 1``). There a bin's mean lies well below
+    its centre, and centres would bias the sum by a fraction of a step (a bias of first
+    order in the step); such a factor's lattice is its bin edges ``lo + k step``
+    instead, each bin's mass split between its two edges so that the bin's mean is kept
+    (``_upper_edge_shares``). Centres elsewhere keep the smaller second-order error of
+    the midpoint rule.
 
     ``support`` is ``_supports(a, b)``; ``edges`` (a list, one entry per factor) keeps
     the factors' CDFs at their bin edges between calls. Below ``x_cap`` the grid is
@@ -382,25 +385,30 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridC
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
     hi = np.maximum(np.minimum(hi, x_cap - (lo.sum() - lo)), lo)
     edges = [None] * a.size if edges is None else edges
-    total, scale = None, 0.0
+    total, scale, start = None, 0.0, 0.0
     for j, (aj, bj, lj, hj) in enumerate(zip(a, b, lo, hi, strict=True)):
         n_bins = max(1, int(np.ceil((hj - lj) / step)))
-        bins, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
+        mass, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
         if capped:
-            bins[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
-        share = _upper_edge_shares(aj, bj, lj, step, n_bins)
-        mass = np.zeros(n_bins + 1)
-        mass[:-1] += bins * (1.0 - share)
-        mass[1:] += bins * share
+            mass[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
+        first = lj + 0.5 * step  # the first lattice point: a centre, or for a pile lo
+        if bj < 1:
+            share = _upper_edge_shares(aj, bj, lj, step, n_bins)
+            bins, mass = mass, np.zeros(n_bins + 1)
+            mass[:-1] += bins * (1.0 - share)
+            mass[1:] += bins * share
+            first = lj
+        start += first
         if tilt:
             with np.errstate(divide="ignore"):
-                log_mass = np.log(mass) + tilt * (lj + step * np.arange(n_bins + 1))
+                log_mass = np.log(np.maximum(mass, 0.0)) + tilt * (
+                    first + step * np.arange(mass.size)
+                )
             top = np.max(log_mass)
             if np.isfinite(top):  # (a factor without mass here leaves an empty sum)
                 mass, scale = np.exp(log_mass - top), scale + top
         total = mass if total is None else _convolve(total, mass)
     total = np.maximum(total, 0.0)
-    start = float(lo.sum())
     if tilt:
         exponent = scale - tilt * (start + step * np.arange(total.size))
         total = total * np.exp(np.minimum(exponent, 600.0))
@@ -414,31 +422,26 @@ _GAUSS_NODES, _GAUSS_WEIGHTS = 0.5 * (_GAUSS_NODES + 1.0), 0.5 * _GAUSS_WEIGHTS 
 
 
 def _upper_edge_shares(a, b, lo, step, n_bins):
-    """Per bin ``[lo + k step, lo + (k + 1) step]`` of ``-log p``, the share of its mass
-    that goes to the upper edge so that the bin's mean is kept: ``(E[X | bin] - lo -
-    k step) / step``.
+    """For a factor whose mass piles at ``X = 0`` (``b < 1``), per bin ``[lo + k step, lo
+    + (k + 1) step]`` of ``-log p``, the share of its mass that goes to the upper edge
+    so that the bin's mean is kept: ``(E[X | bin] - lo - k step) / step``.
 
-    Where the density is singular at ``X = 0`` (``b < 1``: mass piled at ``P = 1``) a
-    bin's mean sits well below its centre, and the halves would bias the sum by a
-    fraction of a step; the first ``GRID_EXACT_BINS`` bins are therefore computed:
-    the share is ``int_bin (F(top) - F(x)) dx / (step mass)``, by Gauss-Legendre (for
-    a pile, the first bin's from 0 in ``x = top s^k``, ``k = 1 / (1 + b)``, where ``F(x)
-    ~ C x^b`` makes the integrand flat). The mass below ``lo`` (``GRID_TAIL_MASS``)
-    counts as at ``lo``. The other bins are halved: their bias is of second order in
-    the step.
+    The density ``~ x^(b - 1)`` puts a bin's mean well below its centre near 0, so the
+    first ``GRID_EXACT_BINS`` bins are computed: the share is ``int_bin (F(top) - F(x))
+    dx / (step mass)``, by Gauss-Legendre (the first bin's from 0 in ``x = top s^k``,
+    ``k = 1 / (1 + b)``, where ``F(x) ~ C x^b`` makes the integrand flat). The mass
+    below ``lo`` (``GRID_TAIL_MASS``) counts as at ``lo``. The other bins are halved:
+    their bias is of second order in the step.
     """
     shares = np.full(n_bins, 0.5)
     exact = min(n_bins, GRID_EXACT_BINS)
-    pile = b < 1  # the first bin from 0, in x = top s^k
-    k = 1.0 / (1.0 + b) if pile else 1.0
+    k = 1.0 / (1.0 + b)
     tops = lo + step * np.arange(1, exact + 1)
     bottoms = tops - step
-    if pile:
-        bottoms[0] = 0.0
-    s = np.where(np.arange(exact)[:, None] == 0, _GAUSS_NODES**k, _GAUSS_NODES)
-    weights = np.where(
-        np.arange(exact)[:, None] == 0, _GAUSS_WEIGHTS * k * _GAUSS_NODES ** (k - 1), _GAUSS_WEIGHTS
-    )
+    bottoms[0] = 0.0
+    first = np.arange(exact)[:, None] == 0
+    s = np.where(first, _GAUSS_NODES**k, _GAUSS_NODES)
+    weights = np.where(first, _GAUSS_WEIGHTS * k * _GAUSS_NODES ** (k - 1), _GAUSS_WEIGHTS)
     x = bottoms[:, None] + (tops - bottoms)[:, None] * s
     cdf, sf = _x_tails(a, b, np.concatenate([x.ravel(), tops, bottoms]))
     n = x.size
