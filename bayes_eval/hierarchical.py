@@ -17,7 +17,7 @@ NUTS explores only the hyperparameters:
   ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
   Here the milestone rates of a task also explain its end-to-end counts; they are still
   marginalised for tasks with up to ``MARGINAL_END_TO_END`` end-to-end trials (an exact
-  finite sum, ``_path_tables``) and sampled above; ``lambda`` is marginalised (a finite
+  finite sum, ``_survivor_chain``) and sampled above; ``lambda`` is marginalised (a finite
   sum, see ``_joint_model``); both are drawn back exactly; a task without end-to-end
   runs takes its ``lambda`` from the population.
 
@@ -34,7 +34,6 @@ PyMC and nutpie are imported only here, and only when a pooled model is fitted.
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import time
@@ -623,7 +622,7 @@ def _beta_binomial(alpha, beta, group, k, failures, n):
 def end_to_end_groups(layout) -> tuple[np.ndarray, np.ndarray]:
     """The pairs whose end-to-end trials the joint model sums the milestone rates out of
     (1 to ``MARGINAL_END_TO_END`` trials; most milestones first, the order of
-    ``_path_tables``), and those it samples them for (more)."""
+    ``_survivor_chain``), and those it samples them for (more)."""
     few = np.flatnonzero((layout.e2e_n > 0) & (layout.e2e_n <= MARGINAL_END_TO_END))
     milestones = np.bincount(layout.cell_pair, minlength=len(layout.pairs))[few]
     return few[np.argsort(-milestones, kind="stable")], np.flatnonzero(
@@ -650,9 +649,10 @@ def _joint_model(layout, spec, form):
     runs has its rates marginalised as in ``hierarchical`` (Beta-Binomial). A task with
     at most ``MARGINAL_END_TO_END`` end-to-end trials (one, in the usual agentic
     benchmark) too: given the hyperparameters its rates are independent Betas, and its
-    end-to-end likelihood is a finite sum of their moments (``_path_tables``,
-    ``_path_likelihood``); ``_marginal_draws`` draws the rates and lambda back. Only tasks
-    with more end-to-end trials sample their rates (``p_cell``, over ``sampled_cell``).
+    end-to-end likelihood is a finite sum over how many trials pass each milestone
+    (``_survivor_chain``, ``_path_likelihood``); ``_marginal_draws`` draws the rates and
+    lambda back. Only tasks with more end-to-end trials sample their rates (``p_cell``,
+    over ``sampled_cell``).
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -680,11 +680,10 @@ def _joint_model(layout, spec, form):
             group = layout.cell_pair[cells]
             a = pt.exp(log_a)[group] + k[cells]
             b = pt.exp(log_b)[group] + f[cells]
-            tables = _path_tables(pt, a, b, counts, int(layout.e2e_n[few].max()))
-            e2e_k, e2e_f = _count_data(pm, "e2e_few", layout.e2e_k[few], layout.e2e_n[few])
-            log_lik = _path_likelihood(
-                pt, tables[0], bypass_a[few], bypass_b[few], e2e_k, layout.e2e_n[few], e2e_f
-            )
+            n = layout.e2e_n[few]
+            chain = _survivor_chain(pt, a, b, n, counts, int(n.max()))
+            e2e_k, e2e_f = _count_data(pm, "e2e_few", layout.e2e_k[few], n)
+            log_lik = _path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
             pm.Potential("end_to_end_few", pt.sum(log_lik))
         if many.size:
             where = np.flatnonzero(sampled)
@@ -743,127 +742,87 @@ def _cells_of(layout, pairs):
 IMPOSSIBLE = -1e10
 
 
-@dataclass(frozen=True)
-class PathGrid:
-    """The entries ``(u, v)``, ``u + v <= n_max``, of a path table, flat (``index[u, v]``;
-    -1 outside), and the terms ``(entry, i)``, ``i = 0..n_max``, of its recursion, flat:
-    the entry ``(u + i, v - i)`` of the moments each term reads, the entry ``(u, i)`` of
-    the next table, ``log C(v, i)``, and which terms are real (``i <= v``; the others read
-    entry 0 and are masked)."""
+def _survivor_chain(xp, a, b, n, counts, n_max):
+    """``log P(c_m = c)``, ``c = 0..n_max``, of the number ``c_m`` of a task's ``n``
+    end-to-end trials that pass milestones ``1..m`` on the milestone path, ``m = 0..M``:
+    one ``(n_max + 1, rows)`` array per ``m``.
 
-    index: np.ndarray
-    u: np.ndarray
-    v: np.ndarray
-    base: np.ndarray
-    moment: np.ndarray
-    g: np.ndarray
-    log_choose: np.ndarray
-    valid: np.ndarray
-
-    @classmethod
-    @functools.cache
-    def of(cls, n_max: int) -> PathGrid:
-        size = n_max + 1
-        u, v = np.nonzero(np.add.outer(np.arange(size), np.arange(size)) <= n_max)
-        index = np.full((size, size), -1)
-        index[u, v] = np.arange(u.size)
-        u, v, i = u[:, None], v[:, None], np.arange(size)[None, :]
-        valid = i <= v
-
-        def real(values):
-            return np.where(valid, values, 0).ravel()
-
-        log_choose = special.gammaln(v + 1) - special.gammaln(i + 1)
-        log_choose = log_choose - special.gammaln(np.maximum(v - i, 0) + 1)
-        return cls(
-            index=index,
-            u=u[:, 0],
-            v=v[:, 0],
-            base=np.where(v[:, 0] == 0, 0.0, IMPOSSIBLE),
-            moment=real(index[np.minimum(u + i, n_max), np.maximum(v - i, 0)]),
-            g=real(index[u, np.minimum(i, v)]),
-            log_choose=real(log_choose),
-            valid=valid.ravel(),
-        )
-
-
-def _path_tables(xp, a, b, counts, n_max):
-    """``log G_m(u, v) = log E[Q_m^u (1 - Q_m)^v]`` for ``Q_m = prod_{l >= m} p_l``,
-    ``p_l ~ Beta(a_l, b_l)`` independent, ``u + v <= n_max``; one table per milestone
-    ``m``, the first being ``m = 0`` (the whole product), each ``(entries, rows)`` over
-    the entries of ``PathGrid.of(n_max)``.
-
-    From ``1 - Q_m = (1 - p_m) + p_m (1 - Q_{m+1})`` and the binomial theorem,
-    ``G_m(u, v) = sum_i C(v, i) E[p_m^(u + i) (1 - p_m)^(v - i)] G_{m+1}(u, i)``, a sum
-    of positive terms (no cancellation), with ``G(u, v) = [v = 0]`` past the last
-    milestone. ``a``, ``b`` are ``(rows, milestones)``; row ``r`` has ``counts[r]`` real
-    milestones, the rest padding, and rows come with the most milestones first, so that
-    the tables past milestone ``m`` are needed by a leading block of rows only:
-    ``tables[m]`` has a column per row with more than ``m - 1`` milestones. ``xp`` is
-    numpy or ``pytensor.tensor``. The Beta moments are ratios of rising factorials, read
-    along the first axis (the fast gather, and its fast gradient): log-gamma terms on the
-    whole grid, or gathers along the last axis, made the gradient several times slower.
+    Every trial passes milestone ``m`` with the same rate ``p_m``, and the rates are
+    independent ``Beta(a_m, b_m)`` given the hyperparameters, so with ``p_m`` summed out
+    ``c_m | c_(m-1) ~ BetaBinomial(c_(m-1), a_m, b_m)`` and the chain is Markov, from
+    ``c_0 = n``: ``(n_max + 1)^2`` positive terms per milestone and row, no cancellation
+    (``_transition``). ``a``, ``b`` are ``(rows, milestones)``; row ``r`` has ``counts[r]``
+    real milestones, the rest padding, and rows come with the most milestones first, so
+    that milestone ``m`` moves a leading block of rows only (the others keep their
+    count). ``n`` is each row's number of trials. ``xp`` is numpy or
+    ``pytensor.tensor``.
     """
     logsumexp = special.logsumexp if xp is np else xp.logsumexp
     counts = np.asarray(counts)
     if np.any(np.diff(counts) > 0):
-        raise ValueError("_path_tables: rows must come with the most milestones first")
-    grid = PathGrid.of(n_max)
-    log_choose, valid = grid.log_choose[:, None], grid.valid[:, None]
-
-    def rising(shape):  # log (s)_r = sum_{t < r} log(s + t), r = 0..n_max: (r, milestones, rows)
-        logs = xp.log(shape.T[None] + np.arange(n_max)[:, None, None])
-        return xp.concatenate([xp.zeros_like(logs[:1]), xp.cumsum(logs, axis=0)], axis=0)
-
-    # log E[p^u (1 - p)^v] = log (a)_u (b)_v / (a + b)_(u + v), every milestone at once
-    moments = rising(a)[grid.u] + rising(b)[grid.v] - rising(a + b)[grid.u + grid.v]
-    moments = moments[grid.moment] + log_choose[..., None]  # per term: C(v, i), x, y
-    table, tables = None, []
-    for m in reversed(range(int(counts.max()))):
+        raise ValueError("_survivor_chain: rows must come with the most milestones first")
+    rising = [_log_rising(xp, shape, n_max) for shape in (a, b, a + b)]
+    start = np.where(np.arange(n_max + 1)[:, None] == np.asarray(n)[None, :], 0.0, IMPOSSIBLE)
+    chain = [start if xp is np else xp.as_tensor(start)]
+    for m in range(int(counts.max())):
         rows = int(np.sum(counts > m))
-        done = 0 if table is None else int(np.sum(counts > m + 1))
-        start = xp.zeros((1, rows - done)) + grid.base[:, None]  # past the last milestone
-        table = start if table is None else xp.concatenate([table, start], axis=1)
-        tables.insert(0, table)
-        terms = xp.where(valid, moments[:, m, :rows] + table[grid.g], IMPOSSIBLE)
-        table = logsumexp(terms.reshape((-1, n_max + 1, rows)), axis=1)
-    tables.insert(0, table)
-    return tables
+        moved = logsumexp(
+            chain[-1][:, None, :rows] + _transition(xp, n_max, *(r[:, m, :rows] for r in rising)),
+            axis=0,
+        )
+        kept = chain[-1][:, rows:]
+        chain.append(moved if rows == counts.size else xp.concatenate([moved, kept], axis=1))
+    return chain
 
 
-def _path_likelihood(xp, table, alpha, beta, k, n, failures):
-    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials
-    (``failures`` = ``n - k``, ``count_data``), up to ``C(n, k)``, given the whole-product
-    table ``log G_0`` of ``_path_tables``: the sum over ``j = 0..k`` (successes by the
-    bypass) of ``C(k, j) G_0(k - j, n - k + j) B(alpha + j, beta + n - k) / B(alpha, beta)``."""
-    from scipy import special
-
-    gammaln = special.gammaln if xp is np else xp.gammaln
-    logsumexp = special.logsumexp if xp is np else xp.logsumexp
-    terms = _path_terms(xp, gammaln, table, alpha, beta, k, n, failures)
-    return logsumexp(terms, axis=-1)
+def _log_rising(xp, shape, n_max):
+    """``log (s)_r = sum_{t < r} log(s + t)``, ``r = 0..n_max``, of ``shape`` ``(rows,
+    milestones)``: ``(n_max + 1, milestones, rows)``."""
+    logs = xp.log(shape.T[None] + np.arange(n_max)[:, None, None])
+    return xp.concatenate([xp.zeros_like(logs[:1]), xp.cumsum(logs, axis=0)], axis=0)
 
 
-def _path_terms(xp, gammaln, table, alpha, beta, k, n, failures):
-    """The log terms ``j = 0..max(n)`` of ``_path_likelihood`` (impossible past ``k``); one
-    row per task (or draw), ``table`` being ``(entries, rows)`` over ``PathGrid.of(max(n))``."""
-    n = np.asarray(n)
-    n_max = int(n.max())
-    index = PathGrid.of(n_max).index
-    j = np.arange(n_max + 1)
-    rows = np.arange(n.size)[:, None]
-    k, n, failures = k[:, None], n[:, None], failures[:, None]
-    j_safe = xp.minimum(j, k)
-    entry = (np.asarray if xp is np else xp.as_tensor)(index)[k - j_safe, n - k + j_safe]
-    g = table[entry, rows]
-    alpha, beta = alpha[..., None], beta[..., None]
+def _transition(xp, n_max, rising_a, rising_b, rising_ab):
+    """``log BetaBinomial(c' | c, a, b) = log C(c, c') + log (a)_c' + log (b)_(c - c') -
+    log (a + b)_c`` as ``(c, c', rows)`` (``IMPOSSIBLE`` for ``c' > c``), from the log
+    rising factorials ``(c, rows)`` of one milestone's shapes, ``c = 0..n_max``."""
+    c = np.arange(n_max + 1)
+    passed = c[None, :] <= c[:, None]
+    failed = np.where(passed, c[:, None] - c[None, :], 0)
+    log_choose = special.gammaln(c + 1)[:, None] - special.gammaln(c + 1)[None, :]
+    log_choose = np.where(passed, log_choose - special.gammaln(failed + 1), 0.0)[..., None]
+    terms = log_choose + rising_a[None] + rising_b[failed] - rising_ab[:, None]
+    return xp.where(passed[..., None], terms, IMPOSSIBLE)
+
+
+def _bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures):
+    """``log P(c_M = c, k successes)``, ``c = 0..max(n)``: ``c`` trials through the milestones
+    (``survivors``, the last array of ``_survivor_chain``) and the other ``k - c``
+    successes by the bypass, ``C(n - c, k - c) B(alpha + k - c, beta + n - k) / B(alpha,
+    beta)`` (``lambda`` summed out); ``IMPOSSIBLE`` for ``c > k``. ``alpha``, ``beta``,
+    ``k``, ``n`` and ``failures`` (``n - k``, ``count_data``) are per row."""
+    n = np.asarray(n)[None, :]
+    c = np.arange(n.max() + 1)[:, None]
+    through = c <= k[None, :]
+    by_bypass = xp.maximum(k[None, :] - c, 0)
 
     def betaln(p, q):
         return gammaln(p) + gammaln(q) - gammaln(p + q)
 
-    log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
-    terms = log_choose + g + betaln(alpha + j_safe, beta + failures) - betaln(alpha, beta)
-    return xp.where(j <= k, terms, IMPOSSIBLE)
+    rest = np.maximum(n - c, 0)
+    log_choose = gammaln(rest + 1) - gammaln(by_bypass + 1) - gammaln(rest - by_bypass + 1)
+    bypass = betaln(alpha[None, :] + by_bypass, beta[None, :] + failures[None, :])
+    terms = survivors + log_choose + bypass - betaln(alpha, beta)[None, :]
+    return xp.where(through, terms, IMPOSSIBLE)
+
+
+def _path_likelihood(xp, survivors, alpha, beta, k, n, failures):
+    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials per row:
+    the sum over ``c`` of ``_bypass_outcomes``."""
+    logsumexp = special.logsumexp if xp is np else xp.logsumexp
+    gammaln = special.gammaln if xp is np else xp.gammaln
+    terms = _bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures)
+    return logsumexp(terms, axis=0)
 
 
 def joint_data(layout, e2e_k) -> dict:
@@ -1119,12 +1078,12 @@ def _marginal_draws(post, layout, rng, shape):
 
     Sampled rates are read from ``p_cell``. Marginalised ones are drawn exactly: given
     the hyperparameters, a cell's rate is ``Beta(a', b')``, ``a' = mu kappa + k``,
-    ``b' = (1 - mu) kappa + n - k``, times the likelihood of the task's end-to-end
-    trials, a mixture of products of Betas with positive weights (``_path_tables``).
-    Its component is drawn from the top: ``j`` successes by the bypass (``lambda ~
-    Beta(alpha + j, beta + n - k)``), leaving ``Q^u (1 - Q)^v``, ``u = k - j``, ``v = n -
-    k + j``; then milestone by milestone, ``i`` of the ``v`` failures passing it, ``p_m ~
-    Beta(a'_m + u + i, b'_m + v - i)``, and ``v = i`` for the rest.
+    ``b' = (1 - mu) kappa + n - k``, and the task's end-to-end trials add a path of
+    survivor counts (``_survivor_chain``). The path is drawn from its end: ``c_M`` trials
+    through every milestone, the other ``k - c_M`` successes by the bypass (``lambda ~
+    Beta(alpha + k - c_M, beta + n - k)``); then backwards, ``c_(m-1)`` given ``c_m``, with
+    weights ``P(c_(m-1)) P(c_m | c_(m-1))``; and ``p_m ~ Beta(a'_m + c_m, b'_m + c_(m-1) -
+    c_m)``.
     """
     agent = layout.pair_agent
     a, b = _cell_shapes(post, layout)
@@ -1137,32 +1096,21 @@ def _marginal_draws(post, layout, rng, shape):
         k, n = int(layout.e2e_k[p]), int(layout.e2e_n[p])
         ap, bp = bypass_a[..., p].ravel(), bypass_b[..., p].ravel()
         ac, bc = a[..., cells].reshape(-1, cells.size), b[..., cells].reshape(-1, cells.size)
-        tables = _path_tables(np, ac, bc, np.full(ap.size, cells.size), n)
-        index = PathGrid.of(n).index
-        draws = np.arange(ap.size)
-        k_all = np.full(ap.size, k)
-        n_all = np.full(ap.size, n)
-        terms = _path_terms(np, special.gammaln, tables[0], ap, bp, k_all, n_all, n_all - k_all)
-        j = _categorical(terms, rng)
-        bypass_few[p] = rng.beta(ap + j, bp + (n - k)).reshape(shape)
-        u, v = k - j, n - k + j
+        rows = np.full(ap.size, 1)
+        chain = _survivor_chain(np, ac, bc, n * rows, cells.size * rows, n)
+        outcomes = _bypass_outcomes(
+            np, special.gammaln, chain[-1], ap, bp, k * rows, n * rows, (n - k) * rows
+        )
+        survivors = _categorical(outcomes.T, rng)
+        bypass_few[p] = rng.beta(ap + k - survivors, bp + (n - k)).reshape(shape)
+        rising = [_log_rising(np, shape_m, n) for shape_m in (ac, bc, ac + bc)]
         shift_a, shift_b = np.zeros_like(ac), np.zeros_like(bc)
-        for m in range(cells.size):
-            i = np.arange(n + 1)[None, :]
-            x, y = u[:, None] + i, v[:, None] - i
-            ok = y >= 0
-            x, y = np.where(ok, x, 0), np.where(ok, y, 0)
-            am, bm = ac[:, m][:, None], bc[:, m][:, None]
-            weights = (
-                special.gammaln(v[:, None] + 1) - special.gammaln(i + 1)
-                - special.gammaln(np.maximum(v[:, None] - i, 0) + 1)
-                + special.gammaln(am + x) + special.gammaln(bm + y)
-                - special.gammaln(am + bm + x + y)
-                + tables[m + 1][index[u[:, None], np.where(ok, i, 0)], draws[:, None]]
-            )  # fmt: skip
-            i = _categorical(np.where(ok, weights, IMPOSSIBLE), rng)
-            shift_a[:, m], shift_b[:, m] = u + i, v - i
-            v = i
+        draws = np.arange(ap.size)
+        for m in reversed(range(cells.size)):
+            step = _transition(np, n, *(r[:, m] for r in rising))[:, survivors, draws]
+            before = _categorical((chain[m] + step).T, rng)
+            shift_a[:, m], shift_b[:, m] = survivors, before - survivors
+            survivors = before
         extra_a[..., cells] = shift_a.reshape(shape + (cells.size,))
         extra_b[..., cells] = shift_b.reshape(shape + (cells.size,))
     log_p = log_beta_draws(a + extra_a, b + extra_b, (), rng)

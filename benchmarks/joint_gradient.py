@@ -5,10 +5,11 @@ Run from the repository root (needs the package installed):
 
     python benchmarks/joint_gradient.py [--seed 0] [--repeats 7]
 
-Two simulated tables (``bayes_eval.simulate.random_design``): a capture-the-flag table
+Three simulated tables (``bayes_eval.simulate.random_design``): a capture-the-flag table
 (8 agents x 40 tasks, one trial per milestone and per end-to-end run; the shape of the
-agentic benchmarks the joint model is for) and the first random design of the robustness
-study (seed 0: 9 agents x 33 tasks, 3 trials per cell, end-to-end rows on 185 pairs).
+agentic benchmarks the joint model is for), and the first and the 23rd random designs of
+the robustness study (seed 0: 9 agents x 33 tasks, 3 trials per cell, end-to-end rows on
+185 pairs; 9 agents x 43 tasks, 10 trials per cell, end-to-end rows on 329 pairs).
 Each is built as ``fit`` builds it, with ``joint`` and with ``hierarchical``, and the
 log-density-and-gradient function is compiled with PyTensor's numba backend (nutpie's).
 Prints, per table and model, the number of parameters and graph nodes, the first call
@@ -33,8 +34,13 @@ def tables(seed: int) -> dict:
     from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
 
     ctf, _ = random_design(np.random.default_rng(seed), CAPTURE_THE_FLAG)
-    first, _ = random_design(np.random.default_rng(seed))
-    return {"capture-the-flag, 1 trial": ctf, "robustness design 0": first}
+    rng = np.random.default_rng(seed)
+    designs = [random_design(rng)[0] for _ in range(23)]
+    return {
+        "capture-the-flag, 1 trial": ctf,
+        "robustness design 1": designs[0],
+        "robustness design 23": designs[22],
+    }
 
 
 def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:

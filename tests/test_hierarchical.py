@@ -136,20 +136,30 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
 
 
 @pytest.mark.parametrize(
-    "e2e, centred, mixed_centred",
-    [((20, 40), True, True), ((6, 12), False, True), ((3, 6), False, False)],
+    "e2e, kappa, centred, mixed_centred",
+    [((20, 40), 10, True, True), ((12, 24), 10, False, True), ((12, 24), 30, False, False)],
 )
-def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(e2e, centred, mixed_centred):
-    """A sampled milestone rate is informed by its own trials and by its task's end-to-end
-    trials (through the product): 2 + 40 trials reach the margin of 3 (kappa + 1) = 33
-    at the prior median kappa = e^2.3; 2 + 12 and 2 + 6 do not. A rate with successes and
-    failures of its own (1 of 2) is centred from kappa + 1 = 11 trials: 2 + 12 reach it.
-    The all-success and all-failure cells are sampled on their tail scales whatever the
-    form."""
-    from bayes_eval.hierarchical import choose_form
+def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(
+    e2e, kappa, centred, mixed_centred
+):
+    """A sampled milestone rate (a task with more than ``MARGINAL_END_TO_END`` end-to-end
+    trials) is informed by its own trials and by its task's end-to-end trials (through
+    the product): at a prior median concentration of 10, 2 + 40 trials reach the margin
+    of 3 (kappa + 1) = 33; 2 + 24 do not. A rate with successes and failures of its own
+    (1 of 2) is centred from kappa + 1 trials: 26 reach 11 but not 31. The all-success
+    and all-failure cells are sampled on their tail scales whatever the form."""
+    import dataclasses
 
+    from bayes_eval.constants import MARGINAL_END_TO_END
+    from bayes_eval.hierarchical import choose_form
+    from bayes_eval.specs import Prior
+
+    assert e2e[1] > MARGINAL_END_TO_END
+    spec = bayes_eval.load_spec("joint")
+    prior = Prior("LogNormal", {"mu": np.log(kappa), "sigma": 1.5}, "test")
+    spec = dataclasses.replace(spec, priors={**spec.priors, "milestone_concentration": prior})
     layout = one_task_layout(k=[1, 2, 0], n=[2, 2, 2], e2e=e2e)
-    form = choose_form(layout, bayes_eval.load_spec("joint"))
+    form = choose_form(layout, spec)
     assert form.cells.tolist() == [mixed_centred, centred, centred]
     assert form.tails.tolist() == [0, 1, -1]
     assert form.flipped().tails.tolist() == [0, 1, -1]
@@ -325,7 +335,7 @@ def rising(s, r):
 def exact_path_likelihood(a, b, alpha, beta, k, n):
     """``P(k | a, b, alpha, beta)`` of the joint model for one task, exactly: ``k`` end-to-end
     successes in ``n``, ``s = Q + (1 - Q) lambda``, ``Q = prod p_m``, ``p_m ~ Beta(a_m,
-    b_m)``, ``lambda ~ Beta(alpha, beta)``. Expanded the other way from ``_path_tables``:
+    b_m)``, ``lambda ~ Beta(alpha, beta)``. Expanded the other way from ``_survivor_chain``:
     ``E[Q^u (1 - Q)^v]`` by the alternating binomial sum over ``E[Q^r] = prod E[p_m^r]``,
     whose cancellation rational arithmetic makes harmless."""
 
@@ -354,33 +364,38 @@ PATH_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("n", [1, 3, 5])
+@pytest.mark.parametrize("n", [1, 3, 5, 12])
 def test_path_likelihood_matches_exact_rational_arithmetic(n):
     """The joint model's marginal end-to-end likelihood (numpy and PyTensor) against the
-    exact value, for every success count and rows of different lengths."""
+    exact value, for every success count and rows of different lengths and trials."""
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _path_likelihood, _path_tables
+    from bayes_eval.hierarchical import _path_likelihood, _survivor_chain
 
     counts = np.array([len(a) for a, _ in PATH_ROWS])
     width = counts.max()
+    trials = np.array([n, max(n - 2, 1), n])
 
     def padded(which):
         rows = [[float(v) for v in row[which]] for row in PATH_ROWS]
         return np.array([row + [1.0] * (width - len(row)) for row in rows])
 
     alpha, beta = Fraction(3, 5), Fraction(11, 4)
+    alphas, betas = np.full(len(PATH_ROWS), float(alpha)), np.full(len(PATH_ROWS), float(beta))
     for k in range(n + 1):
-        ks, ns = np.full(len(PATH_ROWS), k), np.full(len(PATH_ROWS), n)
-        alphas, betas = np.full(len(PATH_ROWS), float(alpha)), np.full(len(PATH_ROWS), float(beta))
-        exact = [exact_path_likelihood(a, b, alpha, beta, k, n) for a, b in PATH_ROWS]
-        expected = np.log([float(p / comb(n, k)) for p in exact])
-        table = _path_tables(np, padded(0), padded(1), counts, n)[0]
-        ours = _path_likelihood(np, table, alphas, betas, ks, ns, ns - ks)
+        ks = np.minimum(k, trials)
+        exact = [
+            exact_path_likelihood(a, b, alpha, beta, int(kr), int(nr))
+            for (a, b), kr, nr in zip(PATH_ROWS, ks, trials, strict=True)
+        ]
+        expected = np.log([float(p) for p in exact])
+        chain = _survivor_chain(np, padded(0), padded(1), trials, counts, n)
+        ours = _path_likelihood(np, chain[-1], alphas, betas, ks, trials, trials - ks)
         assert ours == pytest.approx(expected, rel=1e-11)
-        table = _path_tables(pt, pt.as_tensor(padded(0)), pt.as_tensor(padded(1)), counts, n)[0]
+        shapes = (pt.as_tensor(padded(0)), pt.as_tensor(padded(1)))
+        chain = _survivor_chain(pt, *shapes, trials, counts, n)
         ours = _path_likelihood(
-            pt, table, pt.as_tensor(alphas), pt.as_tensor(betas), ks, ns, ns - ks
+            pt, chain[-1], pt.as_tensor(alphas), pt.as_tensor(betas), ks, trials, trials - ks
         )
         assert ours.eval() == pytest.approx(expected, rel=1e-11)
 
