@@ -67,6 +67,24 @@ def test_counts_are_exact_integers(tmp_path):
         load_evidence(frame.assign(trials=[float(2**53 + 2)]))
 
 
+@pytest.mark.parametrize(
+    "cell, shown",
+    [("0\n0", "0\\n0"), ("0\r0", "0\\n0"), ("1\t2", "1\\t2"), ("1\u200b", "1\\u200b")],
+)
+def test_a_cell_that_breaks_lines_is_quoted_on_one_line(tmp_path, cell, shown):
+    """A quoted CSV cell may hold a newline, a carriage return (which pandas reads as a
+    newline), a tab or a zero-width space: the error quoting it stays one line, with the
+    character written as its escape (a Hypothesis case: the message for step '0\r0' ran
+    over two lines)."""
+    path = tmp_path / "e.csv"
+    path.write_text(f'task,method,step,successes,trials\nt,milestone,"{cell}",1,2\n')
+    with pytest.raises(InputError) as error:
+        load_evidence(path)
+    assert str(error.value) == (
+        f"{path}: row 2, column step: '{shown}' is not a whole number written in digits 0-9"
+    )
+
+
 # (lines, expected fragment of the one-line message)
 BAD_ROWS = [
     (
