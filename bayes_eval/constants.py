@@ -30,7 +30,8 @@ GRID_TAIL_MASS = 1e-18
 # Beta quantiles below this come from the leading power law of the lower tail (scipy's
 # inverse stops at the smallest normal double).
 BETA_POWER_LAW_BELOW = 1e-290
-# Bins of each factor, from its lowest, whose mean (not their centre) places their mass.
+# Bins of a factor piled at X = 0 (b < 1), from its lowest, whose mean is computed to split
+# their mass between their edges (the later ones are split in halves).
 GRID_EXACT_BINS = 64
 # Tail probability below which the grid is recomputed tilted to the point's saddlepoint.
 GRID_TILT_BELOW = 1e-6

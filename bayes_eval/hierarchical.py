@@ -805,15 +805,16 @@ def _bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures):
     c = np.arange(n.max() + 1)[:, None]
     through = c <= k[None, :]
     by_bypass = xp.maximum(k[None, :] - c, 0)
-
-    def betaln(p, q):
-        return gammaln(p) + gammaln(q) - gammaln(p + q)
-
     rest = np.maximum(n - c, 0)
     log_choose = gammaln(rest + 1) - gammaln(by_bypass + 1) - gammaln(rest - by_bypass + 1)
-    bypass = betaln(alpha[None, :] + by_bypass, beta[None, :] + failures[None, :])
-    terms = survivors + log_choose + bypass - betaln(alpha, beta)[None, :]
+    bypass = _log_beta(gammaln, alpha[None, :] + by_bypass, beta[None, :] + failures[None, :])
+    terms = survivors + log_choose + bypass - _log_beta(gammaln, alpha, beta)[None, :]
     return xp.where(through, terms, IMPOSSIBLE)
+
+
+def _log_beta(gammaln, p, q):
+    """``log B(p, q)`` from ``gammaln`` (scipy's or PyTensor's)."""
+    return gammaln(p) + gammaln(q) - gammaln(p + q)
 
 
 def _path_likelihood(xp, survivors, alpha, beta, k, n, failures):
@@ -848,15 +849,11 @@ def _bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
     j = np.arange(j_max + 1)[None, :]
     j_safe = xp.minimum(k, j)
     log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
-
-    def betaln(x, y):
-        return gammaln(x) + gammaln(y) - gammaln(x + y)
-
     # Q^(k - j) is 1 at j = k even when Q underflows to 0, and (1 - Q)^0 is 1 even when Q
     # rounds to 1 (0 * -inf would be NaN).
     q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
     terms = log_choose + q_power + xp.where(j_safe > 0, j_safe * log_1mq, 0.0)
-    terms = terms + betaln(a + j_safe, b + failures) - betaln(a, b)
+    terms = terms + _log_beta(gammaln, a + j_safe, b + failures) - _log_beta(gammaln, a, b)
     terms = xp.where(k >= j, terms, -np.inf)
     if not logsumexp:
         return terms
@@ -1107,6 +1104,7 @@ def _marginal_draws(post, layout, rng, shape):
         shift_a, shift_b = np.zeros_like(ac), np.zeros_like(bc)
         draws = np.arange(ap.size)
         for m in reversed(range(cells.size)):
+            # recomputed, not kept from the forward chain: (n + 1)^2 values per draw
             step = _transition(np, n, *(r[:, m] for r in rising))[:, survivors, draws]
             before = _categorical((chain[m] + step).T, rng)
             shift_a[:, m], shift_b[:, m] = survivors, before - survivors
