@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from scipy import fft, special, stats
@@ -146,10 +147,34 @@ def summarise_products(
     """Quantiles of ``X = -log P`` at ``probs`` and CDF values at ``x_points``, per product.
 
     Products are routed to the cheapest engine that meets ``QUANTILE_TOLERANCE``;
-    regular multi-factor products are solved together, vectorised.
+    regular multi-factor products are solved together, vectorised. Products that are
+    the same distribution (the same factors in any order, the same components in any
+    order: common in sparse tables, where many cells are all successes) are solved once.
     """
     probs = np.asarray(probs, dtype=float)
     x_points = np.zeros(0) if x_points is None else np.asarray(x_points, dtype=float)
+    keys = [_canonical(product) for product in products]
+    distinct = list(dict.fromkeys(keys))
+    solved = _summarise_distinct([_from_canonical(key) for key in distinct], probs, x_points)
+    by_key = dict(zip(distinct, solved, strict=True))
+    return [by_key[key] for key in keys]
+
+
+def _canonical(product):
+    """A product's factors as a hashable key that ignores the order of factors and of
+    components."""
+    return tuple(
+        sorted(tuple(sorted(zip(a.tolist(), b.tolist(), strict=True))) for a, b in product.factors)
+    )
+
+
+def _from_canonical(key):
+    return BetaProduct(
+        tuple((np.array([f[0] for f in c]), np.array([f[1] for f in c])) for c in key)
+    )
+
+
+def _summarise_distinct(products, probs, x_points):
     out: list[ProductSummary | None] = [None] * len(products)
     regular = []
     for i, product in enumerate(products):
@@ -305,20 +330,21 @@ class _GridCdf:
     upper: np.ndarray
     capped: bool = False
 
+    @cached_property
     def nodes(self):
         """Abscissae of the piecewise-linear CDF."""
         return self.start + self.step * (np.arange(self.lower.size) - 0.5)
 
     def cdf(self, x):
-        return np.interp(x, self.nodes(), self.lower)
+        return np.interp(x, self.nodes, self.lower)
 
     def sf(self, x):
-        return np.interp(x, self.nodes(), self.upper)
+        return np.interp(x, self.nodes, self.upper)
 
     def quantile(self, q):
         """Quantiles, each read from the sum of its own tail."""
         q = np.asarray(q, dtype=float)
-        nodes = self.nodes()
+        nodes = self.nodes
         from_below = _invert(nodes, self.lower, q)
         from_above = _invert(nodes, -self.upper, -(1.0 - q))
         return np.where((q < 0.5) | self.capped, from_below, from_above)
@@ -361,7 +387,7 @@ def _bin_masses(a, b, lo, step, n_bins, known):
     return np.maximum(mass, 0.0), (step, cdf, sf)
 
 
-def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridCdf:
+def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> _GridCdf:
     """Discretise each factor's exact bin masses and convolve.
 
     A factor's bin masses sit at the bins' centres, ``lo + (k + 1/2) step``, except
@@ -379,25 +405,21 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridC
     times ``exp(tilt x)`` and divides it out after: the sum of the FFT's rounding
     errors then sits where ``exp(tilt x) f(x)`` is largest, near the saddlepoint, so
     a tail of 1e-12 there keeps its relative precision (on the tilted side only).
+    ``lattices`` (a dict shared by the components of one grid) holds each factor's
+    lattice, so that factors repeated within or across components (every step at
+    10/10) are discretised once.
     """
     lo, hi = support
     capped = bool(np.isfinite(x_cap))
     # Mass of factor j above x_cap - sum(other lows) cannot matter below x_cap.
     hi = np.maximum(np.minimum(hi, x_cap - (lo.sum() - lo)), lo)
     edges = [None] * a.size if edges is None else edges
+    lattices = {} if lattices is None else lattices
     total, scale, start = None, 0.0, 0.0
-    for j, (aj, bj, lj, hj) in enumerate(zip(a, b, lo, hi, strict=True)):
-        n_bins = max(1, int(np.ceil((hj - lj) / step)))
-        mass, edges[j] = _bin_masses(aj, bj, lj, step, n_bins, edges[j])
-        if capped:
-            mass[-1] -= edges[j][2][-1]  # the mass above the cap is not in the grid
-        first = lj + 0.5 * step  # the first lattice point: a centre, or for a pile lo
-        if bj < 1:
-            share = _upper_edge_shares(aj, bj, lj, step, n_bins)
-            bins, mass = mass, np.zeros(n_bins + 1)
-            mass[:-1] += bins * (1.0 - share)
-            mass[1:] += bins * share
-            first = lj
+    for j, key in enumerate(zip(a, b, lo, hi, strict=True)):
+        if (key, step, capped) not in lattices:
+            lattices[key, step, capped], edges[j] = _lattice(*key, step, capped, edges[j])
+        mass, first = lattices[key, step, capped]
         start += first
         if tilt:
             with np.errstate(divide="ignore"):
@@ -415,6 +437,23 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0) -> _GridC
     lower = np.concatenate([[0.0], np.cumsum(total)])
     upper = np.concatenate([np.cumsum(total[::-1])[::-1], [0.0]])
     return _GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
+
+
+def _lattice(a, b, lo, hi, step, capped, known):
+    """One factor's masses on its lattice and the lattice's first point, and the new
+    ``known`` of ``_bin_masses``: at the bins' centres, or for a factor piled at ``X =
+    0`` (``b < 1``) split between the bins' edges (see ``_grid_cdf``)."""
+    n_bins = max(1, int(np.ceil((hi - lo) / step)))
+    mass, known = _bin_masses(a, b, lo, step, n_bins, known)
+    if capped:
+        mass[-1] -= known[2][-1]  # the mass above the cap is not in the grid
+    if b >= 1:
+        return (mass, lo + 0.5 * step), known
+    share = _upper_edge_shares(a, b, lo, step, n_bins)
+    split = np.zeros(n_bins + 1)
+    split[:-1] += mass * (1.0 - share)
+    split[1:] += mass * share
+    return (split, lo), known
 
 
 _GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(24)
@@ -495,6 +534,7 @@ def _grid_summary(factors, probs, x_points):
     edges = [[None] * a.size for a, _ in factors]
     cdfs, xq = _grid_pass(factors, supports, step, probs, edges)
     central = np.minimum(probs, 1.0 - probs) >= GRID_TILT_BELOW  # tails: polished below
+    previous = None
     while True:
         if step <= max(guaranteed, coarsest):
             errors = np.full(probs.shape, _discretisation_bound(m, step))
@@ -502,7 +542,7 @@ def _grid_summary(factors, probs, x_points):
         step = max(step / 2, coarsest)
         finer, fine_xq = _grid_pass(factors, supports, step, probs, edges)
         change = np.abs(fine_xq - xq)
-        cdfs, xq = finer, fine_xq
+        previous, cdfs, xq = cdfs, finer, fine_xq
         if np.all(change[central] <= QUANTILE_TOLERANCE):
             errors = np.minimum(change, _discretisation_bound(m, step))
             break
@@ -519,7 +559,7 @@ def _grid_summary(factors, probs, x_points):
     ]
     xq = np.array([x for x, _ in polished])
     errors = [e for _, e in polished]
-    x_cdf = np.array([grid.cdf_at(x, cdfs) for x in x_points])
+    x_cdf = np.array([grid.cdf_at(x, cdfs, _shift(previous, cdfs, x, m, step)) for x in x_points])
     scaled = np.array(errors) / np.maximum(np.minimum(1.0, xq), GRID_SMALLEST_X)
     return ProductSummary(xq, x_cdf, float(np.max(scaled, initial=0.0)), "grid")
 
@@ -580,6 +620,17 @@ class _SmallXLaw:
         return special.logsumexp(self.log_k + self.powers * log_x[:, None], axis=1)
 
 
+def _shift(previous, cdfs, x, m, step):
+    """Error in ``X`` of the grid's CDF at ``x``: the horizontal distance there between
+    the last two grids' CDFs (as for quantiles), or the step's bound where smaller."""
+    bound = _discretisation_bound(m, step)
+    if previous is None:
+        return bound
+    value = _mixture_cdf(cdfs, x)
+    back = _mixture_quantiles(previous, np.array([float(value)]))[0]
+    return min(bound, abs(float(back) - x))
+
+
 def _discretisation_bound(m, step):
     """Bound on a grid quantile's error in ``X`` from the step alone: each of ``m``
     factors' mass moves at most a step (to an edge of its bin), and the grid's CDF
@@ -593,8 +644,9 @@ def _step_within(error, m):
 
 
 def _grid_pass(factors, supports, step, probs, edges):
+    lattices = {}
     cdfs = [
-        _grid_cdf(a, b, step, support, edges=known) if a.size else None
+        _grid_cdf(a, b, step, support, edges=known, lattices=lattices) if a.size else None
         for (a, b), support, known in zip(factors, supports, edges, strict=True)
     ]
     return cdfs, _mixture_quantiles(cdfs, probs)
@@ -651,22 +703,26 @@ class _Grid:
                 x, error = _power_law_guess(cdfs, q, step, x, error)
         return x, error
 
-    def cdf_at(self, x, cdfs):
-        """``P(X <= x)``: from the small-x law where it is exact enough, else recomputed
-        on a grid capped just above ``x`` where it is a far lower tail or the shared
-        step is coarse next to ``x``."""
+    def cdf_at(self, x, cdfs, error):
+        """``P(X <= x)`` from the shared grid ``cdfs``, whose error in ``X`` at ``x`` is
+        ``error``, each tail read from its own end; from the small-x law where it is
+        exact enough. A far tail is recomputed on a grid tilted to ``x`` (capped just
+        above ``x`` for a lower tail), and a value whose error exceeds the tolerance on a
+        grid capped there with a step that meets it."""
         if (
             self.law is not None
             and 0 < x
             and self.law.remainder(x) <= (QUANTILE_TOLERANCE * self.law.powers.min())
         ):
             return self.law.cdf(x)
-        value = float(_mixture_cdf(cdfs, x))
-        resolved = _discretisation_bound(self.m, self.step) <= QUANTILE_TOLERANCE * min(1.0, x)
-        if x > 0 and (value < GRID_TILT_BELOW or not resolved):
-            step = min(self.step, _step_within(QUANTILE_TOLERANCE * min(1.0, x), self.m))
-            value = float(_mixture_cdf(self._cdfs(step, x, x + step), x))
-        return value
+        lower, upper = float(_mixture_cdf(cdfs, x)), float(_mixture_sf(cdfs, x))
+        wanted = QUANTILE_TOLERANCE * min(1.0, x)
+        step = self.step if error <= wanted else _step_within(wanted, self.m)
+        if x > 0 and upper < GRID_TILT_BELOW:  # a far upper tail: from above
+            return 1.0 - float(_mixture_sf(self._cdfs(step, x, np.inf), x))
+        if x > 0 and (lower < GRID_TILT_BELOW or error > wanted):
+            return float(_mixture_cdf(self._cdfs(step, x, x + step), x))
+        return lower if lower <= 0.5 else 1.0 - upper
 
     def _finest(self, cap):
         """The finest step that keeps every factor within ``GRID_MAX_POINTS`` below ``cap``."""
@@ -676,10 +732,22 @@ class _Grid:
     def _cdfs(self, step, x, cap):
         """Each component's grid at ``step``, capped at ``cap`` and tilted to ``x`` (a sum
         of many factors, each below the cap, has most of its mass near ``M`` times the
-        cap: untilted, a lower tail 1e-19 of it would sink in the FFT's rounding)."""
+        cap: untilted, a lower tail 1e-19 of it would sink in the FFT's rounding).
+
+        A capped grid is read from below, so it is never tilted upwards: tilted to an
+        ``x`` above the mean, the rounding errors of its low end would be scaled up by
+        ``exp(s (x - X))`` (1e27 for a bound at level 1 - 1e-6 on Beta(2e5, 600)), and
+        its CDF would reach 1 there.
+        """
         step = max(step, self._finest(cap))
+        upwards = np.inf if np.isinf(cap) else 0.0
+        lattices = {}
         return [
-            _grid_cdf(a, b, step, support, cap, tilt=_tilt(a, b, x)) if a.size else None
+            _grid_cdf(
+                a, b, step, support, cap, tilt=min(_tilt(a, b, x), upwards), lattices=lattices
+            )
+            if a.size
+            else None
             for (a, b), support in zip(self.factors, self.supports, strict=True)
         ]
 
@@ -730,7 +798,7 @@ def _mixture_quantiles(cdfs, probs):
     each found on its own tail."""
     if len(cdfs) == 1 and cdfs[0] is not None:
         return cdfs[0].quantile(probs)
-    tops = [c.nodes()[-1] for c in cdfs if c is not None]
+    tops = [c.nodes[-1] for c in cdfs if c is not None]
     lo, hi = np.full(probs.shape, -1.0), np.full(probs.shape, max(tops, default=1.0))
     below = (probs < 0.5) | any(c is not None and c.capped for c in cdfs)
     for _ in range(200):

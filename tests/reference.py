@@ -9,9 +9,15 @@ forms (a single Beta, and telescoping products, which are a single Beta exactly)
   whose shapes are not tiny, where the integrand decays fast.
 * ``two_factor_tails``: ``P(p1 p2 >= e^-x)`` as one integral over ``1 - p1``, written in
   ``w = (1 - p1)^b1`` so that a near-singular density ``(1 - p1)^(b1 - 1)`` becomes flat.
+* ``beta_tails``: one factor's closed form at 40 digits, and ``boost_beta_tails`` the same
+  from Boost's incomplete Beta (through scipy) for shapes up to 10^7, where mpmath's series
+  takes minutes; the two agree within 1e-12 where both run (tested).
 """
 
+import math
+
 import mpmath as mp
+from scipy import special
 
 mp.mp.dps = 40
 
@@ -81,10 +87,46 @@ def two_factor_tails(a, b, x):
 
 
 def beta_tails(a, b, x):
-    """``(P(X <= x), P(X > x))`` for one factor: the closed form."""
-    a, b, x = mp.mpf(a), mp.mpf(b), mp.mpf(x)
-    u0 = -mp.expm1(-x)  # each tail from the side where its bound keeps its digits
-    lower = mp.betainc(b, a, 0, u0, regularized=True)  # P(1 - p <= 1 - e^-x)
-    if x < mp.log(2):
-        return lower, mp.betainc(b, a, u0, 1, regularized=True)
-    return lower, mp.betainc(a, b, 0, mp.exp(-x), regularized=True)  # P(p < e^-x)
+    """``(P(X <= x), P(X > x))`` for one factor: the closed form.
+
+    mpmath's incomplete Beta is a hypergeometric series that can cancel: at 40 digits
+    Beta(2e5, 606)'s upper tail at ``x = 0.005`` comes out 8e-4 off. So each value is
+    computed at 40 digits and again at twice as many, doubling until the two agree to 25.
+    """
+    previous = None
+    for digits in (40, 80, 160, 320, 640):
+        with mp.workdps(digits):
+            current = _beta_tails(mp.mpf(a), mp.mpf(b), mp.mpf(x))
+        if previous and all(
+            abs(c - p) <= mp.mpf("1e-25") * c for c, p in zip(current, previous, strict=True)
+        ):
+            return current
+        previous = current
+    raise ArithmeticError(f"Beta({a}, {b}) tails at x = {x} did not settle by 640 digits")
+
+
+def _beta_tails(a, b, x):
+    if x < mp.log(2):  # each tail from the side where its bound keeps its digits
+        u0 = -mp.expm1(-x)
+        return mp.betainc(b, a, 0, u0, regularized=True), mp.betainc(b, a, u0, 1, regularized=True)
+    t = mp.exp(-x)
+    upper = mp.betainc(a, b, 0, t, regularized=True)  # P(p < e^-x)
+    lower = 1 - upper if upper < 0.5 else mp.betainc(a, b, t, 1, regularized=True)
+    return lower, upper
+
+
+def boost_beta_tails(a, b, x):
+    """``(P(X <= x), P(X > x))`` for one factor, from Boost's regularised incomplete Beta.
+
+    Each tail is computed on the side that keeps its digits; past ``x = 700``, where
+    ``e^-x`` nears the end of the doubles, the upper tail is its power law ``e^(-a x) /
+    (a B(a, b))``, whose relative remainder (of order ``b e^-x``) is below 1e-290.
+    """
+    if x < math.log(2):
+        u0 = -math.expm1(-x)
+        return special.betainc(b, a, u0), special.betaincc(b, a, u0)
+    if x > 700:
+        upper = math.exp(-a * x - math.log(a) - special.betaln(a, b))
+        return 1.0 - upper, upper
+    t = math.exp(-x)
+    return special.betaincc(a, b, t), special.betainc(a, b, t)

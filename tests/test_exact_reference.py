@@ -12,11 +12,11 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from bayes_eval.conjugate import BetaProduct, summarise_products
 from bayes_eval.constants import GRID_SMALLEST_X, QUANTILE_TOLERANCE
-from tests.reference import beta_tails, bromwich_tails, two_factor_tails
+from tests.reference import beta_tails, boost_beta_tails, bromwich_tails, two_factor_tails
 
 LEVELS = np.array([0.5, 0.975, 1 - 1e-6, 1 - 1e-12])
 PROBS = np.concatenate([1 - LEVELS[1:], LEVELS])  # upper bounds, then lower bounds
@@ -70,6 +70,24 @@ def test_two_factor_reference_is_the_closed_form_at_tiny_shapes():
         assert abs(got[1] / want[1] - 1) < 1e-8  # far beyond the 1e-4 checked below
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "xs"),
+    [
+        (2e5, 606.0, ["0.003", "0.0037", "0.005"]),
+        (0.1, 2005.0, ["1e-5", "3", "215"]),
+        (1e4, 0.04, ["1e-30", "1e-6", "2e-3"]),
+        (0.05, 3e3, ["0.9", "40", "900"]),  # past x = 700: the power law
+    ],
+)
+def test_boost_reference_agrees_with_mpmath(a, b, xs):
+    for x in xs:
+        want = beta_tails(a, b, mp.mpf(x))
+        got = boost_beta_tails(a, b, float(x))
+        for g, w in zip(got, want, strict=True):
+            # scipy's log-Beta loses about 1e-12 of the power law's exponent at b = 3e3
+            assert abs(g - float(w)) <= 1e-10 * float(w), (x, g, w)
+
+
 # The package against them.
 
 
@@ -121,6 +139,29 @@ def test_exceedance_deep_in_the_lower_tail_of_many_factors():
     assert_exceedance_bracketed(summary, x_points, lambda x: beta_tails(8.5, 25.0, x))
 
 
+def test_bounds_far_above_the_mean_of_large_shapes():
+    """Beta(2e5, 600) x Beta(200600, 6), exactly Beta(2e5, 606): the lower bound at level
+    1 - 1e-6 was 44% off, and P(P > tau) there 1 where it is 1 - 1e-6. The grid capped
+    just above it was tilted upwards, which scaled its low end's rounding up by 1e27."""
+    components = [([2e5, 2e5 + 600], [600.0, 6.0])]
+    x_points = [0.0032, 0.0037, 0.0040]  # the 90%, 99.99998% and 1 - 1e-12 points
+    summary = summarise(components, x_points=x_points)
+    tails = lambda x: beta_tails(2e5, 606.0, x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+
+
+def test_exceedance_far_in_a_heavy_upper_tail():
+    """Beta(0.1, 2000) x Beta(2000.1, 5), exactly Beta(0.1, 2005), at P = e^-215, where
+    P(P > tau) is 1 - 1e-9: it was read from the grid's CDF, 6e-5 off in its tail."""
+    components = [([0.1, 2000.1], [2000.0, 5.0])]
+    x_points = [215.33]
+    summary = summarise(components, np.array([0.5]), x_points)
+    tails = lambda x: beta_tails(0.1, 2005.0, x)  # noqa: E731
+    assert_exceedance_bracketed(summary, x_points, tails)
+    assert 1 - summary.x_cdf[0] == pytest.approx(float(tails(215.33)[1]), rel=1e-5)
+
+
 def test_mixture_over_runs_has_exact_tails():
     components = [([10.02, 3.0], [0.02, 8.0]), ([2.0, 10.02], [1.0, 0.02])]
 
@@ -162,13 +203,46 @@ def test_shapes_where_scipy_cannot_invert_the_far_tail():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", range(12))
 def test_random_telescoping_products_at_any_level(seed):
-    """Shapes drawn log-uniform from 0.02 to 10^4 (the reference's series slows past it),
-    2 to 5 factors: each is exactly Beta(a1, sum b)."""
+    """Shapes drawn log-uniform from 0.02 to 10^7, 2 to 5 factors: each is exactly
+    Beta(a1, sum b). Quantiles at every level and exceedance at points from 1e-9 to 1 -
+    1e-9 of the closed form."""
     rng = np.random.default_rng(seed)
-    a1 = float(np.exp(rng.uniform(math.log(0.02), math.log(1e4))))
-    bs = np.exp(rng.uniform(math.log(0.02), math.log(1e4), rng.integers(2, 6)))
+    a1 = float(np.exp(rng.uniform(math.log(0.02), math.log(1e7))))
+    bs = np.exp(rng.uniform(math.log(0.02), math.log(1e7), rng.integers(2, 6)))
     a = np.cumsum([a1, *bs[:-1]])
-    summary = summarise([(a, bs)])
-    assert_quantiles_bracketed(summary, lambda x: beta_tails(a1, float(bs.sum()), x))
+    b_sum = float(bs.sum())
+    qs = np.array([1e-9, 0.01, 0.5, 0.99, 1 - 1e-9])
+    with np.errstate(divide="ignore"):
+        x_points = np.where(
+            qs < 0.5,
+            -np.log1p(-special.betaincinv(b_sum, a1, qs)),
+            -np.log(special.betaincinv(a1, b_sum, 1 - qs)),
+        )
+    x_points = x_points[np.isfinite(x_points) & (x_points > 1e-290)]
+    summary = summarise([(a, bs)], x_points=x_points)
+    tails = lambda x: boost_beta_tails(a1, b_sum, x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails)
+    assert_exceedance_bracketed(summary, x_points, tails)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("seed", "smallest", "probs"),
+    [(0, 1.0, PROBS), (1, 1.0, PROBS)]
+    + [(seed, 10.0, np.array([0.01, 0.025, 0.1, 0.5, 0.9, 0.975, 0.99])) for seed in range(3)],
+)
+def test_random_products_of_large_shapes_at_any_level(seed, smallest, probs):
+    """Products that do not telescope, shapes log-uniform from ``smallest`` to 10^7,
+    against the inversion integral. With every shape >= 10 and levels to 0.99 these take
+    the saddlepoint; otherwise the grid."""
+    rng = np.random.default_rng(1000 + seed)
+    m = int(rng.integers(2, 5))
+    a, b = np.exp(rng.uniform(math.log(smallest), math.log(1e7), (2, m)))
+    x_points = summarise([(a, b)], np.array([0.05, 0.3, 0.9])).x_quantiles
+    summary = summarise([(a, b)], probs, x_points)
+    assert summary.engine == ("saddlepoint" if smallest >= 10 else "grid")
+    tails = lambda x: bromwich_tails(a, b, x)  # noqa: E731
+    assert_quantiles_bracketed(summary, tails, probs)
+    assert_exceedance_bracketed(summary, x_points, tails)
