@@ -15,12 +15,19 @@ import signal
 import sys
 import traceback
 import warnings
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
 
 from bayes_eval import interrupts
-from bayes_eval.constants import DEFAULT_LEVEL, PLAN_POWER, PLAN_PRACTICAL_TRIALS, SAMPLER_LIMITS
+from bayes_eval.constants import (
+    DEFAULT_LEVEL,
+    PLAN_MAX_TRIALS,
+    PLAN_POWER,
+    PLAN_PRACTICAL_TRIALS,
+    SAMPLER_LIMITS,
+)
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import INT64_MAX, INTEGER_TEXT
 from bayes_eval.runfolder import check_out, write_run
@@ -741,7 +748,7 @@ def _plan(args) -> int:
         result = {"threshold": threshold, "level": level, "prior": list(prior), "trials": trials}
         if trials > PLAN_PRACTICAL_TRIALS:
             result["note"] = (
-                f"{trials:,} end-to-end trials, all failures, is impractical. The milestone "
+                f"{_plain(trials)} end-to-end trials, all failures, is impractical. The milestone "
                 "route certifies the product of milestone rates with far fewer: bayes-eval "
                 f"plan --threshold {threshold:g} --milestone-rates R1 R2 ... gives the trials "
                 "per milestone for hypothesised rates; expert-guided steps (model ecr2024) are "
@@ -750,7 +757,13 @@ def _plan(args) -> int:
         if args.rate is not None:
             rate = _fraction(args.rate, "--rate")
             result["rate"] = rate
-            result.update(plan.expected_trials(rate, threshold, level, prior))
+            if trials > PLAN_MAX_TRIALS:
+                result["rate_note"] = (
+                    f"the stopping time at --rate is computed up to {PLAN_MAX_TRIALS:,} "
+                    f"trials, and certifying takes at least {_plain(trials)} here"
+                )
+            else:
+                result.update(plan.expected_trials(rate, threshold, level, prior))
     if isinstance(result, pd.DataFrame):
         if args.format == "json":
             print(json.dumps(result.to_dict("records"), indent=2))
@@ -783,6 +796,8 @@ def _plain(value) -> str:
         return ", ".join(map(_plain, value))
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
+    if isinstance(value, int) and value >= 2**53:  # past a double's whole numbers
+        return f"about {Decimal(value):.3e}"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return format_number(value)

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -174,15 +175,26 @@ def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"])
     For a prior ``Beta(1, b)`` (the uniform one among them) the posterior after ``n``
     failures is ``Beta(1, b + n)``, whose ``level`` quantile ``1 - (1 - level)^(1 / (b +
     n))`` is at most ``threshold`` once ``b + n >= log(1 - level) / log(1 - threshold)``:
-    the closed form (checked against the quantile at the answer and one below it). Other
-    priors search, the bound falling with every failure.
+    the closed form, checked against the quantile at the answer and one below it. Other
+    priors search, the bound falling with every failure. Past ``2^52`` failures, where
+    ``n`` and ``n - 1`` are the same double, there is nothing to check or search: the
+    answer is the closed form, or for ``Beta(a, b)`` the limit in which ``(b + n) p`` is
+    ``Gamma(a, 1)`` (relative error of order ``a / n``, under one trial).
     """
     threshold = check_probability(threshold, "threshold")
     level = check_level(level, "level")
     a, b = prior
+    # (b + n) as a ratio of two doubles, taken exactly: at a threshold of 1e-320 it is past
+    # the largest double.
+    if a == 1.0:
+        ratio = Fraction(-math.log1p(-level)) / Fraction(-math.log1p(-threshold))
+    else:
+        ratio = Fraction(float(stats.gamma.ppf(level, a))) / Fraction(threshold)
+    n = max(1, math.ceil(ratio - Fraction(b)))
+    if n >= 2**52:
+        return n
     if a != 1.0:
         return trials_to_certify(0, threshold, level, prior, max_trials=2**62)
-    n = max(1, math.ceil(math.log1p(-level) / math.log1p(-threshold) - b))
     while n > 1 and _certified(0, n - 1, threshold, level, prior):
         n -= 1
     while not _certified(0, n, threshold, level, prior):

@@ -54,6 +54,28 @@ def test_rare_event_thresholds_are_answered(capsys, tau, level, prior):
         assert n == math.ceil(math.log(1 - level) / math.log1p(-tau) - 1)
 
 
+@pytest.mark.parametrize("tau", [1e-16, 1e-300, 5e-324])
+@pytest.mark.parametrize("prior", ["uniform", "jeffreys"])
+def test_thresholds_past_a_doubles_whole_numbers_have_the_closed_form(capsys, tau, prior):
+    """Past 2^52 failures n and n - 1 are one double: the answer is the closed form (for
+    Jeffreys, (b + n) p is Gamma(1/2) in the limit), computed here in mpmath at 50 digits.
+    At 1e-300 the search used to spin for ever, and at 5e-324 it overflowed."""
+    import mpmath as mp
+
+    a, b = PRIORS[prior]
+    with mp.workdps(50):
+        if prior == "uniform":
+            want = mp.log1p(-mp.mpf(0.975)) / mp.log1p(-mp.mpf(tau)) - b
+        else:
+            want = mp.mpf(float(stats.gamma.ppf(0.975, a))) / mp.mpf(tau) - b
+        n = zero_success_trials(tau, 0.975, PRIORS[prior])
+        assert abs(n / want - 1) < 1e-14
+    assert main(["plan", "--threshold", str(tau), "--prior", prior, "--rate", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"trials: about {n / 10 ** (len(str(n)) - 1):.3f}e+{len(str(n)) - 1}" in out
+    assert "certifying takes at least about" in out and "expected_trials" not in out
+
+
 def test_other_priors_by_their_beta_quantile():
     for prior in (PRIORS["jeffreys"], (2.0, 5.0)):
         n = zero_success_trials(0.02, 0.975, prior)
