@@ -176,10 +176,7 @@ def spec_from_toml(text: str, source: str) -> Spec:
 
 def check_probability(value, what: str) -> float:
     """Validate a level, threshold or acceptance rate: a number strictly between 0 and 1."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: '{value}' is not a number") from None
+    number = _number(value, what)
     if not 0.0 < number < 1.0:
         raise InputError(f"{what}: {value} must lie strictly between 0 and 1")
     return number
@@ -188,13 +185,20 @@ def check_probability(value, what: str) -> float:
 def check_level(value, what: str) -> float:
     """Validate the level of a one-sided upper bound: a number with 0.5 < level < 1 (below
     0.5 the "upper bound" lies under the median, and a verdict on it would be reversed)."""
-    number = check_probability(value, what)
-    if not number > 0.5:
+    number = _number(value, what)
+    if not 0.5 < number < 1.0:
         raise InputError(
             f"{what}: {value} must lie strictly between 0.5 and 1 (the one-sided credible "
             "level of an upper bound, for example 0.975)"
         )
     return number
+
+
+def _number(value, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: '{value}' is not a number") from None
 
 
 def check_sampler(settings: dict, where: str) -> dict:

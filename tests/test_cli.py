@@ -114,12 +114,12 @@ def test_no_pymc_import_on_the_exact_path(tmp_path):
 
 
 BAD_ARGS = [
-    (["fit", EXAMPLE, "--level", "1.5"], "--level: 1.5 must lie strictly between 0 and 1"),
-    (["fit", EXAMPLE, "--level", "0"], "--level: 0 must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--level", "1.5"], "--level: 1.5 must lie strictly between 0.5 and 1"),
+    (["fit", EXAMPLE, "--level", "0"], "--level: 0 must lie strictly between 0.5 and 1"),
     (["fit", EXAMPLE, "--level", "0.025"], "--level: 0.025 must lie strictly between 0.5 and 1"),
     (["fit", EXAMPLE, "--level", "0.5"], "--level: 0.5 must lie strictly between 0.5 and 1"),
     (["fit", EXAMPLE, "--level", "1e-300"], "--level: 1e-300 must lie strictly between 0.5"),
-    (["fit", EXAMPLE, "--level", "nan"], "--level: nan must lie strictly between 0 and 1"),
+    (["fit", EXAMPLE, "--level", "nan"], "--level: nan must lie strictly between 0.5 and 1"),
     (["report", EXAMPLE, "--threshold", "0.1", "--level", "0.4"], "--level: 0.4 must lie"),
     (["fit", EXAMPLE, "--level", "high"], "--level: 'high' is not a number"),
     (["fit", EXAMPLE, "--threshold", "1"], "--threshold: 1 must lie strictly between 0 and 1"),

@@ -43,7 +43,7 @@ def test_published_priors():
         (BASE.replace('"Beta"', '"Gamma"'), 'dist must be "Beta"'),
         (BASE.replace('reason = "uniform"', 'reason = ""'), "'reason' must say why"),
         (BASE.replace("schema_version = 1", "schema_version = 9"), "schema_version 9"),
-        (BASE + "[report]\nlevel = 1.2\n", "level: 1.2 must lie strictly between 0 and 1"),
+        (BASE + "[report]\nlevel = 1.2\n", "level: 1.2 must lie strictly between 0.5 and 1"),
         (BASE + "[report]\nlevel = 0.025\n", "level: 0.025 must lie strictly between 0.5 and 1"),
         (BASE + "[report]\nlevel = nan\n", "'level' must be a finite number, got nan"),
         (BASE + "[report]\nlevl = 0.9\n", "unknown key 'levl' (did you mean 'level'?)"),
