@@ -50,7 +50,7 @@ def test_level_override_and_zero_successes():
     assert r["level"] == 0.99
     assert r["upper"] == pytest.approx(1 - 0.01 ** (1 / 11))  # uniform prior closed form
     assert r["cp_upper"] == pytest.approx(1 - 0.01 ** (1 / 10))  # Clopper-Pearson
-    with pytest.raises(InputError, match="must lie strictly between 0 and 1"):
+    with pytest.raises(InputError, match="must lie strictly between 0.5 and 1"):
         bayes_eval.fit(table(e2e("t", 0, 10)), "end_to_end", level=1.0)
 
 
