@@ -31,7 +31,9 @@ from scipy import special, stats
 
 from bayes_eval.constants import (
     AGENT,
+    CALIBRATION_CHUNK,
     CALIBRATION_LEVELS,
+    CALIBRATION_MAX_TRIALS,
     END_TO_END,
     INTERVAL_LEVEL,
     PIT_BINS,
@@ -174,6 +176,12 @@ def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) ->
                 f"{where}, column method: '{row.method}' is not end_to_end; ground truth is "
                 "end-to-end runs"
             )
+        if row.trials > CALIBRATION_MAX_TRIALS:
+            raise InputError(
+                f"{where}, column trials: {row.trials} ground-truth trials; calibration sums "
+                f"the predictive over every count and takes at most {CALIBRATION_MAX_TRIALS:,}"
+                " per row"
+            )
         if (row.agent, row.task) not in cells:
             raise InputError(
                 f"{where}, column task: task '{row.task}' (agent '{row.agent}') has no "
@@ -233,7 +241,8 @@ def _predictive(posterior, positions, n):
         if draws is None:
             draws = posterior.draws["p_task"].values
         p = np.clip(draws[:, :, i, j].ravel(), 0.0, 1.0)
-        pmfs.append(_binomial_pmf(n[r], p).mean(axis=0))
+        chunks = np.array_split(p, max(1, p.size * (n[r] + 1) // CALIBRATION_CHUNK))
+        pmfs.append(sum(_binomial_pmf(n[r], chunk).sum(axis=0) for chunk in chunks) / p.size)
     return pmfs
 
 

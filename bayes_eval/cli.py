@@ -22,11 +22,15 @@ import pandas as pd
 
 from bayes_eval import interrupts
 from bayes_eval.constants import (
+    CALIBRATION_MAX_TRIALS,
     DEFAULT_LEVEL,
+    PATHS_MAX_MILESTONES,
+    PATHS_MAX_TASKS,
     PLAN_MAX_TRIALS,
     PLAN_POWER,
     PLAN_PRACTICAL_TRIALS,
     SAMPLER_LIMITS,
+    SIMULATE_MAX_DRAWS,
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import INT64_MAX, INTEGER_TEXT
@@ -553,6 +557,13 @@ def _simulate(args) -> int:
         milestones = [_whole(m, "--milestones", 1) for m in args.milestones]
         trials = [_whole(n, "--trials", 1) for n in args.trials]
         replications = _whole(args.replications, "--replications", 2)
+        draws = replications * (1 + max(milestones)) * len(trials)
+        if draws > SIMULATE_MAX_DRAWS:
+            raise InputError(
+                f"--replications {replications} with up to {max(milestones)} milestones and "
+                f"{len(trials)} trial count(s) makes {draws:.2e} binomial draws, more than "
+                f"{SIMULATE_MAX_DRAWS:.0e} (about ten minutes); use fewer"
+            )
         records = []
         for n in trials:
             for m in milestones:
@@ -565,12 +576,12 @@ def _simulate(args) -> int:
             violation=args.violation,
             strengths=[_fraction(s, "--strengths") for s in args.strengths],
             models=args.models,
-            tasks=_whole(args.tasks, "--tasks", 2),
-            milestones=_whole(args.milestones, "--milestones", 1),
+            tasks=_whole(args.tasks, "--tasks", 2, PATHS_MAX_TASKS),
+            milestones=_whole(args.milestones, "--milestones", 1, PATHS_MAX_MILESTONES),
             trials=_whole(args.trials, "--trials", 1),
             end_to_end_share=_fraction(args.share, "--end-to-end-share"),
             end_to_end_trials=_whole(args.e2e_trials, "--end-to-end-trials", 1),
-            truth_trials=_whole(args.truth_trials, "--truth-trials", 1),
+            truth_trials=_whole(args.truth_trials, "--truth-trials", 1, CALIBRATION_MAX_TRIALS),
             seed=seed,
         )
         name, plot = "paths", plots.paths_plot

@@ -70,6 +70,19 @@ SAMPLER_LIMITS = {
     "seed": (0, 2**63 - 1),
 }
 
+# Most ground-truth trials per row that calibration takes (it sums the predictive pmf over
+# every count), and the most pmf values it holds at once (draws x counts).
+CALIBRATION_MAX_TRIALS = 100_000
+CALIBRATION_CHUNK = 10_000_000
+
+# Largest tables `bayes-eval simulate paths` builds (each is fitted by every model, MCMC
+# included, at every strength).
+PATHS_MAX_TASKS = 10_000
+PATHS_MAX_MILESTONES = 100
+
+# Most binomial draws `bayes-eval simulate variance` makes (about ten minutes on one core).
+SIMULATE_MAX_DRAWS = 4 * 10**9
+
 # How many times its prior's information a pooled parameter's data must carry for it to
 # be sampled centred (hierarchical.choose_form).
 CENTRED_MARGIN = 3.0

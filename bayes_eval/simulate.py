@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 VIOLATIONS = ("bypass", "skip", "order")
-CHUNK = 1_000_000  # replications simulated at once (memory: CHUNK x milestones integers)
+CHUNK = 1_000_000  # binomial draws made at once (memory: CHUNK integers)
 # What real evaluation tables look like: inclusive ranges of agents, tasks, milestones per
 # task, trials per cell, true end-to-end rates and the share of pairs with end-to-end rows.
 DESIGN_RANGES = {
@@ -90,6 +90,7 @@ def variance_study(
     product = _chunked_moments(
         lambda size: np.prod(rng.binomial(trials, p, (size, milestones)) / trials, axis=1),
         replications,
+        width=milestones,
     )
     e2e_exact = end_to_end_rate * (1 - end_to_end_rate) / trials
     product_exact = (p * (1 - p) / trials + p * p) ** milestones - p ** (2 * milestones)
@@ -109,12 +110,13 @@ def variance_study(
     }
 
 
-def _chunked_moments(simulate, replications: int) -> tuple[float, float]:
-    """Mean and variance of ``replications`` simulated values, made in chunks."""
+def _chunked_moments(simulate, replications: int, width: int = 1) -> tuple[float, float]:
+    """Mean and variance of ``replications`` simulated values, each made of ``width``
+    draws, in chunks of about ``CHUNK`` draws."""
     total = total_sq = 0.0
     done = 0
     while done < replications:
-        size = min(CHUNK, replications - done)
+        size = min(max(1, CHUNK // width), replications - done)
         values = simulate(size)
         total += values.sum()
         total_sq += np.square(values).sum()

@@ -165,6 +165,8 @@ def test_calibrate_run_dir_writes_table_and_plot(capsys, tmp_path):
         ),
         ([e2e("nonexistent", 1, 2)], "row 2, column task: task 'nonexistent'"),
         ([e2e("agent_script", 3, 2)], "row 2, column successes"),
+        # the predictive is summed over every count: 10^18 was a MemoryError (exit 1)
+        ([e2e("agent_script", 1, 10**18)], "row 2, column trials: 1000000000000000000 ground"),
     ],
 )
 def test_bad_truth_is_one_line_and_writes_nothing(capsys, tmp_path, rows, message):

@@ -49,6 +49,30 @@ def test_absurd_numbers_are_refused_before_any_work(capsys, args, message):
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # 1e11 draws: it allocated 745 GiB in one go and ended in a MemoryError (exit 1)
+        (["--milestones", "100000"], "makes 1.00e+11 binomial draws, more than 4e+09"),
+        (["--replications", str(10**11)], "makes 3.00e+11 binomial draws"),  # hours
+    ],
+)
+def test_simulations_too_large_to_finish_are_refused(capsys, args, message):
+    one_error(*run(capsys, "simulate", "variance", *args), message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tasks", str(10**8)], "--tasks: 100000000 must be <= 10000"),  # ran for ever
+        (["--milestones", str(10**5)], "--milestones: 100000 must be <= 100"),
+        (["--truth-trials", str(10**18)], "--truth-trials: 1000000000000000000 must be <="),
+    ],
+)
+def test_path_studies_too_large_to_finish_are_refused(capsys, args, message):
+    one_error(*run(capsys, "simulate", "paths", *args), message)
+
+
+@pytest.mark.parametrize(
     ("line", "message"),
     [
         ("draws = nan", "'draws' must be a int, got nan"),
