@@ -559,7 +559,7 @@ def _grid_summary(factors, probs, x_points):
     ]
     xq = np.array([x for x, _ in polished])
     errors = [e for _, e in polished]
-    x_cdf = np.array([grid.cdf_at(x, cdfs, _shift(previous, cdfs, x, m, step)) for x in x_points])
+    x_cdf = np.array([grid.cdf_at(x, cdfs, previous) for x in x_points])
     scaled = np.array(errors) / np.maximum(np.minimum(1.0, xq), GRID_SMALLEST_X)
     return ProductSummary(xq, x_cdf, float(np.max(scaled, initial=0.0)), "grid")
 
@@ -618,17 +618,6 @@ class _SmallXLaw:
 
     def _log_sum(self, log_x):
         return special.logsumexp(self.log_k + self.powers * log_x[:, None], axis=1)
-
-
-def _shift(previous, cdfs, x, m, step):
-    """Error in ``X`` of the grid's CDF at ``x``: the horizontal distance there between
-    the last two grids' CDFs (as for quantiles), or the step's bound where smaller."""
-    bound = _discretisation_bound(m, step)
-    if previous is None:
-        return bound
-    value = _mixture_cdf(cdfs, x)
-    back = _mixture_quantiles(previous, np.array([float(value)]))[0]
-    return min(bound, abs(float(back) - x))
 
 
 def _discretisation_bound(m, step):
@@ -703,12 +692,14 @@ class _Grid:
                 x, error = _power_law_guess(cdfs, q, step, x, error)
         return x, error
 
-    def cdf_at(self, x, cdfs, error):
-        """``P(X <= x)`` from the shared grid ``cdfs``, whose error in ``X`` at ``x`` is
-        ``error``, each tail read from its own end; from the small-x law where it is
-        exact enough. A far tail is recomputed on a grid tilted to ``x`` (capped just
-        above ``x`` for a lower tail), and a value whose error exceeds the tolerance on a
-        grid capped there with a step that meets it."""
+    def cdf_at(self, x, cdfs, previous):
+        """``P(X <= x)`` from the shared grid ``cdfs``, each tail read from its own end;
+        from the small-x law where it is exact enough. Its error in ``X`` is the
+        horizontal distance at ``x`` between ``cdfs`` and the grid before, ``previous``
+        (as for quantiles; None: the step's bound), or the step's bound where smaller. A
+        far tail is recomputed on a grid tilted to ``x`` (capped just above ``x`` for a
+        lower tail), and a value whose error exceeds the tolerance on a grid capped there
+        with a step that meets it."""
         if (
             self.law is not None
             and 0 < x
@@ -716,6 +707,10 @@ class _Grid:
         ):
             return self.law.cdf(x)
         lower, upper = float(_mixture_cdf(cdfs, x)), float(_mixture_sf(cdfs, x))
+        error = _discretisation_bound(self.m, self.step)
+        if previous is not None:
+            back = float(_mixture_quantiles(previous, np.array([lower]))[0])
+            error = min(error, abs(back - x))
         wanted = QUANTILE_TOLERANCE * min(1.0, x)
         step = self.step if error <= wanted else _step_within(wanted, self.m)
         if x > 0 and upper < GRID_TILT_BELOW:  # a far upper tail: from above
