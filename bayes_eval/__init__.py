@@ -16,6 +16,7 @@ from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
 from bayes_eval.plan import zero_success_trials as plan_zero_success
 from bayes_eval.posterior import Posterior, load_posterior
+from bayes_eval.readers import read_inspect, read_runs
 from bayes_eval.report import report
 from bayes_eval.specs import Spec, load_spec, shipped_specs
 
@@ -33,6 +34,8 @@ __all__ = [
     "plan_milestones",
     "plan_next_run",
     "plan_zero_success",
+    "read_inspect",
+    "read_runs",
     "report",
     "shipped_specs",
 ]

@@ -39,6 +39,9 @@ from bayes_eval.simulate import VIOLATIONS
 from bayes_eval.summary import format_number
 
 FORMATS = ("table", "csv", "json")
+# How evidence is read (--from): the tidy table, a run-level format, or Inspect logs.
+INPUT_FORMATS = ("evidence", "runs", "metr", "metr-jsonl", "taubench", "inspect")
+INSPECT_OPTIONS = ("scorer", "success_threshold", "milestones", "agent_from", "task_from")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,7 +70,44 @@ def _progress(args):
 
 
 def _reading_options(command) -> None:
-    """How an evidence table is read: kept columns, summed batches."""
+    """How evidence is read: its format, clusters, kept columns, summed batches, and the
+    mapping of Inspect logs."""
+    reading = command.add_argument_group("reading (README: Reading results where they live)")
+    reading.add_argument(
+        "--from",
+        dest="input_format",
+        choices=INPUT_FORMATS,
+        help="the input's format (default: Inspect logs for folders, .eval and .json files; "
+        "metr-jsonl for .jsonl; else an evidence table)",
+    )
+    reading.add_argument(
+        "--runs",
+        dest="input_format",
+        action="store_const",
+        const="runs",
+        help="one row per run: agent, task, success, optional step and run (= --from runs)",
+    )
+    reading.add_argument(
+        "--cluster",
+        help="runs that share this column's value (Inspect: sample, log or metadata:KEY) "
+        "are correlated; end_to_end_pooled and hierarchical model them as over-dispersed",
+    )
+    inspect = command.add_argument_group("Inspect AI logs (pip install 'bayes_eval[inspect]')")
+    inspect.add_argument("--scorer", help="the scorer whose score is success (default: the only)")
+    inspect.add_argument(
+        "--success-threshold",
+        dest="success_threshold",
+        help="numeric scores: success is score >= this",
+    )
+    inspect.add_argument(
+        "--milestones", help="KEY1,KEY2,...: a dict-valued score's milestone keys, in order"
+    )
+    inspect.add_argument(
+        "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
+    )
+    inspect.add_argument(
+        "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
+    )
     command.add_argument(
         "--keep-columns",
         dest="keep_columns",
@@ -82,16 +122,86 @@ def _reading_options(command) -> None:
     )
 
 
-def _evidence(path, args, notes: list):
-    """The evidence table at ``path``, read as the command line's options say."""
-    from bayes_eval.evidence import load_evidence
+def _input_format(paths: list[str], args) -> str:
+    """The format given (``--from``, ``--runs``, or an input format as ``--format``), or
+    the one the paths show: Inspect logs for folders and ``.eval``/``.json`` files, METR's
+    JSON Lines for ``.jsonl``, else an evidence table."""
+    given = getattr(args, "input_format", None)
+    named = getattr(args, "format", None)
+    if named in INPUT_FORMATS:
+        if given is not None and given != named:
+            raise InputError(f"--format {named} and --from {given}: give the input format once")
+        given, args.format = named, "table"
+    if given is not None:
+        return given
+    suffixes = {Path(p).suffix.lower() for p in paths}
+    if any(Path(p).is_dir() for p in paths) or suffixes <= {".eval", ".json"}:
+        return "inspect"
+    if suffixes == {".jsonl"}:
+        return "metr-jsonl"
+    return "evidence"
 
-    return load_evidence(
-        path,
-        keep_columns=args.keep_columns,
-        sum_duplicates=args.sum_duplicates,
-        notes=notes,
-    )
+
+def _evidence(paths, args, notes: list):
+    """The evidence in ``paths`` (one table or run file, or Inspect logs), read as the
+    command line's options say."""
+    from bayes_eval.evidence import load_evidence
+    from bayes_eval.readers import read_inspect, read_runs
+
+    paths = [paths] if isinstance(paths, str | Path) else paths
+    source = _input_format(paths, args)
+    given = [f"--{o.replace('_', '-')}" for o in INSPECT_OPTIONS if getattr(args, o) is not None]
+    if given and source != "inspect":
+        raise InputError(f"{given[0]}: applies to Inspect logs, not to {source} input")
+    if source != "evidence" and (args.keep_columns or args.sum_duplicates):
+        flag = "--keep-columns" if args.keep_columns else "--sum-duplicates"
+        raise InputError(f"{flag}: applies to an evidence table, not to {source} input")
+    if source == "inspect":
+        threshold = args.success_threshold
+        if threshold is not None:
+            threshold = _real(threshold, "--success-threshold")
+        milestones = None
+        if args.milestones is not None:
+            milestones = [key.strip() for key in args.milestones.split(",")]
+            if not all(milestones):
+                raise InputError(f"--milestones: '{args.milestones}' has an empty key")
+        return read_inspect(
+            paths,
+            scorer=args.scorer,
+            success_threshold=threshold,
+            milestones=milestones,
+            agent_from=args.agent_from or "model",
+            task_from=args.task_from or "sample",
+            cluster=args.cluster,
+            notes=notes,
+        )
+    if len(paths) > 1:
+        raise InputError(f"{source} input: one file at a time (several are for Inspect logs)")
+    if source == "evidence":
+        if args.cluster is not None:
+            raise InputError(
+                "--cluster: applies to run files and Inspect logs; an evidence table marks "
+                "clusters in its own cluster column"
+            )
+        return load_evidence(
+            paths[0],
+            keep_columns=args.keep_columns,
+            sum_duplicates=args.sum_duplicates,
+            notes=notes,
+        )
+    return read_runs(paths[0], source, cluster=args.cluster, notes=notes)
+
+
+def _real(text: str, option: str) -> float:
+    """A finite decimal number."""
+    from bayes_eval.evidence import REAL_TEXT
+
+    if not REAL_TEXT.fullmatch(text.strip()):
+        raise InputError(f"{option}: '{text}' is not a decimal number")
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{option}: {text} is not a finite number")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,7 +215,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
-    fit.add_argument("evidence", help="CSV or Parquet evidence table (README: Evidence)")
+    fit.add_argument(
+        "evidence",
+        nargs="+",
+        help="evidence table (CSV or Parquet), run file, or Inspect logs and folders of them",
+    )
     fit.add_argument(
         "--model",
         default="phuong_chain",
@@ -115,7 +229,12 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
-    fit.add_argument("--format", default="table", choices=FORMATS)
+    fit.add_argument(
+        "--format",
+        default="table",
+        choices=FORMATS + INPUT_FORMATS[1:],
+        help="output: table, csv or json; an input format (metr-jsonl, ...) = --from it",
+    )
     _reading_options(fit)
     mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
     mcmc.add_argument("--engine", choices=("nutpie", "pymc"))
@@ -708,11 +827,14 @@ def _report(args) -> int:
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     out = check_out(Path(args.out))
     source, notes = Path(args.source), []
-    if not (source.is_dir() or source.suffix == ".nc"):
+    if not ((source / "posterior.nc").is_file() or source.suffix == ".nc"):
         source = _evidence(source, args, notes)
-    elif args.keep_columns or args.sum_duplicates:
-        flag = "--keep-columns" if args.keep_columns else "--sum-duplicates"
-        raise InputError(f"{flag}: applies to an evidence table, not a fitted run")
+    else:
+        options = ("keep_columns", "sum_duplicates", "input_format", "cluster", *INSPECT_OPTIONS)
+        given = next((o for o in options if getattr(args, o) not in (None, False)), None)
+        if given is not None:
+            flag = "--from" if given == "input_format" else f"--{given.replace('_', '-')}"
+            raise InputError(f"{flag}: applies to evidence to fit, not to a fitted run")
     posterior = load_or_fit(source, model=args.model, level=level, seed=seed, log=_progress(args))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -56,6 +56,7 @@ COLUMNS = (
     "chosen_index",
     "logprob",
     "grading",
+    "cluster",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
 # Numbers in a text table: plain ASCII, so that "1_0", full-width digits and "1e3" (which
@@ -68,6 +69,7 @@ FLOAT_EXACT = 2**53  # the largest float below which every whole number is exact
 NEEDS_STEP = (MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
 TAKES_RUN = (EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
 TAKES_MILESTONE = (BEST_OF_N, GOLDEN)
+TAKES_CLUSTER = (END_TO_END, MILESTONE_METHOD)
 # The normalised table: one row per observation after aggregating per-trial rows.
 TABLE_COLUMNS = (
     "agent",
@@ -85,6 +87,8 @@ TABLE_COLUMNS = (
     "n_rows",
 )
 KEY = ("agent", "task", "method", "milestone", "run", "step")
+# Counts per cluster of correlated runs (``Evidence.clusters``).
+CLUSTER_COLUMNS = ("agent", "task", "method", "step", "cluster", "successes", "trials", "row")
 
 
 @dataclass(frozen=True)
@@ -103,17 +107,26 @@ class Evidence:
     kept : tuple of str
         Columns outside the evidence format that the user asked to keep
         (``keep_columns``): the summary carries them per (agent, task).
+    clusters : pandas.DataFrame or None
+        Where runs come in clusters that share a seed, a sample or a day (the ``cluster``
+        column): the counts per cluster, ``CLUSTER_COLUMNS``, for the models that treat
+        runs of a cluster as correlated. ``table`` holds the cells' totals either way.
     """
 
     table: pd.DataFrame
     source: str
     kept: tuple[str, ...] = ()
+    clusters: pd.DataFrame | None = None
 
     @cached_property
     def hash(self) -> str:
         """SHA-256 of the normalised observations (not of the file's bytes)."""
         canonical = self.table.drop(columns=["row", "n_rows"]).sort_values(list(KEY))
-        return hashlib.sha256(canonical.to_csv(index=False).encode()).hexdigest()
+        text = canonical.to_csv(index=False)
+        if self.clusters is not None:
+            order = ["agent", "task", "method", "step", "cluster"]
+            text += self.clusters.drop(columns="row").sort_values(order).to_csv(index=False)
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def methods(self) -> set[str]:
         """The evidence methods present."""
@@ -218,7 +231,11 @@ def load_evidence(
 # ---------------------------------------------------------------------------
 
 
-def _read_table(path: Path, label: str, notes: list) -> pd.DataFrame:
+def _read_table(path: Path, label: str, notes: list, check_header=None) -> pd.DataFrame:
+    """The rows of a CSV, TSV or Parquet table as text (Parquet: as typed), indexed by
+    their spreadsheet row number; ``check_header(label, columns)`` vets the header
+    (default: the evidence format's)."""
+    check_header = _check_header if check_header is None else check_header
     check_readable(path, label)
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
@@ -242,7 +259,7 @@ def _read_table(path: Path, label: str, notes: list) -> pd.DataFrame:
                 continue
             if header is None:
                 header = [c.strip() for c in cells]
-                _check_header(label, header)
+                check_header(label, header)
             elif len(cells) != len(header):
                 raise InputError(
                     f"{label}: row {row}: has {len(cells)} fields, the header has {len(header)}"
@@ -421,16 +438,23 @@ def _validate(frame, label: str, *, from_file: bool, kept=(), sum_duplicates=Fal
     if not from_file:  # a DataFrame or Parquet table: spreadsheet row = position + 2
         frame = frame.set_axis(range(2, frame.shape[0] + 2))
     records = frame.to_dict("records")
+    has_clusters = "cluster" in frame.columns
     parsed = []
     for index, values in zip(frame.index, records, strict=True):
         row = _Row(label, f"row {index}", values)
-        parsed.append(_parse_row(row, index) | {c: row.text(c) or "" for c in kept})
-    table = _aggregate(parsed, label, kept, sum_duplicates)
+        parsed.append(_parse_row(row, index, has_clusters) | {c: row.text(c) or "" for c in kept})
+    cells = _aggregate(parsed, label, (*KEY, "cluster"), kept, sum_duplicates)
+    clusters = None
+    if any(record["cluster"] for record in cells):
+        clusters = pd.DataFrame(cells)[list(CLUSTER_COLUMNS)]
+        clusters = clusters[clusters["cluster"] != ""].reset_index(drop=True)
+    table = pd.DataFrame(_aggregate(cells, label, KEY, kept, sum_duplicates=True))
+    table = table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
     _check_steps(table, label)
-    return Evidence(table=table, source=label, kept=tuple(kept))
+    return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
 
 
-def _parse_row(row: _Row, number: int) -> dict:
+def _parse_row(row: _Row, number: int, has_clusters: bool) -> dict:
     task = row.text("task")
     if task is None:
         row.fail("task", "task is empty")
@@ -455,6 +479,7 @@ def _parse_row(row: _Row, number: int) -> dict:
         "grading": "",
         "row": int(number),
         "per_trial": False,
+        "cluster": "",
     }
     if method in NEEDS_STEP:
         step = row.integer("step", 1)
@@ -498,6 +523,12 @@ def _parse_row(row: _Row, number: int) -> dict:
         out["grading"] = grading
     else:
         row.absent("grading", method)
+    if method in TAKES_CLUSTER and has_clusters:
+        out["cluster"] = row.text("cluster")
+        if out["cluster"] is None:
+            row.fail("cluster", "cluster is empty (a table with clusters names every run's)")
+    else:
+        row.absent("cluster", method)
     return out
 
 
@@ -524,16 +555,15 @@ def _parse_counts(row: _Row, method: str, out: dict) -> None:
     out.update(successes=successes, trials=trials)
 
 
-def _aggregate(parsed: list[dict], label: str, kept=(), sum_duplicates=False) -> pd.DataFrame:
-    """One row per cell: per-trial rows of a cell are counted; count rows of the same cell
-    are added up with ``sum_duplicates`` and refused without it. A kept column holds the
-    distinct values of its rows, joined by "; "."""
+def _aggregate(parsed: list[dict], label: str, key, kept=(), sum_duplicates=False) -> list[dict]:
+    """One record per value of ``key``: per-trial rows are counted; count rows of the same
+    cell are added up with ``sum_duplicates`` and refused without it. A kept column holds
+    the distinct values of its rows, joined by "; "."""
     groups: dict[tuple, dict] = {}
     for record in parsed:
-        key = tuple(record[k] for k in KEY)
-        first = groups.get(key)
+        first = groups.get(tuple(record[k] for k in key))
         if first is None:
-            groups[key] = dict(record, n_rows=1)
+            groups[tuple(record[k] for k in key)] = {"n_rows": 1, **record}
             continue
         counted = record["method"] in COUNTED
         if not (record["per_trial"] and first["per_trial"]) and not (counted and sum_duplicates):
@@ -549,11 +579,10 @@ def _aggregate(parsed: list[dict], label: str, kept=(), sum_duplicates=False) ->
             )
         first["successes"] += record["successes"]
         first["trials"] += record["trials"]
-        first["n_rows"] += 1
+        first["n_rows"] += record["n_rows"] if "n_rows" in record else 1
         for column in kept:
             first[column] = join_distinct([first[column], record[column]])
-    table = pd.DataFrame(list(groups.values()))
-    return table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
+    return list(groups.values())
 
 
 def join_distinct(texts) -> str:
@@ -570,7 +599,7 @@ def _check_steps(table: pd.DataFrame, label: str) -> None:
     for (agent, task, method, milestone, run), group in stepped.groupby(
         ["agent", "task", "method", "milestone", "run"], sort=False
     ):
-        steps = sorted(group["step"])
+        steps = sorted(set(group["step"]))
         expected = list(range(1, len(steps) + 1))
         if steps == expected:
             continue

@@ -11,7 +11,8 @@ Every fit, exact or MCMC, has one tree of the same shape:
 * ``conjugate`` (ours): per (agent, task) the method, provenance, the reason for a
   missing estimate, a point value's log, the end-to-end counts behind the
   Clopper-Pearson bound, and an exact posterior's Beta shapes per run and factor;
-* ``evidence`` (ours): the normalised evidence table, so a saved fit is complete.
+* ``evidence`` (ours): the normalised evidence table, so a saved fit is complete;
+  ``evidence_clusters`` its counts per cluster of runs, where it has clusters.
 
 The root's attributes say how the tree was made (package version, file format, spec,
 evidence hash, level, seed). Exact posteriors are summarised from their ``conjugate``
@@ -38,7 +39,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import TABLE_COLUMNS, Evidence
+from bayes_eval.evidence import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence
 from bayes_eval.files import check_readable
 from bayes_eval.ppc import replicate
 from bayes_eval.specs import spec_from_toml
@@ -139,6 +140,9 @@ class Posterior:
         """Assemble a fit's tree from its groups, with the evidence and the root attributes."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
+        if evidence.clusters is not None:
+            clusters = evidence.clusters.rename_axis("cluster_row")
+            groups["evidence_clusters"] = xr.Dataset.from_dataframe(clusters)
         tree = xr.DataTree.from_dict(groups)
         tree.attrs = {
             "bayes_eval_version": package_version(),
@@ -271,8 +275,15 @@ def load_posterior(path) -> Posterior:
             raise InputError(f"{path}: not a bayes_eval posterior (no group {name})")
     table = tree["evidence"].to_dataset().to_dataframe().reset_index(drop=True)
     kept = tuple(c for c in table.columns if c not in TABLE_COLUMNS)
+    clusters = None
+    if "evidence_clusters" in tree:
+        clusters = tree["evidence_clusters"].to_dataset().to_dataframe().reset_index(drop=True)
+        clusters = clusters[list(CLUSTER_COLUMNS)]
     evidence = Evidence(
-        table=table[[*TABLE_COLUMNS, *kept]], source=str(attrs["evidence_source"]), kept=kept
+        table=table[[*TABLE_COLUMNS, *kept]],
+        source=str(attrs["evidence_source"]),
+        kept=kept,
+        clusters=clusters,
     )
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")

@@ -27,7 +27,7 @@ import pandas as pd
 
 from bayes_eval import fit
 from bayes_eval.calibration import calibrate, proportion
-from bayes_eval.external import load_runs
+from bayes_eval.readers import run_rows
 
 MIN_TRUTH_RUNS = 2
 MODELS = ("end_to_end", "end_to_end_pooled")
@@ -105,7 +105,8 @@ def main() -> int:
         if not (args.data / filename).exists():
             print(f"skipped {name}: no {filename} in {args.data}")
             continue
-        runs = load_runs(args.data / filename, run_format, agent=agent)
+        runs = run_rows(args.data / filename, run_format, agent=agent)
+        runs = runs[["agent", "task", "method", "success"]].reset_index(drop=True)
         sizes = [s for s in args.sizes if s < runs.groupby(["agent", "task"]).size().max()]
         found, found_pits = study(runs, name, sizes, args.repetitions, args.seed)
         rows += found

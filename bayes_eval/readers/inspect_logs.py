@@ -1,0 +1,315 @@
+"""Inspect AI evaluation logs (``.eval`` and ``.json``), read with Inspect's own reader.
+
+The mapping, each part overridable:
+
+* agent: the log's model (``model``); the model and the solver, ``"MODEL + SOLVER"``
+  (``solver``: the eval's solver or agent, else its plan's solvers joined by ``+``); or a
+  metadata value (``metadata:KEY``: the sample's metadata, else the eval's).
+* task: the sample, ``"TASK/ID"`` (``sample``: the eval task's name and the sample id,
+  so that sample 1 of two tasks are two tasks); the eval task itself (``task``: its
+  samples are trials of one task); or a metadata value (``metadata:KEY``).
+* each epoch of a sample is one run (one trial);
+* success from one scorer: ``C``/``I`` and booleans map directly, ``N`` (no answer) is a
+  failure; numbers and partial credit (``P``, 0.5) need a threshold (success: score >=
+  threshold). With ``milestones``, a dict-valued score gives one milestone run per key,
+  in order (step 1, 2, ...), each key's value a success flag.
+
+A sample that ended in an error, or has no score from the scorer, is left out, with a
+note that counts them. The same run read twice (the same sample uuid, or the same
+sample and epoch of the same eval task id, as in a retried eval's log and the log it
+retried) is an error. Runs may be marked as clustered (``cluster``: ``sample``, ``log``
+or ``metadata:KEY``).
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+from bayes_eval.errors import InputError
+from bayes_eval.evidence import Evidence, _validate
+
+__all__ = ["read_inspect"]
+
+INSTALL = "reading Inspect logs needs Inspect AI: pip install 'bayes_eval[inspect]'"
+SUFFIXES = (".eval", ".json")
+# What a run needs of a sample; the transcript (messages, events) is not read.
+SKIPPED_FIELDS = {"messages", "events", "attachments", "store", "output"}
+AGENT_FROM = ("model", "solver")
+TASK_FROM = ("sample", "task")
+CLUSTER_FROM = ("sample", "log")
+
+
+def read_inspect(
+    paths,
+    *,
+    scorer: str | None = None,
+    success_threshold: float | None = None,
+    milestones=None,
+    agent_from: str = "model",
+    task_from: str = "sample",
+    cluster: str | None = None,
+    notes: list | None = None,
+) -> Evidence:
+    """Read Inspect AI logs as validated evidence, one trial per sample epoch.
+
+    Parameters
+    ----------
+    paths : path or list of paths
+        ``.eval`` or ``.json`` log files, or folders searched for them (recursively).
+    scorer : str, optional
+        The scorer whose score is success; optional where a log has only one.
+    success_threshold : float, optional
+        For numeric scores (and partial credit): success is score >= threshold.
+    milestones : list of str, optional
+        Keys of a dict-valued score, in milestone order: milestone runs, not end-to-end.
+    agent_from : {"model", "solver", "metadata:KEY"}
+    task_from : {"sample", "task", "metadata:KEY"}
+    cluster : {"sample", "log", "metadata:KEY"}, optional
+        Marks runs that share a sample, a log or a metadata value as correlated.
+    notes : list, optional
+        Receives one line per thing the reading did that the user should know: samples
+        left out (and why), and what was read.
+
+    Returns
+    -------
+    Evidence
+
+    Raises
+    ------
+    InputError
+        A missing or unreadable log, an unknown scorer, a score that is not a success
+        flag, a missing milestone key or metadata key, or a run read twice: one line
+        naming the log, the sample and epoch, and the rule.
+    """
+    try:
+        from inspect_ai.log import read_eval_log, read_eval_log_samples
+    except ImportError:
+        raise InputError(INSTALL) from None
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    notes = [] if notes is None else notes
+    _check_choice(agent_from, AGENT_FROM, "agent-from")
+    _check_choice(task_from, TASK_FROM, "task-from")
+    if cluster is not None:
+        _check_choice(cluster, CLUSTER_FROM, "cluster")
+    if success_threshold is not None and not math.isfinite(float(success_threshold)):
+        raise InputError(f"--success-threshold: {success_threshold} is not a finite number")
+    milestones = list(milestones) if milestones else None
+    if milestones is not None and len(set(milestones)) != len(milestones):
+        raise InputError(f"--milestones: a key is named twice ({', '.join(milestones)})")
+    runs, seen = [], {}
+    files = _log_files(paths)
+    for path in files:
+        label = str(path)
+        if path.suffix.lower() == ".eval" and not zipfile.is_zipfile(path):
+            raise InputError(
+                f"{label}: not a readable Inspect log (a .eval log is a ZIP archive, and this "
+                "one is truncated or damaged)"
+            )
+        try:
+            log = read_eval_log(str(path), header_only=True)
+            samples = list(
+                read_eval_log_samples(
+                    str(path), all_samples_required=False, exclude_fields=SKIPPED_FIELDS
+                )
+            )
+        except Exception as exc:  # a truncated ZIP, bad JSON, a foreign file: many types
+            raise InputError(f"{label}: not a readable Inspect log ({_first_line(exc)})") from None
+        name = _scorer(label, samples, scorer)
+        errors = unscored = 0
+        for sample in samples:
+            if sample.error is not None:
+                errors += 1
+                continue
+            score = (sample.scores or {}).get(name)
+            if score is None or score.value is None:
+                unscored += 1
+                continue
+            where = f"{label}: sample {sample.id}, epoch {sample.epoch}"
+            _check_once(seen, log, sample, where)
+            agent = _agent(log, sample, agent_from, where)
+            task = _task(log, sample, task_from, where)
+            group = "" if cluster is None else _cluster(log, sample, cluster, label, where)
+            base = {"agent": agent, "task": task, "cluster": group}
+            where = f"{where}, scorer {name}"
+            if milestones is None:
+                flag = _flag(score.value, success_threshold, where)
+                runs.append(base | {"method": END_TO_END, "step": "", "success": flag})
+                continue
+            if not isinstance(score.value, dict):
+                raise InputError(
+                    f"{where}: --milestones needs a dict-valued score, not '{score.value}'"
+                )
+            for step, key in enumerate(milestones, start=1):
+                if key not in score.value:
+                    keys = ", ".join(map(str, score.value)) or "none"
+                    raise InputError(f"{where}: no milestone key '{key}' (its keys: {keys})")
+                flag = _flag(score.value[key], success_threshold, f"{where}, key {key}")
+                runs.append(base | {"method": MILESTONE_METHOD, "step": step, "success": flag})
+        if errors or unscored:
+            notes.append(
+                f"{label}: left out {errors} sample epoch{'s' * (errors != 1)} that ended in an "
+                f"error and {unscored} without a '{name}' score, of {len(samples)}"
+            )
+        if log.status != "success":
+            notes.append(
+                f"{label}: the eval's status is '{log.status}'; its finished samples are read"
+            )
+    if not runs:
+        raise InputError(f"{_source(paths)}: no scored runs in {len(files)} Inspect log(s)")
+    frame = pd.DataFrame(runs)
+    if cluster is None:
+        frame = frame.drop(columns="cluster")
+    notes.append(
+        f"read {len(runs)} {'milestone ' if milestones else ''}runs of "
+        f"{frame['agent'].nunique()} agent(s) on {frame['task'].nunique()} task(s) from "
+        f"{len(files)} Inspect log(s)"
+    )
+    return _validate(frame, _source(paths), from_file=False)
+
+
+def _check_choice(value: str, choices, option: str) -> None:
+    if value in choices or (value.startswith("metadata:") and len(value) > len("metadata:")):
+        return
+    raise InputError(f"--{option}: '{value}' is not one of {', '.join(choices)} or metadata:KEY")
+
+
+def _source(paths) -> str:
+    return " ".join(str(p) for p in paths)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _log_files(paths) -> list[Path]:
+    """The log files named or found in the folders named, each once, in a stable order."""
+    from inspect_ai.log import list_eval_logs
+
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = [
+                Path(unquote(urlparse(info.name).path)) if "://" in info.name else Path(info.name)
+                for info in list_eval_logs(str(path), formats=["eval", "json"], recursive=True)
+            ]
+            if not found:
+                raise InputError(f"{path}: no Inspect logs (.eval or .json) in this folder")
+            files += sorted(found)
+        elif not path.exists():
+            raise InputError(f"{path}: no such file or folder")
+        elif path.suffix.lower() not in SUFFIXES:
+            raise InputError(f"{path}: not an Inspect log (.eval or .json)")
+        else:
+            files.append(path)
+    unique = {}
+    for path in files:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def _scorer(label: str, samples, scorer: str | None) -> str:
+    """The scorer to read: the one named, which must be in the log, or the log's only one."""
+    names = list(dict.fromkeys(k for s in samples for k in (s.scores or {})))
+    if scorer is not None:
+        if scorer not in names and names:
+            raise InputError(
+                f"{label}: no scorer named '{scorer}'; the log's scorers: {', '.join(names)}"
+            )
+        return scorer
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise InputError(f"{label}: no sample has a score; nothing to read")
+    raise InputError(
+        f"{label}: the log has several scorers ({', '.join(names)}); name one with --scorer"
+    )
+
+
+def _check_once(seen: dict, log, sample, where: str) -> None:
+    """Refuse a run read twice: the same sample uuid, or the same eval task id, sample id
+    and epoch (a retried eval's log repeats the samples of the log it retried)."""
+    keys = [("epoch", log.eval.task_id, str(sample.id), sample.epoch)]
+    if sample.uuid:
+        keys.append(("uuid", sample.uuid))
+    for key in keys:
+        if key in seen:
+            raise InputError(
+                f"{where}: the same run is already read from {seen[key]}; a retried eval's "
+                "log repeats the samples of the log it retried: give only one of them"
+            )
+    for key in keys:
+        seen[key] = where
+
+
+def _metadata(log, sample, key: str, where: str):
+    for metadata in (sample.metadata or {}, log.eval.metadata or {}):
+        if key in metadata and metadata[key] is not None and str(metadata[key]).strip():
+            return str(metadata[key]).strip()
+    raise InputError(f"{where}: no metadata key '{key}' in the sample or the eval")
+
+
+def _agent(log, sample, agent_from: str, where: str) -> str:
+    if agent_from == "model":
+        return log.eval.model
+    if agent_from == "solver":
+        solver = log.eval.solver or "+".join(
+            step.solver for step in (log.plan.steps if log.plan else [])
+        )
+        return f"{log.eval.model} + {solver or 'no solver'}"
+    return _metadata(log, sample, agent_from.removeprefix("metadata:"), where)
+
+
+def _task(log, sample, task_from: str, where: str) -> str:
+    if task_from == "sample":
+        return f"{log.eval.task}/{sample.id}"
+    if task_from == "task":
+        return log.eval.task
+    return _metadata(log, sample, task_from.removeprefix("metadata:"), where)
+
+
+def _cluster(log, sample, cluster: str, label: str, where: str) -> str:
+    if cluster == "sample":
+        return f"{log.eval.task_id}/{sample.id}"
+    if cluster == "log":
+        return label
+    return _metadata(log, sample, cluster.removeprefix("metadata:"), where)
+
+
+def _flag(value, threshold: float | None, where: str) -> int:
+    """A score as success (1) or failure (0); see the module's mapping."""
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if isinstance(value, str):
+        flag = {"C": 1, "I": 0, "N": 0}.get(value.strip().upper())
+        if flag is not None:
+            return flag
+        if value.strip().upper() != "P":
+            raise InputError(
+                f"{where}: '{value}' is not a success flag (C, I, N, true/false, or a number "
+                "with --success-threshold)"
+            )
+        value = 0.5  # partial credit, as Inspect's value_to_float reads it
+    if isinstance(value, int | float | np.integer | np.floating):
+        if not math.isfinite(value):
+            raise InputError(f"{where}: score {value} is not a finite number")
+        if threshold is None:
+            raise InputError(
+                f"{where}: numeric score {value} needs --success-threshold (success: score "
+                ">= threshold)"
+            )
+        return int(value >= threshold)
+    if isinstance(value, dict):
+        raise InputError(
+            f"{where}: score {value!r} is dict-valued: --milestones KEY1,KEY2,... reads "
+            "milestones from its keys"
+        )
+    raise InputError(f"{where}: score {value!r} is not a success flag")
