@@ -99,6 +99,9 @@ RETRY_TARGET_ACCEPT = 0.99
 
 # Compiled nutpie models kept per process (a study refits one design many times).
 COMPILE_CACHE_SIZE = 4
+# Terms of the exact marginal over clusters of runs (bayes_eval.clusters), in all (padded):
+# a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
+CLUSTER_TERMS_MAX = 2_000_000
 
 # Diagnostics thresholds: R-hat, bulk and tail ESS, E-BFMI.
 RHAT_MAX = 1.01

@@ -38,6 +38,8 @@ USES = {
     "phuong_chain": (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
     "joint": (END_TO_END, MILESTONE_METHOD),
 }
+# The models that treat runs of one cluster as correlated (kind, pooling).
+CLUSTERED = (("end_to_end", "tasks"), ("milestone", "partial"))
 # Evidence a task must have for a model to use it (besides any row it reads).
 REQUIRES = {"joint": (MILESTONE_METHOD,)}
 
@@ -125,6 +127,7 @@ def fit(
     if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
         raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
     check_sampler(sampler or {}, "sampler")
+    _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec, notes)
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled
@@ -150,6 +153,25 @@ def fit(
         notes,
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+def _check_clusters(evidence: Evidence, spec) -> None:
+    """Clustered runs need a model that treats them as correlated (``CLUSTERED``); any
+    other would count them as independent trials and overstate what they show."""
+    if evidence.clusters is None:
+        return
+    if (spec.kind, spec.pooling) not in CLUSTERED:
+        raise InputError(
+            f"{evidence.source}: the runs come in clusters, and model {spec.name} "
+            f"({spec.kind}/{spec.pooling}) treats every run as an independent trial; fit "
+            "them with end_to_end_pooled or hierarchical, which model the clusters"
+        )
+    if "cluster_concentration" not in spec.priors:
+        raise InputError(
+            f"{spec.source}: the runs come in clusters: the spec needs a prior "
+            "[priors.cluster_concentration] (LogNormal), as the shipped "
+            f"{'end_to_end_pooled' if spec.kind == 'end_to_end' else 'hierarchical'} has"
+        )
 
 
 def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:

@@ -21,6 +21,14 @@ NUTS explores only the hyperparameters:
   sum, see ``_joint_model``); both are drawn back exactly; a task without end-to-end
   runs takes its ``lambda`` from the population.
 
+Runs that come in clusters (a shared seed, sample or day: ``Evidence.clusters``) are
+not independent trials. ``end_to_end`` / ``tasks`` and ``milestone`` / ``partial`` then
+give each cluster its own rate around the rate it shares, ``q_c ~ Beta(p kappa_cluster,
+(1 - p) kappa_cluster)`` with one ``kappa_cluster`` per agent; both ``q_c`` and ``p`` are
+marginalised exactly (a finite sum, ``bayes_eval.clusters``) and ``p`` drawn back
+exactly, so the bounds widen as much as the clusters differ and NUTS still explores only
+the hyperparameters.
+
 Each task mean (and, in ``joint``, each milestone rate) is sampled centred where its data
 pin it down and non-centred where they say little about it (``choose_form``): a centred
 parameter whose data are weak forms a funnel with its population's concentration, and a
@@ -45,6 +53,7 @@ import numpy as np
 from scipy import special
 
 from bayes_eval import interrupts
+from bayes_eval.clusters import ClusterTerms, cluster_terms, draw_log_rates, log_marginal
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
@@ -82,6 +91,8 @@ class Layout:
     Cells are milestone or step counts: ``cell_pair``, ``cell_run`` (0 for
     milestones), ``cell_factor`` (milestone or step number), ``k``, ``n``.
     End-to-end counts per pair are ``e2e_k``, ``e2e_n`` (``n = 0``: none).
+    Where runs are clustered, ``clusters`` holds the terms of each rate's marginal
+    (``bayes_eval.clusters``): the rates are the pairs (end-to-end) or the milestone cells.
     """
 
     agents: list
@@ -96,6 +107,7 @@ class Layout:
     e2e_k: np.ndarray
     e2e_n: np.ndarray
     runs: list
+    clusters: ClusterTerms | None = None
 
 
 @dataclass(frozen=True)
@@ -217,8 +229,9 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
-    layout = _layout(by_pair, spec)
-    build, key = BUILDERS[spec.kind], _structure(layout, spec)
+    layout = _layout(by_pair, spec, evidence.clusters)
+    build = (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
+    key = _structure(layout, spec)
 
     def run(form, tried):
         trace = _sample(build(layout, spec, form), tried, seed, log, key=(*key, form.key()))
@@ -266,6 +279,11 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
     run_text = _attempt(form, tried) + record
+    if layout.clusters is not None:
+        run_text += (
+            f"; runs in {layout.clusters.clusters} clusters, over-dispersed within "
+            "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
+        )
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
     return Posterior.build(groups, spec, evidence, level=level, seed=seed)
 
@@ -363,7 +381,7 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
 # ---------------------------------------------------------------------------
 
 
-def _layout(by_pair, spec) -> Layout:
+def _layout(by_pair, spec, clusters=None) -> Layout:
     pairs = list(by_pair)
     agents = list(dict.fromkeys(a for a, _ in pairs))
     tasks = list(dict.fromkeys(t for _, t in pairs))
@@ -391,6 +409,9 @@ def _layout(by_pair, spec) -> Layout:
             e2e.append((0, 0))
     cells = np.array(cells, dtype=np.int64).reshape(-1, 5)
     e2e = np.array(e2e, dtype=np.int64).reshape(-1, 2)
+    terms = None
+    if clusters is not None and spec.kind in CLUSTERED_BUILDERS:
+        terms = _cluster_terms(clusters, spec, pairs, cells)
     return Layout(
         agents=agents,
         tasks=tasks,
@@ -404,7 +425,25 @@ def _layout(by_pair, spec) -> Layout:
         e2e_k=e2e[:, 0],
         e2e_n=e2e[:, 1],
         runs=runs,
+        clusters=terms,
     )
+
+
+def _cluster_terms(clusters, spec, pairs, cells) -> ClusterTerms:
+    """The marginal's terms of every rate of the pairs fitted: a pair's end-to-end rate, or
+    a milestone cell's rate (``cells``: the layout's rows of pair, run, step, k, n)."""
+    method = END_TO_END if spec.kind == "end_to_end" else MILESTONE_METHOD
+    rows = clusters[clusters["method"] == method]
+    index = {pair: p for p, pair in enumerate(pairs)}
+    pair = np.array([index.get(key, -1) for key in zip(rows["agent"], rows["task"], strict=True)])
+    rows, pair = rows[pair >= 0], pair[pair >= 0]
+    k, n = rows["successes"].to_numpy(np.int64), rows["trials"].to_numpy(np.int64)
+    if spec.kind == "end_to_end":
+        return cluster_terms(pair, k, n, len(pairs))
+    cell_of = {(c[0], c[2]): i for i, c in enumerate(cells)}
+    steps = rows["step"].to_numpy(np.int64)
+    rate = np.array([cell_of[(p, m)] for p, m in zip(pair, steps, strict=True)], dtype=np.int64)
+    return cluster_terms(rate, k, n, len(cells))
 
 
 # ---------------------------------------------------------------------------
@@ -576,6 +615,50 @@ def _hierarchy_model(layout, spec, form):
         k, f = _count_data(pm, "k_obs", layout.k, layout.n, "cell")
         pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, f, layout.n))
     return model
+
+
+def _clustered_hierarchy_model(layout, spec, form):
+    """``hierarchical`` with clustered runs: each milestone rate and its clusters' rates
+    marginalised exactly (``bayes_eval.clusters``) around the sampled task means."""
+    import pymc as pm
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        pair = layout.cell_pair
+        log_kappa = log_kappa[layout.pair_agent][pair]
+        log_phi = _cluster_concentration(pm, spec)[layout.pair_agent][pair]
+        _cluster_marginal(pm, log_mu[pair] + log_kappa, log_1mu[pair] + log_kappa, log_phi, layout)
+    return model
+
+
+def _clustered_end_to_end_model(layout, spec, form=None):
+    """``end_to_end_pooled`` with clustered runs: each task's ``P`` and its clusters' rates
+    marginalised exactly (``bayes_eval.clusters``); NUTS sees ``mu``, ``kappa`` and
+    ``kappa_cluster`` per agent."""
+    import pymc as pm
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
+        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+        log_phi = _cluster_concentration(pm, spec)
+        agent = layout.pair_agent
+        log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]
+        _cluster_marginal(pm, log_a, log_b, log_phi[agent], layout)
+    return model
+
+
+def _cluster_concentration(pm, spec):
+    """``log kappa_cluster`` per agent: how alike the rates of one rate's clusters are."""
+    return _concentration(pm, "kappa_cluster", spec.priors["cluster_concentration"], AGENT)
+
+
+def _cluster_marginal(pm, log_a, log_b, log_phi, layout):
+    """The exact log-likelihood of every rate's clusters given its prior's log shapes and
+    log ``kappa_cluster`` (``bayes_eval.clusters.log_marginal``)."""
+    import pytensor.tensor as pt
+
+    total = log_marginal(pt, pt.gammaln, pt.logsumexp, log_a, log_b, log_phi, layout.clusters)
+    pm.Potential("k_clusters", total)
 
 
 def count_data(name, successes, trials) -> dict:
@@ -870,6 +953,11 @@ BUILDERS = {
     "expert_completion": _hierarchy_model,
     "joint": _joint_model,
 }
+# The models of clustered runs (``end_to_end_pooled``, ``hierarchical``).
+CLUSTERED_BUILDERS = {
+    "end_to_end": _clustered_end_to_end_model,
+    "milestone": _clustered_hierarchy_model,
+}
 
 
 # ---------------------------------------------------------------------------
@@ -889,7 +977,15 @@ _COMPILED: dict = {}
 
 def _structure(layout, spec) -> tuple:
     """Everything a compiled model depends on except the observed successes."""
-    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
+    arrays = (
+        layout.pair_agent,
+        layout.cell_pair,
+        layout.cell_run,
+        layout.n,
+        layout.e2e_n,
+    )
+    if layout.clusters is not None:
+        arrays += (layout.clusters.successes, layout.clusters.failures)
     return (
         spec.kind,
         spec.pooling,
@@ -980,6 +1076,12 @@ def _rates(post, layout, spec, rng) -> dict:
     grid = np.full(shape + (len(agents), len(tasks)), np.nan)
     where = [(agents.index(a), tasks.index(t)) for a, t in layout.pairs]
     # failures are counted before they are added: (tiny + n) - k rounds to 0 when k = n
+    if spec.kind == "end_to_end" and layout.clusters is not None:
+        mu, kappa, phi = (
+            post[name].values[..., layout.pair_agent] for name in ("mu", "kappa", "kappa_cluster")
+        )
+        p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
+        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "end_to_end":
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
@@ -987,6 +1089,11 @@ def _rates(post, layout, spec, rng) -> dict:
         return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
+        cell_p = np.exp(log_p)
+    elif layout.clusters is not None:
+        a, b = _cell_shapes(post, layout, counts=False)
+        phi = post["kappa_cluster"].values[..., layout.pair_agent[layout.cell_pair]]
+        log_p = _clustered_draws(a, b, phi, layout, rng)
         cell_p = np.exp(log_p)
     else:
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
@@ -1013,6 +1120,13 @@ def _rates(post, layout, spec, rng) -> dict:
     else:
         out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
     return out
+
+
+def _clustered_draws(a, b, phi, layout, rng):
+    """``log p`` of every clustered rate per posterior draw, from its prior's shapes and
+    ``kappa_cluster``, each ``(chain, draw, rate)`` (``bayes_eval.clusters``)."""
+    flat = (x.reshape(-1, x.shape[-1]) for x in (a, b, phi))
+    return draw_log_rates(*flat, layout.clusters, rng).reshape(a.shape)
 
 
 def mixture_log_product(log_p, layout, rng):
@@ -1119,7 +1233,7 @@ def _marginal_draws(post, layout, rng, shape):
     return log_p, bypass_few
 
 
-def _cell_shapes(post, layout):
+def _cell_shapes(post, layout, counts=True):
     """Per posterior draw, the Beta shapes of every milestone cell's rate given its task
     mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
     mean = post["mu_task"].values[..., layout.cell_pair]
@@ -1130,6 +1244,8 @@ def _cell_shapes(post, layout):
     # (scipy's gammaln is inf below it).
     tiny = np.finfo(float).tiny
     a, b = np.maximum(mean * conc, tiny), np.maximum((1 - mean) * conc, tiny)
+    if not counts:  # the prior's shapes: clustered counts enter through their terms
+        return a, b
     return a + layout.k, b + (layout.n - layout.k)
 
 

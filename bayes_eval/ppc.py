@@ -6,6 +6,10 @@ the observation by the mid-p Bayesian p-value ``P(k_rep > k) + P(k_rep = k) / 2`
 flagged below 0.025 or above 0.975. The p-values are computed from the binomial
 distribution at each draw (no Monte Carlo error from the replication itself).
 
+Where runs come in clusters, a cluster-aware fit replicates each cluster as its model
+does, ``q_c ~ Beta(p kappa_cluster, (1 - p) kappa_cluster)``, ``k_c ~ Binomial(n_c, q_c)``,
+and the cell's count is the sum; its p-value is then read off those replicates.
+
 The milestone-assumption check, which refits the milestones alone, is
 ``bayes_eval.assumption``.
 """
@@ -119,9 +123,18 @@ def predictive_checks(posterior) -> pd.DataFrame:
     rows = []
     if posterior.is_mcmc:
         post = posterior.draws
+        clusters = _cluster_sizes(posterior, post)
+        rng = np.random.default_rng(posterior.seed + 3)
         for method, agent, task, index, k, n, draws in _cells(posterior, post):
             p = np.clip(draws.ravel(), 0.0, 1.0)
-            rows.append((agent, task, method, index, k, n, float(p.mean()), mid_p(k, n, p)))
+            sizes = clusters.get((agent, task, method, index))
+            if sizes is None:
+                value = mid_p(k, n, p)
+            else:
+                phi = post["kappa_cluster"].sel({AGENT: agent}).values.ravel()
+                replicated = _clustered(sizes, p, phi, rng)
+                value = float(np.mean(replicated > k) + 0.5 * np.mean(replicated == k))
+            rows.append((agent, task, method, index, k, n, float(p.mean()), value))
     else:
         cells = list(_exact_cells(posterior))
         if cells:
@@ -150,6 +163,30 @@ def predictive_checks(posterior) -> pd.DataFrame:
         for agent, task, method, index, k, n, rate, value in rows
     ]
     return pd.DataFrame(records, columns=COLUMNS)
+
+
+def _cluster_sizes(posterior, post) -> dict:
+    """``{(agent, task, method, index): trials per cluster}`` of a fit that modelled
+    clusters (its draws have ``kappa_cluster``); empty otherwise."""
+    clusters = posterior.evidence.clusters
+    if clusters is None or "kappa_cluster" not in post:
+        return {}
+    out = {}
+    for (agent, task, method, step), rows in clusters.groupby(
+        ["agent", "task", "method", "step"], sort=False
+    ):
+        index = f"milestone {step}" if method == MILESTONE_METHOD else ""
+        out[(agent, task, method, index)] = rows["trials"].to_numpy()
+    return out
+
+
+def _clustered(sizes, p, phi, rng) -> np.ndarray:
+    """A cell's successes replicated cluster by cluster, one per draw of ``p`` and ``phi``:
+    ``sum_c Binomial(n_c, q_c)``, ``q_c ~ Beta(p phi, (1 - p) phi)``."""
+    tiny = np.finfo(float).tiny
+    a, b = np.maximum(p * phi, tiny), np.maximum((1 - p) * phi, tiny)
+    q = rng.beta(a[:, None], b[:, None], size=(p.size, sizes.size))
+    return rng.binomial(sizes, q).sum(axis=-1)
 
 
 def _exact_cells(posterior):
@@ -192,6 +229,7 @@ def replicate(posterior, post, seed: int) -> dict:
 
     rng = np.random.default_rng(seed)
     cells = _cells(posterior, post)
+    clusters = _cluster_sizes(posterior, post)
     labels = {
         "cell": [
             f"{agent} / {task} / {method} {index}".strip()
@@ -203,7 +241,15 @@ def replicate(posterior, post, seed: int) -> dict:
         "position": [c[3] for c in cells],
     }
     coords = {name: ("cell", np.array(values, dtype=str)) for name, values in labels.items()}
-    replicated = [rng.binomial(n, np.clip(draws, 0.0, 1.0)) for *_, n, draws in cells]
+    replicated = []
+    for method, agent, task, index, _, n, draws in cells:
+        p = np.clip(draws, 0.0, 1.0)
+        sizes = clusters.get((agent, task, method, index))
+        if sizes is None:
+            replicated.append(rng.binomial(n, p))
+            continue
+        phi = post["kappa_cluster"].sel({AGENT: agent}).values
+        replicated.append(_clustered(sizes, p.ravel(), phi.ravel(), rng).reshape(p.shape))
     shape = (post.sizes["chain"], post.sizes["draw"], 0)
     values = np.stack(replicated, axis=-1) if cells else np.zeros(shape, dtype=np.int64)
     observed = np.array([c[4] for c in cells], dtype=np.int64)

@@ -55,6 +55,11 @@ MODELS = {
         "bypass_concentration",
     ),
 }
+# Priors a model takes where the evidence needs them: runs in clusters.
+OPTIONAL_PRIORS = {
+    ("end_to_end", "tasks"): ("cluster_concentration",),
+    ("milestone", "partial"): ("cluster_concentration",),
+}
 KINDS = tuple(dict.fromkeys(kind for kind, _ in MODELS))
 # Means take Beta priors, concentrations LogNormal ones.
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma")}
@@ -263,9 +268,10 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     description = _get(source, data, "description", str, required=False) or ""
     priors_table = _get(source, data, "priors", dict)
     needed = MODELS[kind, pooling]
-    _unknown_keys(f"{source} [priors]", priors_table, needed)
+    optional = OPTIONAL_PRIORS.get((kind, pooling), ())
+    _unknown_keys(f"{source} [priors]", priors_table, (*needed, *optional))
     priors = {}
-    for role in needed:
+    for role in (*needed, *(r for r in optional if r in priors_table)):
         if role not in priors_table:
             raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
