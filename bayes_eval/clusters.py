@@ -48,7 +48,8 @@ class ClusterTerms:
     ``successes`` (R) and ``failures`` (S), ``(rates, terms)``; ``log_weight``, ``log A_R
     + log B_S`` (``ABSENT`` in the padding); ``deficit``, ``N - R - S``. The normaliser
     ``prod_c prod_(i < n_c) (1 + i / phi)`` as ``(rate, i, how many clusters)`` triples,
-    ``rising_rate``, ``rising_step``, ``rising_count`` (``i >= 1``). ``clusters``: how many.
+    ``rising_rate``, ``rising_step``, ``rising_count`` (``i >= 1``). Each cluster's rate
+    and runs, ``cluster_rate`` and ``cluster_trials``.
     """
 
     successes: np.ndarray
@@ -58,7 +59,8 @@ class ClusterTerms:
     rising_rate: np.ndarray
     rising_step: np.ndarray
     rising_count: np.ndarray
-    clusters: int
+    cluster_rate: np.ndarray
+    cluster_trials: np.ndarray
 
 
 def cluster_terms(rate: np.ndarray, k: np.ndarray, n: np.ndarray, rates: int) -> ClusterTerms:
@@ -107,7 +109,7 @@ def cluster_terms(rate: np.ndarray, k: np.ndarray, n: np.ndarray, rates: int) ->
     rising_step = rising_step + 1  # i >= 1: the clusters with at least i + 1 runs
     rising_count = more[rising_rate, rising_step + 1]
     return ClusterTerms(
-        successes, failures, log_weight, deficit, rising_rate, rising_step, rising_count, rate.size
+        successes, failures, log_weight, deficit, rising_rate, rising_step, rising_count, rate, n
     )
 
 

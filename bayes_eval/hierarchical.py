@@ -92,7 +92,8 @@ class Layout:
     milestones), ``cell_factor`` (milestone or step number), ``k``, ``n``.
     End-to-end counts per pair are ``e2e_k``, ``e2e_n`` (``n = 0``: none).
     Where runs are clustered, ``clusters`` holds the terms of each rate's marginal
-    (``bayes_eval.clusters``): the rates are the pairs (end-to-end) or the milestone cells.
+    (``bayes_eval.clusters``): the rates are the pairs (end-to-end) or the milestone cells;
+    ``cluster_rows`` are the rows of ``Evidence.clusters`` they come from.
     """
 
     agents: list
@@ -108,6 +109,7 @@ class Layout:
     e2e_n: np.ndarray
     runs: list
     clusters: ClusterTerms | None = None
+    cluster_rows: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -281,7 +283,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     run_text = _attempt(form, tried) + record
     if layout.clusters is not None:
         run_text += (
-            f"; runs in {layout.clusters.clusters} clusters, over-dispersed within "
+            f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
             "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
         )
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
@@ -409,9 +411,9 @@ def _layout(by_pair, spec, clusters=None) -> Layout:
             e2e.append((0, 0))
     cells = np.array(cells, dtype=np.int64).reshape(-1, 5)
     e2e = np.array(e2e, dtype=np.int64).reshape(-1, 2)
-    terms = None
+    terms = rows = None
     if clusters is not None and spec.kind in CLUSTERED_BUILDERS:
-        terms = _cluster_terms(clusters, spec, pairs, cells)
+        terms, rows = _cluster_terms(clusters, spec, pairs, cells)
     return Layout(
         agents=agents,
         tasks=tasks,
@@ -426,24 +428,27 @@ def _layout(by_pair, spec, clusters=None) -> Layout:
         e2e_n=e2e[:, 1],
         runs=runs,
         clusters=terms,
+        cluster_rows=rows,
     )
 
 
-def _cluster_terms(clusters, spec, pairs, cells) -> ClusterTerms:
-    """The marginal's terms of every rate of the pairs fitted: a pair's end-to-end rate, or
-    a milestone cell's rate (``cells``: the layout's rows of pair, run, step, k, n)."""
+def _cluster_terms(clusters, spec, pairs, cells) -> tuple[ClusterTerms, np.ndarray]:
+    """The marginal's terms of every rate of the pairs fitted, a pair's end-to-end rate or
+    a milestone cell's rate (``cells``: the layout's rows of pair, run, step, k, n), and
+    the rows of ``clusters`` they rest on."""
     method = END_TO_END if spec.kind == "end_to_end" else MILESTONE_METHOD
     rows = clusters[clusters["method"] == method]
     index = {pair: p for p, pair in enumerate(pairs)}
     pair = np.array([index.get(key, -1) for key in zip(rows["agent"], rows["task"], strict=True)])
     rows, pair = rows[pair >= 0], pair[pair >= 0]
     k, n = rows["successes"].to_numpy(np.int64), rows["trials"].to_numpy(np.int64)
+    used = rows.index.to_numpy()
     if spec.kind == "end_to_end":
-        return cluster_terms(pair, k, n, len(pairs))
+        return cluster_terms(pair, k, n, len(pairs)), used
     cell_of = {(c[0], c[2]): i for i, c in enumerate(cells)}
     steps = rows["step"].to_numpy(np.int64)
     rate = np.array([cell_of[(p, m)] for p, m in zip(pair, steps, strict=True)], dtype=np.int64)
-    return cluster_terms(rate, k, n, len(cells))
+    return cluster_terms(rate, k, n, len(cells)), used
 
 
 # ---------------------------------------------------------------------------

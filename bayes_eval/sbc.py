@@ -7,6 +7,10 @@ data), and record the rank of every true quantity among thinned posterior draws;
 ``p_task`` goes through the same exact redraw as a real fit. If the model and its
 inference are right, every rank is uniform on ``0..draws``; a chi-square test per
 quantity, Bonferroni-corrected across quantities, says whether they are.
+
+Where the evidence's runs come in clusters, each cluster's rate is drawn around its
+rate and its runs from it, and the model is compiled anew for each simulation: the
+terms of its exact marginal over clusters are built from the counts.
 """
 
 from __future__ import annotations
@@ -73,15 +77,17 @@ def sbc(
     """
     import nutpie
 
+    from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, _layout, _rates, choose_form
+    from bayes_eval.hierarchical import BUILDERS, CLUSTERED_BUILDERS, _layout, _rates, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
         raise ValueError("draws + 1 must be a multiple of bins")
     spec = load_spec(model)
+    evidence = load_evidence(evidence)
     evidence_rows = usable_rows(evidence, spec)
-    layout = _layout(evidence_rows, spec)
+    layout = _layout(evidence_rows, spec, evidence.clusters)
     chosen = choose_form(layout, spec)
     if form != "chosen":
         centred = form == "centred"
@@ -90,18 +96,21 @@ def sbc(
             pairs=np.full_like(chosen.pairs, centred),
             cells=np.full_like(chosen.cells, centred),
         )
-    built = BUILDERS[spec.kind](layout, spec, chosen)
+    clustered = layout.clusters is not None
+    build = (CLUSTERED_BUILDERS if clustered else BUILDERS)[spec.kind]
+    built = build(layout, spec, chosen)
     rng = np.random.default_rng(seed)
     # The agent-level parameters are drawn from the spec's priors; task means and
     # milestone rates in _simulate, in log space (a prior task mean may be 1 in floating
     # point); each is ranked on its own scale (its sampled logit ranks the same).
     # (joint's sampled milestone rates are ranked through p_task, which they make up)
     drawn_here = ["mu_task"] if "mu_task" in built.named_vars else []
-    hyper = list(spec.priors)
+    hyper = [role for role in spec.priors if HYPER_NAMES[spec.kind][role] in built.named_vars]
     ranked = [HYPER_NAMES[spec.kind][role] for role in hyper] + drawn_here
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = nutpie.compile_pymc_model(built)
+    cluster_table = evidence.clusters
     n_agents = len(layout.agents)
     rows = []
     for s in range(simulations):
@@ -110,10 +119,18 @@ def sbc(
             for role in hyper
         }
         data, p_task = _simulate(truth, layout, spec, rng)
+        simulated = layout
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if clustered:  # the marginal's terms depend on the counts: compile anew
+                table = cluster_table.copy()
+                table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
+                simulated = _layout(evidence_rows, spec, table)
+                model_data = nutpie.compile_pymc_model(build(simulated, spec, chosen))
+            else:
+                model_data = compiled.with_data(**data)
             trace = nutpie.sample(
-                compiled.with_data(**data),
+                model_data,
                 draws=5 * (draws + 1),  # thinned by 10: nearly independent draws
                 tune=tune,
                 chains=2,
@@ -122,7 +139,7 @@ def sbc(
             )
         post = trace["posterior"].to_dataset()
         keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
-        rates = _rates(post, _with_counts(layout, spec, data), spec, rng)
+        rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
         row = {}
         for name in ranked:
             flat = post[name].values.reshape(-1, *np.shape(truth[name]))[keep]
@@ -141,9 +158,10 @@ def sbc(
 
 # The model variable of each prior role, by kind of model.
 _TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
+_CLUSTERS = {"cluster_concentration": "kappa_cluster"}
 HYPER_NAMES = {
-    "end_to_end": {"mean": "mu", "concentration": "kappa"},
-    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa"},
+    "end_to_end": {"mean": "mu", "concentration": "kappa", **_CLUSTERS},
+    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
     "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
     "joint": {
         **_TASK_HIERARCHY,
@@ -174,12 +192,12 @@ def _with_counts(layout, spec, data):
     from bayes_eval.hierarchical import end_to_end_groups
 
     if spec.kind == "end_to_end":
-        return dataclasses.replace(layout, e2e_k=data["k_obs"])
+        return dataclasses.replace(layout, e2e_k=data.get("k_obs", layout.e2e_k))
     e2e_k = layout.e2e_k.copy()
     for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
         if name in data:
             e2e_k[pairs] = data[name]
-    return dataclasses.replace(layout, k=data["k_obs"], e2e_k=e2e_k)
+    return dataclasses.replace(layout, k=data.get("k_obs", layout.k), e2e_k=e2e_k)
 
 
 def _positions(layout):
@@ -195,6 +213,8 @@ def _simulate(truth, layout, spec, rng):
     if spec.kind == "end_to_end":
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
+        if layout.clusters is not None:
+            return {"k_cluster": _cluster_counts(truth, layout, p_task, agent, rng)}, p_task
         return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task
     mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
     truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
@@ -203,7 +223,11 @@ def _simulate(truth, layout, spec, rng):
     mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
     conc = truth["kappa"][agent[layout.cell_pair]]
     log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
-    data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
+    if layout.clusters is not None:
+        k = _cluster_counts(truth, layout, np.exp(log_p), agent[layout.cell_pair], rng)
+        data = {"k_cluster": k}
+    else:
+        data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
     p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
     if spec.kind == "joint":
         a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
@@ -212,3 +236,13 @@ def _simulate(truth, layout, spec, rng):
         p_task = p_task + (1 - p_task) * bypass
         data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
     return data, p_task
+
+
+def _cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
+    """Successes of every cluster (in the evidence's cluster order): its own rate ``q ~
+    Beta(p phi, (1 - p) phi)`` around its rate ``p``, then its runs."""
+    terms = layout.clusters
+    p = np.clip(rate[terms.cluster_rate], 1e-12, 1 - 1e-12)
+    phi = truth["kappa_cluster"][rate_agent[terms.cluster_rate]]
+    q = np.exp(log_beta_draws(p * phi, (1 - p) * phi, (), rng))
+    return rng.binomial(terms.cluster_trials, q)

@@ -70,3 +70,26 @@ def test_sbc_detects_a_broken_redraw(monkeypatch):
 def test_larger_sbc_ranks_are_uniform(model, form):
     result = sbc(design(model), model, simulations=100, draws=99, bins=10, seed=12, form=form)
     assert result.passed(alpha=0.01), result.p_values.sort_values().head()
+
+
+def clustered_design(model: str) -> pd.DataFrame:
+    """Runs in clusters of unequal size (1 to 4 runs); counts ignored by SBC."""
+    steps = [None] if model == "end_to_end_pooled" else [1, 2]
+    method = "end_to_end" if model == "end_to_end_pooled" else "milestone"
+    rows = [
+        dict(task=f"t{t}", method=method, step=s, cluster=f"c{c}", successes=0, trials=1 + c)
+        for t in range(5 if method == "end_to_end" else 3)
+        for s in steps
+        for c in range(4)
+    ]
+    frame = pd.DataFrame(rows)
+    return frame.drop(columns="step") if steps == [None] else frame
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["end_to_end_pooled", "hierarchical"])
+def test_clustered_sbc_ranks_are_uniform(model):
+    """The exact marginal over clusters and its redraw (compiled anew per simulation)."""
+    result = sbc(clustered_design(model), model, simulations=100, draws=99, bins=10, seed=13)
+    assert "kappa_cluster[0]" in result.ranks.columns
+    assert result.passed(alpha=0.01), result.p_values.sort_values().head()
