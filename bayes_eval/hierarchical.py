@@ -981,16 +981,11 @@ _COMPILED: dict = {}
 
 
 def _structure(layout, spec) -> tuple:
-    """Everything a compiled model depends on except the observed successes."""
-    arrays = (
-        layout.pair_agent,
-        layout.cell_pair,
-        layout.cell_run,
-        layout.n,
-        layout.e2e_n,
-    )
+    """Everything a compiled model depends on except the observed successes (clustered
+    runs: their counts too, which the marginal's terms hold as constants)."""
+    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
     if layout.clusters is not None:
-        arrays += (layout.clusters.successes, layout.clusters.failures)
+        arrays += tuple(vars(layout.clusters).values())
     return (
         spec.kind,
         spec.pooling,

@@ -204,3 +204,20 @@ def test_exact_draws_have_the_posterior_mean_of_quadrature():
 def test_too_many_terms_are_refused_in_one_line():
     with pytest.raises(InputError, match=r"above the 2,000,000 it allows"):
         cluster_terms(np.zeros(2, dtype=int), np.array([1500, 500]), np.array([3000, 3000]), 1)
+
+
+def test_a_refit_with_the_same_totals_split_otherwise_is_not_served_from_the_cache():
+    """The marginal's terms hold the clusters' counts as constants: two tables with the same
+    totals per task, split otherwise among the clusters, are two models."""
+    alike = [(f"t{t}", "end_to_end", c, 1 if c == "a" else 0) for t in range(3) for c in "abcd"]
+    alike = pd.DataFrame(alike * 3, columns=["task", "method", "cluster", "success"])
+    first = alike.groupby(["task", "cluster"]).cumcount() == 0
+    spread = alike.assign(success=(first & (alike["cluster"] != "a")).astype(int))
+    assert (
+        load_evidence(alike).table["successes"].tolist()
+        == load_evidence(spread).table["successes"].tolist()
+    )
+    cached = bayes_eval.fit(alike, "end_to_end_pooled", sampler=SMALL, seed=4)
+    refit = bayes_eval.fit(spread, "end_to_end_pooled", sampler=SMALL, seed=4)
+    # three successes in one cluster of three runs say less than three in three clusters
+    assert refit.summary()["upper"].max() < cached.summary()["upper"].min()
