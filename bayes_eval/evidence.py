@@ -561,9 +561,10 @@ def _aggregate(parsed: list[dict], label: str, key, kept=(), sum_duplicates=Fals
     the distinct values of its rows, joined by "; "."""
     groups: dict[tuple, dict] = {}
     for record in parsed:
-        first = groups.get(tuple(record[k] for k in key))
+        value = tuple(record[k] for k in key)
+        first = groups.get(value)
         if first is None:
-            groups[tuple(record[k] for k in key)] = {"n_rows": 1, **record}
+            groups[value] = {"n_rows": 1, **record}
             continue
         counted = record["method"] in COUNTED
         if not (record["per_trial"] and first["per_trial"]) and not (counted and sum_duplicates):
@@ -579,7 +580,7 @@ def _aggregate(parsed: list[dict], label: str, key, kept=(), sum_duplicates=Fals
             )
         first["successes"] += record["successes"]
         first["trials"] += record["trials"]
-        first["n_rows"] += record["n_rows"] if "n_rows" in record else 1
+        first["n_rows"] += record.get("n_rows", 1)  # a cluster's record counts its rows
         for column in kept:
             first[column] = join_distinct([first[column], record[column]])
     return list(groups.values())
