@@ -31,10 +31,10 @@ import pandas as pd
 
 from bayes_eval import fit, load_evidence
 
-SETTINGS = {  # name -> phi (None: independent runs)
-    "independent runs": None,
-    "correlation 0.2 (phi 4)": 4.0,
-    "correlation 0.5 (phi 1)": 1.0,
+SETTINGS = {  # intra-cluster correlation 1 / (1 + phi) -> phi (None: independent runs)
+    "0": None,
+    "0.2": 4.0,
+    "0.5": 1.0,
 }
 MEAN, CONCENTRATION = 0.2, 5.0
 
@@ -73,10 +73,15 @@ def main(argv=None) -> int:
     parser.add_argument("--clusters", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5, help="runs per cluster")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--correlations", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
+        help="intra-cluster correlations to simulate",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     rows = []
-    for setting, phi in SETTINGS.items():
+    for setting in args.correlations:
+        phi = SETTINGS[setting]
         for r in range(args.replications):
             rng = np.random.default_rng([args.seed, r, 0 if phi is None else int(phi * 1000)])
             frame, truth = simulate(rng, args.tasks, args.clusters, args.runs, phi)
@@ -84,12 +89,12 @@ def main(argv=None) -> int:
             for model, (upper, ok) in bounds(frame, seed=args.seed + r).items():
                 for t, (p, bound) in enumerate(zip(truth, upper, strict=True)):
                     rows.append((setting, r, model, t, p, bound, p <= bound, ok))
-            print(f"{setting}: replication {r + 1} in {time.perf_counter() - start:.0f} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
-    columns = ["setting", "replication", "model", "task", "truth", "upper", "covered", "passed"]
+            took = time.perf_counter() - start
+            print(f"correlation {setting}: replication {r + 1} in {took:.0f} s", file=sys.stderr)
+    columns = ["correlation", "replication", "model", "task", "truth", "upper", "covered", "passed"]
     cells = pd.DataFrame(rows, columns=columns)
     table = (
-        cells.groupby(["setting", "model"], sort=False)
+        cells.groupby(["correlation", "model"], sort=False)
         .agg(
             coverage=("covered", "mean"),
             bounds=("covered", "size"),
