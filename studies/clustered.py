@@ -14,9 +14,10 @@ correlation ``1 / (1 + phi)``. Three bounds per task:
 Coverage is the share of tasks whose true ``P_t`` is at or below the bound; the nominal
 is 0.975. Run::
 
-    python studies/clustered.py --replications 20 --out studies/results
+    python studies/clustered.py --replications 100 --out studies/results
 
-and it prints the README's table (``clustered.csv`` in ``--out``).
+prints the README's table and the coverage by the size of the true ``P``, and writes every
+bound to ``clustered_bounds.csv`` in ``--out`` (``--summarise`` reprints the tables from it).
 """
 
 from __future__ import annotations
@@ -78,7 +79,13 @@ def main(argv=None) -> int:
         help="intra-cluster correlations to simulate",
     )  # fmt: skip
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--summarise", type=Path, help="only summarise a clustered_bounds.csv written before"
+    )
     args = parser.parse_args(argv)
+    if args.summarise is not None:
+        summarise(pd.read_csv(args.summarise, dtype={"correlation": str}))
+        return 0
     rows = []
     for setting in args.correlations:
         phi = SETTINGS[setting]
@@ -93,29 +100,38 @@ def main(argv=None) -> int:
             print(f"correlation {setting}: replication {r + 1} in {took:.0f} s", file=sys.stderr)
     columns = ["correlation", "replication", "model", "task", "truth", "upper", "covered", "passed"]
     cells = pd.DataFrame(rows, columns=columns)
-    table = (
-        cells.groupby(["correlation", "model"], sort=False)
-        .agg(
-            coverage=("covered", "mean"),
-            bounds=("covered", "size"),
-            mean_upper=("upper", "mean"),
-            fits_passed=("passed", lambda s: f"{s.groupby(cells['replication']).all().mean():.0%}"),
-        )
-        .reset_index()
-    )
-    table["coverage_se"] = np.sqrt(table["coverage"] * (1 - table["coverage"]) / table["bounds"])
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         cells.to_csv(args.out / "clustered_bounds.csv", index=False)
-        table.to_csv(args.out / "clustered.csv", index=False)
     print(
         f"{args.replications} replications x {args.tasks} tasks, {args.clusters} clusters x "
         f"{args.runs} runs per task, P ~ Beta({MEAN * CONCENTRATION:g}, "
         f"{(1 - MEAN) * CONCENTRATION:g}); nominal coverage 0.975\n"
     )
-    with pd.option_context("display.width", 200, "display.max_columns", 10):
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    summarise(cells)
     return 0
+
+
+def summarise(cells: pd.DataFrame) -> None:
+    """Print the coverage per correlation and model, and by the true rate's size."""
+    groups = cells.groupby(["correlation", "model"], sort=False)
+    passed = groups.apply(lambda g: g.groupby("replication")["passed"].all().mean())
+    table = groups.agg(
+        coverage=("covered", "mean"), bounds=("covered", "size"), mean_upper=("upper", "mean")
+    )
+    table["coverage_se"] = np.sqrt(table["coverage"] * (1 - table["coverage"]) / table["bounds"])
+    table["fits_passed"] = passed
+    bands = pd.cut(cells["truth"], [0, 0.1, 0.2, 0.4, 1])
+    by_truth = cells.groupby(["correlation", "model", bands], sort=False, observed=True)
+    by_truth = by_truth["covered"].mean()
+    with pd.option_context("display.width", 200, "display.max_columns", 10):
+        print(table.reset_index().to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print("\ncoverage by the true P:\n")
+        print(
+            by_truth.unstack("truth")
+            .sort_index(axis=1)
+            .to_string(float_format=lambda x: f"{x:.3f}")
+        )
 
 
 if __name__ == "__main__":
