@@ -33,7 +33,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _validate
+from bayes_eval.evidence import Evidence, _first_line, _validate
 
 __all__ = ["read_inspect"]
 
@@ -182,11 +182,6 @@ def _check_choice(value: str, choices, option: str) -> None:
 
 def _source(paths) -> str:
     return " ".join(str(p) for p in paths)
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _log_files(paths) -> list[Path]:
