@@ -122,6 +122,20 @@ def _reading_options(command) -> None:
     )
 
 
+def _crossed_options(command) -> None:
+    crossed = command.add_argument_group("crossed models (covariates and predictions)")
+    crossed.add_argument("--agents", help="table of agent covariates (column agent + covariates)")
+    crossed.add_argument("--tasks", help="table of task covariates (column task + covariates)")
+    crossed.add_argument(
+        "--predict-agent",
+        dest="predict_agent",
+        action="append",
+        default=[],
+        metavar="NAME,COLUMN=VALUE,...",
+        help="a new agent described by its covariates alone; repeat for several",
+    )
+
+
 def _input_format(paths: list[str], args) -> str:
     """The format given (``--from``, ``--runs``, or an input format as ``--format``), or
     the one the paths show: Inspect logs for folders and ``.eval``/``.json`` files, METR's
@@ -236,6 +250,7 @@ def _parser() -> argparse.ArgumentParser:
         help="output: table, csv or json; an input format (metr-jsonl, ...) = --from it",
     )
     _reading_options(fit)
+    _crossed_options(fit)
     mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
     mcmc.add_argument("--engine", choices=("nutpie", "pymc"))
     mcmc.add_argument("--draws", help="draws per chain")
@@ -312,6 +327,19 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--seed", default="0")
     plan.add_argument("--format", default="table", choices=FORMATS)
     plan.add_argument("--debug", action="store_true", help="show tracebacks")
+    horizon = commands.add_parser(
+        "horizon", help="time horizons and their trend from a crossed fit (time_horizon)"
+    )
+    horizon.add_argument("run_dir", help="folder written by bayes-eval fit --out")
+    horizon.add_argument(
+        "--interval", default="0.95", help="central credible level of the intervals (0.95)"
+    )
+    horizon.add_argument(
+        "--forecast", nargs="+", default=[], metavar="DATE", help="forecast for these ISO dates"
+    )
+    horizon.add_argument("--out", help="folder for horizons.csv and horizons.png (RUN_DIR)")
+    horizon.add_argument("--format", default="table", choices=FORMATS)
+    horizon.add_argument("--debug", action="store_true", help="show tracebacks")
     example = commands.add_parser("example", help="print the path of a shipped dataset")
     example.add_argument(
         "name",
@@ -415,6 +443,9 @@ def _fit(args) -> int:
         notes=notes,
         sampler=sampler,
         log=_progress(args),
+        agents=args.agents,
+        tasks=args.tasks,
+        predict=args.predict_agent,
     )
     summary = posterior.summary(threshold=threshold)
     for note in notes:
@@ -800,7 +831,11 @@ def _table(summary, posterior, threshold) -> str:
     shown["cp_upper"] = "cp_upper"
     if posterior.is_mcmc:  # an exact fit has no diagnostics to pass
         shown["diagnostics_ok"] = "ok"
+    if not summary["observed"].all():  # a crossed fit's predictions
+        shown["observed"] = "run"
     frame = summary[list(shown)].rename(columns=shown)
+    if "run" in frame:
+        frame["run"] = frame["run"].map({True: "yes", False: "PREDICTED"})
     if "ok" in frame:
         frame["ok"] = frame["ok"].map(lambda ok: "-" if pd.isna(ok) else str(bool(ok)).lower())
     text = [_terminal_table(frame)]
@@ -967,7 +1002,84 @@ def _positive(text: str, option: str) -> float:
     return value
 
 
+def _horizon(args) -> int:
+    from bayes_eval.crossed.horizon import horizons
+    from bayes_eval.plots import horizon_plot
+    from bayes_eval.posterior import load_posterior
+    from bayes_eval.specs import check_probability
+
+    interval = check_probability(args.interval, "--interval")
+    path = Path(args.run_dir)
+    posterior = load_posterior(path)
+    result = horizons(posterior, interval=interval, forecast=args.forecast)
+    out = check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
+
+    def write(staging: Path) -> None:
+        result.agents.to_csv(staging / "horizons.csv", index=False)
+        if len(result.forecasts):
+            result.forecasts.to_csv(staging / "forecasts.csv", index=False)
+        horizon_plot(result, staging / "horizons.png")
+
+    write_run(out, write, command="horizon", adds_to_run=_same(out, path))
+    if args.format == "csv":
+        sys.stdout.write(result.agents.to_csv(index=False))
+    elif args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2, default=_json_value))
+    else:
+        print(_horizon_text(result))
+        print(f"\nwrote to {out}: horizons.csv, horizons.png")
+    return 0
+
+
+def _horizon_text(result) -> str:
+    """The horizons, trend and forecasts for people."""
+    unit = result.unit
+    inside = f"{result.interval:.0%} interval"
+    frame = result.agents.copy()
+    for q in ("h50", "h80"):
+        frame[q] = [
+            f"{_length(m)} ({_length(lo)} to {_length(hi)})"
+            for m, lo, hi in zip(frame[q], frame[q + "_lower"], frame[q + "_upper"], strict=True)
+        ]
+    shown = {"agent": "agent"}
+    if result.date_column:
+        frame[result.date_column] = frame[result.date_column].map(lambda y: f"{y:.2f}")
+        shown[result.date_column] = result.date_column
+    shown.update(
+        {"successes": "successes", "runs": "runs", "h50": "50% horizon", "h80": "80% horizon"}
+    )
+    frame["agent"] = [
+        f"{a} (predicted)" if p else a
+        for a, p in zip(frame["agent"], frame["predicted"], strict=True)
+    ]
+    lines = [
+        f"time horizons in {unit}: the task length at which predicted success is 50% (80%), "
+        f"median ({inside})",
+        "",
+        _terminal_table(frame[list(shown)].rename(columns=shown), digits=str),
+    ]
+    if result.trend is not None:
+        row = result.trend.iloc[0]
+        lines += [
+            "",
+            f"trend: the 50% horizon doubles every {row['median']:.3g} months "
+            f"({row['lower']:.3g} to {row['upper']:.3g}, {inside})",
+        ]
+    for row in result.forecasts.to_dict("records"):
+        lines.append(
+            f"  forecast {row['date']}, {row['what']}: {_length(row['h50'])} "
+            f"({_length(row['h50_lower'])} to {_length(row['h50_upper'])})"
+        )
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _length(value: float) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.3g}"
+
+
 COMMANDS = {
+    "horizon": _horizon,
     "fit": _fit,
     "example": _example,
     "check": _check,

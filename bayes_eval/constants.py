@@ -140,5 +140,6 @@ SUMMARY_COLUMNS = (
     "cp_upper",
     "upper_mcse",
     "diagnostics_ok",
+    "observed",
     "provenance",
 )

@@ -39,7 +39,12 @@ USES = {
     "joint": (END_TO_END, MILESTONE_METHOD),
 }
 # The models that treat runs of one cluster as correlated (kind, pooling).
-CLUSTERED = (("end_to_end", "tasks"), ("milestone", "partial"))
+CLUSTERED = (
+    ("end_to_end", "tasks"),
+    ("milestone", "partial"),
+    ("end_to_end", "crossed"),
+    ("milestone", "crossed"),
+)
 # Evidence a task must have for a model to use it (besides any row it reads).
 REQUIRES = {"joint": (MILESTONE_METHOD,)}
 
@@ -82,7 +87,17 @@ class Estimate:
 
 
 def fit(
-    evidence, model="phuong_chain", *, level=None, seed=None, notes=None, sampler=None, log=None
+    evidence,
+    model="phuong_chain",
+    *,
+    level=None,
+    seed=None,
+    notes=None,
+    sampler=None,
+    log=None,
+    agents=None,
+    tasks=None,
+    predict=(),
 ):
     """Fit a model to evidence.
 
@@ -103,6 +118,12 @@ def fit(
         target_accept).
     log : file, optional
         Where a pooled fit writes its progress lines (for example ``sys.stderr``).
+    agents, tasks : path or DataFrame, optional
+        Crossed models: side tables of covariates, one row per agent (column ``agent``)
+        or task (column ``task``).
+    predict : list of str, optional
+        Crossed models: new agents described by covariates alone, each
+        ``name,column=value,...``; the fit predicts their success on every task.
 
     Returns
     -------
@@ -127,8 +148,16 @@ def fit(
     if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
         raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
     check_sampler(sampler or {}, "sampler")
+    side = _side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec, notes)
+    if spec.pooling == "crossed":
+        from bayes_eval.crossed.model import design_of, fit_crossed
+
+        design = design_of(by_pair, spec, evidence, side, predict)
+        return fit_crossed(
+            evidence, by_pair, spec, level=level, seed=seed, sampler=sampler, log=log, design=design
+        )
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled
 
@@ -155,6 +184,25 @@ def fit(
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
 
 
+def _side_tables(spec, agents, tasks, predict) -> dict:
+    """The covariate side tables of a crossed fit, read; any of them, or a prediction,
+    given to another model is an error."""
+    given = {"agent": agents, "task": tasks}
+    if spec.pooling != "crossed":
+        named = [f"--{key}s" for key, value in given.items() if value is not None]
+        named += ["--predict-agent"] if predict else []
+        if named:
+            raise InputError(
+                f"{named[0]}: covariates and predictions apply to crossed models (pooling "
+                f"crossed, such as the shipped crossed and time_horizon); model {spec.name} "
+                f"is {spec.kind}/{spec.pooling}"
+            )
+        return {}
+    from bayes_eval.crossed.covariates import read_side_table
+
+    return {key: read_side_table(table, key) for key, table in given.items() if table is not None}
+
+
 def _check_clusters(evidence: Evidence, spec) -> None:
     """Clustered runs need a model that treats them as correlated (``CLUSTERED``); any
     other would count them as independent trials and overstate what they show."""
@@ -164,14 +212,21 @@ def _check_clusters(evidence: Evidence, spec) -> None:
         raise InputError(
             f"{evidence.source}: the runs come in clusters, and model {spec.name} "
             f"({spec.kind}/{spec.pooling}) treats every run as an independent trial; fit "
-            "them with end_to_end_pooled or hierarchical, which model the clusters"
+            "them with end_to_end_pooled, hierarchical or a crossed model, which model the "
+            "clusters"
         )
     if "cluster_concentration" not in spec.priors:
         raise InputError(
             f"{spec.source}: the runs come in clusters: the spec needs a prior "
             "[priors.cluster_concentration] (LogNormal), as the shipped "
-            f"{'end_to_end_pooled' if spec.kind == 'end_to_end' else 'hierarchical'} has"
+            f"{_cluster_spec(spec)} has"
         )
+
+
+def _cluster_spec(spec) -> str:
+    if spec.pooling == "crossed":
+        return "crossed"
+    return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
 
 def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:

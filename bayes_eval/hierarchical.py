@@ -78,7 +78,7 @@ from bayes_eval.diagnostics import diagnose
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["fit_attempts", "fit_pooled"]
+__all__ = ["fit_attempts", "fit_pooled", "sample_until_diagnosed"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -226,18 +226,14 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     log : file, optional
         Where progress lines go (stderr); None for silence.
     """
-    import xarray as xr
 
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = _layout(by_pair, spec, evidence.clusters)
     build = (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
-    key = _structure(layout, spec)
 
-    def run(form, tried):
-        trace = _sample(build(layout, spec, form), tried, seed, log, key=(*key, form.key()))
-        draws = trace["posterior"].to_dataset()
+    def finish(draws):
         rates = _rates(draws, layout, spec, np.random.default_rng(seed + 1))
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, draws)})
         for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
@@ -245,12 +241,66 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
                 draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
         if "p_step" in draws:
             draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
+        return draws
+
+    groups, run_text = sample_until_diagnosed(
+        lambda form: build(layout, spec, form),
+        finish,
+        choose_form(layout, spec),
+        settings,
+        seed,
+        log,
+        _structure(layout, spec),
+    )
+    if layout.clusters is not None:
+        run_text += (
+            f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
+            "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
+        )
+    groups["conjugate"] = _estimates(layout, spec, seed, run_text)
+    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+
+
+def sample_until_diagnosed(build, finish, form, settings, seed, log, key):
+    """Sample a model until its fit passes the diagnostics gate, or the retries run out.
+
+    The first fit uses ``form`` and ``settings``; if it fails, it is refitted with
+    ``_retry_settings`` and, where the form can flip, in the other form. The best fit by
+    its diagnostics is kept.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(form)`` returns the PyMC model.
+    finish : callable
+        ``finish(draws)`` returns the posterior Dataset (rates drawn back, coordinates).
+    form : Form
+    settings : dict
+        Sampler settings (engine, draws, tune, chains, target_accept).
+    seed : int
+    log : file or None
+    key : tuple
+        The model's structure, for the compiled-model cache (``_structure``).
+
+    Returns
+    -------
+    groups : dict
+        ``posterior`` and ``sample_stats`` of the kept fit.
+    run_text : str
+        The sampler settings and form of the kept fit, and every attempt where there
+        were several (the provenance's words).
+    """
+    import xarray as xr
+
+    def run(form, tried):
+        trace = _sample(build(form), tried, seed, log, key=(*key, form.key()))
+        draws = finish(trace["posterior"].to_dataset())
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = float(tried["target_accept"])
         groups = {"posterior": draws, "sample_stats": stats}
         return groups, diagnose(xr.DataTree.from_dict(groups))
 
-    plans = [(choose_form(layout, spec), settings)]
+    plans = [(form, settings)]
     fits, attempts = [], []
     while plans:
         form, tried = plans.pop(0)
@@ -280,14 +330,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
-    run_text = _attempt(form, tried) + record
-    if layout.clusters is not None:
-        run_text += (
-            f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
-            "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
-        )
-    groups["conjugate"] = _estimates(layout, spec, seed, run_text)
-    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+    return groups, _attempt(form, tried) + record
 
 
 def _labels(layout, draws) -> dict:

@@ -20,6 +20,7 @@ __all__ = [
     "calibration_plot",
     "density_plot",
     "forest_plot",
+    "horizon_plot",
     "paths_plot",
     "ppc_plot",
     "variance_plot",
@@ -269,3 +270,55 @@ class _CellLabeller:
         return str(sel.get("estimate", var_name))
 
     make_label_flat = make_label_vert
+
+
+def horizon_plot(result, path: Path) -> Path:
+    """Each agent's 50% time horizon with its interval (log scale), against its release
+    date where agents are dated, with the task lengths fitted shaded and any forecasts."""
+    plt = _pyplot()
+    table = result.agents
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    dated = result.date_column is not None
+    x = table[result.date_column].to_numpy() if dated else np.arange(len(table))
+    floor = 1e-6 * result.lengths[0]  # a horizon of 0 minutes cannot sit on a log axis
+    middle = np.maximum(table["h50"].to_numpy(), floor)
+    low = np.maximum(table["h50_lower"].to_numpy(), floor)
+    high = np.maximum(table["h50_upper"].to_numpy(), floor)
+    for predicted, marker in ((False, "o"), (True, "D")):
+        mine = table["predicted"].to_numpy() == predicted
+        if mine.any():
+            ax.errorbar(
+                x[mine],
+                middle[mine],
+                yerr=[middle[mine] - low[mine], high[mine] - middle[mine]],
+                fmt=marker,
+                capsize=3,
+                color="tab:red" if predicted else "tab:blue",
+                label="new agent (predicted)" if predicted else "agent",
+            )
+    for xi, yi, name in zip(x, middle, table["agent"], strict=True):
+        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.axhspan(*result.lengths, color="0.9", zorder=0, label="task lengths fitted")
+    if len(result.forecasts):
+        from bayes_eval.crossed.covariates import _decimal_year
+
+        trend = result.forecasts[result.forecasts["what"] == "trend"]
+        years = [_decimal_year(d, "forecast") for d in trend["date"]]
+        ax.errorbar(
+            years,
+            trend["h50"],
+            yerr=[trend["h50"] - trend["h50_lower"], trend["h50_upper"] - trend["h50"]],
+            fmt="s",
+            capsize=3,
+            color="tab:green",
+            label="trend forecast",
+        )
+    ax.set_yscale("log")
+    ax.set_ylabel(f"50% time horizon ({result.unit})")
+    if dated:
+        ax.set_xlabel(result.date_column)
+    else:
+        ax.set_xticks([])
+    ax.set_title(f"time horizons, medians and {result.interval:.0%} intervals")
+    ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, path)

@@ -34,9 +34,12 @@ TOP_KEYS = (
     "priors",
     "sampler",
     "report",
+    "covariates",
 )
 SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
 REPORT_KEYS = ("level",)
+COVARIATE_KEYS = ("agent", "task", "task_group", "length")
+CROSSED = ("ability_mean", "ability_scale", "difficulty_scale")
 HIERARCHY = ("task_mean", "task_concentration")
 # The priors each (kind, pooling) needs, by role. Pooling "none" is exact (conjugate);
 # every other pooling is a PyMC model (bayes_eval.hierarchical).
@@ -48,6 +51,8 @@ MODELS = {
     ("expert_completion", "none"): ("step",),
     ("expert_completion", "steps"): (*HIERARCHY, "step_concentration"),
     ("phuong_chain", "none"): ("end_to_end", "milestone", "step"),
+    ("end_to_end", "crossed"): (*CROSSED, "concentration"),
+    ("milestone", "crossed"): (*CROSSED, "milestone_concentration"),
     ("joint", "partial"): (
         *HIERARCHY,
         "milestone_concentration",
@@ -59,10 +64,14 @@ MODELS = {
 OPTIONAL_PRIORS = {
     ("end_to_end", "tasks"): ("cluster_concentration",),
     ("milestone", "partial"): ("cluster_concentration",),
+    ("end_to_end", "crossed"): ("coefficient", "group_scale", "cluster_concentration"),
+    ("milestone", "crossed"): ("coefficient", "group_scale", "cluster_concentration"),
 }
 KINDS = tuple(dict.fromkeys(kind for kind, _ in MODELS))
-# Means take Beta priors, concentrations LogNormal ones.
-DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma")}
+# Means take Beta priors, concentrations and scales LogNormal ones; the crossed model's
+# intercept and coefficients (logit scale) Normal ones.
+DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
+NORMAL_ROLES = ("ability_mean", "coefficient")
 EXACT_ENGINES = ("exact",)
 MCMC_ENGINES = ("nutpie", "pymc")
 
@@ -72,7 +81,8 @@ class Prior:
     """A prior by distribution name and parameters.
 
     ``Beta(alpha, beta)`` for rates and means (``alpha = beta = 0``, Haldane's improper
-    prior, only in exact models); ``LogNormal(mu, sigma)`` for concentrations.
+    prior, only in exact models); ``LogNormal(mu, sigma)`` for concentrations and scales;
+    ``Normal(mu, sigma)`` for the crossed model's intercept and coefficients.
     """
 
     dist: str
@@ -112,6 +122,9 @@ class Spec:
         The file the spec came from.
     text : str
         The TOML text, kept verbatim for provenance.
+    covariates : dict
+        A crossed model's ``[covariates]``: ``agent`` and ``task`` as tuples of
+        ``bayes_eval.crossed.covariates.Term``, ``task_group`` and ``length`` as text.
     """
 
     name: str
@@ -123,6 +136,7 @@ class Spec:
     level: float = DEFAULT_LEVEL
     source: str = ""
     text: str = ""
+    covariates: dict = field(default_factory=dict)
 
     @property
     def draws(self) -> int:
@@ -270,6 +284,11 @@ def _validate(data: dict, source: str, text: str) -> Spec:
     needed = MODELS[kind, pooling]
     optional = OPTIONAL_PRIORS.get((kind, pooling), ())
     _unknown_keys(f"{source} [priors]", priors_table, (*needed, *optional))
+    covariates = _covariates(source, data, pooling)
+    if covariates.get("agent") or covariates.get("task"):
+        needed = (*needed, "coefficient")
+    if covariates.get("task_group"):
+        needed = (*needed, "group_scale")
     priors = {}
     for role in (*needed, *(r for r in optional if r in priors_table)):
         if role not in priors_table:
@@ -293,12 +312,48 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         level = check_level(
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
-    return Spec(name, kind, pooling, description, priors, sampler, level, source, text)
+    return Spec(name, kind, pooling, description, priors, sampler, level, source, text, covariates)
+
+
+def _covariates(source: str, data: dict, pooling: str) -> dict:
+    """A crossed spec's ``[covariates]``, with its terms parsed (``crossed.covariates``)."""
+    from bayes_eval.crossed.covariates import parse_term
+
+    table = _get(source, data, "covariates", dict, required=False)
+    if table is None:
+        return {}
+    where = f"{source} [covariates]"
+    if pooling != "crossed":
+        raise InputError(f"{where}: covariates apply to crossed models only (pooling crossed)")
+    _unknown_keys(where, table, COVARIATE_KEYS)
+    out = {}
+    for key in ("agent", "task"):
+        terms = _get(where, table, key, list, required=False) or []
+        parsed = tuple(parse_term(text, f"{where} {key}") for text in terms)
+        names = [term.text for term in parsed]
+        if len(set(names)) < len(names):
+            raise InputError(f"{where}: {key} names a term twice")
+        out[key] = parsed
+    for key in ("task_group", "length"):
+        value = _get(where, table, key, str, required=False)
+        if value is not None:
+            out[key] = value.strip()
+    length = out.get("length")
+    if length is not None and length not in [term.text for term in out["task"]]:
+        raise InputError(
+            f"{where}: length '{length}' must be one of the task terms "
+            f"({', '.join(term.text for term in out['task']) or 'none given'})"
+        )
+    return out
 
 
 def _prior(where: str, table: dict, role: str, exact: bool) -> Prior:
     dist = _get(where, table, "dist", str)
-    wanted = "LogNormal" if role.endswith("concentration") else "Beta"
+    wanted = "Beta"
+    if role.endswith(("concentration", "scale")):
+        wanted = "LogNormal"
+    elif role in NORMAL_ROLES:
+        wanted = "Normal"
     if dist != wanted:
         raise InputError(f'{where}: dist must be "{wanted}" for {role}')
     names = DISTRIBUTIONS[dist]
@@ -307,7 +362,7 @@ def _prior(where: str, table: dict, role: str, exact: bool) -> Prior:
     if dist == "Beta" and not (min(params.values()) >= 0 if exact else min(params.values()) > 0):
         rule = ">= 0 (0 is Haldane's prior)" if exact else "> 0 (MCMC needs a proper prior)"
         raise InputError(f"{where}: alpha and beta must be {rule}")
-    if dist == "LogNormal" and not params["sigma"] > 0:
+    if dist in ("LogNormal", "Normal") and not params["sigma"] > 0:
         raise InputError(f"{where}: sigma must be > 0")
     reason = _get(where, table, "reason", str).strip()
     if not reason:

@@ -3,7 +3,8 @@
 ``upper`` is the one-sided credible bound at ``level`` (``P(P <= upper) = level``),
 ``lower`` the matching one-sided lower bound, ``prob_above`` is ``P(P > threshold)``.
 Point values (expert best-of-N, golden solution) fill ``mean`` only. A pair without
-an estimate keeps its row, empty, with the reason in ``provenance``.
+an estimate keeps its row, empty, with the reason in ``provenance``. ``observed`` is
+false for a pair the crossed model predicts without having seen it run.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     solved = summarise_products([products[n] for n in exact], probs, x_points)
     solved = dict(zip(exact, solved, strict=True))
     mcse = _quantile_mcse(posterior, level) if posterior.is_mcmc else None
+    # a crossed fit predicts pairs never run; every other model estimates pairs run
+    observed = (
+        posterior.values("observed")
+        if "observed" in posterior.tree_variables("conjugate")
+        else np.ones(data["method"].shape, dtype=bool)
+    )
     rows = []
     for n, (agent, task, i, j) in enumerate(cells):
         row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
@@ -48,6 +55,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
             level=level,
             provenance=data["provenance"][i, j],
             diagnostics_ok=True,
+            observed=bool(observed[i, j]),
         )
         if data["reason"][i, j]:
             row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
@@ -68,6 +76,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
+    table["observed"] = table["observed"].astype(bool)
     return _with_kept(table, posterior.evidence)
 
 

@@ -49,8 +49,10 @@ class Fields:
 
 RUN_FORMATS = {
     "runs": Fields("agent", "task", "success", "run", "step"),
-    "metr": Fields("agent", "task", "success", "run_id", kept=("human_minutes",)),
-    "metr-jsonl": Fields("alias", "task_id", "score_binarized", "run_id", kept=("human_minutes",)),
+    "metr": Fields("agent", "task", "success", "run_id", kept=("human_minutes", "task_family")),
+    "metr-jsonl": Fields(
+        "alias", "task_id", "score_binarized", "run_id", kept=("human_minutes", "task_family")
+    ),
     "taubench": Fields(None, "task_id", "reward", "trial"),
 }
 OPTIONAL = {"runs": ("agent", "run", "step")}  # fields a format's file may leave out

@@ -1,0 +1,227 @@
+"""Time horizons from a crossed fit, and their trend across release dates.
+
+An agent's ``q`` time horizon is the task length at which its predicted success is ``q``:
+the success of a new task of that length, averaged over what the fit says about tasks'
+other differences (its own difficulty and, where tasks are grouped, a new group's), other
+task covariates at their means. With ``u ~ N(0, difficulty_scale^2 + group_scale^2)`` and
+the length term's coefficient ``beta`` (per standard deviation ``s`` of the term, centred
+at ``m``), success at term value ``x`` is ``E_u[logistic(theta - beta (x - m) / s - u)]``;
+it equals ``q`` at ``x = m + s (theta - c_q) / beta``, where ``E_u[logistic(c_q - u)] =
+q`` (``c_0.5 = 0`` by symmetry). Each posterior draw gives one horizon, so an agent with
+few or no successes gets the wide, finite interval its ability's posterior implies.
+
+Where an agent covariate is a date and the length term is a log, the horizon doubles
+every ``12 s_d beta / (s beta_d k)`` months (``beta_d``, ``s_d``: the date's coefficient
+and standard deviation; ``k``: doublings per unit of the term): the trend of a typical
+agent, other agent covariates at their means. A forecast for a date is given twice: the
+trend's horizon then, and a new agent's, whose ability also varies as agents do
+(``ability_scale``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from bayes_eval.constants import AGENT
+from bayes_eval.crossed.covariates import parse_term
+from bayes_eval.errors import InputError
+
+__all__ = ["HorizonResult", "horizons", "success_offset"]
+
+QUANTITIES = (0.5, 0.8)
+NODES, WEIGHTS = np.polynomial.hermite_e.hermegauss(64)  # N(0, 1) quadrature
+WEIGHTS = WEIGHTS / WEIGHTS.sum()
+
+
+@dataclass(frozen=True)
+class HorizonResult:
+    """Horizons per agent, the trend and forecasts.
+
+    Attributes
+    ----------
+    agents : pandas.DataFrame
+        Per agent: its date (where dated), runs and successes, and per horizon ``q`` the
+        median and the central interval at ``interval`` (``h50``, ``h50_lower``, ...).
+    trend : pandas.DataFrame or None
+        Doubling time in months (median and interval) where agents are dated.
+    forecasts : pandas.DataFrame
+        Per forecast date: the trend's horizon and a new agent's.
+    unit : str
+        The length column, whose unit the horizons are in.
+    interval : float
+    notes : list of str
+    date_column : str or None
+        The agents' date covariate, where there is one.
+    lengths : tuple of float
+        The shortest and longest task of the fit: horizons outside are extrapolations.
+    """
+
+    agents: pd.DataFrame
+    trend: pd.DataFrame | None
+    forecasts: pd.DataFrame
+    unit: str
+    interval: float
+    notes: list
+    date_column: str | None
+    lengths: tuple
+
+    def to_dict(self) -> dict:
+        """Everything as plain lists and dicts (for JSON)."""
+        return {
+            "unit": self.unit,
+            "interval": self.interval,
+            "agents": self.agents.to_dict("records"),
+            "trend": None if self.trend is None else self.trend.iloc[0].to_dict(),
+            "forecasts": self.forecasts.to_dict("records"),
+            "task_lengths": list(self.lengths),
+            "notes": self.notes,
+        }
+
+
+def success_offset(q: float, sigma: np.ndarray) -> np.ndarray:
+    """``c`` with ``E[logistic(c - u)] = q``, ``u ~ N(0, sigma^2)``, per ``sigma``: by
+    bisection on 64-node Gauss-Hermite quadrature (the mean is increasing in ``c``)."""
+    sigma = np.asarray(sigma, dtype=float)
+    low, high = np.full(sigma.shape, -60.0), np.full(sigma.shape, 60.0)
+    for _ in range(80):
+        middle = (low + high) / 2
+        mean = special.expit(middle[..., None] - sigma[..., None] * NODES) @ WEIGHTS
+        below = mean < q
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    return (low + high) / 2
+
+
+def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult:
+    """Time horizons of every agent of a crossed end-to-end fit with a length covariate.
+
+    Parameters
+    ----------
+    posterior : Posterior
+    interval : float
+        Central credible level of the intervals.
+    forecast : sequence of str
+        ISO dates to forecast the horizon for (needs a date covariate).
+
+    Raises
+    ------
+    InputError
+        A fit that is not crossed end-to-end, has no length covariate, or a forecast
+        without a date covariate or with a bad date.
+    """
+    spec = posterior.spec
+    if spec.pooling != "crossed" or spec.kind != "end_to_end":
+        raise InputError(
+            f"horizon: model {spec.name} is {spec.kind}/{spec.pooling}; horizons need a "
+            "crossed end-to-end fit with a length covariate (the shipped time_horizon)"
+        )
+    cov = posterior.group("covariates")
+    length = cov.attrs["length"]
+    if not length:
+        raise InputError(
+            f"horizon: model {spec.name} names no length covariate ([covariates] length, "
+            "one of its task terms, as the shipped time_horizon has)"
+        )
+    term = parse_term(length, "length")
+    draws = posterior.draws
+    flat = {name: draws[name].values.reshape(-1, *draws[name].shape[2:]) for name in draws}
+    task_terms = list(cov["task_covariate"].values)
+    at = task_terms.index(length)
+    beta = flat["task_coefficient"][:, at]
+    centre, scale = float(cov["task_centre"].values[at]), float(cov["task_scale"].values[at])
+    spread = flat["difficulty_scale"] ** 2 + flat.get("group_scale", 0.0) ** 2
+    sigma = np.sqrt(spread)
+    offsets = {q: success_offset(q, sigma) for q in QUANTITIES}
+    notes = []
+    flat_share = float(np.mean(beta <= 0))
+    if flat_share:
+        notes.append(
+            f"in {flat_share:.1%} of draws longer tasks are not harder (coefficient of "
+            f"{length} <= 0): there the horizon is unbounded (inf)"
+        )
+
+    def horizon(ability, q):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            value = term.inverse(centre + scale * (ability - offsets[q]) / beta)
+        return np.where(beta > 0, value, np.inf)
+
+    tails = ((1 - interval) / 2, 0.5, (1 + interval) / 2)
+    agents = list(draws[AGENT].values)
+    dates = json.loads(cov.attrs["agent_dates"])
+    agent_terms = list(cov["agent_covariate"].values)
+    date_at = next((i for i, is_date in enumerate(dates) if is_date), None)
+    predicted = set(json.loads(cov.attrs["predicted"]))
+    evidence = posterior.evidence.table
+    rows = []
+    for i, agent in enumerate(agents):
+        mine = evidence[(evidence["agent"] == agent) & (evidence["method"] == "end_to_end")]
+        row = {"agent": agent, "predicted": agent in predicted}
+        if date_at is not None:
+            row[agent_terms[date_at]] = float(cov["agent_value"].values[i, date_at])
+        row["runs"], row["successes"] = int(mine["trials"].sum()), int(mine["successes"].sum())
+        for q in QUANTITIES:
+            values = horizon(flat["ability"][:, i], q)
+            name = f"h{round(100 * q)}"
+            row[name + "_lower"], row[name], row[name + "_upper"] = np.quantile(values, tails)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    lengths = term.inverse(cov["task_value"].values[:, at])
+    shortest, longest = float(lengths.min()), float(lengths.max())
+    outside = table[(table["h50"] < shortest) | (table["h50"] > longest)]
+    if len(outside):
+        notes.append(
+            f"the 50% horizons of {', '.join(outside['agent'])} lie outside the task lengths "
+            f"fitted ({shortest:.3g} to {longest:.3g} {term.column}): extrapolations of the "
+            "fitted line"
+        )
+    trend, forecasts = None, pd.DataFrame()
+    if date_at is not None and term.doublings is None:
+        notes.append(f"no trend: {length} is not a log, so the horizon has no doubling time")
+    elif date_at is not None:
+        beta_d = flat["agent_coefficient"][:, date_at]
+        scale_d = float(cov["agent_scale"].values[date_at])
+        centre_d = float(cov["agent_centre"].values[date_at])
+        with np.errstate(divide="ignore"):
+            per_year = term.doublings * scale * beta_d / (scale_d * beta)
+            months = np.where(per_year > 0, 12 / per_year, np.inf)
+        trend = pd.DataFrame(
+            [dict(zip(("lower", "median", "upper"), np.quantile(months, tails), strict=True))],
+            index=["doubling time (months)"],
+        )
+        shrinking = float(np.mean(per_year <= 0))
+        if shrinking:
+            notes.append(f"in {shrinking:.1%} of draws the horizon does not grow with the date")
+        records = []
+        rng = np.random.default_rng(posterior.seed + 3)
+        for text in forecast:
+            year = _year(text)
+            line = flat["ability_mean"] + beta_d * (year - centre_d) / scale_d
+            new = line + flat["ability_scale"] * rng.standard_normal(line.shape)
+            for what, ability in (("trend", line), ("new agent", new)):
+                lower, median, upper = np.quantile(horizon(ability, 0.5), tails)
+                records.append(
+                    {
+                        "date": text,
+                        "what": what,
+                        "h50_lower": lower,
+                        "h50": median,
+                        "h50_upper": upper,
+                    }
+                )
+        forecasts = pd.DataFrame(records)
+    elif forecast:
+        raise InputError("--forecast: the fit has no date covariate of the agents to trend on")
+    date_column = None if date_at is None else agent_terms[date_at]
+    return HorizonResult(
+        table, trend, forecasts, term.column, interval, notes, date_column, (shortest, longest)
+    )
+
+
+def _year(text: str) -> float:
+    from bayes_eval.crossed.covariates import _decimal_year
+
+    return _decimal_year(text.strip(), f"--forecast {text}")
