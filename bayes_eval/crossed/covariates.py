@@ -367,22 +367,25 @@ def _present(values, source, column):
 
 
 def _parse_values(source, column, values) -> tuple[list[float], bool]:
-    """Numbers of ``(text, where)`` values: all decimal numbers or all ISO dates (as
-    decimal years)."""
+    """Numbers of ``(text, where)`` values: all decimal numbers or, where any value is an
+    ISO date, all dates (as decimal years)."""
     from bayes_eval.evidence import _as_real
 
-    is_date = all(DATE.fullmatch(text) for text, _ in values)
+    is_date = any(DATE.fullmatch(text) for text, _ in values)
     numbers = []
     for text, where in values:
+        place = f"{source}: {where}, column {column}"
+        if is_date and not DATE.fullmatch(text):
+            raise InputError(
+                f"{place}: '{text}' is not an ISO date (YYYY-MM-DD), as other values of the "
+                "column are"
+            )
         if is_date:
-            numbers.append(_decimal_year(text, f"{source}: {where}, column {column}"))
+            numbers.append(_decimal_year(text, place))
             continue
         number = _as_real(text)
         if number is None or not np.isfinite(number):
-            rule = "is not a decimal number or an ISO date (YYYY-MM-DD)"
-            if DATE.fullmatch(text):
-                rule = "is a date, and other values of the column are not"
-            raise InputError(f"{source}: {where}, column {column}: '{text}' {rule}")
+            raise InputError(f"{place}: '{text}' is not a decimal number or an ISO date")
         numbers.append(number)
     return numbers, is_date
 

@@ -379,3 +379,77 @@ def covariate_group(design: Design):
         "sources": json.dumps(cov.sources),
     }
     return data
+
+
+# ---------------------------------------------------------------------------
+# simulation from the prior (SBC)
+# ---------------------------------------------------------------------------
+
+
+def prior_draw(design: Design, spec, rng) -> dict:
+    """One draw of every sampled parameter from the spec's priors, by model name."""
+    cov, priors = design.covariates, spec.priors
+
+    def draw(role, size=None):
+        prior = priors[role]
+        mu, sigma = prior.params["mu"], prior.params["sigma"]
+        return (
+            rng.lognormal(mu, sigma, size)
+            if prior.dist == "LogNormal"
+            else rng.normal(mu, sigma, size)
+        )
+
+    truth = {
+        "ability_mean": draw("ability_mean"),
+        "ability_scale": draw("ability_scale"),
+        "ability_z": rng.standard_normal(len(design.layout.agents)),
+        "difficulty_scale": draw("difficulty_scale"),
+        "difficulty_z": rng.standard_normal(len(design.layout.tasks)),
+        "kappa": draw("concentration" if spec.kind == END_TO_END else "milestone_concentration"),
+    }
+    if cov.agent_terms:
+        truth["agent_coefficient"] = draw("coefficient", len(cov.agent_terms))
+    if cov.task_terms:
+        truth["task_coefficient"] = draw("coefficient", len(cov.task_terms))
+    if cov.groups:
+        truth["group_scale"] = draw("group_scale")
+        truth["group_z"] = rng.standard_normal(len(cov.groups))
+    if design.layout.clusters is not None:
+        truth["kappa_cluster"] = draw("cluster_concentration")
+    ability = truth["ability_mean"] + truth["ability_scale"] * truth["ability_z"]
+    difficulty = truth["difficulty_scale"] * truth["difficulty_z"]
+    if cov.agent_terms:
+        ability = ability + cov.agent_matrix @ truth["agent_coefficient"]
+    if cov.task_terms:
+        difficulty = difficulty + cov.task_matrix @ truth["task_coefficient"]
+    if cov.groups:
+        difficulty = difficulty + truth["group_scale"] * truth["group_z"][cov.task_group]
+    truth["ability"], truth["difficulty"] = ability, difficulty
+    return truth
+
+
+def simulate(truth: dict, design: Design, spec, rng):
+    """Counts drawn generatively from ``truth`` on the design (the model's data, or the
+    clusters' successes as ``k_cluster``) and the true ``P`` of every pair run."""
+    from bayes_eval.hierarchical import count_data
+
+    layout = design.layout
+    eta = truth["ability"][layout.pair_agent] - truth["difficulty"][design.pair_task]
+    mean = np.clip(special.expit(eta), 1e-12, 1 - 1e-12)
+    kappa = truth["kappa"]
+    if spec.kind == END_TO_END:
+        log_p = log_beta_draws(mean * kappa, (1 - mean) * kappa, (), rng)
+        p_task, trials = np.exp(log_p), layout.e2e_n
+    else:
+        cell_mean = mean[layout.cell_pair]
+        log_p = log_beta_draws(cell_mean * kappa, (1 - cell_mean) * kappa, (), rng)
+        p_task = np.exp(np.bincount(layout.cell_pair, log_p, minlength=len(layout.pairs)))
+        trials = layout.n
+    rate = np.exp(log_p)
+    if layout.clusters is not None:
+        terms = layout.clusters
+        p = np.clip(rate[terms.cluster_rate], 1e-12, 1 - 1e-12)
+        phi = truth["kappa_cluster"]
+        q = np.exp(log_beta_draws(p * phi, (1 - p) * phi, (), rng))
+        return {"k_cluster": rng.binomial(terms.cluster_trials, q)}, p_task
+    return count_data("k_obs", rng.binomial(trials, rate), trials), p_task

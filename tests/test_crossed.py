@@ -1,0 +1,343 @@
+"""The crossed model (agents x tasks): recovery of a simulated design of known truth, SBC,
+predictions for pairs never run and for new agents, horizons, and the covariates' input
+contract. The designs are sparse and ragged (one to four runs per pair, a quarter of the
+pairs never run, an agent with no success)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, special, stats
+
+import bayes_eval
+from bayes_eval import InputError, load_evidence
+from bayes_eval.crossed.horizon import horizons, success_offset
+from bayes_eval.sbc import sbc
+from bayes_eval.specs import load_spec
+
+SMALL = {"draws": 500, "tune": 500, "chains": 4}
+SPEC = """
+schema_version = 1
+name = "crossed_test"
+kind = "end_to_end"
+pooling = "crossed"
+
+[covariates]
+agent = ["release"]
+task = ["log2(minutes)"]
+length = "log2(minutes)"
+"""
+
+
+def _spec(tmp_path, covariates=True, body=""):
+    """The shipped crossed spec's priors under a test spec's covariates."""
+    shipped = load_spec("crossed").text
+    priors = shipped[shipped.index("[priors.") : shipped.index("[sampler]")]
+    head = SPEC if covariates else SPEC[: SPEC.index("[covariates]")]
+    coefficient = (
+        '[priors.coefficient]\ndist = "Normal"\nmu = 0.0\nsigma = 2.5\nreason = "test"\n'
+        if covariates
+        else ""
+    )
+    path = tmp_path / "crossed_test.toml"
+    path.write_text(head + body + "\n" + priors + coefficient)
+    return path
+
+
+def _design(seed=0, agents=8, tasks=24, missing=0.25, zero_agent=True):
+    """Simulated runs of known truth: ability rises with release year, difficulty with
+    log2 minutes; returns the evidence table and the truth."""
+    rng = np.random.default_rng(seed)
+    release = 2025.0 - np.arange(agents)[::-1]  # 1 January of successive years
+    minutes = np.exp2(rng.uniform(0, 8, tasks))
+    x_date = (release - release.mean()) / release.std()
+    x_len = (np.log2(minutes) - np.log2(minutes).mean()) / np.log2(minutes).std()
+    truth = {"ability_mean": -0.5, "agent_coefficient": 1.5, "task_coefficient": 1.2}
+    ability = -0.5 + 1.5 * x_date + 0.5 * rng.standard_normal(agents)
+    difficulty = 1.2 * x_len + 0.8 * rng.standard_normal(tasks)
+    if zero_agent:
+        ability[0] = -6.0  # an agent that never succeeds
+    kappa = 8.0
+    rows = []
+    for a in range(agents):
+        for t in range(tasks):
+            if rng.random() < missing:
+                continue
+            mean = special.expit(ability[a] - difficulty[t])
+            p = rng.beta(mean * kappa, (1 - mean) * kappa)
+            n = int(rng.integers(1, 5))
+            k = 0 if a == 0 and zero_agent else int(rng.binomial(n, p))
+            date = f"{int(release[a])}-01-01"
+            rows.append((f"a{a}", f"t{t}", "end_to_end", k, n, date, minutes[t]))
+    table = pd.DataFrame(
+        rows, columns=["agent", "task", "method", "successes", "trials", "release", "minutes"]
+    )
+    truth.update(ability=ability, difficulty=difficulty, minutes=minutes, release=release)
+    return table, truth
+
+
+@pytest.fixture(scope="module")
+def recovered(tmp_path_factory):
+    table, truth = _design()
+    evidence = load_evidence(table, keep_columns=True)
+    spec = _spec(tmp_path_factory.mktemp("spec"))
+    posterior = bayes_eval.fit(
+        evidence, str(spec), sampler=SMALL, seed=3, predict=["new,release=2026-01-01"]
+    )
+    return posterior, table, truth
+
+
+def test_the_crossed_fit_recovers_a_design_of_known_truth(recovered):
+    posterior, table, truth = recovered
+    assert posterior.diagnostics.ok, posterior.diagnostics.messages
+    draws = posterior.draws
+    # the coefficients (per sd of the covariate) lie within their 95% intervals
+    for name in ("agent_coefficient", "task_coefficient"):
+        low, high = np.quantile(draws[name].values.ravel(), [0.025, 0.975])
+        assert low < truth[name] < high, (name, low, high)
+    # Abilities and difficulties are identified up to a common shift: compare them
+    # relative to the mean ability of the agents with successes (a0's ability, -6 in
+    # truth, is known only to be low, and would move the shift).
+    ability = draws["ability"].sel(agent=[f"a{i}" for i in range(8)]).values.reshape(-1, 8)
+    tasks = [f"t{j}" for j in range(24)]
+    difficulty = draws["difficulty"].sel(task=tasks).values.reshape(-1, 24)
+    shift = ability[:, 1:].mean(axis=1, keepdims=True)
+    true_shift = truth["ability"][1:].mean()
+    lows, highs = np.quantile(ability - shift, [0.025, 0.975], axis=0)
+    centred = truth["ability"] - true_shift
+    assert np.mean((lows < centred) & (centred < highs)) >= 7 / 8
+    lows, highs = np.quantile(difficulty - shift, [0.025, 0.975], axis=0)
+    centred = truth["difficulty"] - true_shift
+    assert np.mean((lows < centred) & (centred < highs)) >= 0.8
+
+
+def test_every_pair_is_predicted_and_pairs_never_run_are_marked(recovered):
+    posterior, table, _ = recovered
+    summary = posterior.summary()
+    assert len(summary) == 9 * 24  # 8 agents and a new one, every task
+    ran = set(zip(table["agent"], table["task"], strict=True))
+    observed = {(a, t) for a, t, o in summary[["agent", "task", "observed"]].values if o}
+    assert observed == ran
+    assert summary["upper"].notna().all() and (summary["upper"] <= 1).all()
+    unseen = summary[~summary["observed"]]
+    assert unseen["provenance"].str.contains("PREDICTION").all()
+    new = summary[summary["agent"] == "new"]
+    assert new["provenance"].str.contains("release 2026").all()
+
+
+def test_a_pair_never_run_has_the_beta_of_its_mean_exactly(recovered):
+    """Given each draw's ability, difficulty and kappa, a pair never run is Beta(mu kappa,
+    (1 - mu) kappa): its draws' mean equals the mean of mu over draws within MC error."""
+    posterior, _, _ = recovered
+    draws = posterior.draws
+    summary = posterior.summary()
+    agent, task = summary.loc[~summary["observed"], ["agent", "task"]].iloc[0]
+    mu = special.expit(
+        draws["ability"].sel(agent=agent).values - draws["difficulty"].sel(task=task).values
+    ).ravel()
+    p = draws["p_task"].sel(agent=agent, task=task).values.ravel()
+    kappa = draws["kappa"].values.ravel()
+    # Var(p) = E[mu (1 - mu) / (kappa + 1)] + Var(mu)
+    sd = math.sqrt(np.mean(mu * (1 - mu) / (kappa + 1)) + mu.var())
+    assert abs(p.mean() - mu.mean()) < 5 * sd / math.sqrt(p.size)
+
+
+def test_horizons_cover_the_truth_and_stay_finite_without_successes(recovered):
+    posterior, _, truth = recovered
+    result = horizons(posterior)
+    table = result.agents.set_index("agent")
+    # the true 50% horizon of agent a: log2 minutes where ability = task_coefficient x
+    logs = np.log2(truth["minutes"])
+    true_h50 = np.exp2(logs.mean() + logs.std() * truth["ability"] / truth["task_coefficient"])
+    inside = [
+        table.loc[f"a{i}", "h50_lower"] < true_h50[i] < table.loc[f"a{i}", "h50_upper"]
+        for i in range(1, 8)
+    ]
+    assert np.mean(inside) >= 6 / 7
+    zero = table.loc["a0"]
+    assert zero["successes"] == 0
+    assert 0 < zero["h50_lower"] < zero["h50_upper"] < np.inf
+    assert zero["h50_upper"] / zero["h50_lower"] > 100  # honest: wide
+    assert result.trend is not None
+    low, high = result.trend.iloc[0][["lower", "upper"]]
+    # true doubling time: 12 s_d beta / (s beta_d) months
+    s_d, s = truth["release"].std(), logs.std()
+    months = 12 * s_d * truth["task_coefficient"] / (s * truth["agent_coefficient"])
+    assert low < months < high
+
+
+def test_success_offset_against_quadrature():
+    assert success_offset(0.5, np.array([0.0, 1.0, 3.0])) == pytest.approx(0, abs=1e-9)
+    assert success_offset(0.8, np.array([0.0]))[0] == pytest.approx(special.logit(0.8))
+    for sigma in (0.5, 2.0, 4.0):  # the quadrature's stated accuracy: 1e-9 to sigma 4
+        c = success_offset(0.8, np.array([sigma]))[0]
+        mean, _ = integrate.quad(
+            lambda u, c=c, s=sigma: special.expit(c - u) * stats.norm.pdf(u, 0, s),
+            -80,
+            80,
+            epsabs=1e-13,
+            limit=200,
+        )
+        assert mean == pytest.approx(0.8, abs=1e-8)
+
+
+def test_sbc_of_the_crossed_model(tmp_path):
+    table, _ = _design(seed=5, agents=4, tasks=8, missing=0.3, zero_agent=False)
+    evidence = load_evidence(table, keep_columns=True)
+    result = sbc(evidence, str(_spec(tmp_path)), simulations=24, draws=99, bins=4, seed=2)
+    assert result.passed(), result.p_values.sort_values().head()
+
+
+def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
+    rng = np.random.default_rng(4)
+    rows = []
+    for a in range(3):
+        for t in range(6):
+            if (a, t) in ((0, 1), (2, 4)):
+                continue  # never run
+            for step in range(1, 2 + t % 3):
+                n = int(rng.integers(1, 4))
+                rows.append((f"a{a}", f"t{t}", "milestone", step, int(rng.binomial(n, 0.6)), n))
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+    posterior = bayes_eval.fit(table, "crossed_milestones", sampler=SMALL, seed=1)
+    assert posterior.diagnostics.ok, posterior.diagnostics.messages
+    draws = posterior.draws
+    summary = posterior.summary().set_index(["agent", "task"])
+    assert not summary.loc[("a0", "t1"), "observed"]
+    milestones = draws["p_milestone"].sel(agent="a0", task="t1").values
+    assert np.isfinite(milestones[..., :2]).all() and np.isnan(milestones[..., 2:]).all()
+    with np.errstate(divide="ignore"):  # a rate drawn below 1e-308 is 0: its product too
+        product = np.exp(np.nansum(np.log(milestones), axis=-1))
+    assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
+
+
+def test_one_run_per_cluster_is_the_unclustered_crossed_model():
+    table, _ = _design(seed=7, agents=4, tasks=8, zero_agent=False)
+    runs = table.loc[table.index.repeat(table["trials"])].copy()
+    runs["success"] = 0
+    for _, group in runs.groupby(["agent", "task"]):
+        runs.loc[group.index[: int(group["successes"].iloc[0])], "success"] = 1
+    runs["cluster"] = np.arange(len(runs))
+    runs = runs.drop(columns=["successes", "trials", "release", "minutes"])
+    sampler = {**SMALL, "draws": 1000}
+    plain = bayes_eval.fit(runs.drop(columns="cluster"), "crossed", sampler=sampler, seed=2)
+    clustered = bayes_eval.fit(runs, "crossed", sampler=sampler, seed=2)
+    assert plain.diagnostics.ok and clustered.diagnostics.ok
+    a = plain.draws["p_task"].values.reshape(-1, 4, 8)
+    b = clustered.draws["p_task"].values.reshape(-1, 4, 8)
+    mcse = np.sqrt(a.var(axis=0) / 400 + b.var(axis=0) / 400)  # ESS >= 400 each
+    assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 5 * mcse + 1e-9)
+
+
+# --------------------------------------------------------------------- input contract
+
+
+def _evidence(**columns):
+    table = pd.DataFrame(
+        {
+            "agent": ["a", "a", "b", "b"],
+            "task": ["t1", "t2", "t1", "t2"],
+            "method": "end_to_end",
+            "successes": [1, 0, 2, 1],
+            "trials": [2, 2, 2, 2],
+            **columns,
+        }
+    )
+    return load_evidence(table, keep_columns=True)
+
+
+@pytest.mark.parametrize(
+    ("columns", "side", "message"),
+    [
+        ({"minutes": [1, 2, 1, 2]}, {}, "column release: the spec names it as a agent covariate"),
+        (
+            {
+                "release": ["2024-01-01", "2024-02-01", "2023-01-01", "2023-01-01"],
+                "minutes": [1, 2, 1, 2],
+            },
+            {},
+            "row 3, column release: '2024-02-01' differs from '2024-01-01' (row 2) for agent 'a'",
+        ),
+        (
+            {"release": ["2024-01-01", "2024-01-01", "soon", "soon"], "minutes": [1, 2, 1, 2]},
+            {},
+            "row 4, column release: 'soon' is not an ISO date (YYYY-MM-DD)",
+        ),
+        (
+            {"release": [1, 1, 2, 2], "minutes": [1, 0, 1, 0]},
+            {},
+            "row 3, column minutes: 0 has no log2",
+        ),
+        (
+            {"release": [1, 1, 1, 1], "minutes": [1, 2, 1, 2]},
+            {},
+            "covariate release: takes one value across the 2 fitted agents",
+        ),
+        (
+            {"minutes": [1, 2, 1, 2]},
+            {"agents": pd.DataFrame({"agent": ["a", "a"], "release": [1, 2]})},
+            "agents table: row 3, column agent: 'a' repeats row 2",
+        ),
+        (
+            {"minutes": [1, 2, 1, 2]},
+            {"agents": pd.DataFrame({"agent": ["a"], "release": [1]})},
+            "agents table: no row for agent 'b' (column release)",
+        ),
+        (
+            {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
+            {"predict": ["c,speed=3"]},
+            "--predict-agent c,speed=3: 'speed' is not an agent covariate",
+        ),
+        (
+            {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
+            {"predict": ["a,release=3"]},
+            "'a' is an agent of the evidence",
+        ),
+        (
+            {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
+            {"predict": ["c"]},
+            "--predict-agent c: give release=...",
+        ),
+    ],
+)
+def test_bad_covariates_are_one_located_error(tmp_path, columns, side, message):
+    with pytest.raises(InputError, match=None) as raised:
+        bayes_eval.fit(_evidence(**columns), str(_spec(tmp_path)), sampler=SMALL, **side)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[covariates]\ntask = ["sqrt(minutes)"]\n', "is not a covariate term"),
+        ('[covariates]\ntask = ["minutes"]\nlength = "log2(minutes)"\n', "length 'log2(minutes)'"),
+        ('[covariates]\ntasks = ["minutes"]\n', "unknown key 'tasks' (did you mean 'task'?)"),
+    ],
+)
+def test_bad_covariate_specs_are_refused(tmp_path, body, message):
+    with pytest.raises(InputError) as raised:
+        load_spec(str(_spec(tmp_path, covariates=False, body=body)))
+    assert message in str(raised.value)
+
+
+def test_covariates_given_to_another_model_are_refused():
+    with pytest.raises(InputError, match="--agents: covariates and predictions apply to crossed"):
+        bayes_eval.fit(_evidence(), "end_to_end", agents=pd.DataFrame({"agent": ["a"]}))
+
+
+def test_a_side_table_file_gives_dates_as_decimal_years(tmp_path):
+    from bayes_eval.crossed.covariates import read_covariates, read_side_table
+
+    path = tmp_path / "agents.csv"
+    path.write_text("agent,release\na,2024-07-02\nb,2023-01-01\n")
+    side = {"agent": read_side_table(path, "agent")}
+    spec = load_spec(str(_spec(tmp_path)))
+    covariates = read_covariates(
+        spec.covariates, _evidence(minutes=[1, 2, 1, 2]), ["a", "b"], ["t1", "t2"], side
+    )
+    # 2024 is a leap year: 2 July is day 183 of 366
+    assert covariates.agent_raw[:, 0] == pytest.approx([2024 + 183 / 366, 2023.0])
+    assert covariates.agent_dates == (True,)
+    assert covariates.sources["release"] == str(path)
