@@ -574,8 +574,8 @@ def _write(out: Path, posterior, summary, checks, assumption, threshold, failed)
         if threshold is not None:  # the report (its verdicts need the threshold) draws
             report = build_report(posterior, threshold, checks=checks, assumption=assumption)
             report.write(staging)  # forest.png and ppc.png too
-        else:
-            forest_plot(summary, staging / "forest.png", threshold)
+        else:  # the pairs run (a crossed fit's predictions are in the summary)
+            forest_plot(summary[summary["observed"]], staging / "forest.png", threshold)
             if len(checks):
                 ppc_plot(posterior, checks, staging / "ppc.png")
 

@@ -15,6 +15,7 @@ import pandas as pd
 import xarray as xr
 
 LOG10_P = "log10 P"
+DENSITY_PANELS = 36  # the most posterior densities one figure draws
 
 __all__ = [
     "calibration_plot",
@@ -216,12 +217,17 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
 
     ArviZ's ``plot_dist`` of the draws, with the summary's one-sided bounds and median
     (exact quantiles for exact models) as its interval and point. Cells without a
-    posterior (point values, no estimate) are left out.
+    posterior (point values, no estimate) are left out; of more than ``DENSITY_PANELS``
+    cells, those with the highest upper bounds are drawn, and the title says so.
     """
     from arviz_plots import add_lines, plot_dist
 
     plt = _pyplot()
     rows = summary[summary["upper"].notna()].reset_index(drop=True)
+    shown = ""
+    if len(rows) > DENSITY_PANELS:  # matplotlib refuses more than 40 panels
+        shown = f" (the {DENSITY_PANELS} of {len(rows)} estimates with the highest upper bounds)"
+        rows = rows.nlargest(DENSITY_PANELS, "upper", keep="first").reset_index(drop=True)
     if rows.empty:  # point values only: nothing for ArviZ to draw
         fig, ax = plt.subplots(figsize=(6, 1.2))
         ax.axis("off")
@@ -257,7 +263,7 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
     figure = pc.viz["figure"].item()
     figure.suptitle(
         f"{LOG10_P}: line from the one-sided {level:g} lower to upper bound, dot: median, "
-        f"dashed: threshold {threshold:g}",
+        f"dashed: threshold {threshold:g}{shown}",
         fontsize=9,
     )
     return _save(figure, path, dpi=110)

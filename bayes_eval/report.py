@@ -115,16 +115,20 @@ class Report:
     Attributes
     ----------
     table : pandas.DataFrame
-        The summary (``constants.SUMMARY_COLUMNS``) plus ``milestone_check`` and ``verdict``.
+        The summary (``constants.SUMMARY_COLUMNS``) plus ``milestone_check`` and ``verdict``,
+        for the pairs that were run.
     markdown, html : str
     figures : dict of str to bytes
         PNG files by name (embedded in the HTML, linked from the Markdown).
+    predictions : pandas.DataFrame
+        A crossed fit's summary rows of pairs never run (predictions, no verdict).
     """
 
     table: pd.DataFrame
     markdown: str
     html: str
     figures: dict
+    predictions: pd.DataFrame = None
 
     def write(self, out) -> Path:
         """Write ``report.html``, ``report.md`` and the figures into folder ``out``."""
@@ -255,6 +259,9 @@ def build_report(
 
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
+    # A crossed fit's pairs never run are predictions: reported apart, without a verdict.
+    predictions = summary[~summary["observed"]].reset_index(drop=True)
+    summary = summary[summary["observed"]].reset_index(drop=True)
     if assumption is None:
         assumption = milestone_assumption(posterior.evidence, fitted=posterior)
     if checks is None:
@@ -265,12 +272,83 @@ def build_report(
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
     figures = _figures(posterior, summary, checks, threshold)
     sections = _sections(posterior, table, assumption, checks, threshold, level)
+    if len(predictions):
+        sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(
         table=table,
         markdown=_markdown(sections),
         html=_html(sections, figures, summary),
         figures=figures,
+        predictions=predictions,
     )
+
+
+def _prediction_sections(posterior, predictions, threshold, level):
+    """Per agent, the crossed model's predictions for the tasks it was never run on, with
+    the covariates they rest on."""
+    covariates = posterior.group("covariates")
+    agent_terms = list(covariates["agent_covariate"].values)
+    task_terms = list(covariates["task_covariate"].values)
+    dates = json.loads(covariates.attrs["agent_dates"])
+    predicted_agents = set(json.loads(covariates.attrs["predicted"]))
+    groups = json.loads(covariates.attrs["groups"])
+    evidence = posterior.evidence.table
+    sections = [
+        ("h2", "Predictions for tasks not run"),
+        (
+            "p",
+            f"The crossed model ({posterior.spec.name}) predicts every agent's success on "
+            "every task of the design. These rows are **predictions**, not measurements: no "
+            "run of the agent on the task stands behind them. Each rests on the agent's "
+            "ability (from the tasks it ran, and from its covariates) and the task's "
+            "difficulty (from the agents that ran it, and from its covariates), and on the "
+            "model's assumption that an agent's rate on a task departs from ability minus "
+            "difficulty only as much as it does on the pairs that were run. They say where "
+            "to run next; they do not replace runs for a deployment decision.",
+        ),
+    ]
+    for agent, rows in predictions.groupby("agent", sort=False):
+        i = list(covariates["agent"].values).index(agent)
+        values = [
+            f"{term} {_covariate_text(covariates['agent_value'].values[i, k], dates[k])}"
+            for k, term in enumerate(agent_terms)
+        ]
+        ran = evidence[evidence["agent"] == agent]["task"].nunique()
+        basis = (
+            "a new agent described by its covariates alone"
+            if agent in predicted_agents
+            else f"ability from the {ran} task(s) it ran"
+        )
+        sections.append(("h2", f"Predictions for {agent}"))
+        sections.append(
+            (
+                "p",
+                f"{len(rows)} task(s) not run; {basis}"
+                + (f"; agent covariates: {', '.join(values)}" if values else "")
+                + ".",
+            )
+        )
+        frame = {
+            "task": rows["task"],
+            "predicted P (mean)": rows["mean"].map(format_number),
+            f"upper ({level:g})": rows["upper"].map(format_number),
+            f"P(P > {threshold:g})": rows["prob_above"].map(format_number),
+        }
+        for k, term in enumerate(task_terms):
+            where = [list(covariates["task"].values).index(t) for t in rows["task"]]
+            frame[term] = [format_number(covariates["task_value"].values[j, k]) for j in where]
+        if groups:
+            where = [list(covariates["task"].values).index(t) for t in rows["task"]]
+            group_of = covariates["task_group"].values
+            frame[covariates.attrs["group_column"]] = [groups[group_of[j]] for j in where]
+        frame["status"] = "PREDICTION (not run)"
+        sections.append(("table", pd.DataFrame(frame)))
+    return sections
+
+
+def _covariate_text(value: float, is_date: bool) -> str:
+    """A covariate's value for people; a date (decimal year) with one decimal."""
+    return f"{value:.2f} (decimal year)" if is_date else format_number(value)
 
 
 def _check_column(table, assumption, evidence) -> list[str]:
