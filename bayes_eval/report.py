@@ -298,7 +298,7 @@ def _prediction_sections(posterior, predictions, threshold, level):
         (
             "p",
             f"The crossed model ({posterior.spec.name}) predicts every agent's success on "
-            "every task of the design. These rows are **predictions**, not measurements: no "
+            "every task of the design. These rows are PREDICTIONS, not measurements: no "
             "run of the agent on the task stands behind them. Each rests on the agent's "
             "ability (from the tasks it ran, and from its covariates) and the task's "
             "difficulty (from the agents that ran it, and from its covariates), and on the "

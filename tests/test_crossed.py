@@ -341,3 +341,29 @@ def test_a_side_table_file_gives_dates_as_decimal_years(tmp_path):
     assert covariates.agent_raw[:, 0] == pytest.approx([2024 + 183 / 366, 2023.0])
     assert covariates.agent_dates == (True,)
     assert covariates.sources["release"] == str(path)
+
+
+def test_the_horizon_command_writes_its_files_and_refuses_other_fits(recovered, tmp_path, capsys):
+    from bayes_eval.cli import main
+
+    posterior, _, _ = recovered
+    run = tmp_path / "run"
+    run.mkdir()
+    posterior.to_netcdf(run / "posterior.nc")
+    assert (
+        main(["horizon", str(run), "--forecast", "2026-06-01", "--out", str(tmp_path / "h")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "doubles every" in out and "forecast 2026-06-01, new agent" in out
+    written = pd.read_csv(tmp_path / "h" / "horizons.csv")
+    assert list(written["agent"])[:8] == [f"a{i}" for i in range(8)]
+    assert (tmp_path / "h" / "horizons.png").stat().st_size > 0
+    other = tmp_path / "other"
+    other.mkdir()
+    bayes_eval.fit(_evidence(), "end_to_end").to_netcdf(other / "posterior.nc")
+    assert main(["horizon", str(other)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: horizon: model end_to_end is end_to_end/none")
+    assert "\n" not in error
+    assert main(["horizon", str(run), "--forecast", "next year"]) == 2
+    assert "--forecast next year" in capsys.readouterr().err
