@@ -155,9 +155,7 @@ def fit(
         from bayes_eval.crossed.model import design_of, fit_crossed
 
         design = design_of(by_pair, spec, evidence, side, predict)
-        return fit_crossed(
-            evidence, by_pair, spec, level=level, seed=seed, sampler=sampler, log=log, design=design
-        )
+        return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler, log=log)
     if not spec.exact:
         from bayes_eval.hierarchical import fit_pooled
 

@@ -47,7 +47,15 @@ from bayes_eval.hierarchical import (
     sample_until_diagnosed,
 )
 
-__all__ = ["Design", "build_model", "design_of", "draw_rates", "fit_crossed"]
+__all__ = [
+    "Design",
+    "build_model",
+    "design_of",
+    "draw_rates",
+    "fit_crossed",
+    "prior_draw",
+    "simulate",
+]
 
 AGENT_TERM, TASK_TERM, GROUP = "agent_covariate", "task_covariate", "task_group"
 
@@ -107,7 +115,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
     return Design(layout, covariates, pair_task, milestones, tuple(names), raw)
 
 
-def build_model(design: Design, spec, form=None):
+def build_model(design: Design, spec):
     """The PyMC model of ``design`` (named dims ``agent``, ``task``, ``task_group``,
     ``agent_covariate``, ``task_covariate``)."""
     import pymc as pm
@@ -255,7 +263,7 @@ def _clustered(a, b, post, layout, rng):
 # ---------------------------------------------------------------------------
 
 
-def fit_crossed(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr, design=None):
+def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, log=sys.stderr):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group."""
     from bayes_eval.posterior import Posterior
@@ -273,10 +281,10 @@ def fit_crossed(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.s
         return draws
 
     key = (*_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
-    key += (cov.task_group.tobytes(), tuple(design.predicted))
+    key += (cov.task_group.tobytes(),)
     empty = np.zeros(0, dtype=bool)
     groups, run_text = sample_until_diagnosed(
-        lambda form: build_model(design, spec, form),
+        lambda form: build_model(design, spec),  # one form: non-centred throughout
         finish,
         Form(empty, empty),
         settings,
