@@ -198,8 +198,9 @@ def against_logistic(runs: Path, result) -> pd.DataFrame:
                 )
             else:
                 reason = (
-                    "shrinkage towards the release-date trend and the task effects the "
-                    "crossed model separates from length"
+                    "neither weighting: the crossed model separates task effects from "
+                    "length (and shrinks abilities towards the date trend); the logistic "
+                    "fit does not"
                 )
             interval = f"{row.h50_lower:.3g} to {row.h50_upper:.3g}"
             reason += f"; the logistic value lies {'inside' if inside else 'OUTSIDE'} the "
