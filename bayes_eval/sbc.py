@@ -148,28 +148,47 @@ def sbc(
                 model_data = nutpie.compile_pymc_model(build(simulated, spec, chosen))
             else:
                 model_data = compiled.with_data(**data)
-            trace = nutpie.sample(
-                model_data,
-                draws=5 * (draws + 1),  # thinned by 10: nearly independent draws
-                tune=tune,
-                chains=2,
-                seed=seed + s + 1,
-                progress_bar=False,
-            )
-        post = trace["posterior"].to_dataset()
-        keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
+            post, keep = _thinned(model_data, draws, tune, seed + s + 1)
         rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
-        row = {}
-        for name in ranked:
-            flat = post[name].values.reshape(-1, *np.shape(truth[name]))[keep]
-            for index in np.ndindex(np.shape(truth[name])):
-                label = name + "".join(f"[{i}]" for i in index)
-                row[label] = _rank(flat[(slice(None), *index)], truth[name][index], rng)
-        p_draws = rates["p_task"][1].reshape(-1, *rates["p_task"][1].shape[2:])[keep]
-        for p, (i, j) in enumerate(_positions(layout)):
-            row[f"p_task[{p}]"] = _rank(p_draws[:, i, j], p_task[p], rng)
+        row = _ranks(post, truth, ranked, keep, rng)
+        row.update(_rate_ranks(rates["p_task"][1], _positions(layout), p_task, keep, rng))
         rows.append(row)
     return _result(rows, draws, bins)
+
+
+def _thinned(model_data, draws, tune, seed):
+    """Two chains of ``5 (draws + 1)`` draws, thinned by 10 to ``draws`` nearly
+    independent ones: the posterior, and the flat indices of the draws kept."""
+    import nutpie
+
+    trace = nutpie.sample(
+        model_data, draws=5 * (draws + 1), tune=tune, chains=2, seed=seed, progress_bar=False
+    )
+    post = trace["posterior"].to_dataset()
+    keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
+    return post, keep
+
+
+def _ranks(post, truth, names, keep, rng) -> dict:
+    """The rank of every element of each true quantity in ``names`` among its kept draws,
+    labelled ``name[i]...``."""
+    row = {}
+    for name in names:
+        true = np.asarray(truth[name])
+        flat = post[name].values.reshape(-1, *true.shape)[keep]
+        for index in np.ndindex(true.shape):
+            label = name + "".join(f"[{i}]" for i in index)
+            row[label] = _rank(flat[(slice(None), *index)], true[index], rng)
+    return row
+
+
+def _rate_ranks(p_task, positions, truth, keep, rng) -> dict:
+    """The rank of every pair's true ``P`` among the kept draws of ``p_task`` (``(chain,
+    draw, agent, task)``), the pairs at ``positions`` ``(i, j)``."""
+    draws = p_task.reshape(-1, *p_task.shape[2:])[keep]
+    return {
+        f"p_task[{p}]": _rank(draws[:, i, j], truth[p], rng) for p, (i, j) in enumerate(positions)
+    }
 
 
 def _result(rows, draws, bins) -> SBCResult:
@@ -224,29 +243,11 @@ def _crossed_sbc(evidence, evidence_rows, spec, side, simulations, draws, bins, 
             else:
                 simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
                 model_data = compiled.with_data(**data)
-            trace = nutpie.sample(
-                model_data,
-                draws=5 * (draws + 1),
-                tune=tune,
-                chains=2,
-                seed=seed + s + 1,
-                progress_bar=False,
-            )
-        post = trace["posterior"].to_dataset()
-        keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)
-        row = {}
-        for name in CROSSED_RANKED:
-            if name not in truth:
-                continue
-            true = np.asarray(truth[name])
-            flat = post[name].values.reshape(-1, *true.shape)[keep]
-            for index in np.ndindex(true.shape):
-                label = name + "".join(f"[{i}]" for i in index)
-                row[label] = _rank(flat[(slice(None), *index)], true[index], rng)
+            post, keep = _thinned(model_data, draws, tune, seed + s + 1)
+        row = _ranks(post, truth, [name for name in CROSSED_RANKED if name in truth], keep, rng)
+        positions = zip(layout.pair_agent, design.pair_task, strict=True)
         rates = draw_rates(post, simulated, spec, rng)["p_task"][1]
-        rates = rates.reshape(-1, *rates.shape[2:])[keep]
-        for p, (i, j) in enumerate(zip(layout.pair_agent, design.pair_task, strict=True)):
-            row[f"p_task[{p}]"] = _rank(rates[:, i, j], p_task[p], rng)
+        row.update(_rate_ranks(rates, list(positions), p_task, keep, rng))
         rows.append(row)
     return _result(rows, draws, bins)
 
