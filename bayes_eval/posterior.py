@@ -129,10 +129,6 @@ class Posterior:
         node = self._tree["conjugate"]
         return {name: node[name].values.tolist() for name in node.dims}
 
-    def tree_variables(self, group: str) -> list[str]:
-        """The names of a group's variables (empty where the tree lacks the group)."""
-        return list(self._tree[group].data_vars) if group in self._tree else []
-
     def group(self, name: str) -> xr.Dataset:
         """One group of the tree as a Dataset (``covariates``, ``conjugate``, ...)."""
         return self._tree[name].to_dataset()

@@ -292,6 +292,7 @@ def _prediction_sections(posterior, predictions, threshold, level):
     dates = json.loads(covariates.attrs["agent_dates"])
     predicted_agents = set(json.loads(covariates.attrs["predicted"]))
     groups = json.loads(covariates.attrs["groups"])
+    tasks = list(covariates["task"].values)
     evidence = posterior.evidence.table
     sections = [
         ("h2", "Predictions for tasks not run"),
@@ -334,11 +335,10 @@ def _prediction_sections(posterior, predictions, threshold, level):
             f"upper ({level:g})": rows["upper"].map(format_number),
             f"P(P > {threshold:g})": rows["prob_above"].map(format_number),
         }
+        where = [tasks.index(t) for t in rows["task"]]
         for k, term in enumerate(task_terms):
-            where = [list(covariates["task"].values).index(t) for t in rows["task"]]
             frame[term] = [format_number(covariates["task_value"].values[j, k]) for j in where]
         if groups:
-            where = [list(covariates["task"].values).index(t) for t in rows["task"]]
             group_of = covariates["task_group"].values
             frame[covariates.attrs["group_column"]] = [groups[group_of[j]] for j in where]
         frame["status"] = "PREDICTION (not run)"

@@ -42,7 +42,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     # a crossed fit predicts pairs never run; every other model estimates pairs run
     observed = (
         posterior.values("observed")
-        if "observed" in posterior.tree_variables("conjugate")
+        if "observed" in posterior.group("conjugate")
         else np.ones(data["method"].shape, dtype=bool)
     )
     rows = []

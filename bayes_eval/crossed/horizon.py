@@ -130,7 +130,13 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
         )
     term = parse_term(length, "length")
     draws = posterior.draws
-    flat = {name: draws[name].values.reshape(-1, *draws[name].shape[2:]) for name in draws}
+    used = ("ability", "ability_mean", "ability_scale", "difficulty_scale", "group_scale")
+    used += ("agent_coefficient", "task_coefficient")
+    flat = {  # the parameters horizons need, one row per draw (not the rates)
+        name: draws[name].values.reshape(-1, *draws[name].shape[2:])
+        for name in used
+        if name in draws
+    }
     task_terms = list(cov["task_covariate"].values)
     at = task_terms.index(length)
     beta = flat["task_coefficient"][:, at]
