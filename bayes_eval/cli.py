@@ -24,6 +24,7 @@ from bayes_eval import interrupts
 from bayes_eval.constants import (
     CALIBRATION_MAX_TRIALS,
     DEFAULT_LEVEL,
+    MCMC_ENGINES,
     PATHS_MAX_MILESTONES,
     PATHS_MAX_TASKS,
     PLAN_MAX_TRIALS,
@@ -252,7 +253,11 @@ def _parser() -> argparse.ArgumentParser:
     _reading_options(fit)
     _crossed_options(fit)
     mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
-    mcmc.add_argument("--engine", choices=("nutpie", "pymc"))
+    mcmc.add_argument(
+        "--engine",
+        choices=MCMC_ENGINES,
+        help="nutpie, pymc, numpyro (JAX; the jax extra) or auto (says why it chose)",
+    )
     mcmc.add_argument("--draws", help="draws per chain")
     mcmc.add_argument("--tune", help="tuning steps per chain")
     mcmc.add_argument("--chains", help="number of chains")

@@ -99,6 +99,10 @@ RETRY_TARGET_ACCEPT = 0.99
 
 # Compiled nutpie models kept per process (a study refits one design many times).
 COMPILE_CACHE_SIZE = 4
+# The MCMC engines of pooled specs (bayes_eval.engines).
+MCMC_ENGINES = ("nutpie", "pymc", "numpyro", "auto")
+# Engine auto: numpyro on CPU from this many count cells (benchmarks/scale.py).
+AUTO_JAX_CELLS = 20_000
 # Terms of the exact marginal over clusters of runs (bayes_eval.clusters), in all (padded):
 # a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
 CLUSTER_TERMS_MAX = 2_000_000

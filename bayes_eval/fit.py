@@ -21,6 +21,7 @@ from bayes_eval.constants import (
     END_TO_END,
     EXPERT_COMPLETION,
     GOLDEN,
+    MCMC_ENGINES,
     MILESTONE_METHOD,
 )
 from bayes_eval.errors import InputError
@@ -145,8 +146,8 @@ def fit(
             f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
             f"only; model {spec.name} is exact (conjugate)"
         )
-    if sampler and sampler.get("engine", "nutpie") not in ("nutpie", "pymc"):
-        raise InputError(f"--engine: '{sampler['engine']}' is not nutpie or pymc")
+    if sampler and sampler.get("engine", "nutpie") not in MCMC_ENGINES:
+        raise InputError(f"--engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
     check_sampler(sampler or {}, "sampler")
     side = _side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)

@@ -37,28 +37,25 @@ its diagnostics, it is refitted with a higher target_accept (and more draws wher
 ESS is short), then in the other form; the best fit by its diagnostics is kept, and the
 provenance names every attempt and which one was kept and why.
 
-PyMC and nutpie are imported only here, and only when a pooled model is fitted.
+PyMC is imported only here and in ``bayes_eval.engines`` (which samples), and only when a
+pooled model is fitted.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-import time
-import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
-from bayes_eval import interrupts
 from bayes_eval.clusters import ClusterTerms, cluster_terms, draw_log_rates, log_marginal
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
     CENTRED_MARGIN,
-    COMPILE_CACHE_SIZE,
     EBFMI_MIN,
     END_TO_END,
     ESS_MIN,
@@ -251,6 +248,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         seed,
         log,
         _structure(layout, spec),
+        cells=layout.n.size + layout.e2e_n.size,
     )
     if layout.clusters is not None:
         run_text += (
@@ -261,9 +259,10 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     return Posterior.build(groups, spec, evidence, level=level, seed=seed)
 
 
-def sample_until_diagnosed(build, finish, form, settings, seed, log, key):
+def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells):
     """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
+    The engine is chosen once (``engines.choose_engine``: ``auto`` says why on ``log``).
     The first fit uses ``form`` and ``settings``; if it fails, it is refitted with
     ``_retry_settings`` and, where the form can flip, in the other form. The best fit by
     its diagnostics is kept.
@@ -281,6 +280,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key):
     log : file or None
     key : tuple
         The model's structure, for the compiled-model cache (``_structure``).
+    cells : int
+        The table's count cells, for ``auto``'s choice.
 
     Returns
     -------
@@ -292,8 +293,15 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key):
     """
     import xarray as xr
 
+    from bayes_eval.engines import choose_engine, sample
+
+    engine = choose_engine(settings["engine"], cells)
+    if engine.reason and log is not None:
+        print(f"engine: {engine.name}, chosen by auto: {engine.reason}", file=log, flush=True)
+    settings = {**settings, "engine": engine}
+
     def run(form, tried):
-        trace = _sample(build(form), tried, seed, log, key=(*key, form.key()))
+        trace = sample(build(form), engine, tried, seed, log, key=(*key, form.key()))
         draws = finish(trace["posterior"].to_dataset())
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = float(tried["target_accept"])
@@ -330,7 +338,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key):
         record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
-    return groups, _attempt(form, tried) + record
+    chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
+    return groups, _attempt(form, tried) + record + chosen
 
 
 def _labels(layout, draws) -> dict:
@@ -349,8 +358,9 @@ def _labels(layout, draws) -> dict:
 
 def _attempt(form, settings) -> str:
     """One fit's sampler settings and form, as the provenance names them."""
+    engine = settings["engine"]
     text = (
-        f"{settings['engine']} {settings['chains']} chains x {settings['draws']} draws "
+        f"{engine.name} ({engine.device}) {settings['chains']} chains x {settings['draws']} draws "
         f"(tune {settings['tune']}, target_accept {settings['target_accept']:g})"
     )
     return text + (f", {form.describe()}" if form.flippable else "")
@@ -1013,16 +1023,6 @@ CLUSTERED_BUILDERS = {
 # ---------------------------------------------------------------------------
 
 
-# What a user waits for at the first fit of a model structure (benchmarks/pooled_engines.py).
-COMPILE_NOTICE = (
-    "usually 5 to 15 s on 2 cores, up to a minute for joint; once per table shape and process"
-)
-
-# nutpie models compiled in this process, by model structure (the counts are data), so
-# that studies refitting one design to new counts compile once.
-_COMPILED: dict = {}
-
-
 def _structure(layout, spec) -> tuple:
     """Everything a compiled model depends on except the observed successes (clustered
     runs: their counts too, which the marginal's terms hold as constants)."""
@@ -1036,74 +1036,6 @@ def _structure(layout, spec) -> tuple:
         tuple(layout.agents),
         *(a.tobytes() for a in arrays),
     )
-
-
-def _nutpie_model(model, key, log):
-    """The compiled nutpie model of ``model``, from the cache when its structure matches,
-    with ``model``'s data in place."""
-    import nutpie
-
-    if key not in _COMPILED:
-        if len(_COMPILED) >= COMPILE_CACHE_SIZE:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        if log is not None:
-            print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
-        start = time.perf_counter()
-        _COMPILED[key] = nutpie.compile_pymc_model(model)
-        if log is not None:
-            print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
-    return _COMPILED[key].with_data(**{v.name: v.get_value() for v in model.data_vars})
-
-
-def _sample(model, settings, seed, log, key):
-    engine = settings["engine"]
-    draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
-    target = float(settings["target_accept"])
-    bar = log is not None and log.isatty()
-    # a sampler that catches KeyboardInterrupt returns its draws so far, which would be
-    # diagnosed and refitted; Interrupted stops the fit instead
-    with warnings.catch_warnings(), interrupts.raising():
-        warnings.simplefilter("ignore")
-        compiled = _nutpie_model(model, key, log) if engine == "nutpie" else None
-        if log is not None:
-            print(
-                f"sampling: {engine}, {chains} chains x ({tune} tune + {draws} draws), "
-                f"target_accept {target:g} ...",
-                file=log,
-                flush=True,
-            )
-        start = time.perf_counter()
-        if engine == "nutpie":
-            import nutpie
-
-            trace = nutpie.sample(
-                compiled,
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                seed=seed,
-                # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
-                progress_bar=bar,
-                target_accept=target,
-            )
-        else:
-            import pymc as pm
-
-            trace = pm.sample(
-                draws=draws,
-                nuts_sampler="pymc",  # PyMC 6 would otherwise choose nutpie itself
-                tune=tune,
-                chains=chains,
-                cores=1,
-                random_seed=seed,
-                target_accept=target,
-                model=model,
-                progressbar=bar,
-                compute_convergence_checks=False,
-            )
-    if log is not None:
-        print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
-    return trace
 
 
 # ---------------------------------------------------------------------------

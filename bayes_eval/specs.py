@@ -9,7 +9,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import DEFAULT_EXACT_DRAWS, DEFAULT_LEVEL, DEFAULT_SEED, SAMPLER_LIMITS
+from bayes_eval.constants import (
+    DEFAULT_EXACT_DRAWS,
+    DEFAULT_LEVEL,
+    DEFAULT_SEED,
+    MCMC_ENGINES,
+    SAMPLER_LIMITS,
+)
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 from bayes_eval.resources import shipped_dir
@@ -73,7 +79,6 @@ KINDS = tuple(dict.fromkeys(kind for kind, _ in MODELS))
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
 NORMAL_ROLES = ("ability_mean", "coefficient")
 EXACT_ENGINES = ("exact",)
-MCMC_ENGINES = ("nutpie", "pymc")
 
 
 @dataclass(frozen=True)

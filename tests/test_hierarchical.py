@@ -534,7 +534,8 @@ def test_every_form_of_a_rate_samples_its_beta_prior():
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _beta_parts, _sample
+    from bayes_eval.engines import Engine, sample
+    from bayes_eval.hierarchical import _beta_parts
 
     a = np.array([4.0, 0.6, 5.0, 0.3])
     b = np.array([2.0, 3.0, 0.3, 5.0])
@@ -543,7 +544,7 @@ def test_every_form_of_a_rate_samples_its_beta_prior():
         centred = np.array([True, False, True, False])
         _beta_parts(pm, "p", log_a, log_b, centred, "rate", np.array([0, 0, 1, -1], np.int8))
     settings = {"engine": "nutpie", "draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.8}
-    p = _sample(model, settings, 0, None, key=("beta forms",))["posterior"]["p"]
+    p = sample(model, Engine("nutpie", "cpu"), settings, 0, None, ("beta forms",))["posterior"]["p"]
     assert {v.name for v in model.value_vars} == {"p_logit", "p_z", "p_upper", "p_lower"}
     for i in range(4):
         draws = p.isel(rate=i).values
@@ -696,7 +697,7 @@ def test_bypass_terms_when_the_milestone_product_underflows():
 
 
 def test_refit_of_a_compiled_design_uses_the_new_counts():
-    from bayes_eval import hierarchical
+    from bayes_eval import engines
 
     rng = np.random.default_rng(8)
 
@@ -709,7 +710,7 @@ def test_refit_of_a_compiled_design_uses_the_new_counts():
     assert not first["successes"].equals(second["successes"])
     bayes_eval.fit(first, "end_to_end_pooled", seed=1, sampler=SMALL)
     cached = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
-    hierarchical._COMPILED.clear()
+    engines._COMPILED.clear()
     fresh = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
     assert np.array_equal(
         cached.tree["posterior"]["p_task"].values, fresh.tree["posterior"]["p_task"].values

@@ -291,6 +291,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
         seed,
         log,
         key,
+        cells=layout.n.size + layout.e2e_n.size,
     )
     if layout.clusters is not None:
         run_text += (

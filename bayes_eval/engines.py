@@ -1,0 +1,226 @@
+"""The MCMC engines of the pooled models, and the choice between them.
+
+- ``nutpie`` (the default): NUTS compiled with numba, chains in parallel threads.
+- ``pymc``: PyMC's own NUTS, the fallback.
+- ``numpyro``: NUTS on JAX through PyMC's JAX samplers, the chains vectorized on one
+  device (a GPU where JAX finds one). Needs the extra ``bayes_eval[jax]``
+  (``bayes_eval[jax-cuda]`` for NVIDIA GPUs). JAX's compilations persist in the user's
+  cache folder, so a model compiled once starts quickly in the next process.
+- ``auto``: nutpie for small tables on CPU, numpyro where a GPU is present or the table
+  has at least ``AUTO_JAX_CELLS`` cells; the choice and its reason go to the log and
+  the provenance.
+
+PyMC, nutpie and JAX are imported only here, and only when a model is sampled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from bayes_eval import interrupts
+from bayes_eval.constants import AUTO_JAX_CELLS, COMPILE_CACHE_SIZE
+from bayes_eval.errors import InputError
+
+__all__ = ["Engine", "choose_engine", "jax_cache_dir", "sample"]
+
+JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
+
+# What a user waits for at the first fit of a model structure (benchmarks/pooled_engines.py).
+COMPILE_NOTICE = (
+    "usually 5 to 15 s on 2 cores, up to a minute for joint; once per table shape and process"
+)
+
+# nutpie models compiled in this process, by model structure (the counts are data), so
+# that studies refitting one design to new counts compile once.
+_COMPILED: dict = {}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine a fit runs on.
+
+    Attributes
+    ----------
+    name : {"nutpie", "pymc", "numpyro"}
+    device : str
+        Where it runs: ``cpu``, or JAX's device (``gpu: NVIDIA H100 80GB HBM3``).
+    reason : str
+        Why ``auto`` chose it; empty where the engine was asked for by name.
+    """
+
+    name: str
+    device: str
+    reason: str = ""
+
+    def describe(self) -> str:
+        """``numpyro (gpu: ...)``, with ``auto``'s reason where it chose."""
+        text = f"{self.name} ({self.device})"
+        return text + (f" [auto: {self.reason}]" if self.reason else "")
+
+
+def choose_engine(requested: str, cells: int) -> Engine:
+    """The engine to run for ``requested`` (one of ``MCMC_ENGINES``) on a table of ``cells``.
+
+    Raises
+    ------
+    InputError
+        ``numpyro`` asked for by name where JAX or numpyro is not installed.
+    """
+    if requested in ("nutpie", "pymc"):
+        return Engine(requested, "cpu")
+    if requested == "numpyro":
+        _require_jax()
+        return Engine("numpyro", _jax_device())
+    if not _jax_installed():
+        return Engine("nutpie", "cpu", f"the jax extra is not installed ({JAX_INSTALL})")
+    device = _jax_device()
+    if device != "cpu":
+        return Engine("numpyro", device, f"JAX finds a GPU ({device})")
+    if cells >= AUTO_JAX_CELLS:
+        return Engine(
+            "numpyro", "cpu", f"{cells:,} cells >= {AUTO_JAX_CELLS:,}, where JAX is faster"
+        )
+    return Engine("nutpie", "cpu", f"{cells:,} cells < {AUTO_JAX_CELLS:,} and no GPU")
+
+
+def _jax_installed() -> bool:
+    return all(importlib.util.find_spec(name) for name in ("jax", "numpyro"))
+
+
+def _require_jax() -> None:
+    if not _jax_installed():
+        raise InputError(f"engine numpyro needs JAX and numpyro: {JAX_INSTALL}")
+
+
+def _jax_device() -> str:
+    """``cpu``, or the kind of JAX's first accelerator (``gpu: NVIDIA H100 ...``)."""
+    import jax
+
+    backend = jax.default_backend()
+    if backend == "cpu":
+        return "cpu"
+    return f"{backend}: {jax.devices()[0].device_kind}"
+
+
+def jax_cache_dir() -> Path:
+    """JAX's persistent compilation cache: ``$XDG_CACHE_HOME/bayes_eval/jax``
+    (``~/.cache/bayes_eval/jax`` by default)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "bayes_eval" / "jax"
+
+
+def _configure_jax() -> None:
+    """Double precision (as nutpie), and compilations kept across processes."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_compilation_cache_dir", str(jax_cache_dir()))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def sample(model, engine: Engine, settings: dict, seed: int, log, key):
+    """Sample ``model`` with NUTS on ``engine``; the trace as a ``DataTree`` (posterior,
+    sample_stats).
+
+    Parameters
+    ----------
+    model : pymc.Model
+    engine : Engine
+    settings : dict
+        ``draws``, ``tune``, ``chains``, ``target_accept``.
+    seed : int
+    log : file or None
+        Where progress lines go; the samplers' own bars show only on a terminal.
+    key : tuple
+        The model's structure, for nutpie's compiled-model cache.
+    """
+    draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
+    target = float(settings["target_accept"])
+    bar = log is not None and log.isatty()
+    # a sampler that catches KeyboardInterrupt returns its draws so far, which would be
+    # diagnosed and refitted; Interrupted stops the fit instead
+    with warnings.catch_warnings(), interrupts.raising(), _pymc_quiet():
+        warnings.simplefilter("ignore")
+        compiled = _nutpie_model(model, key, log) if engine.name == "nutpie" else None
+        if log is not None:
+            print(
+                f"sampling: {engine.describe()}, {chains} chains x ({tune} tune + {draws} "
+                f"draws), target_accept {target:g} ...",
+                file=log,
+                flush=True,
+            )
+        start = time.perf_counter()
+        if engine.name == "nutpie":
+            import nutpie
+
+            trace = nutpie.sample(
+                compiled,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                seed=seed,
+                # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
+                progress_bar=bar,
+                target_accept=target,
+            )
+        else:
+            import pymc as pm
+
+            jax = engine.name == "numpyro"
+            if jax:
+                _configure_jax()
+            trace = pm.sample(
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                random_seed=seed,
+                target_accept=target,
+                model=model,
+                progressbar=bar,
+                compute_convergence_checks=False,
+                # PyMC 6 would otherwise choose nutpie itself
+                nuts_sampler=engine.name,
+                **(
+                    {"nuts_sampler_kwargs": {"chain_method": "vectorized"}} if jax else {"cores": 1}
+                ),
+            )
+    if log is not None:
+        print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+    return trace
+
+
+@contextlib.contextmanager
+def _pymc_quiet():
+    """PyMC's own lines (\"NUTS[numpyro]: ...\", \"Sequential sampling ...\") held back:
+    the log says what runs, and stderr stays for progress and errors."""
+    logger = logging.getLogger("pymc")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _nutpie_model(model, key, log):
+    """The compiled nutpie model of ``model``, from the cache when its structure matches,
+    with ``model``'s data in place."""
+    import nutpie
+
+    if key not in _COMPILED:
+        if len(_COMPILED) >= COMPILE_CACHE_SIZE:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        if log is not None:
+            print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
+        start = time.perf_counter()
+        _COMPILED[key] = nutpie.compile_pymc_model(model)
+        if log is not None:
+            print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+    return _COMPILED[key].with_data(**{v.name: v.get_value() for v in model.data_vars})
