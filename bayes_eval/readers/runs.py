@@ -87,6 +87,22 @@ def read_runs(
     InputError
         On the first broken rule, naming file, row, column and rule.
     """
+    if run_format in RUN_FORMATS and run_format != "metr-jsonl":
+        from bayes_eval.readers.columnar import read_counts
+
+        fields = RUN_FORMATS[run_format]
+        evidence = read_counts(
+            Path(path),
+            str(path),
+            fields,
+            cluster,
+            agent or (Path(path).stem if fields.agent is None else DEFAULT_AGENT),
+            run_format in OPTIONAL,
+            [] if notes is None else notes,
+            lambda label, header, found: _check_columns(label, header, run_format, cluster, found),
+        )
+        if evidence is not None:
+            return evidence
     rows = run_rows(path, run_format, cluster=cluster, agent=agent, notes=notes)
     kept = tuple(c for c in RUN_FORMATS[run_format].kept if c in rows.columns)
     frame = rows.drop(columns="run")
