@@ -101,8 +101,10 @@ RETRY_TARGET_ACCEPT = 0.99
 COMPILE_CACHE_SIZE = 4
 # The MCMC engines of pooled specs (bayes_eval.engines).
 MCMC_ENGINES = ("nutpie", "pymc", "numpyro", "auto")
-# Engine auto: numpyro on CPU from this many count cells (benchmarks/scale.py).
-AUTO_JAX_CELLS = 20_000
+# Engine auto: numpyro on a GPU from this many count cells; below, JAX's compile time
+# outweighs the GPU (on 2 CPU cores nutpie fits 1,000 cells in 15 s, 5,000 in 85 s:
+# benchmarks/scale.py; PyMC's numpyro on an H100 took 43 s at 5,000).
+AUTO_JAX_CELLS = 5_000
 # Terms of the exact marginal over clusters of runs (bayes_eval.clusters), in all (padded):
 # a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
 CLUSTER_TERMS_MAX = 2_000_000

@@ -1,0 +1,102 @@
+"""The MCMC engines: numpyro (JAX) against nutpie on the same tables, within Monte Carlo
+error; auto's choice and its reason; one clear line where the JAX extra is missing."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayes_eval
+from bayes_eval import InputError, engines
+from bayes_eval.cli import main
+from bayes_eval.constants import AUTO_JAX_CELLS
+from bayes_eval.resources import shipped_datasets
+
+pytest.importorskip("numpyro")
+
+
+def _within_mcse(first, second, limit=3.0):
+    """Every pair's upper bounds differ by at most ``limit`` combined MCSE."""
+    a, b = first.summary(), second.summary()
+    assert list(a["task"]) == list(b["task"]) and list(a["agent"]) == list(b["agent"])
+    z = (a["upper"] - b["upper"]).abs() / np.hypot(a["upper_mcse"], b["upper_mcse"])
+    assert z.max() <= limit, z.max()
+    assert a["diagnostics_ok"].all() and b["diagnostics_ok"].all()
+    return z
+
+
+def _both(table, model, sampler):
+    return [
+        bayes_eval.fit(table, model, sampler={**sampler, "engine": e}, log=None)
+        for e in ("nutpie", "numpyro")
+    ]
+
+
+def test_numpyro_and_nutpie_agree_on_the_shipped_pooled_example():
+    nutpie, numpyro = _both(
+        shipped_datasets()["example_pooled"], "hierarchical", {"draws": 1000, "chains": 4}
+    )
+    _within_mcse(nutpie, numpyro)
+    provenance = numpyro.summary()["provenance"].iloc[0]
+    assert "numpyro (cpu) 4 chains x 1000 draws" in provenance
+
+
+def test_numpyro_on_a_sparse_ragged_table():
+    """One trial per cell, cells never run, agents with no success: the same bounds."""
+    rng = np.random.default_rng(5)
+    rows = [
+        dict(agent=f"a{a}", task=f"t{t}", successes=int(rng.random() < rate), trials=1)
+        for a, rate in enumerate((0.0, 0.3, 0.6))
+        for t in range(12)
+        if rng.random() < 0.7
+    ]
+    table = pd.DataFrame(rows).assign(method="end_to_end")
+    assert table.groupby("agent")["successes"].sum().min() == 0
+    _within_mcse(*_both(table, "end_to_end_pooled", {"draws": 1000, "chains": 4}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["end_to_end_pooled", "joint", "crossed", "crossed_milestones"])
+def test_numpyro_and_nutpie_agree_on_every_pooled_model(model):
+    _within_mcse(*_both(shipped_datasets()["example_pooled"], model, {}))
+
+
+def test_engines_named_run_where_asked():
+    assert engines.choose_engine("nutpie", 10**6) == engines.Engine("nutpie", "cpu")
+    assert engines.choose_engine("pymc", 10) == engines.Engine("pymc", "cpu")
+    assert engines.choose_engine("numpyro", 10).name == "numpyro"
+
+
+def test_auto_chooses_and_says_why(monkeypatch):
+    chosen = engines.choose_engine("auto", 10**6)
+    assert (chosen.name, chosen.device) == ("nutpie", "cpu")  # no GPU on a test machine
+    assert "no GPU" in chosen.reason
+    monkeypatch.setattr(engines, "_jax_device", lambda: "gpu: NVIDIA H100")
+    small = engines.choose_engine("auto", AUTO_JAX_CELLS - 1)
+    large = engines.choose_engine("auto", AUTO_JAX_CELLS)
+    assert small.name == "nutpie" and "compile time" in small.reason
+    assert (large.name, large.device) == ("numpyro", "gpu: NVIDIA H100")
+    assert "a GPU" in large.reason
+    monkeypatch.setattr(engines, "_jax_installed", lambda: False)
+    assert "pip install 'bayes_eval[jax]'" in engines.choose_engine("auto", 10**6).reason
+
+
+def test_auto_names_its_reason_in_the_provenance():
+    table = pd.DataFrame(dict(task=["t1", "t2"], method="end_to_end", successes=[1, 0]))
+    post = bayes_eval.fit(
+        table.assign(trials=3),
+        "end_to_end_pooled",
+        sampler={"engine": "auto", "draws": 200, "tune": 200},
+        log=None,
+    )
+    assert "engine chosen by auto: no GPU" in post.summary()["provenance"].iloc[0]
+
+
+def test_numpyro_without_the_extra_is_one_line_on_how_to_install(monkeypatch, capsys):
+    monkeypatch.setattr(engines, "_jax_installed", lambda: False)
+    with pytest.raises(InputError, match=r"pip install 'bayes_eval\[jax\]'"):
+        engines.choose_engine("numpyro", 10)
+    path = shipped_datasets()["example_pooled"]
+    code = main(["fit", str(path), "--model", "hierarchical", "--engine", "numpyro"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: engine numpyro needs JAX")
