@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.conjugate import log_beta_draws
+from bayes_eval.sweep import replicate_rng, run_sweep
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -63,6 +64,8 @@ def sbc(
     form="chosen",
     agents=None,
     tasks=None,
+    workers=None,
+    scheduler=None,
 ) -> SBCResult:
     """Run SBC of a pooled spec on the design of ``evidence``.
 
@@ -86,12 +89,13 @@ def sbc(
         chooses from the design's trials (``hierarchical.choose_form``), or all in one form.
     agents, tasks : path or DataFrame, optional
         Crossed models: the covariate side tables, as for ``fit``.
+    workers, scheduler : optional
+        Run the simulations on a dask cluster (``bayes_eval.sweep.run_sweep``). Each is
+        seeded from ``seed`` and its index, so the ranks are the same on any cluster.
     """
-    import nutpie
-
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, CLUSTERED_BUILDERS, _layout, _rates, choose_form
+    from bayes_eval.hierarchical import _layout, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -99,13 +103,17 @@ def sbc(
     spec = load_spec(model)
     evidence = load_evidence(evidence)
     evidence_rows = usable_rows(evidence, spec)
+    sweep = {"workers": workers, "scheduler": scheduler}
     if spec.pooling == "crossed":
+        from bayes_eval.crossed.model import design_of
         from bayes_eval.fit import _side_tables
 
-        side = _side_tables(spec, agents, tasks, ())
-        return _crossed_sbc(
-            evidence, evidence_rows, spec, side, simulations, draws, bins, tune, seed
+        design = design_of(evidence_rows, spec, evidence, _side_tables(spec, agents, tasks, ()))
+        setup = _Setup(
+            spec, evidence_rows, evidence.clusters, design, None, (), (), draws, tune, seed
         )
+        rows = run_sweep(_crossed_replicate, simulations, setup, **sweep)
+        return _result(rows, draws, bins)
     layout = _layout(evidence_rows, spec, evidence.clusters)
     chosen = choose_form(layout, spec)
     if form != "chosen":
@@ -115,45 +123,81 @@ def sbc(
             pairs=np.full_like(chosen.pairs, centred),
             cells=np.full_like(chosen.cells, centred),
         )
-    clustered = layout.clusters is not None
-    build = (CLUSTERED_BUILDERS if clustered else BUILDERS)[spec.kind]
-    built = build(layout, spec, chosen)
-    rng = np.random.default_rng(seed)
+    built = _builder(layout, spec)(layout, spec, chosen)
     # The agent-level parameters are drawn from the spec's priors; task means and
     # milestone rates in _simulate, in log space (a prior task mean may be 1 in floating
     # point); each is ranked on its own scale (its sampled logit ranks the same).
     # (joint's sampled milestone rates are ranked through p_task, which they make up)
-    drawn_here = ["mu_task"] if "mu_task" in built.named_vars else []
-    hyper = [role for role in spec.priors if HYPER_NAMES[spec.kind][role] in built.named_vars]
-    ranked = [HYPER_NAMES[spec.kind][role] for role in hyper] + drawn_here
+    hyper = tuple(r for r in spec.priors if HYPER_NAMES[spec.kind][r] in built.named_vars)
+    ranked = tuple(HYPER_NAMES[spec.kind][role] for role in hyper)
+    ranked += ("mu_task",) if "mu_task" in built.named_vars else ()
+    setup = _Setup(
+        spec, evidence_rows, evidence.clusters, layout, chosen, hyper, ranked, draws, tune, seed
+    )
+    rows = run_sweep(_pooled_replicate, simulations, setup, **sweep)
+    return _result(rows, draws, bins)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every simulation of one SBC run reads (sent to each dask worker once):
+    ``design`` is the pooled layout or the crossed design, ``form`` the pooled form,
+    ``hyper`` the prior roles drawn and ``ranked`` the variables ranked (pooled)."""
+
+    spec: object
+    evidence_rows: dict
+    clusters: pd.DataFrame | None
+    design: object
+    form: object
+    hyper: tuple
+    ranked: tuple
+    draws: int
+    tune: int
+    seed: int
+
+
+def _builder(layout, spec):
+    from bayes_eval.hierarchical import BUILDERS, CLUSTERED_BUILDERS
+
+    return (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
+
+
+def _compiled(model, key):
+    """``model`` compiled for nutpie, once per structure in each process."""
+    from bayes_eval.engines import _nutpie_model
+
+    return _nutpie_model(model, key, None)
+
+
+def _pooled_replicate(index: int, setup: _Setup) -> dict:
+    """The ranks of simulation ``index`` of a pooled spec."""
+    from bayes_eval.hierarchical import _layout, _rates, _structure
+
+    spec, layout = setup.spec, setup.design
+    rng = replicate_rng(setup.seed, index)
+    names = HYPER_NAMES[spec.kind]
+    truth = {
+        names[role]: _prior_draw(spec.priors[role], len(layout.agents), rng) for role in setup.hyper
+    }
+    data, p_task = _simulate(truth, layout, spec, rng)
+    simulated = layout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = nutpie.compile_pymc_model(built)
-    cluster_table = evidence.clusters
-    n_agents = len(layout.agents)
-    rows = []
-    for s in range(simulations):
-        truth = {
-            HYPER_NAMES[spec.kind][role]: _prior_draw(spec.priors[role], n_agents, rng)
-            for role in hyper
-        }
-        data, p_task = _simulate(truth, layout, spec, rng)
-        simulated = layout
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if clustered:  # the marginal's terms depend on the counts: compile anew
-                table = cluster_table.copy()
-                table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
-                simulated = _layout(evidence_rows, spec, table)
-                model_data = nutpie.compile_pymc_model(build(simulated, spec, chosen))
-            else:
-                model_data = compiled.with_data(**data)
-            post, keep = _thinned(model_data, draws, tune, seed + s + 1)
-        rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
-        row = _ranks(post, truth, ranked, keep, rng)
-        row.update(_rate_ranks(rates["p_task"][1], _positions(layout), p_task, keep, rng))
-        rows.append(row)
-    return _result(rows, draws, bins)
+        if layout.clusters is not None:  # the marginal's terms depend on the counts: anew
+            table = setup.clusters.copy()
+            table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
+            simulated = _layout(setup.evidence_rows, spec, table)
+            model = _builder(simulated, spec)(simulated, spec, setup.form)
+            model_data = _compiled(model, ("sbc", index, *_structure(simulated, spec)))
+        else:
+            model = _builder(layout, spec)(layout, spec, setup.form)
+            key = ("sbc", *_structure(layout, spec), setup.form.key())
+            model_data = _compiled(model, key).with_data(**data)
+        post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
+    rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
+    row = _ranks(post, truth, setup.ranked, keep, rng)
+    row.update(_rate_ranks(rates["p_task"][1], _positions(layout), p_task, keep, rng))
+    return row
 
 
 def _thinned(model_data, draws, tune, seed):
@@ -213,43 +257,37 @@ CROSSED_RANKED = (
 )
 
 
-def _crossed_sbc(evidence, evidence_rows, spec, side, simulations, draws, bins, tune, seed):
-    """SBC of a crossed spec: every parameter drawn from its prior, the counts from the
-    model on the evidence's design (its pairs, trials, covariates and clusters)."""
-    import nutpie
+def _crossed_replicate(index: int, setup: _Setup) -> dict:
+    """The ranks of simulation ``index`` of a crossed spec: every parameter drawn from its
+    prior, the counts from the model on the evidence's design (its pairs, trials,
+    covariates and clusters)."""
+    from bayes_eval.crossed.model import build_model, draw_rates, prior_draw, simulate
+    from bayes_eval.hierarchical import _layout, _structure
 
-    from bayes_eval.crossed.model import build_model, design_of, draw_rates, prior_draw, simulate
-    from bayes_eval.hierarchical import _layout
-
-    design = design_of(evidence_rows, spec, evidence, side)
+    spec, design = setup.spec, setup.design
     layout = design.layout
-    clustered = layout.clusters is not None
+    rng = replicate_rng(setup.seed, index)
+    truth = prior_draw(design, spec, rng)
+    data, p_task = simulate(truth, design, spec, rng)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = nutpie.compile_pymc_model(build_model(design, spec))
-    rng = np.random.default_rng(seed)
-    rows = []
-    for s in range(simulations):
-        truth = prior_draw(design, spec, rng)
-        data, p_task = simulate(truth, design, spec, rng)
-        simulated = design
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if clustered:  # the marginal's terms depend on the counts: compile anew
-                table = evidence.clusters.copy()
-                table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
-                simulated = dataclasses.replace(design, layout=_layout(evidence_rows, spec, table))
-                model_data = nutpie.compile_pymc_model(build_model(simulated, spec))
-            else:
-                simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
-                model_data = compiled.with_data(**data)
-            post, keep = _thinned(model_data, draws, tune, seed + s + 1)
-        row = _ranks(post, truth, [name for name in CROSSED_RANKED if name in truth], keep, rng)
-        positions = zip(layout.pair_agent, design.pair_task, strict=True)
-        rates = draw_rates(post, simulated, spec, rng)["p_task"][1]
-        row.update(_rate_ranks(rates, list(positions), p_task, keep, rng))
-        rows.append(row)
-    return _result(rows, draws, bins)
+        if layout.clusters is not None:  # the marginal's terms depend on the counts: anew
+            table = setup.clusters.copy()
+            table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
+            simulated = _layout(setup.evidence_rows, spec, table)
+            simulated = dataclasses.replace(design, layout=simulated)
+            key = ("sbc crossed", index, *_structure(simulated.layout, spec))
+            model_data = _compiled(build_model(simulated, spec), key)
+        else:
+            simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
+            key = ("sbc crossed", *_structure(layout, spec))
+            model_data = _compiled(build_model(design, spec), key).with_data(**data)
+        post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
+    row = _ranks(post, truth, [name for name in CROSSED_RANKED if name in truth], keep, rng)
+    positions = zip(layout.pair_agent, design.pair_task, strict=True)
+    rates = draw_rates(post, simulated, spec, rng)["p_task"][1]
+    row.update(_rate_ranks(rates, list(positions), p_task, keep, rng))
+    return row
 
 
 # The model variable of each prior role, by kind of model.
