@@ -26,10 +26,10 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _Row, join_distinct
+from bayes_eval.evidence import Evidence, _as_real, _Row, join_distinct
 from bayes_eval.files import check_readable
 
-__all__ = ["read_counts"]
+__all__ = ["kept_text", "read_counts"]
 
 BATCH_BYTES = 1 << 20  # CSV block size: a batch of about 30k short rows
 INVALID = object()  # a distinct value that breaks a rule
@@ -264,9 +264,7 @@ def _parser(label, column, role, agent_optional):
             elif role == "step":
                 parsed = row.integer(column, 1)
             elif role == "kept":
-                from bayes_eval.readers.runs import _kept
-
-                return _kept(row, column)
+                return kept_text(row, column)
             else:
                 parsed = row.text(column)
         except InputError:
@@ -329,3 +327,13 @@ def _evidence(cells, label, cluster):
         clusters = cells[list(CLUSTER_COLUMNS)].reset_index(drop=True)
     table = table[[*TABLE_COLUMNS, *kept]]
     return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
+
+
+def kept_text(row: _Row, column: str) -> str:
+    """A kept field as text, a number written the same whichever file it came from (a CSV's
+    "8.0" and a JSON file's 8 are both "8.0")."""
+    value = row.raw(column)
+    if value is None:
+        return ""
+    number = _as_real(value)
+    return str(value).strip() if number is None else repr(number)

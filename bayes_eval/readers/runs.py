@@ -29,8 +29,9 @@ import pandas as pd
 
 from bayes_eval.constants import DEFAULT_AGENT, END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _as_real, _read_table, _Row, _validate
+from bayes_eval.evidence import Evidence, _read_table, _Row, _validate
 from bayes_eval.files import read_text
+from bayes_eval.readers import columnar
 
 __all__ = ["RUN_FORMATS", "read_runs", "run_rows"]
 
@@ -88,10 +89,8 @@ def read_runs(
         On the first broken rule, naming file, row, column and rule.
     """
     if run_format in RUN_FORMATS and run_format != "metr-jsonl":
-        from bayes_eval.readers.columnar import read_counts
-
         fields = RUN_FORMATS[run_format]
-        evidence = read_counts(
+        evidence = columnar.read_counts(
             Path(path),
             str(path),
             fields,
@@ -152,7 +151,7 @@ def run_rows(
                     "would count twice",
                 )
             seen[key] = number
-        out.append(parsed | {k: _kept(row, k) for k in fields.kept if k in values})
+        out.append(parsed | {k: columnar.kept_text(row, k) for k in fields.kept if k in values})
     return pd.DataFrame(out, index=[number for number, _ in records])
 
 
@@ -215,16 +214,6 @@ def _run(row: _Row, fields: Fields, default_agent: str, cluster, agent_optional)
         "run": run,
         "cluster": group,
     }
-
-
-def _kept(row: _Row, column: str) -> str:
-    """A kept field as text, a number written the same whichever file it came from (a CSV's
-    "8.0" and a JSON file's 8 are both "8.0")."""
-    value = row.raw(column)
-    if value is None:
-        return ""
-    number = _as_real(value)
-    return str(value).strip() if number is None else repr(number)
 
 
 def _json_lines(path: Path, label: str) -> list[tuple[int, dict]]:
