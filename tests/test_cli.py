@@ -42,7 +42,7 @@ def test_progress_on_a_terminal_unless_quiet(monkeypatch, capsys, quiet):
     if quiet:
         assert "sampling" not in progress and "compiling" not in progress
     else:
-        assert "sampling: nutpie, 4 chains x (300 tune + 300 draws)" in progress
+        assert "sampling: nutpie (cpu), 4 chains x (300 tune + 300 draws)" in progress
         assert "sampling: done in " in progress
 
 
