@@ -236,7 +236,7 @@ def test_pymc_engine_and_round_trip(tmp_path):
         frame, "end_to_end_pooled", sampler={**SMALL, "engine": "pymc"}, seed=8
     )
     check_sampling(posterior)
-    assert "pymc 2 chains x 500 draws" in posterior.summary()["provenance"].iloc[0]
+    assert "pymc (cpu) 2 chains x 500 draws" in posterior.summary()["provenance"].iloc[0]
     loaded = load_posterior(posterior.to_netcdf(tmp_path / "posterior.nc"))
     assert loaded.is_mcmc
     pd.testing.assert_frame_equal(loaded.summary(threshold=0.2), posterior.summary(threshold=0.2))
