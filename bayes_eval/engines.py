@@ -28,7 +28,7 @@ from bayes_eval import interrupts
 from bayes_eval.constants import AUTO_JAX_CELLS, COMPILE_CACHE_SIZE
 from bayes_eval.errors import InputError
 
-__all__ = ["Engine", "choose_engine", "jax_cache_dir", "sample"]
+__all__ = ["Engine", "choose_engine", "jax_cache_dir", "nutpie_compiled", "sample"]
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
 
@@ -150,7 +150,10 @@ def sample(model, engine: Engine, settings: dict, seed: int, log, key):
     # diagnosed and refitted; Interrupted stops the fit instead
     with warnings.catch_warnings(), interrupts.raising(), _pymc_quiet():
         warnings.simplefilter("ignore")
-        compiled = _nutpie_model(model, key, log) if engine.name == "nutpie" else None
+        compiled = None
+        if engine.name == "nutpie":
+            data = {v.name: v.get_value() for v in model.data_vars}
+            compiled = nutpie_compiled(key, lambda: model, log).with_data(**data)
         if log is not None:
             print(
                 f"sampling: {engine.describe()}, {chains} chains x ({tune} tune + {draws} "
@@ -211,9 +214,10 @@ def _pymc_quiet():
         logger.setLevel(level)
 
 
-def _nutpie_model(model, key, log):
-    """The compiled nutpie model of ``model``, from the cache when its structure matches,
-    with ``model``'s data in place."""
+def nutpie_compiled(key, build, log=None):
+    """The nutpie model compiled for the structure ``key``, from this process's cache; on a
+    miss ``build()`` gives the PyMC model to compile. Its data are the built model's:
+    ``with_data`` puts others in place."""
     import nutpie
 
     if key not in _COMPILED:
@@ -222,7 +226,7 @@ def _nutpie_model(model, key, log):
         if log is not None:
             print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
         start = time.perf_counter()
-        _COMPILED[key] = nutpie.compile_pymc_model(model)
+        _COMPILED[key] = nutpie.compile_pymc_model(build())
         if log is not None:
             print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
-    return _COMPILED[key].with_data(**{v.name: v.get_value() for v in model.data_vars})
+    return _COMPILED[key]

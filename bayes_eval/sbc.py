@@ -24,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.conjugate import log_beta_draws
+from bayes_eval.engines import nutpie_compiled
 from bayes_eval.sweep import replicate_rng, run_sweep
 
 __all__ = ["SBCResult", "sbc"]
@@ -162,16 +163,26 @@ def _builder(layout, spec):
     return (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
 
 
-def _compiled(model, key):
-    """``model`` compiled for nutpie, once per structure in each process."""
-    from bayes_eval.engines import _nutpie_model
+def _with_cluster_counts(setup, spec, layout, data):
+    """The layout of the evidence's rows with each cluster's simulated successes
+    (``data``'s ``k_cluster``, taken out): the terms of the exact marginal over clusters
+    depend on the counts, so a clustered simulation is laid out and compiled anew."""
+    from bayes_eval.hierarchical import _layout
 
-    return _nutpie_model(model, key, None)
+    table = setup.clusters.copy()
+    table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
+    return _layout(setup.evidence_rows, spec, table)
+
+
+def _compile(model):
+    import nutpie
+
+    return nutpie.compile_pymc_model(model)
 
 
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
-    from bayes_eval.hierarchical import _layout, _rates, _structure
+    from bayes_eval.hierarchical import _rates, _structure
 
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
@@ -183,16 +194,14 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
     simulated = layout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if layout.clusters is not None:  # the marginal's terms depend on the counts: anew
-            table = setup.clusters.copy()
-            table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
-            simulated = _layout(setup.evidence_rows, spec, table)
-            model = _builder(simulated, spec)(simulated, spec, setup.form)
-            model_data = _compiled(model, ("sbc", index, *_structure(simulated, spec)))
-        else:
-            model = _builder(layout, spec)(layout, spec, setup.form)
+        if layout.clusters is not None:
+            simulated = _with_cluster_counts(setup, spec, layout, data)
+            model_data = _compile(_builder(simulated, spec)(simulated, spec, setup.form))
+        else:  # compiled once per structure in each process, then given the counts
             key = ("sbc", *_structure(layout, spec), setup.form.key())
-            model_data = _compiled(model, key).with_data(**data)
+            build = _builder(layout, spec)
+            compiled = nutpie_compiled(key, lambda: build(layout, spec, setup.form))
+            model_data = compiled.with_data(**data)
         post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
     rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
     row = _ranks(post, truth, setup.ranked, keep, rng)
@@ -262,7 +271,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
     from bayes_eval.crossed.model import build_model, draw_rates, prior_draw, simulate
-    from bayes_eval.hierarchical import _layout, _structure
+    from bayes_eval.hierarchical import _structure
 
     spec, design = setup.spec, setup.design
     layout = design.layout
@@ -271,17 +280,15 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     data, p_task = simulate(truth, design, spec, rng)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if layout.clusters is not None:  # the marginal's terms depend on the counts: anew
-            table = setup.clusters.copy()
-            table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
-            simulated = _layout(setup.evidence_rows, spec, table)
+        if layout.clusters is not None:
+            simulated = _with_cluster_counts(setup, spec, layout, data)
             simulated = dataclasses.replace(design, layout=simulated)
-            key = ("sbc crossed", index, *_structure(simulated.layout, spec))
-            model_data = _compiled(build_model(simulated, spec), key)
-        else:
+            model_data = _compile(build_model(simulated, spec))
+        else:  # compiled once per structure in each process, then given the counts
             simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
             key = ("sbc crossed", *_structure(layout, spec))
-            model_data = _compiled(build_model(design, spec), key).with_data(**data)
+            compiled = nutpie_compiled(key, lambda: build_model(design, spec))
+            model_data = compiled.with_data(**data)
         post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
     row = _ranks(post, truth, [name for name in CROSSED_RANKED if name in truth], keep, rng)
     positions = zip(layout.pair_agent, design.pair_task, strict=True)

@@ -95,7 +95,7 @@ def read_runs(
             str(path),
             fields,
             cluster,
-            agent or (Path(path).stem if fields.agent is None else DEFAULT_AGENT),
+            _default_agent(Path(path), fields, agent),
             run_format in OPTIONAL,
             [] if notes is None else notes,
             lambda label, header, found: _check_columns(label, header, run_format, cluster, found),
@@ -136,7 +136,7 @@ def run_rows(
         records, unit = list(zip(table.index, table.to_dict("records"), strict=True)), "row"
     if not records:
         raise InputError(f"{label}: the file has no runs")
-    default_agent = agent or (path.stem if fields.agent is None else DEFAULT_AGENT)
+    default_agent = _default_agent(path, fields, agent)
     out, seen = [], {}
     for number, values in records:
         row = _Row(label, f"{unit} {number}", values)
@@ -153,6 +153,12 @@ def run_rows(
             seen[key] = number
         out.append(parsed | {k: columnar.kept_text(row, k) for k in fields.kept if k in values})
     return pd.DataFrame(out, index=[number for number, _ in records])
+
+
+def _default_agent(path: Path, fields: Fields, agent) -> str:
+    """The agent of runs without one: ``agent`` if given, else the file's stem for a
+    format without an agent field, else the package's default."""
+    return agent or (path.stem if fields.agent is None else DEFAULT_AGENT)
 
 
 def _needed(run_format: str, cluster: str | None) -> list[str]:
