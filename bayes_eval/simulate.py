@@ -30,6 +30,7 @@ __all__ = [
     "paths_study",
     "random_design",
     "variance_study",
+    "variance_sweep",
 ]
 
 VIOLATIONS = ("bypass", "skip", "order")
@@ -110,6 +111,49 @@ def variance_study(
     }
 
 
+def variance_sweep(
+    milestones,
+    end_to_end_rate: float,
+    trials,
+    *,
+    replications: int = 1_000_000,
+    seed: int = 0,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    log=sys.stderr,
+) -> pd.DataFrame:
+    """``variance_study`` at every (trials, milestones) pair, one row each, serially or on
+    a dask cluster (``workers``, ``scheduler``: ``bayes_eval.sweep.run_sweep``). Every
+    pair uses ``seed``, whatever runs it."""
+    from bayes_eval.sweep import run_sweep
+
+    designs = [(m, n) for n in trials for m in milestones]
+
+    def done(index, _record):
+        if log is not None:
+            m, n = designs[index]
+            print(f"variance: {m} milestones, {n} trials done", file=log, flush=True)
+
+    setup = dict(designs=designs, rate=end_to_end_rate, replications=replications, seed=seed)
+    records = run_sweep(
+        _variance_design,
+        len(designs),
+        setup,
+        workers=workers,
+        scheduler=scheduler,
+        on_result=done,
+        log=log,
+    )
+    return pd.DataFrame(records)
+
+
+def _variance_design(index: int, setup: dict) -> dict:
+    m, n = setup["designs"][index]
+    return variance_study(
+        m, setup["rate"], n, replications=setup["replications"], seed=setup["seed"]
+    )
+
+
 def _chunked_moments(simulate, replications: int, width: int = 1) -> tuple[float, float]:
     """Mean and variance of ``replications`` simulated values, each made of ``width``
     draws, in chunks of about ``CHUNK`` draws."""
@@ -161,6 +205,8 @@ def paths_study(
     end_to_end_trials: int = 50,
     truth_trials: int = 100,
     seed: int = 0,
+    workers: int | None = None,
+    scheduler: str | None = None,
     log=sys.stderr,
 ) -> pd.DataFrame:
     """Calibrate milestone-based models on tasks that violate the milestone assumption.
@@ -170,7 +216,9 @@ def paths_study(
     ``trials`` trials per milestone; the first ``end_to_end_share`` of the tasks also
     get ``end_to_end_trials`` end-to-end trials (used by the joint model only); every
     task gets ``truth_trials`` held-out end-to-end trials as ground truth. Each model
-    is fitted and calibrated (``bayes_eval.calibration``).
+    is fitted and calibrated (``bayes_eval.calibration``). The fits run serially, or on
+    a dask cluster with ``workers`` or ``scheduler`` (``bayes_eval.sweep.run_sweep``), with
+    the same results.
 
     Returns
     -------
@@ -182,9 +230,8 @@ def paths_study(
         ``exceeded_if_calibrated`` (its expectation under the model),
         ``pit_ks_p_value``, ``coverage_90``, ``mean_log_score`` and ``diagnostics_ok``.
     """
-    from bayes_eval.calibration import calibrate
-    from bayes_eval.fit import fit
     from bayes_eval.specs import load_spec
+    from bayes_eval.sweep import run_sweep
 
     if violation not in VIOLATIONS:
         raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
@@ -198,7 +245,7 @@ def paths_study(
     rng = np.random.default_rng(seed)
     names = [f"task_{t:03d}" for t in range(tasks)]
     with_e2e = np.arange(tasks) < round(end_to_end_share * tasks)
-    rows = []
+    datasets = []  # drawn in order, so that the results do not depend on the sweep
     for strength in strengths:
         rates = rng.uniform(size=(tasks, milestones))
         truth_p = end_to_end_rates(rates, violation, strength)
@@ -227,40 +274,64 @@ def paths_study(
                 trials=truth_trials,
             )
         )
-        for spec in specs:
-            if log is not None:
-                print(f"paths: {violation} {strength:g}, fitting {spec.name} ...", file=log)
-            uses_e2e = spec.kind == "joint"
-            evidence = pd.concat([milestone_rows, e2e_rows]) if uses_e2e else milestone_rows
-            posterior = fit(evidence, spec, seed=seed, log=None)
-            subsets = {"all": np.ones(tasks, dtype=bool)}
-            if uses_e2e:
-                subsets["milestones only"] = ~with_e2e
-            for subset, keep in subsets.items():
-                result = calibrate(posterior, truth[keep], seed=seed)
-                cells = result.cells
-                failures = int((cells["upper"].to_numpy() < truth_p[keep]).sum())
-                coverage = result.coverage().set_index("nominal")
-                exceedance = result.exceedance()
-                rows.append(
-                    dict(
-                        violation=violation,
-                        strength=strength,
-                        level=result.level,
-                        model=spec.name,
-                        subset=subset,
-                        tasks=int(keep.sum()),
-                        bound_failures=failures,
-                        failure_rate=failures / keep.sum(),
-                        exceeded=exceedance["exceeded"],
-                        exceeded_if_calibrated=exceedance["expected_if_calibrated"],
-                        pit_ks_p_value=result.pit_p_value(),
-                        coverage_90=coverage.loc[0.9, "rate"],
-                        mean_log_score=float(cells["log_score"].mean()),
-                        diagnostics_ok=bool(posterior.summary()["diagnostics_ok"].all()),
-                    )
-                )
-    return pd.DataFrame(rows)
+        datasets.append((strength, truth_p, milestone_rows, e2e_rows, truth))
+    fits = [(data, spec) for data in datasets for spec in specs]
+
+    def done(index, _rows):
+        if log is not None:
+            (strength, *_), spec = fits[index]
+            print(
+                f"paths: {violation} {strength:g}, {spec.name} done ({index + 1} of {len(fits)})",
+                file=log,
+                flush=True,
+            )
+
+    setup = dict(fits=fits, violation=violation, with_e2e=with_e2e, seed=seed)
+    rows = run_sweep(
+        _paths_fit, len(fits), setup, workers=workers, scheduler=scheduler, on_result=done, log=log
+    )
+    return pd.DataFrame([row for fit_rows in rows for row in fit_rows])
+
+
+def _paths_fit(index: int, setup: dict) -> list[dict]:
+    """The rows of ``paths_study`` for one (strength, model): fit, then calibrate."""
+    from bayes_eval.calibration import calibrate
+    from bayes_eval.fit import fit
+
+    (strength, truth_p, milestone_rows, e2e_rows, truth), spec = setup["fits"][index]
+    with_e2e, seed = setup["with_e2e"], setup["seed"]
+    uses_e2e = spec.kind == "joint"
+    evidence = pd.concat([milestone_rows, e2e_rows]) if uses_e2e else milestone_rows
+    posterior = fit(evidence, spec, seed=seed, log=None)
+    subsets = {"all": np.ones(with_e2e.size, dtype=bool)}
+    if uses_e2e:
+        subsets["milestones only"] = ~with_e2e
+    rows = []
+    for subset, keep in subsets.items():
+        result = calibrate(posterior, truth[keep], seed=seed)
+        cells = result.cells
+        failures = int((cells["upper"].to_numpy() < truth_p[keep]).sum())
+        coverage = result.coverage().set_index("nominal")
+        exceedance = result.exceedance()
+        rows.append(
+            dict(
+                violation=setup["violation"],
+                strength=strength,
+                level=result.level,
+                model=spec.name,
+                subset=subset,
+                tasks=int(keep.sum()),
+                bound_failures=failures,
+                failure_rate=failures / keep.sum(),
+                exceeded=exceedance["exceeded"],
+                exceeded_if_calibrated=exceedance["expected_if_calibrated"],
+                pit_ks_p_value=result.pit_p_value(),
+                coverage_90=coverage.loc[0.9, "rate"],
+                mean_log_score=float(cells["log_score"].mean()),
+                diagnostics_ok=bool(posterior.summary()["diagnostics_ok"].all()),
+            )
+        )
+    return rows
 
 
 def random_design(rng, ranges=None) -> tuple[pd.DataFrame, dict]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
+import threading
 
 from bayes_eval.errors import InputError
 
@@ -31,7 +33,16 @@ def replicate_rng(seed: int, index: int):
     return np.random.default_rng([seed, index])
 
 
-def run_sweep(task, count: int, shared=None, *, workers=None, scheduler=None, log=sys.stderr):
+def run_sweep(
+    task,
+    count: int,
+    shared=None,
+    *,
+    workers=None,
+    scheduler=None,
+    on_result=None,
+    log=sys.stderr,
+):
     """``[task(i, shared) for i in range(count)]``, serially or on a dask cluster.
 
     Parameters
@@ -45,8 +56,16 @@ def run_sweep(task, count: int, shared=None, *, workers=None, scheduler=None, lo
         Start a local cluster of this many worker processes.
     scheduler : str, optional
         The address of a running dask scheduler (``tcp://host:8786``).
+    on_result : callable, optional
+        ``on_result(index, result)``, called in this process as each replicate finishes
+        (in the order they finish), to keep what a long sweep has done.
     log : file or None
         Where dask's progress bar draws, on a terminal only.
+
+    Returns
+    -------
+    list
+        The results in index order.
 
     Raises
     ------
@@ -55,7 +74,12 @@ def run_sweep(task, count: int, shared=None, *, workers=None, scheduler=None, lo
         scheduler that cannot be reached.
     """
     if workers is None and scheduler is None:
-        return [task(index, shared) for index in range(count)]
+        results = []
+        for index in range(count):
+            results.append(task(index, shared))
+            if on_result is not None:
+                on_result(index, results[-1])
+        return results
     if workers is not None and scheduler is not None:
         raise InputError("--workers and --scheduler: give one (a local cluster or a running one)")
     try:
@@ -66,11 +90,43 @@ def run_sweep(task, count: int, shared=None, *, workers=None, scheduler=None, lo
         ) from None
     with _client(distributed, workers, scheduler) as client:
         data = client.scatter(shared, broadcast=True) if shared is not None else None
-        futures = client.map(task, range(count), [data] * count, pure=False)
+        futures = client.map(
+            _replicate,
+            range(count),
+            task=task,
+            shared=data,
+            own_stdout=scheduler is None,
+            pure=False,
+        )
+        index = {future.key: i for i, future in enumerate(futures)}
+        bar = None
         if log is not None and log.isatty():
-            with contextlib.redirect_stdout(log):  # dask's bar draws on stdout
-                distributed.progress(futures)
-        return client.gather(futures)
+            bar = threading.Thread(target=_progress, args=(distributed, futures, log), daemon=True)
+            bar.start()
+        results = [None] * count
+        for future, result in distributed.as_completed(futures, with_results=True):
+            results[index[future.key]] = result
+            if on_result is not None:
+                on_result(index[future.key], result)
+        if bar is not None:
+            bar.join()
+        return results
+
+
+def _replicate(index: int, task, shared, own_stdout: bool):
+    """``task(index, shared)`` on a worker; a local cluster's workers write on this
+    process's stdout, so there their stdout (the descriptor) goes to stderr instead, and
+    nothing a worker prints gets into the results a command writes on stdout."""
+    if own_stdout:
+        sys.stdout.flush()
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return task(index, shared)
+
+
+def _progress(distributed, futures, log):
+    """Dask's progress bar, drawn on ``log`` (it draws on stdout) until the sweep ends."""
+    with contextlib.redirect_stdout(log):
+        distributed.progress(futures)
 
 
 @contextlib.contextmanager
@@ -85,8 +141,14 @@ def _client(distributed, workers, scheduler):
         return
     if workers < 1:
         raise InputError(f"--workers: {workers} must be at least 1")
+    # A replicate's failure reaches the caller through its future; what the cluster logs
+    # besides (a restarted worker, the progress bar's feed cancelled at shutdown) is noise.
     cluster = distributed.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, silence_logs=logging.ERROR
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.CRITICAL,
     )
     with cluster, distributed.Client(cluster) as client:
         yield client

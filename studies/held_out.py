@@ -3,6 +3,7 @@ milestone method?
 
     python studies/held_out.py [--data TABLE.csv] [--folds 5] [--models mats2024
         hierarchical joint] [--seed 0] [--out studies/results]
+        [--workers N | --scheduler ADDRESS]
 
 The table holds milestone rows (for example subtask-guided runs) and end-to-end rows
 (unguided runs) of the same (agent, task) pairs. Without ``--data`` it is a simulated
@@ -19,7 +20,8 @@ rate against ``k / n``. Prints, per
 model, the mean log score and Brier score per held-out pair and the paired difference
 from ``mats2024`` with its standard error, whether every fit passed its diagnostics,
 the most attempts a fit needed and the time per fit; writes one row per held-out pair
-and model to ``held_out.csv``.
+and model to ``held_out.csv``. ``--workers N`` runs the fits on a local dask cluster,
+``--scheduler ADDRESS`` on a running one, with the same scores as serially.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from scipy import special, stats
 from bayes_eval import fit
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.sweep import run_sweep
 
 MODELS = ("mats2024", "hierarchical", "joint")
 BASELINE = "mats2024"
@@ -71,38 +74,58 @@ def predictive_scores(posterior, held: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def study(table: pd.DataFrame, models, folds: int, seed: int) -> pd.DataFrame:
+def study(
+    table: pd.DataFrame, models, folds: int, seed: int, workers=None, scheduler=None
+) -> pd.DataFrame:
     """Every model's scores on every held-out end-to-end row. ``joint`` is refitted fold
-    by fold; a milestone model sees the same rows in every fold and is fitted once."""
+    by fold; a milestone model sees the same rows in every fold and is fitted once. The
+    fits run serially or on a dask cluster (``workers``, ``scheduler``), each seeded by
+    its fold."""
     rng = np.random.default_rng(seed)
     fold = fold_of_pairs(table, folds, rng)
     pair = pd.MultiIndex.from_frame(table[["agent", "task"]])
     end_to_end = (table["method"] == "end_to_end").to_numpy()
     fold_of_row = fold.reindex(pair).to_numpy()
-    results = []
-    for model in models:
-        uses_end_to_end = model == "joint"
-        for f in range(folds if uses_end_to_end else 1):
-            held_out = end_to_end & ((fold_of_row == f) if uses_end_to_end else True)
-            label = f"fold {f + 1}/{folds}" if uses_end_to_end else "every fold"
-            print(f"{model}, {label} ...", file=sys.stderr, flush=True)
-            start = time.perf_counter()
-            posterior = fit(
-                table[~end_to_end | ~held_out], model, seed=seed + f, notes=[], log=None
-            )
-            seconds = time.perf_counter() - start
-            provenance = str(posterior.summary()["provenance"].iloc[0])
-            scores = predictive_scores(posterior, table[held_out])
-            results.append(
-                scores.assign(
-                    model=model,
-                    fold=fold.loc[list(zip(scores["agent"], scores["task"], strict=True))].values,
-                    passed=posterior.diagnostics.ok if posterior.is_mcmc else True,
-                    attempts=fit_attempts(provenance),
-                    seconds=seconds,
-                )
-            )
+    fits = [(model, f) for model in models for f in range(folds if model == "joint" else 1)]
+
+    def done(index, _scores):
+        model, f = fits[index]
+        label = f"fold {f + 1}/{folds}" if model == "joint" else "every fold"
+        print(f"{model}, {label} done", file=sys.stderr, flush=True)
+
+    setup = dict(
+        fits=fits,
+        table=table,
+        end_to_end=end_to_end,
+        fold_of_row=fold_of_row,
+        fold=fold,
+        seed=seed,
+    )
+    results = run_sweep(
+        _fold_fit, len(fits), setup, workers=workers, scheduler=scheduler, on_result=done
+    )
     return pd.concat(results, ignore_index=True)
+
+
+def _fold_fit(index: int, setup: dict) -> pd.DataFrame:
+    """Fit one (model, fold) and score its held-out rows."""
+    model, f = setup["fits"][index]
+    table, end_to_end, fold = setup["table"], setup["end_to_end"], setup["fold"]
+    held_out = end_to_end & ((setup["fold_of_row"] == f) if model == "joint" else True)
+    start = time.perf_counter()
+    posterior = fit(
+        table[~end_to_end | ~held_out], model, seed=setup["seed"] + f, notes=[], log=None
+    )
+    seconds = time.perf_counter() - start
+    provenance = str(posterior.summary()["provenance"].iloc[0])
+    scores = predictive_scores(posterior, table[held_out])
+    return scores.assign(
+        model=model,
+        fold=fold.loc[list(zip(scores["agent"], scores["task"], strict=True))].values,
+        passed=posterior.diagnostics.ok if posterior.is_mcmc else True,
+        attempts=fit_attempts(provenance),
+        seconds=seconds,
+    )
 
 
 def summarise(scores: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
@@ -139,6 +162,9 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
+    place = parser.add_mutually_exclusive_group()
+    place.add_argument("--workers", type=int, help="fit on a local dask cluster of N workers")
+    place.add_argument("--scheduler", help="fit on a running dask cluster (tcp://host:8786)")
     args = parser.parse_args(argv)
     if args.data:
         table = pd.read_csv(args.data, keep_default_na=False, na_values=[""])
@@ -147,7 +173,9 @@ def main(argv=None) -> int:
         print(f"simulated capture-the-flag table: {design}", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scores = study(table, args.models, args.folds, args.seed)
+    scores = study(
+        table, args.models, args.folds, args.seed, workers=args.workers, scheduler=args.scheduler
+    )
     scores.to_csv(out / "held_out.csv", index=False)
     print(summarise(scores).to_string(float_format=lambda x: f"{x:.4g}"))
     return 0

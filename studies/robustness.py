@@ -2,6 +2,7 @@
 
     python studies/robustness.py [--designs 40] [--models hierarchical joint ecr_pooled
         end_to_end_pooled] [--capture-the-flag] [--seed 0] [--out studies/results]
+        [--resume] [--workers N | --scheduler ADDRESS]
 
 Draws ``--designs`` random evaluation tables from the ranges real evaluations produce
 (``bayes_eval.simulate.DESIGN_RANGES``: 1-10 agents, 3-50 tasks, 2-8 milestones, 1-100
@@ -14,7 +15,9 @@ divergences, how many needed a refit, and the time per fit; writes one row per f
 ``robustness.csv`` as each fit finishes. With ``--capture-the-flag`` the designs are
 drawn instead from the shape of an agentic capture-the-flag benchmark
 (``bayes_eval.simulate.CAPTURE_THE_FLAG``: 8 agents x 40 tasks, one trial per milestone
-and per end-to-end run).
+and per end-to-end run). ``--workers N`` runs the fits on a local dask cluster,
+``--scheduler ADDRESS`` on a running one, with the same results as serially (each fit
+is seeded by its design); the times per fit then share the machine.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pandas as pd
 from bayes_eval import fit
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.sweep import run_sweep
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
 
@@ -66,26 +70,54 @@ def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
 
 
 def study(
-    designs: int, models, seed: int, out: Path | None = None, ranges=None, done=None
+    designs: int,
+    models,
+    seed: int,
+    out: Path | None = None,
+    ranges=None,
+    done=None,
+    workers=None,
+    scheduler=None,
 ) -> pd.DataFrame:
-    """Fit every design (drawn from ``ranges``, default ``DESIGN_RANGES``) with every model;
-    with ``out``, each fit's row is appended to ``out`` as soon as it is done (a long
-    sweep keeps what it finished). ``done``, rows of an earlier run of the same sweep,
-    are kept and their (design, model) fits not repeated: the designs are drawn from the
-    seed in the same order whatever is skipped."""
+    """Fit every design (drawn from ``ranges``, default ``DESIGN_RANGES``) with every model,
+    serially or on a dask cluster (``workers``, ``scheduler``); with ``out``, each fit's
+    row is appended to ``out`` as soon as it is done (a long sweep keeps what it
+    finished). ``done``, rows of an earlier run of the same sweep, are kept and their
+    (design, model) fits not repeated: the designs are drawn from the seed in the same
+    order whatever is skipped, and each fit is seeded by its design."""
     rng = np.random.default_rng(seed)
     rows = [] if done is None else done.to_dict("records")
     finished = {(row["design"], row["model"]) for row in rows}
+    fits = []
     for d in range(designs):
         table, design = random_design(rng, ranges)
         for model in models:
-            if evidence_for(model, table).empty or (d, model) in finished:
-                continue
-            print(f"design {d + 1}/{designs} {design}: {model} ...", file=sys.stderr, flush=True)
-            rows.append(dict(design=d, **design, **one_fit(model, table, seed + d)))
-            if out is not None:
-                pd.DataFrame(rows[-1:]).to_csv(out, mode="a", header=not out.exists(), index=False)
+            if not evidence_for(model, table).empty and (d, model) not in finished:
+                fits.append((d, design, model, table))
+
+    def keep(index, row):
+        d, design, model, _ = fits[index]
+        print(f"design {d + 1}/{designs} {design}: {model} done", file=sys.stderr, flush=True)
+        rows.append(row)
+        if out is not None:
+            pd.DataFrame([row]).to_csv(out, mode="a", header=not out.exists(), index=False)
+
+    run_sweep(
+        _design_fit,
+        len(fits),
+        dict(fits=fits, seed=seed),
+        workers=workers,
+        scheduler=scheduler,
+        on_result=keep,
+    )
+    rank = {model: i for i, model in enumerate(models)}
+    rows.sort(key=lambda row: (row["design"], rank.get(row["model"], len(rank))))
     return pd.DataFrame(rows)
+
+
+def _design_fit(index: int, setup: dict) -> dict:
+    d, design, model, table = setup["fits"][index]
+    return dict(design=d, **design, **one_fit(model, table, setup["seed"] + d))
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
@@ -118,6 +150,9 @@ def main(argv=None) -> int:
         action="store_true",
         help="keep the fits already in OUT/robustness.csv (same seed and ranges) and do the rest",
     )
+    place = parser.add_mutually_exclusive_group()
+    place.add_argument("--workers", type=int, help="fit on a local dask cluster of N workers")
+    place.add_argument("--scheduler", help="fit on a running dask cluster (tcp://host:8786)")
     args = parser.parse_args(argv)
     ranges = CAPTURE_THE_FLAG if args.capture_the_flag else None
     out = Path(args.out)
@@ -126,7 +161,16 @@ def main(argv=None) -> int:
     done = pd.read_csv(table, keep_default_na=False) if args.resume and table.exists() else None
     if done is None:
         table.unlink(missing_ok=True)
-    results = study(args.designs, args.models, args.seed, out=table, ranges=ranges, done=done)
+    results = study(
+        args.designs,
+        args.models,
+        args.seed,
+        out=table,
+        ranges=ranges,
+        done=done,
+        workers=args.workers,
+        scheduler=args.scheduler,
+    )
     print(summarise(results).to_string(float_format=lambda x: f"{x:.3g}"))
     return 0
 

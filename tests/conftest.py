@@ -22,3 +22,14 @@ def load_study():
         return module
 
     return load
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    """The address of a two-worker local dask cluster, shared by the tests that sweep
+    on a running cluster (``scheduler=``); skipped without dask.distributed."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+    ) as cluster:
+        yield cluster.scheduler_address

@@ -57,3 +57,14 @@ def test_joint_predicts_held_out_unguided_runs_better_than_the_milestone_method(
     joint = summary.loc["joint"]
     assert joint["all_passed"]
     assert joint["log_score_vs_mats2024"] > 2 * joint["log_score_vs_mats2024_se"]
+
+
+def test_a_cluster_gives_the_serial_scores(load_study, dask_scheduler):
+    study = load_study("held_out")
+    ranges = {**CAPTURE_THE_FLAG, "agents": (2, 2), "tasks": (6, 6)}
+    table, _ = random_design(np.random.default_rng(4), ranges)
+    serial = study.study(table, ["mats2024"], folds=3, seed=0)
+    on_cluster = study.study(table, ["mats2024"], folds=3, seed=0, scheduler=dask_scheduler)
+    pd.testing.assert_frame_equal(
+        on_cluster.drop(columns="seconds"), serial.drop(columns="seconds")
+    )

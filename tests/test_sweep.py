@@ -56,7 +56,9 @@ def _finished(client) -> tuple[int, dict]:
 
 def test_a_worker_killed_mid_sweep_costs_only_its_replicates(serial):
     with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, silence_logs=50) as cluster,
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=50
+        ) as cluster,
         distributed.Client(cluster) as client,
     ):
         out = {}
@@ -98,3 +100,46 @@ def test_workers_without_dask_or_with_a_scheduler_too_are_one_line(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)
     with pytest.raises(InputError, match=r"pip install 'bayes_eval\[distributed\]'"):
         sweep.run_sweep(abs, 2, workers=2)
+
+
+def _square(index, shared):
+    return index * index + shared
+
+
+def test_each_result_is_handed_over_once_as_it_finishes(dask_scheduler):
+    for place in ({}, {"scheduler": dask_scheduler}):
+        seen = []
+        results = sweep.run_sweep(
+            _square, 7, 1, on_result=lambda i, r, seen=seen: seen.append((i, r)), **place
+        )
+        assert results == [i * i + 1 for i in range(7)]
+        assert sorted(seen) == list(enumerate(results))
+
+
+def _noisy(index, shared):
+    print(f"replicate {index} says hello")
+    return index
+
+
+def test_what_a_local_worker_prints_stays_off_stdout(capfd):
+    """A local cluster's workers share this process's stdout, where a command writes its
+    results (``--format csv``); what they print goes to stderr."""
+    assert sweep.run_sweep(_noisy, 3, workers=1) == [0, 1, 2]
+    out, err = capfd.readouterr()
+    assert "says hello" not in out
+    assert "replicate 2 says hello" in err
+
+
+def test_the_simulation_studies_give_the_serial_results_on_a_cluster(dask_scheduler):
+    from bayes_eval.simulate import paths_study, variance_sweep
+
+    variance = dict(replications=5000, seed=4, log=None)
+    serial = variance_sweep([1, 3], 0.01, [5, 20], **variance)
+    assert len(serial) == 4
+    pd.testing.assert_frame_equal(
+        variance_sweep([1, 3], 0.01, [5, 20], scheduler=dask_scheduler, **variance), serial
+    )
+    paths = dict(strengths=(0.0, 0.3), models=("mats2024",), tasks=6, seed=2, log=None)
+    serial = paths_study(**paths)
+    assert list(serial["strength"]) == [0.0, 0.3]
+    pd.testing.assert_frame_equal(paths_study(scheduler=dask_scheduler, **paths), serial)
