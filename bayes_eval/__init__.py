@@ -10,7 +10,7 @@ Quick use::
 from bayes_eval.calibration import calibrate
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import Evidence, load_evidence
-from bayes_eval.fit import fit
+from bayes_eval.fit import fit, fit_per_agent
 from bayes_eval.plan import expected_trials as plan_expected_trials
 from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
@@ -27,6 +27,7 @@ __all__ = [
     "Spec",
     "calibrate",
     "fit",
+    "fit_per_agent",
     "load_evidence",
     "load_posterior",
     "load_spec",

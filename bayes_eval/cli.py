@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import sys
 import traceback
@@ -24,6 +25,8 @@ from bayes_eval import interrupts
 from bayes_eval.constants import (
     CALIBRATION_MAX_TRIALS,
     DEFAULT_LEVEL,
+    FOLDER_NAME_MAX,
+    MAX_WORKERS,
     MCMC_ENGINES,
     PATHS_MAX_MILESTONES,
     PATHS_MAX_TASKS,
@@ -207,6 +210,25 @@ def _evidence(paths, args, notes: list):
     return read_runs(paths[0], source, cluster=args.cluster, notes=notes)
 
 
+def _sweep_arguments(parser, when: str = "") -> None:
+    """``--workers`` and ``--scheduler``, for a command that runs a sweep (``when``)."""
+    group = parser.add_argument_group(
+        f"sweep{' ' + when if when else ''} (default: serially in this process; the "
+        "distributed extra)"
+    )
+    place = group.add_mutually_exclusive_group()
+    place.add_argument("--workers", help="run on a local dask cluster of N worker processes")
+    place.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on a running dask cluster (tcp://host:8786)"
+    )
+
+
+def _sweep_options(args) -> dict:
+    """``workers`` and ``scheduler`` for ``bayes_eval.sweep.run_sweep``, checked."""
+    workers = None if args.workers is None else _whole(args.workers, "--workers", 1, MAX_WORKERS)
+    return dict(workers=workers, scheduler=args.scheduler)
+
+
 def _real(text: str, option: str) -> float:
     """A finite decimal number."""
     from bayes_eval.evidence import REAL_TEXT
@@ -252,6 +274,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     _reading_options(fit)
     _crossed_options(fit)
+    fit.add_argument(
+        "--by",
+        choices=["agent"],
+        help="fit each agent (or checkpoint) on its own rows: one run folder each in --out",
+    )
+    _sweep_arguments(fit, "with --by agent")
     mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
     mcmc.add_argument(
         "--engine",
@@ -300,6 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     paths.add_argument("--end-to-end-trials", dest="e2e_trials", default="50")
     paths.add_argument("--truth-trials", dest="truth_trials", default="100")
     for study in (variance, paths):
+        _sweep_arguments(study)
         study.add_argument("--seed", default="0")
         study.add_argument("--out", help="folder for the results table and plot")
         study.add_argument("--format", default="table", choices=FORMATS)
@@ -429,8 +458,6 @@ def _sampler(args) -> dict:
 
 
 def _fit(args) -> int:
-    from bayes_eval import assumption as milestone_check
-    from bayes_eval import ppc
     from bayes_eval.fit import fit
     from bayes_eval.specs import check_level, check_probability
 
@@ -438,8 +465,14 @@ def _fit(args) -> int:
     threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     sampler = _sampler(args)
+    sweep = _sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
     notes: list[str] = []
+    if args.by is not None:
+        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes)
+    if sweep["workers"] is not None or sweep["scheduler"] is not None:
+        option = "--workers" if sweep["workers"] is not None else "--scheduler"
+        raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
     posterior = fit(
         _evidence(args.evidence, args, notes),
         args.model,
@@ -455,18 +488,8 @@ def _fit(args) -> int:
     summary = posterior.summary(threshold=threshold)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    # Nothing that runs after sampling may lose the fit: a failed check is reported.
     failed: list[str] = []
-    checks = _guarded("posterior predictive checks", failed, ppc.predictive_checks, posterior)
-    assumption = _guarded(
-        "milestone-assumption check",
-        failed,
-        milestone_check.milestone_assumption,
-        posterior.evidence,
-        fitted=posterior,
-    )
-    checks = pd.DataFrame(columns=ppc.COLUMNS) if checks is None else checks
-    assumption = pd.DataFrame(columns=milestone_check.COLUMNS) if assumption is None else assumption
+    checks, assumption = _checks(posterior, failed)
     written = []
     if out is not None:
         written = _write(out, posterior, summary, checks, assumption, threshold, failed)
@@ -488,6 +511,110 @@ def _fit(args) -> int:
         if out is not None:
             print(f"\nwrote to {out}: {', '.join(written)}")
     return 0
+
+
+def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> int:
+    """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
+    as it finishes (``agents.csv`` says which folder is whose), and printed together."""
+    from bayes_eval.fit import fit_per_agent
+
+    given = [name for name in ("agents", "tasks") if getattr(args, name) is not None]
+    if given or args.predict_agent:
+        option = f"--{given[0]}" if given else "--predict-agent"
+        raise InputError(
+            f"{option}: covariates and predictions belong to crossed models, which fit "
+            "agents together; --by agent fits each alone"
+        )
+    evidence = _evidence(args.evidence, args, notes)
+    agents = list(dict.fromkeys(evidence.table["agent"]))
+    folders = dict(zip(agents, _folder_names(agents), strict=True))
+    fitted = {}
+
+    def keep(agent, posterior):
+        if out is not None and not fitted:  # every agent's rows passed their checks
+            index = pd.DataFrame(dict(agent=agents, folder=[folders[a] for a in agents]))
+            write_run(
+                out,
+                lambda staging: index.to_csv(staging / "agents.csv", index=False),
+                command="fit --by agent",
+            )
+        summary = posterior.summary(threshold=threshold)
+        failed: list[str] = []
+        checks, assumption = _checks(posterior, failed)
+        if out is not None:
+            _write(out / folders[agent], posterior, summary, checks, assumption, threshold, failed)
+        fitted[agent] = (posterior, summary, _check_lines(checks, assumption), failed)
+
+    fit_per_agent(
+        evidence,
+        args.model,
+        level=level,
+        seed=seed,
+        notes=notes,
+        sampler=sampler,
+        on_fit=keep,
+        log=_progress(args),
+        **sweep,
+    )
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    verdicts = {}
+    for agent, (posterior, _, check_lines, failed) in fitted.items():
+        lines = [_verdict(posterior), check_lines, *failed]
+        verdicts[agent] = "\n".join(filter(None, lines))
+        if verdicts[agent] and args.format != "table":
+            print(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
+    summary = pd.concat([fitted[agent][1] for agent in agents], ignore_index=True)
+    if args.format == "csv":
+        sys.stdout.write(summary.to_csv(index=False))
+    elif args.format == "json":
+        records = [
+            {k: _json_value(v) for k, v in row.items()} for row in summary.to_dict("records")
+        ]
+        print(json.dumps(records, indent=2))
+    else:
+        blocks = []
+        for agent in agents:
+            posterior, agent_summary = fitted[agent][:2]
+            block = _table(agent_summary, posterior, threshold)
+            blocks.append(block + (f"\n\n{verdicts[agent]}" if verdicts[agent] else ""))
+        print("\n\n".join(blocks))
+        if out is not None:
+            print(f"\nwrote to {out}: agents.csv and a run folder per agent ({len(agents)})")
+    return 0
+
+
+def _folder_names(agents: list[str]) -> list[str]:
+    """A folder name per agent: its name in letters, digits, ``.``, ``_`` and ``-``
+    (others become ``_``), made unique with its position where two would clash."""
+    names, taken = [], set()
+    for i, agent in enumerate(agents):
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._")[:FOLDER_NAME_MAX] or "agent"
+        if name.lower() in taken:
+            name = f"{name}_{i + 1}"
+        taken.add(name.lower())
+        names.append(name)
+    return names
+
+
+def _checks(posterior, failed: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The posterior predictive and milestone-assumption checks of a fit. Nothing that
+    runs after sampling may lose the fit: a check that fails is reported in ``failed``
+    and gives an empty table."""
+    from bayes_eval import assumption as milestone_check
+    from bayes_eval import ppc
+
+    checks = _guarded("posterior predictive checks", failed, ppc.predictive_checks, posterior)
+    assumption = _guarded(
+        "milestone-assumption check",
+        failed,
+        milestone_check.milestone_assumption,
+        posterior.evidence,
+        fitted=posterior,
+    )
+    checks = pd.DataFrame(columns=ppc.COLUMNS) if checks is None else checks
+    assumption = pd.DataFrame(columns=milestone_check.COLUMNS) if assumption is None else assumption
+    return checks, assumption
 
 
 def _guarded(what: str, failed: list, function, *args, **kwargs):
@@ -702,10 +829,11 @@ def _fraction(text: str, option: str) -> float:
 
 def _simulate(args) -> int:
     from bayes_eval import plots
-    from bayes_eval.simulate import paths_study, variance_study
+    from bayes_eval.simulate import paths_study, variance_sweep
     from bayes_eval.specs import check_probability
 
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    sweep = _sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
     if args.study == "variance":
         rate = check_probability(args.rate, "--end-to-end-rate")
@@ -719,12 +847,9 @@ def _simulate(args) -> int:
                 f"{len(trials)} trial count(s) makes {draws:.2e} binomial draws, more than "
                 f"{SIMULATE_MAX_DRAWS:.0e} (about ten minutes); use fewer"
             )
-        records = []
-        for n in trials:
-            for m in milestones:
-                print(f"variance: {m} milestones, {n} trials ...", file=sys.stderr, flush=True)
-                records.append(variance_study(m, rate, n, replications=replications, seed=seed))
-        results = pd.DataFrame(records)
+        results = variance_sweep(
+            milestones, rate, trials, replications=replications, seed=seed, **sweep
+        )
         name, plot = "variance", plots.variance_plot
     else:
         results = paths_study(
@@ -738,6 +863,7 @@ def _simulate(args) -> int:
             end_to_end_trials=_whole(args.e2e_trials, "--end-to-end-trials", 1),
             truth_trials=_whole(args.truth_trials, "--truth-trials", 1, CALIBRATION_MAX_TRIALS),
             seed=seed,
+            **sweep,
         )
         name, plot = "paths", plots.paths_plot
     if out is not None:

@@ -105,6 +105,10 @@ MCMC_ENGINES = ("nutpie", "pymc", "numpyro", "auto")
 # outweighs the GPU (on 2 CPU cores nutpie fits 1,000 cells in 15 s, 5,000 in 85 s:
 # benchmarks/scale.py; PyMC's numpyro on an H100 took 43 s at 5,000).
 AUTO_JAX_CELLS = 5_000
+# --workers: worker processes of a local dask cluster (each one process of this machine).
+MAX_WORKERS = 256
+# fit --by agent: characters of an agent's name kept in its run folder's name.
+FOLDER_NAME_MAX = 64
 # Terms of the exact marginal over clusters of runs (bayes_eval.clusters), in all (padded):
 # a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
 CLUSTER_TERMS_MAX = 2_000_000

@@ -29,7 +29,7 @@ from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior, check_level, check_sampler, load_spec
 
-__all__ = ["Estimate", "fit"]
+__all__ = ["Estimate", "fit", "fit_per_agent"]
 
 # Which evidence methods each kind of model reads.
 USES = {
@@ -139,16 +139,7 @@ def fit(
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    level = spec.level if level is None else check_level(level, "level")
-    seed = spec.seed if seed is None else check_sampler({"seed": seed}, "seed")["seed"]
-    if sampler and spec.exact:
-        raise InputError(
-            f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
-            f"only; model {spec.name} is exact (conjugate)"
-        )
-    if sampler and sampler.get("engine", "nutpie") not in MCMC_ENGINES:
-        raise InputError(f"--engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
-    check_sampler(sampler or {}, "sampler")
+    level, seed = _settings(spec, level, seed, sampler)
     side = _side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec, notes)
@@ -181,6 +172,129 @@ def fit(
         notes,
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+def fit_per_agent(
+    evidence,
+    model="phuong_chain",
+    *,
+    level=None,
+    seed=None,
+    notes=None,
+    sampler=None,
+    workers=None,
+    scheduler=None,
+    on_fit=None,
+    log=None,
+) -> dict:
+    """Fit each agent (or checkpoint) on its own rows, as a sweep of independent fits.
+
+    Each agent's fit is exactly ``fit`` of that agent's rows with the same seed, whatever
+    runs it: serially, or on a dask cluster (``workers``, ``scheduler``: see
+    ``bayes_eval.sweep.run_sweep``). Every agent's rows are checked before any is fitted,
+    so bad input stops the sweep before it starts.
+
+    Parameters
+    ----------
+    evidence, model, level, seed, notes, sampler
+        As for ``fit``; a note names its agent.
+    workers : int, optional
+        Fit on a local dask cluster of this many worker processes.
+    scheduler : str, optional
+        Fit on the running dask cluster at this address.
+    on_fit : callable, optional
+        ``on_fit(agent, posterior)``, called as each fit finishes (in that order).
+    log : file, optional
+        Where the sweep reports each fit done, and dask draws its progress bar.
+
+    Returns
+    -------
+    dict
+        ``{agent: Posterior}`` in the order the agents first appear.
+
+    Raises
+    ------
+    InputError
+        As ``fit``, for any agent (the message names it); or a crossed model, which
+        links agents and fits them together.
+    """
+    from dataclasses import replace
+
+    from bayes_eval.sweep import run_sweep
+
+    evidence = load_evidence(evidence)
+    spec = load_spec(model)
+    if spec.pooling == "crossed":
+        raise InputError(
+            f"--by agent: model {spec.name} is crossed: it links agents through their "
+            "abilities and fits them together; fit without --by"
+        )
+    level, seed = _settings(spec, level, seed, sampler)
+    _check_clusters(evidence, spec)
+    agents = list(dict.fromkeys(evidence.table["agent"]))
+    parts = []
+    for agent in agents:
+        keep = evidence.table["agent"] == agent
+        clusters = evidence.clusters
+        if clusters is not None:
+            clusters = clusters[clusters["agent"] == agent].reset_index(drop=True)
+        part = replace(
+            evidence,
+            table=evidence.table[keep].reset_index(drop=True),
+            source=f"{evidence.source} (agent '{agent}')",
+            clusters=clusters,
+        )
+        agent_notes: list[str] = []
+        usable_rows(part, spec, agent_notes)
+        if notes is not None:
+            notes.extend(f"agent '{agent}': {note}" for note in agent_notes)
+        parts.append(part)
+
+    def done(index, posterior):
+        if log is not None:
+            print(f"fitted agent '{agents[index]}' ({index + 1} of {len(agents)})", file=log)
+        if on_fit is not None:
+            on_fit(agents[index], posterior)
+
+    setup = dict(parts=parts, spec=spec, level=level, seed=seed, sampler=sampler)
+    fits = run_sweep(
+        _agent_fit,
+        len(parts),
+        setup,
+        workers=workers,
+        scheduler=scheduler,
+        on_result=done,
+        log=log,
+    )
+    return dict(zip(agents, fits, strict=True))
+
+
+def _agent_fit(index: int, setup: dict):
+    """One agent's fit of ``fit_per_agent``."""
+    return fit(
+        setup["parts"][index],
+        setup["spec"],
+        level=setup["level"],
+        seed=setup["seed"],
+        notes=[],  # reported when the rows were checked
+        sampler=setup["sampler"],
+    )
+
+
+def _settings(spec, level, seed, sampler) -> tuple[float, int]:
+    """The level and seed of a fit (the spec's unless given), and the MCMC overrides
+    checked."""
+    level = spec.level if level is None else check_level(level, "level")
+    seed = spec.seed if seed is None else check_sampler({"seed": seed}, "seed")["seed"]
+    if sampler and spec.exact:
+        raise InputError(
+            f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
+            f"only; model {spec.name} is exact (conjugate)"
+        )
+    if sampler and sampler.get("engine", "nutpie") not in MCMC_ENGINES:
+        raise InputError(f"--engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
+    check_sampler(sampler or {}, "sampler")
+    return level, seed
 
 
 def _side_tables(spec, agents, tasks, predict) -> dict:
