@@ -100,3 +100,28 @@ def test_numpyro_without_the_extra_is_one_line_on_how_to_install(monkeypatch, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and err[0].startswith("error: engine numpyro needs JAX")
+
+
+def test_jax_keeps_its_compilations_in_the_users_cache_folder(tmp_path):
+    """A fresh process with XDG_CACHE_HOME set: the numpyro fit's compiled programs land
+    in XDG_CACHE_HOME/bayes_eval/jax, and a second process fits the same posterior."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import bayes_eval, numpy as np;"
+        "p = bayes_eval.fit(bayes_eval.resources.shipped_datasets()['example_pooled'],"
+        " 'end_to_end_pooled', sampler={'engine': 'numpyro', 'draws': 100, 'tune': 100,"
+        " 'chains': 2});"
+        "print(repr(float(p.draws['p_task'].values.sum())))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    first, second = (
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    )
+    assert any((tmp_path / "bayes_eval" / "jax").iterdir())
+    assert first == second
