@@ -205,7 +205,8 @@ def fit_per_agent(
     on_fit : callable, optional
         ``on_fit(agent, posterior)``, called as each fit finishes (in that order).
     log : file, optional
-        Where the sweep reports each fit done, and dask draws its progress bar.
+        Where the sweep reports each fit done (serially, each fit's progress too), and
+        dask draws its progress bar.
 
     Returns
     -------
@@ -256,7 +257,10 @@ def fit_per_agent(
         if on_fit is not None:
             on_fit(agents[index], posterior)
 
-    setup = dict(parts=parts, spec=spec, level=level, seed=seed, sampler=sampler)
+    serial = workers is None and scheduler is None  # a worker cannot write on ``log``
+    setup = dict(
+        parts=parts, spec=spec, level=level, seed=seed, sampler=sampler, log=log if serial else None
+    )
     fits = run_sweep(
         _agent_fit,
         len(parts),
@@ -278,6 +282,7 @@ def _agent_fit(index: int, setup: dict):
         seed=setup["seed"],
         notes=[],  # reported when the rows were checked
         sampler=setup["sampler"],
+        log=setup["log"],
     )
 
 

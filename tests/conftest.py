@@ -4,6 +4,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis draws the same examples on every run, so that the suite passes or fails on
+# the code and not by chance; HYPOTHESIS_PROFILE=explore draws new ones each run.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 # ArviZ and PyTensor need writable cache folders.
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))

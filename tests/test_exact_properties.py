@@ -82,6 +82,20 @@ def test_exceedance_agrees_with_the_quantile(pairs, level):
     assert cdf[0] - 1e-9 <= 1.0 - level <= cdf[1] + 1e-9
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect: with a strongly singular density of X near 0 (sum of b about "
+    "0.36) the grid converges slower than second order, and its quantile is 2.2e-4 off "
+    "relative to X (mpmath: P(X <= x) = 0.4000322 at the 0.4 quantile) while it reports "
+    "6.0e-5, above QUANTILE_TOLERANCE; the upper bound on P is 1.3e-4 too low, relatively",
+)
+def test_exceedance_at_a_strongly_singular_product():
+    """A counterexample Hypothesis found to ``test_exceedance_agrees_with_the_quantile``."""
+    test_exceedance_agrees_with_the_quantile.hypothesis.inner_test(
+        pairs=[(0.3125, 0.3125), (0.3125, 0.05078125)], level=0.6
+    )
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pairs=factors.filter(lambda p: len(p) > 1), seed=st.integers(0, 2**32 - 1))
 def test_results_do_not_depend_on_the_order_of_factors(pairs, seed):
