@@ -147,7 +147,8 @@ def _client(distributed, workers, scheduler):
         n_workers=workers,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",  # its HTTP server on a free port, beside others
+        scheduler_kwargs={"dashboard": False},
         silence_logs=logging.CRITICAL,
     )
     with cluster, distributed.Client(cluster) as client:

@@ -37,6 +37,6 @@ def dask_scheduler():
     on a running cluster (``scheduler=``); skipped without dask.distributed."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
     ) as cluster:
         yield cluster.scheduler_address

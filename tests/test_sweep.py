@@ -57,7 +57,7 @@ def _finished(client) -> tuple[int, dict]:
 def test_a_worker_killed_mid_sweep_costs_only_its_replicates(serial):
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=50
+            n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=50
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
