@@ -493,17 +493,11 @@ def _fit(args) -> int:
     written = []
     if out is not None:
         written = _write(out, posterior, summary, checks, assumption, threshold, failed)
-    lines = [_verdict(posterior), _check_lines(checks, assumption), *failed]
-    verdict = "\n".join(filter(None, lines))
+    verdict = _verdict_text(posterior, _check_lines(checks, assumption), failed)
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
-    if args.format == "csv":
-        sys.stdout.write(summary.to_csv(index=False))
-    elif args.format == "json":
-        records = [
-            {k: _json_value(v) for k, v in row.items()} for row in summary.to_dict("records")
-        ]
-        print(json.dumps(records, indent=2))
+    if args.format != "table":
+        _print_summary(summary, args.format)
     else:
         print(_table(summary, posterior, threshold))
         if verdict:
@@ -560,18 +554,12 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> 
         print(f"note: {note}", file=sys.stderr)
     verdicts = {}
     for agent, (posterior, _, check_lines, failed) in fitted.items():
-        lines = [_verdict(posterior), check_lines, *failed]
-        verdicts[agent] = "\n".join(filter(None, lines))
+        verdicts[agent] = _verdict_text(posterior, check_lines, failed)
         if verdicts[agent] and args.format != "table":
             print(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
-    summary = pd.concat([fitted[agent][1] for agent in agents], ignore_index=True)
-    if args.format == "csv":
-        sys.stdout.write(summary.to_csv(index=False))
-    elif args.format == "json":
-        records = [
-            {k: _json_value(v) for k, v in row.items()} for row in summary.to_dict("records")
-        ]
-        print(json.dumps(records, indent=2))
+    if args.format != "table":
+        summary = pd.concat([fitted[agent][1] for agent in agents], ignore_index=True)
+        _print_summary(summary, args.format)
     else:
         blocks = []
         for agent in agents:
@@ -582,6 +570,20 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> 
         if out is not None:
             print(f"\nwrote to {out}: agents.csv and a run folder per agent ({len(agents)})")
     return 0
+
+
+def _verdict_text(posterior, check_lines: str, failed: list[str]) -> str:
+    """The diagnostics verdict, the checks' lines and what failed after sampling."""
+    return "\n".join(filter(None, [_verdict(posterior), check_lines, *failed]))
+
+
+def _print_summary(summary: pd.DataFrame, fmt: str) -> None:
+    """``summary`` on stdout as CSV or JSON records."""
+    if fmt == "csv":
+        sys.stdout.write(summary.to_csv(index=False))
+        return
+    records = [{k: _json_value(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    print(json.dumps(records, indent=2))
 
 
 def _folder_names(agents: list[str]) -> list[str]:
