@@ -11,6 +11,17 @@
   ``benchmarks/scale.py``); the choice and its reason go to the log and the provenance.
 
 PyMC, nutpie and JAX are imported only here, and only when a model is sampled.
+
+Same seed, same bytes: every model is compiled by numba in this process, never loaded
+from PyTensor's disk cache of compiled kernels (``fresh_compile``). With PyTensor's
+fast-math flags (reassociation, contraction, approximate functions), a kernel loaded from
+that cache is not inlined into the model as a freshly compiled one is, and the machine
+code differs: the gradient differed in the 13th significant digit, and a seeded fit's
+draws in the 8th, between the first process to compile a model and every later one. A
+model compiled anew is the same machine code in a fresh process, after other fits and on
+a dask worker. Compiling without fast-math instead also made the bytes agree, but nutpie
+then failed to initialise on 2 of 80 seeds of an SBC replicate that fast-math sampled
+on all 80, unexplained, so the arithmetic stays PyTensor's.
 """
 
 from __future__ import annotations
@@ -28,7 +39,15 @@ from bayes_eval import interrupts
 from bayes_eval.constants import AUTO_JAX_CELLS, COMPILE_CACHE_SIZE
 from bayes_eval.errors import InputError
 
-__all__ = ["Engine", "choose_engine", "jax_cache_dir", "nutpie_compiled", "sample"]
+__all__ = [
+    "Engine",
+    "choose_engine",
+    "compile_nutpie",
+    "fresh_compile",
+    "jax_cache_dir",
+    "nutpie_compiled",
+    "sample",
+]
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
 
@@ -36,6 +55,9 @@ JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]
 COMPILE_NOTICE = (
     "usually 5 to 15 s on 2 cores, up to a minute for joint; once per table shape and process"
 )
+
+# What the samplers write into a trace's attributes that changes from run to run.
+CLOCK_ATTRS = ("created_at", "sampling_time")
 
 # nutpie models compiled in this process, by model structure (the counts are data), so
 # that studies refitting one design to new counts compile once.
@@ -129,7 +151,7 @@ def _configure_jax() -> None:
 
 def sample(model, engine: Engine, settings: dict, seed: int, log, key):
     """Sample ``model`` with NUTS on ``engine``; the trace as a ``DataTree`` (posterior,
-    sample_stats).
+    sample_stats), without wall-clock attributes.
 
     Parameters
     ----------
@@ -181,23 +203,34 @@ def sample(model, engine: Engine, settings: dict, seed: int, log, key):
             jax = engine.name == "numpyro"
             if jax:
                 _configure_jax()
-            trace = pm.sample(
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                random_seed=seed,
-                target_accept=target,
-                model=model,
-                progressbar=bar,
-                compute_convergence_checks=False,
-                # PyMC 6 would otherwise choose nutpie itself
-                nuts_sampler=engine.name,
-                **(
-                    {"nuts_sampler_kwargs": {"chain_method": "vectorized"}} if jax else {"cores": 1}
-                ),
-            )
+            with fresh_compile():
+                trace = pm.sample(
+                    draws=draws,
+                    tune=tune,
+                    chains=chains,
+                    random_seed=seed,
+                    target_accept=target,
+                    model=model,
+                    progressbar=bar,
+                    compute_convergence_checks=False,
+                    # PyMC 6 would otherwise choose nutpie itself
+                    nuts_sampler=engine.name,
+                    **(
+                        {"nuts_sampler_kwargs": {"chain_method": "vectorized"}}
+                        if jax
+                        else {"cores": 1}
+                    ),
+                )
     if log is not None:
         print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+    return _without_clock(trace)
+
+
+def _without_clock(trace):
+    """``trace`` without the samplers' wall-clock attributes (``CLOCK_ATTRS``), so that
+    the same fit writes the same bytes."""
+    for node in trace.subtree:
+        node.attrs = {k: v for k, v in node.attrs.items() if k not in CLOCK_ATTRS}
     return trace
 
 
@@ -214,19 +247,36 @@ def _pymc_quiet():
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def fresh_compile():
+    """PyTensor's numba backend compiling every kernel anew, never from its disk cache,
+    while a model compiles (see the module's docstring: the cache made a fit's bytes
+    depend on which process compiled first)."""
+    import pytensor
+
+    with pytensor.config.change_flags(numba__cache=False):
+        yield
+
+
+def compile_nutpie(model):
+    """``model`` compiled for nutpie, every kernel anew (``fresh_compile``)."""
+    import nutpie
+
+    with fresh_compile():
+        return nutpie.compile_pymc_model(model)
+
+
 def nutpie_compiled(key, build, log=None):
     """The nutpie model compiled for the structure ``key``, from this process's cache; on a
     miss ``build()`` gives the PyMC model to compile. Its data are the built model's:
     ``with_data`` puts others in place."""
-    import nutpie
-
     if key not in _COMPILED:
         if len(_COMPILED) >= COMPILE_CACHE_SIZE:
             _COMPILED.pop(next(iter(_COMPILED)))
         if log is not None:
             print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
         start = time.perf_counter()
-        _COMPILED[key] = nutpie.compile_pymc_model(build())
+        _COMPILED[key] = compile_nutpie(build())
         if log is not None:
             print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
     return _COMPILED[key]

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.conjugate import log_beta_draws
-from bayes_eval.engines import nutpie_compiled
+from bayes_eval.engines import compile_nutpie, nutpie_compiled
 from bayes_eval.sweep import replicate_rng, run_sweep
 
 __all__ = ["SBCResult", "sbc"]
@@ -174,12 +174,6 @@ def _with_cluster_counts(setup, spec, layout, data):
     return _layout(setup.evidence_rows, spec, table)
 
 
-def _compile(model):
-    import nutpie
-
-    return nutpie.compile_pymc_model(model)
-
-
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
     from bayes_eval.hierarchical import _rates, _structure
@@ -196,7 +190,7 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
         warnings.simplefilter("ignore")
         if layout.clusters is not None:
             simulated = _with_cluster_counts(setup, spec, layout, data)
-            model_data = _compile(_builder(simulated, spec)(simulated, spec, setup.form))
+            model_data = compile_nutpie(_builder(simulated, spec)(simulated, spec, setup.form))
         else:  # compiled once per structure in each process, then given the counts
             key = ("sbc", *_structure(layout, spec), setup.form.key())
             build = _builder(layout, spec)
@@ -283,7 +277,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
         if layout.clusters is not None:
             simulated = _with_cluster_counts(setup, spec, layout, data)
             simulated = dataclasses.replace(design, layout=simulated)
-            model_data = _compile(build_model(simulated, spec))
+            model_data = compile_nutpie(build_model(simulated, spec))
         else:  # compiled once per structure in each process, then given the counts
             simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
             key = ("sbc crossed", *_structure(layout, spec))

@@ -66,12 +66,14 @@ def nuts_bounds(counts: np.ndarray, seed: int) -> tuple[np.ndarray, float, float
     import nutpie
     import pymc as pm
 
+    from bayes_eval.engines import compile_nutpie
+
     start = time.perf_counter()
     with pm.Model() as model:
         p = pm.Beta("p", 1.0, 1.0, shape=counts.shape)
         pm.Binomial("k", n=TRIALS, p=p, observed=counts)
         pm.Deterministic("p_task", pm.math.exp(pm.math.log(p).sum(axis=1)))
-    compiled = nutpie.compile_pymc_model(model)
+    compiled = compile_nutpie(model)
     compile_time = time.perf_counter() - start
     start = time.perf_counter()
     trace = nutpie.sample(compiled, draws=1000, tune=1000, chains=4, seed=seed, progress_bar=False)

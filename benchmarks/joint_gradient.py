@@ -46,6 +46,7 @@ def tables(seed: int) -> dict:
 def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     import pytensor
 
+    from bayes_eval.engines import fresh_compile
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
@@ -56,7 +57,8 @@ def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     model = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
     inputs = model.value_vars
     logp = model.logp()
-    function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
+    with fresh_compile():  # as the package compiles it
+        function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
     point = model.initial_point()
     args = [point[v.name] for v in inputs]
     start = time.perf_counter()

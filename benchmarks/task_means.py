@@ -61,6 +61,7 @@ def main() -> None:
 
     import bayes_eval
     from bayes_eval.diagnostics import diagnose
+    from bayes_eval.engines import compile_nutpie
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import Form, _hierarchy_model, _layout, choose_form
 
@@ -83,7 +84,7 @@ def main() -> None:
             f"chosen: {chosen.describe().removeprefix('task means ')}": chosen,
         }
         for name, form in forms.items():
-            compiled = nutpie.compile_pymc_model(_hierarchy_model(layout, spec, form))
+            compiled = compile_nutpie(_hierarchy_model(layout, spec, form))
             start = time.perf_counter()
             trace = nutpie.sample(
                 compiled,

@@ -618,6 +618,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     ``log(1 - Q)`` comes from the rates' own ``log(1 - p)``, never from ``log(1 - 1)``."""
     import pytensor
 
+    from bayes_eval.engines import fresh_compile
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
@@ -635,7 +636,8 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     built = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
     logp = built.logp()
     inputs = built.value_vars
-    function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
+    with fresh_compile():
+        function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
     mean = next(v for v in inputs if v.name.startswith(("mu_task", "mu_logit")))
     point = built.initial_point()
     # the mean's logit is the variable itself (centred) or about 1.4 times it (z, at the
