@@ -189,6 +189,7 @@ def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
     assert_nominal_coverage(posterior.summary()["upper"], rates.prod(axis=1))
 
 
+@pytest.mark.slow  # a coverage study; joint's default real-MCMC check is its SBC
 def test_joint_covers_bypass_paths_where_the_milestone_method_misses():
     rng = np.random.default_rng(5)
     frame, truth = simulate_milestones(rng, 24, with_e2e=0.5, bypass_mean=0.15)
@@ -618,7 +619,6 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     ``log(1 - Q)`` comes from the rates' own ``log(1 - p)``, never from ``log(1 - 1)``."""
     import pytensor
 
-    from bayes_eval.engines import fresh_compile
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
@@ -636,8 +636,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     built = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
     logp = built.logp()
     inputs = built.value_vars
-    with fresh_compile():
-        function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
+    function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")
     mean = next(v for v in inputs if v.name.startswith(("mu_task", "mu_logit")))
     point = built.initial_point()
     # the mean's logit is the variable itself (centred) or about 1.4 times it (z, at the

@@ -1,10 +1,8 @@
 """Same seed, same bytes: a pooled fit writes the same ``posterior.nc`` in a fresh process
 with an empty PyTensor compile cache, in one whose cache the first has filled, in one
-that has already fitted other tables and models (the same structure among them, so its
-compiled model is reused with other counts), in this test process, and on a dask worker.
-
-Each context runs the same fits: ``end_to_end_pooled`` on a sparse end-to-end table and
-``hierarchical`` on a ragged milestone table. The files are compared byte for byte.
+that has already fitted other tables (one of the same structure, so its compiled model
+is reused with other counts, and one of another), in this test process, and on a dask
+worker. The files are compared byte for byte.
 """
 
 import os
@@ -17,10 +15,11 @@ import pytest
 
 import bayes_eval
 
+MODEL = "end_to_end_pooled"
 SAMPLER = {"draws": 150, "tune": 150, "chains": 2}
 SEED = 11
 # Sparse and ragged: one trial per cell, an agent with no success, a cell never run.
-END_TO_END = pd.DataFrame(
+TABLE = pd.DataFrame(
     dict(
         agent=["a"] * 4 + ["b"] * 3,
         task=["t0", "t1", "t2", "t3", "t0", "t1", "t3"],
@@ -29,41 +28,22 @@ END_TO_END = pd.DataFrame(
         trials=[1, 1, 2, 3, 1, 1, 2],
     )
 )
-# Tasks of 2 and 3 milestones, a milestone no run passed.
-MILESTONES = pd.DataFrame(
-    dict(
-        task=["t0", "t0", "t1", "t1", "t1", "t2", "t2"],
-        method="milestone",
-        step=[1, 2, 1, 2, 3, 1, 2],
-        successes=[3, 1, 2, 0, 1, 4, 4],
-        trials=[4, 4, 3, 3, 3, 5, 5],
-    )
-)
-FITS = {"end_to_end_pooled": END_TO_END, "hierarchical": MILESTONES}
 
 
-def fit_one(model: str) -> bayes_eval.Posterior:
-    """The fit every context makes of ``model``."""
-    return bayes_eval.fit(FITS[model], model, seed=SEED, sampler=SAMPLER, log=None)
-
-
-def write_fits(folder: Path, warm_up: bool = False) -> None:
-    """Write each model's fit to ``folder/MODEL.nc``; with ``warm_up``, first fit other
-    tables and models, one of the same structure as ``END_TO_END`` with other counts."""
+def write_fit(path: Path, warm_up: bool = False) -> None:
+    """Write the fit of ``TABLE`` to ``path``; with ``warm_up``, first fit the same
+    structure with other counts and a table of another structure."""
     if warm_up:
-        other = END_TO_END.assign(successes=[0, 1, 0, 2, 1, 0, 1])
-        bayes_eval.fit(other, "end_to_end_pooled", seed=3, sampler=SAMPLER, log=None)
-        bayes_eval.fit(MILESTONES.iloc[:5], "hierarchical", seed=3, sampler=SAMPLER, log=None)
-    folder.mkdir(parents=True, exist_ok=True)
-    for model in reversed(FITS) if warm_up else FITS:
-        fit_one(model).to_netcdf(folder / f"{model}.nc")
+        for other in (TABLE.assign(successes=[0, 1, 0, 2, 1, 0, 1]), TABLE.iloc[:5]):
+            bayes_eval.fit(other, MODEL, seed=3, sampler=SAMPLER, log=None)
+    bayes_eval.fit(TABLE, MODEL, seed=SEED, sampler=SAMPLER, log=None).to_netcdf(path)
 
 
-def _in_a_new_process(folder: Path, compile_dir: Path, warm_up: bool = False) -> None:
+def _in_a_new_process(path: Path, compile_dir: Path, warm_up: bool = False) -> None:
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r});"
-        "from pathlib import Path; from test_reproducible import write_fits;"
-        f"write_fits(Path({str(folder)!r}), warm_up={warm_up})"
+        "from pathlib import Path; from test_reproducible import write_fit;"
+        f"write_fit(Path({str(path)!r}), warm_up={warm_up})"
     )
     env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={compile_dir}"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -73,30 +53,22 @@ def _in_a_new_process(folder: Path, compile_dir: Path, warm_up: bool = False) ->
 def test_a_fit_writes_the_same_bytes_wherever_it_runs(tmp_path, dask_scheduler):
     distributed = pytest.importorskip("distributed")
     compile_dir = tmp_path / "pytensor"  # empty: the first process compiles every kernel
-    contexts = {
-        "fresh process, empty compile cache": tmp_path / "cold",
-        "fresh process, the compile cache filled": tmp_path / "warm",
-        "a process that fitted other tables first": tmp_path / "after",
-        "this test process": tmp_path / "here",
-        "a dask worker": tmp_path / "worker",
+    files = {
+        "fresh process, empty compile cache": tmp_path / "cold.nc",
+        "fresh process, the compile cache filled": tmp_path / "warm.nc",
+        "a process that fitted other tables first": tmp_path / "after.nc",
+        "this test process": tmp_path / "here.nc",
+        "a dask worker": tmp_path / "worker.nc",
     }
-    _in_a_new_process(contexts["fresh process, empty compile cache"], compile_dir)
-    _in_a_new_process(contexts["fresh process, the compile cache filled"], compile_dir)
-    _in_a_new_process(contexts["a process that fitted other tables first"], compile_dir, True)
-    write_fits(contexts["this test process"])
-    folder = contexts["a dask worker"]
-    folder.mkdir()
+    _in_a_new_process(files["fresh process, empty compile cache"], compile_dir)
+    _in_a_new_process(files["fresh process, the compile cache filled"], compile_dir)
+    _in_a_new_process(files["a process that fitted other tables first"], compile_dir, True)
+    write_fit(files["this test process"])
     with distributed.Client(dask_scheduler) as client:
-        for model, table in FITS.items():
-            on_worker = client.submit(
-                bayes_eval.fit, table, model, seed=SEED, sampler=SAMPLER, log=None, pure=False
-            )
-            on_worker.result().to_netcdf(folder / f"{model}.nc")
-    for model in FITS:
-        reference = (contexts["fresh process, empty compile cache"] / f"{model}.nc").read_bytes()
-        differ = [
-            name
-            for name, where in contexts.items()
-            if (where / f"{model}.nc").read_bytes() != reference
-        ]
-        assert not differ, f"{model}: posterior.nc differs from a fresh process's in {differ}"
+        on_worker = client.submit(
+            bayes_eval.fit, TABLE, MODEL, seed=SEED, sampler=SAMPLER, log=None, pure=False
+        )
+        on_worker.result().to_netcdf(files["a dask worker"])
+    reference = files["fresh process, empty compile cache"].read_bytes()
+    differ = [name for name, path in files.items() if path.read_bytes() != reference]
+    assert not differ, f"posterior.nc differs from a fresh process's in {differ}"

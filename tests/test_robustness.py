@@ -27,6 +27,7 @@ def test_random_designs_cover_the_ranges_and_the_hard_cells():
     assert summary["end_to_end_cells"].gt(0).all()
 
 
+@pytest.mark.slow  # a study of every model; each keeps a real-MCMC check (tests/test_sbc.py)
 def test_a_small_design_passes_at_the_defaults(load_study):
     """One sparse design, each pooled model as `bayes-eval fit` runs it (real sampling)."""
     study = load_study("robustness")
