@@ -31,6 +31,7 @@ def _both(table, model, sampler):
     ]
 
 
+@pytest.mark.slow  # the default run compares the engines on a sparse table (below)
 def test_numpyro_and_nutpie_agree_on_the_shipped_pooled_example():
     nutpie, numpyro = _both(
         shipped_datasets()["example_pooled"], "hierarchical", {"draws": 1000, "chains": 4}

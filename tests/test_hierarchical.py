@@ -189,7 +189,7 @@ def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
     assert_nominal_coverage(posterior.summary()["upper"], rates.prod(axis=1))
 
 
-@pytest.mark.slow  # a coverage study; joint's default real-MCMC check is its SBC
+@pytest.mark.slow  # a coverage study
 def test_joint_covers_bypass_paths_where_the_milestone_method_misses():
     rng = np.random.default_rng(5)
     frame, truth = simulate_milestones(rng, 24, with_e2e=0.5, bypass_mean=0.15)
@@ -263,8 +263,9 @@ def test_starved_sampler_is_flagged_unreliable():
 
 
 def test_tasks_without_milestones_are_left_out_by_name():
-    """8 tasks, 2 with end-to-end rows only: hierarchical and joint fit the other 6 and
-    name both tasks left out; with no usable task, an error names them all."""
+    """8 tasks, 2 with end-to-end rows only: hierarchical and joint fit the other 6 (their
+    fits passing the diagnostics: joint's real-MCMC check in the default run) and name
+    both tasks left out; with no usable task, an error names them all."""
     rng = np.random.default_rng(9)
     frame, _ = simulate_milestones(rng, 6)
     only_e2e = pd.DataFrame(
@@ -276,6 +277,7 @@ def test_tasks_without_milestones_are_left_out_by_name():
             pd.concat([frame, only_e2e]), model, sampler=SMALL, notes=notes, log=None
         )
         assert sorted(posterior.summary()["task"]) == sorted(frame["task"].unique())
+        assert posterior.diagnostics.ok, posterior.diagnostics.messages
         left_out = [note for note in notes if "task(s) the model cannot use" in note]
         assert left_out == [
             f"left out 2 task(s) the model cannot use (no milestone rows, which model {model} "

@@ -1,7 +1,7 @@
 """Same seed, same bytes: a pooled fit writes the same ``posterior.nc`` in a fresh process
-with an empty PyTensor compile cache, in one whose cache the first has filled, in one
-that has already fitted other tables (one of the same structure, so its compiled model
-is reused with other counts, and one of another), in this test process, and on a dask
+with an empty PyTensor compile cache; in one whose cache the first has filled and that
+has already fitted other tables (one of the same structure, so its compiled model is
+reused with other counts, and one of another); in this test process; and on a dask
 worker. The files are compared byte for byte.
 """
 
@@ -55,14 +55,13 @@ def test_a_fit_writes_the_same_bytes_wherever_it_runs(tmp_path, dask_scheduler):
     compile_dir = tmp_path / "pytensor"  # empty: the first process compiles every kernel
     files = {
         "fresh process, empty compile cache": tmp_path / "cold.nc",
-        "fresh process, the compile cache filled": tmp_path / "warm.nc",
-        "a process that fitted other tables first": tmp_path / "after.nc",
+        "the compile cache filled, other tables fitted first": tmp_path / "after.nc",
         "this test process": tmp_path / "here.nc",
         "a dask worker": tmp_path / "worker.nc",
     }
     _in_a_new_process(files["fresh process, empty compile cache"], compile_dir)
-    _in_a_new_process(files["fresh process, the compile cache filled"], compile_dir)
-    _in_a_new_process(files["a process that fitted other tables first"], compile_dir, True)
+    key = "the compile cache filled, other tables fitted first"
+    _in_a_new_process(files[key], compile_dir, warm_up=True)
     write_fit(files["this test process"])
     with distributed.Client(dask_scheduler) as client:
         on_worker = client.submit(

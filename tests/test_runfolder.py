@@ -112,11 +112,10 @@ def _command(*args):
     return [sys.executable, "-m", "bayes_eval", *args]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path, signum):
-    """Fault injection: interrupt `fit` (replacing an earlier run) at random moments. The
-    folder then holds the whole earlier run or the whole new one, never a mix, and no
-    staging folder is left behind."""
+def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path):
+    """Fault injection: interrupt `fit` (replacing an earlier run) at random moments, with
+    SIGINT and with SIGTERM. The folder then holds the whole earlier run or the whole new
+    one, never a mix, and no staging folder is left behind."""
     folder = tmp_path / "run"
     old = ["fit", EXAMPLE, "--out", str(folder), "--seed", "1"]
     new = ["fit", EXAMPLE, "--out", str(folder), "--seed", "2", "--threshold", "0.05"]
@@ -128,7 +127,9 @@ def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path, signum):
     subprocess.run(_command(*new), capture_output=True)
     duration = time.perf_counter() - start
     subprocess.run(_command(*old), check=True, capture_output=True)
-    for delay in np.random.default_rng(signum).uniform(0.3, 1.1 * duration, 4):
+    delays = np.random.default_rng(2).uniform(0.3, 1.1 * duration, (2, 3))
+    signals = np.repeat([signal.SIGINT, signal.SIGTERM], 3)
+    for signum, delay in zip(signals, delays.ravel(), strict=True):
         process = subprocess.Popen(_command(*new), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(delay)
         process.send_signal(signum)

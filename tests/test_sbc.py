@@ -39,13 +39,14 @@ def design(model: str) -> pd.DataFrame:
 MODELS = ["end_to_end_pooled", "hierarchical", "ecr_pooled", "joint"]
 # Task means (and joint's milestone rates) sampled centred and non-centred: the three
 # models with task means share that code, so the default run checks the non-centred task
-# means once (hierarchical); joint's non-centred milestone rates, which take two minutes
-# to compile and sample, are checked under slow.
+# means once (hierarchical). Joint, whose SBC takes two minutes to compile and sample in
+# either form, is checked under slow; its real-MCMC check in the default run is a fit
+# that must pass its diagnostics (test_hierarchical).
 CENTRED = [(m, "centred") for m in MODELS]
 NONCENTRED = [(m, "non-centred") for m in MODELS if m != "end_to_end_pooled"]
 
 
-@pytest.mark.parametrize("model, form", [*CENTRED, NONCENTRED[0]])
+@pytest.mark.parametrize("model, form", [*CENTRED[:-1], NONCENTRED[0]])
 def test_small_sbc_ranks_are_uniform(model, form):
     result = sbc(design(model), model, simulations=20, draws=99, bins=4, seed=11, form=form)
     if model != "end_to_end_pooled":
