@@ -252,7 +252,7 @@ CROSSED_RANKED = (
     "ability_scale",
     "difficulty_scale",
     "group_scale",
-    "kappa",
+    "cell_scale",
     "kappa_cluster",
     "agent_coefficient",
     "task_coefficient",

@@ -57,8 +57,8 @@ MODELS = {
     ("expert_completion", "none"): ("step",),
     ("expert_completion", "steps"): (*HIERARCHY, "step_concentration"),
     ("phuong_chain", "none"): ("end_to_end", "milestone", "step"),
-    ("end_to_end", "crossed"): (*CROSSED, "concentration"),
-    ("milestone", "crossed"): (*CROSSED, "milestone_concentration"),
+    ("end_to_end", "crossed"): (*CROSSED, "cell_scale"),
+    ("milestone", "crossed"): (*CROSSED, "cell_scale"),
     ("joint", "partial"): (
         *HIERARCHY,
         "milestone_concentration",

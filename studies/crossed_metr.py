@@ -9,7 +9,7 @@ left out: they are not an agent with a release date. Three parts:
 (a) **Held-out cells.** 20% of the (agent, task) cells, drawn with ``--seed`` (apart from
     any split elsewhere in the project), are held out; the model is fitted to the rest.
     For each held-out cell, the predictive distribution of its successes in its runs is
-    the mixture over posterior draws of ``BetaBinomial(n, mu kappa, (1 - mu) kappa)``.
+    the mixture over posterior draws of ``Binomial(n, P)``, ``P`` the pair's predicted rate.
     Reported: the coverage of the central 50/80/90/95% predictive intervals, and the log
     score against two baselines, the per-task pooled rate (``Beta(1 + K, 1 + N - K)``
     of the task's other cells, Beta-Binomial predictive) and METR's per-agent logistic
@@ -73,9 +73,7 @@ def held_out(runs: Path, dates: Path, seed: int, log) -> dict:
     keep = list(zip(train["agent"], train["task"], strict=True))
     posterior = fit(metr_evidence(runs, keep=keep), "time_horizon", agents=dates, log=log)
     draws = posterior.draws
-    ability = draws["ability"].values.reshape(-1, draws.sizes["agent"])
-    difficulty = draws["difficulty"].values.reshape(-1, draws.sizes["task"])
-    kappa = draws["kappa"].values.ravel()
+    p_task = draws["p_task"].values.reshape(-1, draws.sizes["agent"], draws.sizes["task"])
     agents, tasks = list(draws["agent"].values), list(draws["task"].values)
     logistic = _logistic_fits(_runs_table(runs), keep)
     rows = []
@@ -83,11 +81,9 @@ def held_out(runs: Path, dates: Path, seed: int, log) -> dict:
         k, n = int(cell.successes), int(cell.trials)
         counts = np.arange(n + 1)
         if cell.task in tasks:
-            mu = special.expit(
-                ability[:, agents.index(cell.agent)] - difficulty[:, tasks.index(cell.task)]
-            )
-            a, b = np.maximum(mu * kappa, 1e-300), np.maximum((1 - mu) * kappa, 1e-300)
-            pmf = stats.betabinom.pmf(counts[:, None], n, a, b).mean(axis=1)
+            # the pair was never run in training: its draws are predictions
+            p = p_task[:, agents.index(cell.agent), tasks.index(cell.task)]
+            pmf = stats.binom.pmf(counts[:, None], n, p).mean(axis=1)
         else:  # a task no training cell has: its difficulty is a new task's
             pmf = np.full(n + 1, np.nan)
         cdf = np.cumsum(pmf)

@@ -2,8 +2,9 @@
 
 An agent's ``q`` time horizon is the task length at which its predicted success is ``q``:
 the success of a new task of that length, averaged over what the fit says about tasks'
-other differences (its own difficulty and, where tasks are grouped, a new group's), other
-task covariates at their means. With ``u ~ N(0, difficulty_scale^2 + group_scale^2)`` and
+other differences (its own difficulty and, where tasks are grouped, a new group's) and
+over the agent's departure on it (``cell_scale``), other task covariates at their means.
+With ``u ~ N(0, difficulty_scale^2 + group_scale^2 + cell_scale^2)`` and
 the length term's coefficient ``beta`` (per standard deviation ``s`` of the term, centred
 at ``m``), success at term value ``x`` is ``E_u[logistic(theta - beta (x - m) / s - u)]``;
 it equals ``q`` at ``x = m + s (theta - c_q) / beta``, where ``E_u[logistic(c_q - u)] =
@@ -131,6 +132,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     term = parse_term(length, "length")
     draws = posterior.draws
     used = ("ability", "ability_mean", "ability_scale", "difficulty_scale", "group_scale")
+    used += ("cell_scale",)
     used += ("agent_coefficient", "task_coefficient")
     flat = {  # the parameters horizons need, one row per draw (not the rates)
         name: draws[name].values.reshape(-1, *draws[name].shape[2:])
@@ -142,6 +144,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     beta = flat["task_coefficient"][:, at]
     centre, scale = float(cov["task_centre"].values[at]), float(cov["task_scale"].values[at])
     spread = flat["difficulty_scale"] ** 2 + flat.get("group_scale", 0.0) ** 2
+    spread = spread + flat["cell_scale"] ** 2
     sigma = np.sqrt(spread)
     offsets = {q: success_offset(q, sigma) for q in QUANTITIES}
     notes = []
