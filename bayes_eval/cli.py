@@ -340,6 +340,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--level", help="one-sided credible level (default: the spec's)")
     report.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     report.add_argument("--out", required=True, help="folder for report.html, report.md, figures")
+    report.add_argument(
+        "--allow-extrapolated",
+        action="store_true",
+        help="let a bound below its floor (extrapolated) decide 'below'; the report says so",
+    )
     _reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -1006,7 +1011,7 @@ def _report(args) -> int:
     posterior = load_or_fit(source, model=args.model, level=level, seed=seed, log=_progress(args))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    result = build_report(posterior, threshold, level)
+    result = build_report(posterior, threshold, level, allow_extrapolated=args.allow_extrapolated)
     written = write_run(
         out, result.write, command="report", adds_to_run=_same(out, Path(args.source))
     )

@@ -151,5 +151,12 @@ SUMMARY_COLUMNS = (
     "upper_mcse",
     "diagnostics_ok",
     "observed",
+    "own_upper",
+    "worth_runs",
+    "floor_upper",
+    "extrapolated",
     "provenance",
 )
+# The reference prior of a cell's own-data bound (own_upper, floor_upper): the uniform
+# Beta(1, 1) of the exact end_to_end model.
+REFERENCE_PRIOR = (1.0, 1.0)

@@ -142,10 +142,18 @@ class Report:
 
 
 def verdicts(
-    summary: pd.DataFrame, assumption: pd.DataFrame, threshold: float, checks=None
+    summary: pd.DataFrame,
+    assumption: pd.DataFrame,
+    threshold: float,
+    checks=None,
+    allow_extrapolated: bool = False,
 ) -> pd.DataFrame:
     """The verdict per summary row (see the module docstring) and, for ``unreliable``
     rows and rows without a bound, the one reason (columns ``verdict``, ``reason``).
+
+    A bound below its floor (``extrapolated``, ``summary.bound_context``) rests on the
+    model's structure, not on runs: it never makes a row ``below`` unless
+    ``allow_extrapolated``, and then the reason says it was asked for.
 
     ``assumption`` is ``assumption.milestone_assumption`` (its ``doubtful`` rows), and
     ``checks`` ``ppc.predictive_checks`` of the same fit (its flagged end-to-end cells
@@ -176,6 +184,21 @@ def verdicts(
             out.append((UNRELIABLE, reason))
         elif pd.isna(row.upper):
             out.append((UNDECIDED, "no credible bound"))
+        elif row.upper < threshold and _extrapolated(row):
+            floor = (
+                "what 0 successes in every run that informs it could show, "
+                f"{_share(row.floor_upper)}"
+            )
+            if allow_extrapolated:
+                out.append((BELOW, f"on an extrapolated bound, below {floor}, as asked"))
+            else:
+                out.append(
+                    (
+                        UNDECIDED,
+                        f"its bound is extrapolated: below {floor}, it rests on the model's "
+                        "structure, not on runs (--allow-extrapolated to decide on it)",
+                    )
+                )
         elif row.upper < threshold:
             out.append((BELOW, ""))
         elif pd.notna(row.lower) and row.lower > threshold:
@@ -183,6 +206,12 @@ def verdicts(
         else:
             out.append((UNDECIDED, ""))
     return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
+
+
+def _extrapolated(row) -> bool:
+    """Whether a summary row's bound lies below its floor (False where not known)."""
+    flag = getattr(row, "extrapolated", False)
+    return bool(pd.notna(flag) and flag)
 
 
 def sentence(row, threshold: float, level: float) -> str:
@@ -202,7 +231,10 @@ def sentence(row, threshold: float, level: float) -> str:
     if row.verdict == ABOVE:
         return f"{text}, at least {_share(row.lower)}; above threshold at {tau}."
     if row.verdict == BELOW:
-        return f"{text}; below threshold at {tau}."
+        asked = f" ({row.reason})" if row.reason else ""
+        return f"{text}; below threshold at {tau}{asked}."
+    if row.verdict == UNDECIDED and row.reason:
+        return f"{text}; undecided at {tau}: {row.reason}."
     if not row.sd > 0:  # no spread (or none known): nothing for the planner to size
         return f"{text}; undecided at {tau}."
     trials = trials_to_decide(row.mean, row.sd, threshold, level)
@@ -248,9 +280,16 @@ def rollup(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_report(
-    posterior, threshold: float, level: float | None = None, *, checks=None, assumption=None
+    posterior,
+    threshold: float,
+    level: float | None = None,
+    *,
+    checks=None,
+    assumption=None,
+    allow_extrapolated: bool = False,
 ) -> Report:
-    """The report of a fitted ``Posterior`` for the question ``P < threshold``.
+    """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
+    below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``).
 
     ``checks`` (``ppc.predictive_checks``) and ``assumption``
     (``assumption.milestone_assumption``) are computed here unless the caller has them.
@@ -268,7 +307,9 @@ def build_report(
         checks = predictive_checks(posterior)
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
-    table[["verdict", "reason"]] = verdicts(summary, assumption, threshold, checks)
+    table[["verdict", "reason"]] = verdicts(
+        summary, assumption, threshold, checks, allow_extrapolated
+    )
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
     figures = _figures(posterior, summary, checks, threshold)
     sections = _sections(posterior, table, assumption, checks, threshold, level)
@@ -668,7 +709,16 @@ def load_or_fit(source, *, model=None, level=None, seed=None, log=None):
     return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
 
 
-def report(source, threshold: float, *, model=None, level=None, seed=None, out=None) -> Report:
+def report(
+    source,
+    threshold: float,
+    *,
+    model=None,
+    level=None,
+    seed=None,
+    out=None,
+    allow_extrapolated: bool = False,
+) -> Report:
     """Fit (or load) and report.
 
     Parameters
@@ -681,12 +731,14 @@ def report(source, threshold: float, *, model=None, level=None, seed=None, out=N
         As for ``bayes_eval.fit`` (``model`` only for evidence; default ``phuong_chain``).
     out : path, optional
         Folder to write ``report.html``, ``report.md`` and the figures into.
+    allow_extrapolated : bool
+        Let a bound below its floor decide ``below`` (``verdicts``); the report says so.
     """
     from bayes_eval.specs import check_probability
 
     threshold = check_probability(threshold, "threshold")
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
-    result = build_report(posterior, threshold, level)
+    result = build_report(posterior, threshold, level, allow_extrapolated=allow_extrapolated)
     if out is not None:
         result.write(out)
     return result

@@ -5,6 +5,20 @@
 Point values (expert best-of-N, golden solution) fill ``mean`` only. A pair without
 an estimate keeps its row, empty, with the reason in ``provenance``. ``observed`` is
 false for a pair the crossed model predicts without having seen it run.
+
+A pooled or crossed bound borrows from other cells; where the pair has end-to-end counts
+in the fit, the summary says how much (``bound_context``):
+
+* ``own_upper``: the exact bound of the pair's own runs under the reference prior
+  (``REFERENCE_PRIOR``, uniform), ``Beta(1 + k, 1 + n - k)``;
+* ``worth_runs``: how many runs of the pair, with its ``k`` successes, would bring its own
+  bound down to ``upper`` (``n`` or fewer where ``upper`` is not below ``own_upper``);
+* ``floor_upper``: the exact bound from 0 successes in every run that informs the pair:
+  the runs sharing its agent (pooled models, which pool an agent's tasks) or its agent or
+  its task (crossed models);
+* ``extrapolated``: ``upper`` lies below ``floor_upper``. No run of the table could show
+  such a bound; it rests on the model's structure (additivity across agents and tasks, or
+  the agent's tasks being alike), and the provenance says so.
 """
 
 from __future__ import annotations
@@ -14,9 +28,10 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy import optimize, special
 
 from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
-from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.constants import REFERENCE_PRIOR, SUMMARY_COLUMNS
 from bayes_eval.evidence import join_distinct
 from bayes_eval.specs import check_level, check_probability
 
@@ -45,6 +60,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         if "observed" in posterior.group("conjugate")
         else np.ones(data["method"].shape, dtype=bool)
     )
+    floors = _floor_runs(posterior, data["cp_trials"]) if posterior.is_mcmc else None
     rows = []
     for n, (agent, task, i, j) in enumerate(cells):
         row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
@@ -73,11 +89,89 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         if data["cp_trials"][i, j] > 0:
             k, trials = data["cp_successes"][i, j], data["cp_trials"][i, j]
             row["cp_upper"] = float(clopper_pearson_upper(k, trials, level))
+        if floors is not None and pd.notna(row["upper"]):
+            k, trials = max(data["cp_successes"][i, j], 0), max(data["cp_trials"][i, j], 0)
+            row.update(bound_context(row["upper"], k, trials, floors[i, j], level))
+            row["provenance"] += _context_note(row, posterior.spec.pooling, floors[i, j])
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
     table["observed"] = table["observed"].astype(bool)
+    table["extrapolated"] = table["extrapolated"].astype("boolean")
     return _with_kept(table, posterior.evidence)
+
+
+def own_upper(k: int, n: float, level: float) -> float:
+    """The exact ``level`` bound of ``k`` successes in ``n`` runs under the reference prior."""
+    a, b = REFERENCE_PRIOR
+    return float(special.betaincinv(a + k, b + n - k, level))
+
+
+def worth_runs(upper: float, k: int, level: float) -> float:
+    """The runs ``N`` (real-valued) with ``k`` successes whose own bound is ``upper``:
+    ``own_upper(k, N) = upper``; NaN where no ``N >= k`` gives it. With no success and the
+    uniform reference prior, ``1 - (1 - level)^(1 / (N + 1)) = upper`` gives ``N`` in
+    closed form (to 1e300 runs and beyond); otherwise it is solved on ``log N``."""
+    if not 0 < upper < 1 or own_upper(k, k, level) < upper:
+        return math.nan
+    if k == 0 and REFERENCE_PRIOR[0] == 1.0:
+        return math.log1p(-level) / math.log1p(-upper) + 1.0 - sum(REFERENCE_PRIOR)
+
+    def gap(log_runs):
+        return math.log(own_upper(k, k + math.exp(log_runs), level)) - math.log(upper)
+
+    high = 1.0
+    while gap(high) > 0:  # the bound falls as 1 / N: doubling log N brackets it
+        high *= 2
+    return k + math.exp(optimize.brentq(gap, -40.0, high, xtol=1e-12, rtol=1e-10))
+
+
+def bound_context(upper: float, k: int, n: int, floor_runs: int, level: float) -> dict:
+    """``own_upper``, ``worth_runs``, ``floor_upper`` and ``extrapolated`` of a pooled or
+    crossed bound (the module docstring); the first two NaN for a pair without runs."""
+    floor = own_upper(0, floor_runs, level)
+    return {
+        "own_upper": own_upper(k, n, level) if n > 0 else math.nan,
+        "worth_runs": worth_runs(upper, k, level) if n > 0 else math.nan,
+        "floor_upper": floor,
+        "extrapolated": bool(upper < floor),
+    }
+
+
+def _floor_runs(posterior, trials: np.ndarray) -> np.ndarray:
+    """Per (agent, task): the end-to-end runs that inform it, those sharing its agent
+    (and, in a crossed model, those sharing its task), from the fit's counts."""
+    runs = np.maximum(trials, 0)
+    by_agent = runs.sum(axis=1, keepdims=True)
+    if posterior.spec.pooling != "crossed":
+        return np.broadcast_to(by_agent, runs.shape)
+    return by_agent + runs.sum(axis=0, keepdims=True) - runs
+
+
+def _context_note(row: dict, pooling: str, floor_runs: int) -> str:
+    """The provenance's words on a bound below its floor, or below its own mean."""
+    note = ""
+    if row["extrapolated"]:
+        shared = "agent or task" if pooling == "crossed" else "agent"
+        rests = (
+            "additivity across agents and tasks"
+            if pooling == "crossed"
+            else "the agent's tasks being alike"
+        )
+        note += (
+            f"; EXTRAPOLATED: the bound {format_number(row['upper'])} lies below "
+            f"{format_number(row['floor_upper'])}, what 0 successes in all {floor_runs:,} "
+            f"runs sharing its {shared} could show; it rests on the model's {rests}"
+        )
+    if row["upper"] < row["own_upper"]:  # NaN for a pair without runs: False
+        note += f"; worth {format_number(row['worth_runs'])} runs of its own"
+    if row["upper"] < row["mean"]:
+        note += (
+            f"; the upper bound lies below the mean ({format_number(row['upper'])} < "
+            f"{format_number(row['mean'])}): the posterior is so right-skewed that its "
+            "mean comes from the rare draws beyond the bound"
+        )
+    return note
 
 
 def _with_kept(table: pd.DataFrame, evidence) -> pd.DataFrame:

@@ -279,7 +279,14 @@ def test_sentences_never_round_a_bound_to_certainty():
         "3e-05",
     ]
     row = SimpleNamespace(
-        agent="a", task="t", upper=0.3, lower=0.01, mean=0.1, sd=0.0, verdict=UNDECIDED
+        agent="a",
+        task="t",
+        upper=0.3,
+        lower=0.01,
+        mean=0.1,
+        sd=0.0,
+        verdict=UNDECIDED,
+        reason="",
     )
     text = "a, t: at most 30% (97.5% credible), estimate 10%; undecided at τ = 5%"
     assert sentence(row, 0.05, 0.975) == f"{text}."
