@@ -263,9 +263,9 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
     """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
     The engine is chosen once (``engines.choose_engine``: ``auto`` says why on ``log``).
-    The first fit uses ``form`` and ``settings``; if it fails, it is refitted with
-    ``_retry_settings`` and, where the form can flip, in the other form. The best fit by
-    its diagnostics is kept.
+    The first fit uses ``form``, ``settings`` and ``seed``; if it fails, it is refitted with
+    ``_retry_settings`` and, where the form can flip, in the other form, attempt ``i``
+    (from 0) with seed ``seed + i``. The best fit by its diagnostics is kept.
 
     Parameters
     ----------
@@ -300,8 +300,10 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
         print(f"engine: {engine.name}, chosen by auto: {engine.reason}", file=log, flush=True)
     settings = {**settings, "engine": engine}
 
-    def run(form, tried):
-        trace = sample(build(form), engine, tried, seed, log, key=(*key, form.key()))
+    def run(form, tried, attempt):
+        # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
+        # (its step size collapsed) would otherwise be stuck again in the same place
+        trace = sample(build(form), engine, tried, seed + attempt, log, key=(*key, form.key()))
         draws = finish(trace["posterior"].to_dataset())
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = float(tried["target_accept"])
@@ -312,9 +314,10 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
     fits, attempts = [], []
     while plans:
         form, tried = plans.pop(0)
-        fits.append((*run(form, tried), form, tried))
+        fits.append((*run(form, tried, len(fits)), form, tried))
         failed = fits[-1][1].messages
-        attempts.append(f"{_attempt(form, tried)}: " + ("; ".join(failed) or "passed"))
+        reseeded = f", seed {seed + len(attempts)}" if attempts else ""
+        attempts.append(f"{_attempt(form, tried)}{reseeded}: " + ("; ".join(failed) or "passed"))
         if not failed:
             break
         if len(fits) == 1:

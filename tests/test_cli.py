@@ -273,6 +273,11 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     assert "kept attempt " in provenance  # refitted, and says which attempt it kept
     # the first fit, the refit with twice the draws, then the other form: all three fail
     assert fit_attempts(provenance) == 3
+    # each refit starts its chains afresh: the CLI's default seed, plus the attempt
+    assert "8 non-centred, seed 20240902:" in provenance
+    assert "x 80 draws (tune 40, target_accept 0.8), task means non-centred, seed 20240903:" in (
+        provenance
+    )
     status, out, _ = run(capsys, "check", str(out_dir))
     assert status == 1
     assert "r_hat" in out and "ess_tail" in out and "p_task[agent-a, task_00]" in out
