@@ -19,6 +19,9 @@ in the fit, the summary says how much (``bound_context``):
 * ``extrapolated``: ``upper`` lies below ``floor_upper``. No run of the table could show
   such a bound; it rests on the model's structure (additivity across agents and tasks, or
   the agent's tasks being alike), and the provenance says so.
+
+The last two are empty for a model that reads milestones: its bounds rest on milestone
+runs too, which no count of end-to-end runs describes.
 """
 
 from __future__ import annotations
@@ -89,10 +92,11 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         if data["cp_trials"][i, j] > 0:
             k, trials = data["cp_successes"][i, j], data["cp_trials"][i, j]
             row["cp_upper"] = float(clopper_pearson_upper(k, trials, level))
-        if floors is not None and pd.notna(row["upper"]):
+        if posterior.is_mcmc and pd.notna(row["upper"]):
             k, trials = max(data["cp_successes"][i, j], 0), max(data["cp_trials"][i, j], 0)
-            row.update(bound_context(row["upper"], k, trials, floors[i, j], level))
-            row["provenance"] += _context_note(row, posterior.spec.pooling, floors[i, j])
+            floor = None if floors is None else floors[i, j]
+            row.update(bound_context(row["upper"], k, trials, floor, level))
+            row["provenance"] += _context_note(row, posterior.spec.pooling, floor)
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
@@ -126,21 +130,26 @@ def worth_runs(upper: float, k: int, level: float) -> float:
     return k + math.exp(optimize.brentq(gap, -40.0, high, xtol=1e-12, rtol=1e-10))
 
 
-def bound_context(upper: float, k: int, n: int, floor_runs: int, level: float) -> dict:
+def bound_context(upper: float, k: int, n: int, floor_runs: int | None, level: float) -> dict:
     """``own_upper``, ``worth_runs``, ``floor_upper`` and ``extrapolated`` of a pooled or
-    crossed bound (the module docstring); the first two NaN for a pair without runs."""
-    floor = own_upper(0, floor_runs, level)
+    crossed bound (the module docstring); the first two NaN for a pair without runs, the
+    last two empty without ``floor_runs`` (a fit that reads milestones)."""
+    floor = math.nan if floor_runs is None else own_upper(0, floor_runs, level)
     return {
         "own_upper": own_upper(k, n, level) if n > 0 else math.nan,
         "worth_runs": worth_runs(upper, k, level) if n > 0 else math.nan,
         "floor_upper": floor,
-        "extrapolated": bool(upper < floor),
+        "extrapolated": pd.NA if floor_runs is None else bool(upper < floor),
     }
 
 
-def _floor_runs(posterior, trials: np.ndarray) -> np.ndarray:
+def _floor_runs(posterior, trials: np.ndarray) -> np.ndarray | None:
     """Per (agent, task): the end-to-end runs that inform it, those sharing its agent
-    (and, in a crossed model, those sharing its task), from the fit's counts."""
+    (and, in a crossed model, those sharing its task), from the fit's counts. None for a
+    model that reads milestones: their runs inform its bounds too, and no count of
+    end-to-end runs says what they could show."""
+    if posterior.spec.kind != "end_to_end":
+        return None
     runs = np.maximum(trials, 0)
     by_agent = runs.sum(axis=1, keepdims=True)
     if posterior.spec.pooling != "crossed":
@@ -148,10 +157,10 @@ def _floor_runs(posterior, trials: np.ndarray) -> np.ndarray:
     return by_agent + runs.sum(axis=0, keepdims=True) - runs
 
 
-def _context_note(row: dict, pooling: str, floor_runs: int) -> str:
+def _context_note(row: dict, pooling: str, floor_runs: int | None) -> str:
     """The provenance's words on a bound below its floor, or below its own mean."""
     note = ""
-    if row["extrapolated"]:
+    if row["extrapolated"] is True:
         shared = "agent or task" if pooling == "crossed" else "agent"
         rests = (
             "additivity across agents and tasks"

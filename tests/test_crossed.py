@@ -225,6 +225,8 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     draws = posterior.draws
     summary = posterior.summary().set_index(["agent", "task"])
     assert not summary.loc[("a0", "t1"), "observed"]
+    # milestone runs inform every bound: no end-to-end floor describes them
+    assert summary["floor_upper"].isna().all() and summary["extrapolated"].isna().all()
     milestones = draws["p_milestone"].sel(agent="a0", task="t1").values
     assert np.isfinite(milestones[..., :2]).all() and np.isnan(milestones[..., 2:]).all()
     with np.errstate(divide="ignore"):  # a rate drawn below 1e-308 is 0: its product too

@@ -276,7 +276,9 @@ def test_tasks_without_milestones_are_left_out_by_name():
         posterior = bayes_eval.fit(
             pd.concat([frame, only_e2e]), model, sampler=SMALL, notes=notes, log=None
         )
-        assert sorted(posterior.summary()["task"]) == sorted(frame["task"].unique())
+        summary = posterior.summary()
+        assert sorted(summary["task"]) == sorted(frame["task"].unique())
+        assert summary["floor_upper"].isna().all() and summary["extrapolated"].isna().all()
         assert posterior.diagnostics.ok, posterior.diagnostics.messages
         left_out = [note for note in notes if "task(s) the model cannot use" in note]
         assert left_out == [
