@@ -4,6 +4,7 @@ contract. The designs are sparse and ragged (one to four runs per pair, a quarte
 pairs never run, an agent with no success)."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -389,3 +390,17 @@ def test_the_horizon_command_writes_its_files_and_refuses_other_fits(recovered, 
     assert "\n" not in error
     assert main(["horizon", str(run), "--forecast", "next year"]) == 2
     assert "--forecast next year" in capsys.readouterr().err
+
+
+def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():
+    """Starved of draws, every attempt fails: the refit with twice the draws keeps the
+    difficulties' form, the next flips it; each from its own seed, all named."""
+    table, _ = _design(seed=3, agents=3, tasks=6, missing=0.0, zero_agent=False)
+    starved = {"draws": 20, "tune": 20, "chains": 2}
+    posterior = bayes_eval.fit(table, "crossed", sampler=starved, seed=11, log=None)
+    assert not posterior.diagnostics.ok
+    provenance = posterior.summary()["provenance"].iloc[0]
+    forms = re.findall(r"attempt (\d) nutpie [^:]*?difficulties zero-sum ([a-z-]+)", provenance)
+    assert [attempt for attempt, _ in forms] == ["1", "2", "3"]
+    assert forms[0][1] == forms[1][1] != forms[2][1]
+    assert ", seed 12:" in provenance and ", seed 13:" in provenance

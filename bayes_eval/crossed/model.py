@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -50,7 +50,6 @@ from bayes_eval.constants import (
 from bayes_eval.crossed.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.errors import InputError
 from bayes_eval.hierarchical import (
-    Form,
     Layout,
     _count_data,
     _layout,
@@ -105,6 +104,26 @@ class Design:
         grid = np.zeros((len(self.agents), len(self.layout.tasks)), dtype=bool)
         grid[self.layout.pair_agent, self.pair_task] = True
         return grid
+
+
+@dataclass(frozen=True)
+class DifficultyForm:
+    """Whether the difficulties are sampled centred (``centred_difficulties`` chooses for
+    the first fit). A fit that fails its diagnostics is refitted in the other form: where
+    covariates explain most of the difficulties their residual scale can be small, and
+    centred difficulties then meet it in a funnel."""
+
+    centred: bool
+    flippable = True
+
+    def key(self) -> tuple:
+        return (self.centred,)
+
+    def flipped(self) -> DifficultyForm:
+        return DifficultyForm(not self.centred)
+
+    def describe(self) -> str:
+        return f"difficulties zero-sum {'centred' if self.centred else 'non-centred'}"
 
 
 def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
@@ -346,12 +365,11 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
         return draws
 
     key = (*_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
-    key += (cov.task_group.tobytes(), design.centred.tobytes(), design.centred_tasks)
-    empty = np.zeros(0, dtype=bool)
+    key += (cov.task_group.tobytes(), design.centred.tobytes())
     groups, run_text = sample_until_diagnosed(
-        lambda form: build_model(design, spec),  # one form (centred_abilities)
+        lambda form: build_model(replace(design, centred_tasks=form.centred), spec),
         finish,
-        Form(empty, empty),
+        DifficultyForm(design.centred_tasks),
         settings,
         seed,
         log,
@@ -361,8 +379,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
     centred = int(design.centred.sum())
     run_text += (
         f"; abilities {centred} centred, {design.centred.size - centred} non-centred "
-        f"(centred_abilities), difficulties zero-sum "
-        f"{'centred' if design.centred_tasks else 'non-centred'}, departures non-centred"
+        "(centred_abilities), departures non-centred"
     )
     if layout.clusters is not None:
         run_text += (
