@@ -107,23 +107,36 @@ class Design:
 
 
 @dataclass(frozen=True)
-class DifficultyForm:
-    """Whether the difficulties are sampled centred (``centred_difficulties`` chooses for
-    the first fit). A fit that fails its diagnostics is refitted in the other form: where
-    covariates explain most of the difficulties their residual scale can be small, and
-    centred difficulties then meet it in a funnel."""
+class CrossedForm:
+    """Which abilities (``abilities``, per agent) and whether the difficulties are sampled
+    centred (``centred_abilities`` and ``centred_difficulties`` choose for the first fit).
+    A fit that fails its diagnostics is refitted in the other form, all non-centred where
+    any part was centred, else all centred: where covariates explain most of the
+    abilities or difficulties, their residual scale can fall far enough to meet centred
+    parameters in a funnel."""
 
-    centred: bool
+    abilities: np.ndarray
+    difficulties: bool
     flippable = True
 
     def key(self) -> tuple:
-        return (self.centred,)
+        return self.abilities.tobytes(), self.difficulties
 
-    def flipped(self) -> DifficultyForm:
-        return DifficultyForm(not self.centred)
+    def flipped(self) -> CrossedForm:
+        centred = not (self.abilities.any() or self.difficulties)
+        return CrossedForm(np.full_like(self.abilities, centred), centred)
 
     def describe(self) -> str:
-        return f"difficulties zero-sum {'centred' if self.centred else 'non-centred'}"
+        centred = int(self.abilities.sum())
+        abilities = (
+            "centred"
+            if self.abilities.all()
+            else "non-centred"
+            if not centred
+            else f"{centred} centred, {self.abilities.size - centred} non-centred"
+        )
+        difficulties = "centred" if self.difficulties else "non-centred"
+        return f"abilities {abilities}, difficulties zero-sum {difficulties}"
 
 
 def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
@@ -365,22 +378,24 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
         return draws
 
     key = (*_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
-    key += (cov.task_group.tobytes(), design.centred.tobytes())
+    key += (cov.task_group.tobytes(),)
+
+    def build(form):
+        return build_model(
+            replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
+        )
+
     groups, run_text = sample_until_diagnosed(
-        lambda form: build_model(replace(design, centred_tasks=form.centred), spec),
+        build,
         finish,
-        DifficultyForm(design.centred_tasks),
+        CrossedForm(design.centred, design.centred_tasks),
         settings,
         seed,
         log,
         key,
         cells=layout.n.size + layout.e2e_n.size,
     )
-    centred = int(design.centred.sum())
-    run_text += (
-        f"; abilities {centred} centred, {design.centred.size - centred} non-centred "
-        "(centred_abilities), departures non-centred"
-    )
+    run_text += "; departures non-centred"
     if layout.clusters is not None:
         run_text += (
             f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
