@@ -21,9 +21,17 @@ import threading
 
 from bayes_eval.errors import InputError
 
-__all__ = ["replicate_rng", "run_sweep"]
+__all__ = ["place_arguments", "replicate_rng", "run_sweep"]
 
 DISTRIBUTED_INSTALL = "pip install 'bayes_eval[distributed]'"
+
+
+def place_arguments(parser) -> None:
+    """``--workers N`` and ``--scheduler ADDRESS`` (one or neither) on a study's
+    ``argparse`` parser: where its ``run_sweep`` runs."""
+    place = parser.add_mutually_exclusive_group()
+    place.add_argument("--workers", type=int, help="fit on a local dask cluster of N workers")
+    place.add_argument("--scheduler", help="fit on a running dask cluster (tcp://host:8786)")
 
 
 def replicate_rng(seed: int, index: int):

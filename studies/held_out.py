@@ -38,7 +38,7 @@ from scipy import special, stats
 from bayes_eval import fit
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
-from bayes_eval.sweep import run_sweep
+from bayes_eval.sweep import place_arguments, run_sweep
 
 MODELS = ("mats2024", "hierarchical", "joint")
 BASELINE = "mats2024"
@@ -162,9 +162,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
-    place = parser.add_mutually_exclusive_group()
-    place.add_argument("--workers", type=int, help="fit on a local dask cluster of N workers")
-    place.add_argument("--scheduler", help="fit on a running dask cluster (tcp://host:8786)")
+    place_arguments(parser)
     args = parser.parse_args(argv)
     if args.data:
         table = pd.read_csv(args.data, keep_default_na=False, na_values=[""])

@@ -33,7 +33,7 @@ import pandas as pd
 from bayes_eval import fit
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
-from bayes_eval.sweep import run_sweep
+from bayes_eval.sweep import place_arguments, run_sweep
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
 
@@ -150,9 +150,7 @@ def main(argv=None) -> int:
         action="store_true",
         help="keep the fits already in OUT/robustness.csv (same seed and ranges) and do the rest",
     )
-    place = parser.add_mutually_exclusive_group()
-    place.add_argument("--workers", type=int, help="fit on a local dask cluster of N workers")
-    place.add_argument("--scheduler", help="fit on a running dask cluster (tcp://host:8786)")
+    place_arguments(parser)
     args = parser.parse_args(argv)
     ranges = CAPTURE_THE_FLAG if args.capture_the_flag else None
     out = Path(args.out)

@@ -236,19 +236,20 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
 
 
 def test_one_run_per_cluster_is_the_unclustered_crossed_model():
-    table, _ = _design(seed=7, agents=4, tasks=8, zero_agent=False)
+    table, _ = _design(seed=7, agents=4, tasks=16, zero_agent=False)
     runs = table.loc[table.index.repeat(table["trials"])].copy()
     runs["success"] = 0
     for _, group in runs.groupby(["agent", "task"]):
         runs.loc[group.index[: int(group["successes"].iloc[0])], "success"] = 1
     runs["cluster"] = np.arange(len(runs))
     runs = runs.drop(columns=["successes", "trials", "release", "minutes"])
-    sampler = {**SMALL, "draws": 1000}
-    plain = bayes_eval.fit(runs.drop(columns="cluster"), "crossed", sampler=sampler, seed=2)
-    clustered = bayes_eval.fit(runs, "crossed", sampler=sampler, seed=2)
+    # the spec's sampler, on 16 tasks: on 8 tasks of 1 to 4 runs a pair, every attempt
+    # missed the gate narrowly (R-hat 1.011 to 1.014 on the scales), at SMALL and at the spec's
+    plain = bayes_eval.fit(runs.drop(columns="cluster"), "crossed", seed=2)
+    clustered = bayes_eval.fit(runs, "crossed", seed=2)
     assert plain.diagnostics.ok and clustered.diagnostics.ok
-    a = plain.draws["p_task"].values.reshape(-1, 4, 8)
-    b = clustered.draws["p_task"].values.reshape(-1, 4, 8)
+    a = plain.draws["p_task"].values.reshape(-1, 4, 16)
+    b = clustered.draws["p_task"].values.reshape(-1, 4, 16)
     mcse = np.sqrt(a.var(axis=0) / 400 + b.var(axis=0) / 400)  # ESS >= 400 each
     assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 5 * mcse + 1e-9)
 

@@ -1,0 +1,98 @@
+"""The coverage study of the bounds (studies/bound_coverage.py) on small tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+
+@pytest.fixture
+def study(load_study):
+    return load_study("bound_coverage")
+
+
+def test_the_families_have_the_tails_they_promise(study):
+    """Large draws of each family against its definition: the logit-normal departure has
+    sd 1 about the additive mean, the Beta truth has the additive mean, a third of the
+    zero-inflated cells are unsolvable and the rest are logit-normal."""
+    rng = np.random.default_rng(0)
+    rates, ability, difficulty = study.truth("logit_normal", 10, 4000, rng)
+    additive = ability[:, None] - difficulty[None, :]
+    assert np.allclose(ability, np.linspace(-7, 1, 10))
+    departure = special.logit(rates) - additive
+    assert abs(departure.std() - 1.0) < 0.02 and abs(departure.mean()) < 0.02
+    assert abs(difficulty.std() - 1.5) < 0.05
+
+    rates, ability, difficulty = study.truth("beta", 10, 4000, rng)
+    mean = special.expit(ability[:, None] - difficulty[None, :])
+    relative = (rates - mean).mean(axis=1) / mean.mean(axis=1)
+    assert np.all(np.abs(relative) < 0.15)
+    # a weak agent's rates: a spike near zero with a tail (Beta shapes m k and (1 - m) k)
+    weakest = rates[0] / mean[0]
+    assert np.median(weakest) < 0.01 and np.quantile(weakest, 0.99) > 3
+
+    rates, _, _ = study.truth("zero_inflated", 10, 4000, rng)
+    assert abs((rates == 0).mean() - 1 / 3) < 0.01
+
+    with pytest.raises(ValueError, match="unknown family"):
+        study.truth("gamma", 2, 2, rng)
+
+
+def test_a_table_carries_its_truth_and_its_milestones_multiply_to_it(study):
+    table = study.simulate_table("logit_normal", 4, 6, 5, np.random.default_rng(1))
+    evidence, truth = table["evidence"], table["truth"]
+    assert len(truth) == 24 and truth["weakest"].sum() == study.WEAKEST * 6
+    e2e = evidence[evidence["method"] == "end_to_end"]
+    merged = truth.merge(e2e, on=["agent", "task"], suffixes=("", "_row"))
+    assert (merged["successes"] == merged["successes_row"]).all()
+    assert (merged["trials"] == 5).all()
+    milestones = evidence[evidence["method"] == "milestone"]
+    assert milestones.groupby(["agent", "task"]).size().eq(study.MILESTONES).all()
+    # milestone counts follow rates that multiply to the truth: over many replicates the
+    # product of the milestones' empirical rates is unbiased for P (independent milestones)
+    many = [
+        study.simulate_table("logit_normal", 2, 3, 2000, np.random.default_rng(s)) for s in range(3)
+    ]
+    for table in many:
+        steps = table["evidence"].query("method == 'milestone'")
+        product = steps.assign(rate=steps["successes"] / steps["trials"])
+        product = product.groupby(["agent", "task"])["rate"].prod().reset_index()
+        both = table["truth"].merge(product, on=["agent", "task"])
+        assert np.allclose(both["rate"], both["truth"], atol=0.03)
+    for model in ("end_to_end", "crossed"):
+        assert set(study.evidence_for(model, evidence)["method"]) == {"end_to_end"}
+    assert set(study.evidence_for("ecr_pooled", evidence)["method"]) == {"expert_completion"}
+
+
+def test_the_exact_bounds_are_counted_against_the_truth(study):
+    """The exact model's bound is Beta(1 + k, 1 + n - k)'s quantile; a miss is a truth
+    above it; the summary counts the zero-success cells and the weakest agents apart."""
+    table = study.simulate_table("zero_inflated", 5, 8, 4, np.random.default_rng(2))
+    cells = study.one_fit("end_to_end", table, seed=1, level=0.975)
+    assert len(cells) == 40 and cells["passed"].all()
+    expected = stats.beta.ppf(0.975, 1 + cells["successes"], 1 + 4 - cells["successes"])
+    np.testing.assert_allclose(cells["upper"], expected, rtol=1e-10)
+    assert (cells["missed"] == (cells["truth"] > cells["upper"])).all()
+    summary = study.summarise(cells.assign(family="zero_inflated", table=0))
+    row = summary.iloc[0]
+    zero = cells[cells["successes"] == 0]
+    assert row["zero_cells"] == len(zero)
+    assert row["zero_missed"] == pytest.approx(zero["missed"].mean())
+    assert row["weakest_zero_cells"] == len(zero[zero["weakest"]])
+    assert row["below_1e7"] == 0 and row["extrapolated"] == 0
+
+
+def test_a_small_study_of_the_crossed_model(study):
+    """A real crossed fit of a sparse table outside its family (zero-inflated): its
+    diagnostics pass, every cell has a bound, none astronomically small."""
+    results = study.study(["zero_inflated"], ["crossed"], 1, agents=4, tasks=10, runs=3, seed=5)
+    summary = study.summarise(results).iloc[0]
+    assert summary["passed"] == 1.0
+    assert results["upper"].notna().all() and len(results) == 40
+    assert summary["below_1e7"] == 0
+    zero = results[results["successes"] == 0]
+    # the floor: 0 successes in the 39 runs sharing the pair's agent (30) or task (12, less
+    # its own 3), under the uniform prior: 1 - 0.025^(1 / 40)
+    floor = 1 - 0.025 ** (1 / 40)
+    assert (zero["extrapolated"] == (zero["upper"] < floor)).all()
+    assert pd.api.types.is_bool_dtype(results["missed"])
