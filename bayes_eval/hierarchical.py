@@ -75,7 +75,7 @@ from bayes_eval.diagnostics import diagnose
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["fit_attempts", "fit_pooled", "sample_until_diagnosed"]
+__all__ = ["centred_text", "fit_attempts", "fit_pooled", "sample_until_diagnosed"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -137,10 +137,10 @@ class Form:
         )
 
     def describe(self) -> str:
-        parts = [f"task means {_split(self.pairs)}"]
+        parts = [f"task means {centred_text(self.pairs)}"]
         if self.cells.size:
             tail = self.tails != 0
-            text = f"milestone rates {_split(self.cells[~tail])}" if (~tail).any() else ""
+            text = f"milestone rates {centred_text(self.cells[~tail])}" if (~tail).any() else ""
             if tail.any():
                 scale = f"{int(tail.sum())} on their tail scale"
                 text = f"{text}, {scale}" if text else f"milestone rates {scale}"
@@ -148,7 +148,8 @@ class Form:
         return ", ".join(parts)
 
 
-def _split(centred: np.ndarray) -> str:
+def centred_text(centred: np.ndarray) -> str:
+    """How the parameters ``centred`` marks are sampled, in the provenance's words."""
     if centred.all():
         return "centred"
     if not centred.any():
@@ -314,9 +315,10 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
     fits, attempts = [], []
     while plans:
         form, tried = plans.pop(0)
-        fits.append((*run(form, tried, len(fits)), form, tried))
+        attempt = len(fits)
+        fits.append((*run(form, tried, attempt), form, tried))
         failed = fits[-1][1].messages
-        reseeded = f", seed {seed + len(attempts)}" if attempts else ""
+        reseeded = f", seed {seed + attempt}" if attempt else ""
         attempts.append(f"{_attempt(form, tried)}{reseeded}: " + ("; ".join(failed) or "passed"))
         if not failed:
             break

@@ -161,11 +161,10 @@ def _context_note(row: dict, pooling: str, floor_runs: int | None) -> str:
     """The provenance's words on a bound below its floor, or below its own mean."""
     note = ""
     if row["extrapolated"] is True:
-        shared = "agent or task" if pooling == "crossed" else "agent"
-        rests = (
-            "additivity across agents and tasks"
+        shared, rests = (
+            ("agent or task", "additivity across agents and tasks")
             if pooling == "crossed"
-            else "the agent's tasks being alike"
+            else ("agent", "the agent's tasks being alike")
         )
         note += (
             f"; EXTRAPOLATED: the bound {format_number(row['upper'])} lies below "

@@ -132,8 +132,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     term = parse_term(length, "length")
     draws = posterior.draws
     used = ("ability", "ability_mean", "ability_scale", "difficulty_scale", "group_scale")
-    used += ("cell_scale",)
-    used += ("agent_coefficient", "task_coefficient")
+    used += ("cell_scale", "agent_coefficient", "task_coefficient")
     flat = {  # the parameters horizons need, one row per draw (not the rates)
         name: draws[name].values.reshape(-1, *draws[name].shape[2:])
         for name in used
@@ -144,8 +143,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     beta = flat["task_coefficient"][:, at]
     centre, scale = float(cov["task_centre"].values[at]), float(cov["task_scale"].values[at])
     spread = flat["difficulty_scale"] ** 2 + flat.get("group_scale", 0.0) ** 2
-    spread = spread + flat["cell_scale"] ** 2
-    sigma = np.sqrt(spread)
+    sigma = np.sqrt(spread + flat["cell_scale"] ** 2)
     offsets = {q: success_offset(q, sigma) for q in QUANTITIES}
     notes = []
     flat_share = float(np.mean(beta <= 0))

@@ -54,6 +54,7 @@ from bayes_eval.hierarchical import (
     _count_data,
     _layout,
     _structure,
+    centred_text,
     sample_until_diagnosed,
 )
 
@@ -127,16 +128,8 @@ class CrossedForm:
         return CrossedForm(np.full_like(self.abilities, centred), centred)
 
     def describe(self) -> str:
-        centred = int(self.abilities.sum())
-        abilities = (
-            "centred"
-            if self.abilities.all()
-            else "non-centred"
-            if not centred
-            else f"{centred} centred, {self.abilities.size - centred} non-centred"
-        )
         difficulties = "centred" if self.difficulties else "non-centred"
-        return f"abilities {abilities}, difficulties zero-sum {difficulties}"
+        return f"abilities {centred_text(self.abilities)}, difficulties zero-sum {difficulties}"
 
 
 def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
