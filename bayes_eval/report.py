@@ -208,6 +208,24 @@ def verdicts(
     return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
 
 
+def _verdict_line(table: pd.DataFrame, threshold: float) -> str:
+    """The count per verdict, and how many rows rest on an extrapolated bound below
+    ``threshold`` (``below`` when asked for, else ``undecided``)."""
+    tally = table["verdict"].value_counts()
+    line = "; ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)
+    extrapolated = pd.Series([_extrapolated(row) for row in table.itertuples()], table.index)
+    below = (table["upper"] < threshold) & table["verdict"].isin([BELOW, UNDECIDED])
+    resting = table[extrapolated & below]
+    if not len(resting):
+        return line
+    if (resting["verdict"] == BELOW).all():
+        return f"{line}. {len(resting)} of the below rest on extrapolated bounds, as asked"
+    return (
+        f"{line}. {len(resting)} of the undecided have an extrapolated bound below "
+        f"{threshold:g} (--allow-extrapolated decides on them)"
+    )
+
+
 def _extrapolated(row) -> bool:
     """Whether a summary row's bound lies below its floor (False where not known)."""
     flag = getattr(row, "extrapolated", False)
@@ -514,8 +532,7 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
         f"evidence hash {posterior.evidence.hash[:12]}."
     )
-    tally = table["verdict"].value_counts()
-    verdict_line = "; ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)
+    verdict_line = _verdict_line(table, threshold)
     shown = pd.DataFrame(
         {
             "agent": table["agent"],
