@@ -10,18 +10,20 @@ The table holds milestone rows (for example subtask-guided runs) and end-to-end 
 capture-the-flag table: 8 agents x 40 tasks, one trial per milestone and per end-to-end
 run, every pair run end to end, a bypass on every task (``random_design`` with
 ``CAPTURE_THE_FLAG``). The pairs with end-to-end rows are split at random into
-``--folds`` folds. For each fold, its end-to-end rows are held out and ``joint`` is
-fitted to every milestone row and the other folds' end-to-end rows; the milestone models
-(``mats2024``, the milestone method; ``hierarchical``, its pooled form) are fitted once,
-to the milestone rows, and scored on every fold. Each held-out outcome, ``k`` successes
-in ``n``, is scored by its posterior predictive probability ``E[Binomial(k | n, P)]``
-over the model's draws of ``P``: the log score, and the Brier score of the predicted
-rate against ``k / n``. Prints, per
-model, the mean log score and Brier score per held-out pair and the paired difference
-from ``mats2024`` with its standard error, whether every fit passed its diagnostics,
-the most attempts a fit needed and the time per fit; writes one row per held-out pair
-and model to ``held_out.csv``. ``--workers N`` runs the fits on a local dask cluster,
-``--scheduler ADDRESS`` on a running one, with the same scores as serially.
+``--folds`` folds. For each fold, its end-to-end rows are held out and every model that
+reads end-to-end rows is fitted to the rest: ``joint`` to every milestone row and the
+other folds' end-to-end rows, an end-to-end model (``crossed``, ``end_to_end_pooled``)
+to the other folds' end-to-end rows alone. The milestone models (``mats2024``, the
+milestone method; ``hierarchical``, its pooled form) are fitted once, to the milestone
+rows, and scored on every fold. Each held-out outcome, ``k`` successes in ``n``, is
+scored by its posterior predictive probability ``E[Binomial(k | n, P)]`` over the
+model's draws of ``P``: the log score, and the Brier score of the predicted rate
+against ``k / n``. Prints, per model, the mean log score and Brier score per held-out
+pair and the paired difference from ``mats2024`` with its standard error, whether every
+fit passed its diagnostics, the most attempts a fit needed and the time per fit; writes
+one row per held-out pair and model to ``held_out.csv``. ``--workers N`` runs the fits
+on a local dask cluster, ``--scheduler ADDRESS`` on a running one, with the same scores
+as serially.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ import pandas as pd
 from scipy import special, stats
 
 from bayes_eval import fit
+from bayes_eval.constants import END_TO_END
 from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.specs import load_spec
 from bayes_eval.sweep import place_arguments, run_sweep
 
 MODELS = ("mats2024", "hierarchical", "joint")
@@ -77,20 +81,20 @@ def predictive_scores(posterior, held: pd.DataFrame) -> pd.DataFrame:
 def study(
     table: pd.DataFrame, models, folds: int, seed: int, workers=None, scheduler=None
 ) -> pd.DataFrame:
-    """Every model's scores on every held-out end-to-end row. ``joint`` is refitted fold
-    by fold; a milestone model sees the same rows in every fold and is fitted once. The
-    fits run serially or on a dask cluster (``workers``, ``scheduler``), each seeded by
-    its fold."""
+    """Every model's scores on every held-out end-to-end row. A model that reads
+    end-to-end rows is refitted fold by fold; a milestone model sees the same rows in
+    every fold and is fitted once. The fits run serially or on a dask cluster
+    (``workers``, ``scheduler``), each seeded by its fold."""
     rng = np.random.default_rng(seed)
     fold = fold_of_pairs(table, folds, rng)
     pair = pd.MultiIndex.from_frame(table[["agent", "task"]])
     end_to_end = (table["method"] == "end_to_end").to_numpy()
     fold_of_row = fold.reindex(pair).to_numpy()
-    fits = [(model, f) for model in models for f in range(folds if model == "joint" else 1)]
+    fits = [(model, f) for model in models for f in range(folds if per_fold(model) else 1)]
 
     def done(index, _scores):
         model, f = fits[index]
-        label = f"fold {f + 1}/{folds}" if model == "joint" else "every fold"
+        label = f"fold {f + 1}/{folds}" if per_fold(model) else "every fold"
         print(f"{model}, {label} done", file=sys.stderr, flush=True)
 
     setup = dict(
@@ -107,15 +111,21 @@ def study(
     return pd.concat(results, ignore_index=True)
 
 
+def per_fold(model: str) -> bool:
+    """Whether ``model`` reads end-to-end rows, so is refitted fold by fold."""
+    return load_spec(model).kind in (END_TO_END, "joint")
+
+
 def _fold_fit(index: int, setup: dict) -> pd.DataFrame:
     """Fit one (model, fold) and score its held-out rows."""
     model, f = setup["fits"][index]
     table, end_to_end, fold = setup["table"], setup["end_to_end"], setup["fold"]
-    held_out = end_to_end & ((setup["fold_of_row"] == f) if model == "joint" else True)
+    held_out = end_to_end & ((setup["fold_of_row"] == f) if per_fold(model) else True)
+    kept = ~end_to_end | ~held_out
+    if load_spec(model).kind == END_TO_END:  # it reads the end-to-end rows alone
+        kept &= end_to_end
     start = time.perf_counter()
-    posterior = fit(
-        table[~end_to_end | ~held_out], model, seed=setup["seed"] + f, notes=[], log=None
-    )
+    posterior = fit(table[kept], model, seed=setup["seed"] + f, notes=[], log=None)
     seconds = time.perf_counter() - start
     provenance = str(posterior.summary()["provenance"].iloc[0])
     scores = predictive_scores(posterior, table[held_out])
