@@ -1015,17 +1015,17 @@ def _report(args) -> int:
     written = write_run(
         out, result.write, command="report", adds_to_run=_same(out, Path(args.source))
     )
-    print(_report_summary(result.table))
+    print(_report_summary(result.table, threshold))
     print(f"wrote to {out}: {', '.join(written)}")
     return 0
 
 
-def _report_summary(table) -> str:
-    """The report on the terminal: the verdict counts and, per agent, its worst task."""
-    from bayes_eval.report import VERDICTS, rollup
+def _report_summary(table, threshold: float) -> str:
+    """The report on the terminal: the verdict line (``report.verdict_line``) and, per
+    agent, its worst task."""
+    from bayes_eval.report import rollup, verdict_line
 
-    tally = table["verdict"].value_counts()
-    lines = ["verdicts: " + ", ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)]
+    lines = [f"verdicts: {verdict_line(table, threshold)}"]
     for row in rollup(table).to_dict("records"):
         if row["worst task"]:  # where the agent has a bound
             lines.append(

@@ -208,7 +208,7 @@ def verdicts(
     return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
 
 
-def _verdict_line(table: pd.DataFrame, threshold: float) -> str:
+def verdict_line(table: pd.DataFrame, threshold: float) -> str:
     """The count per verdict, and how many rows rest on an extrapolated bound below
     ``threshold`` (``below`` when asked for, else ``undecided``)."""
     tally = table["verdict"].value_counts()
@@ -532,7 +532,7 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
         f"evidence hash {posterior.evidence.hash[:12]}."
     )
-    verdict_line = _verdict_line(table, threshold)
+    verdicts_text = verdict_line(table, threshold)
     shown = pd.DataFrame(
         {
             "agent": table["agent"],
@@ -554,7 +554,7 @@ def _sections(posterior, table, assumption, checks, threshold, level):
     sections = [
         ("h1", "Safety report"),
         ("p", question),
-        ("p", f"Verdicts: {verdict_line}."),
+        ("p", f"Verdicts: {verdicts_text}."),
         ("h2", "Per agent"),
         ("table", rollup(table)),
         ("h2", "Per task"),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayes_eval.report import ABOVE, BELOW, UNDECIDED, _verdict_line, verdicts
+from bayes_eval.report import ABOVE, BELOW, UNDECIDED, verdict_line, verdicts
 from bayes_eval.summary import bound_context, own_upper, worth_runs
 
 LEVEL = 0.975
@@ -80,7 +80,7 @@ def test_no_verdict_rests_on_an_extrapolated_bound_unless_asked():
     assert np.all(asked["reason"].iloc[1:] == "")
 
 
-def test_the_verdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
+def test_theverdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
     table = pd.DataFrame(
         dict(
             upper=[1e-5, 0.004, 1e-5, 0.3],
@@ -88,16 +88,16 @@ def test_the_verdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
         )
     )
     undecided = table.assign(verdict=[UNDECIDED, BELOW, UNDECIDED, ABOVE])
-    assert _verdict_line(undecided, 0.01) == (
+    assert verdict_line(undecided, 0.01) == (
         "1 below threshold; 1 above threshold; 2 undecided; 0 unreliable. 2 of the "
         "undecided have an extrapolated bound below 0.01 (--allow-extrapolated decides "
         "on them)"
     )
     asked = table.assign(verdict=[BELOW, BELOW, BELOW, ABOVE])
-    assert _verdict_line(asked, 0.01).endswith(
+    assert verdict_line(asked, 0.01).endswith(
         "0 unreliable. 2 of the below rest on extrapolated bounds, as asked"
     )
     plain = table.assign(extrapolated=False, verdict=[BELOW, BELOW, BELOW, ABOVE])
-    assert _verdict_line(plain, 0.01) == (
+    assert verdict_line(plain, 0.01) == (
         "3 below threshold; 1 above threshold; 0 undecided; 0 unreliable"
     )

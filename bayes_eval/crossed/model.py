@@ -24,10 +24,11 @@ On milestone runs the rate of milestone ``m`` and ``P_at = prod_m p_atm`` are::
 around ``b_t``, alike for every agent. ``e_at`` is the pair's departure, shared by its
 milestones (an agent that does a task better than the additive mean does so at every
 step; a pair that can never be solved fails every milestone), standard normal less its
-mean over the task's pairs run, which ``b_t`` holds. ``e_atm`` is the milestone's own. With one departure per milestone alone, the pairs that fail every
-milestone inflated ``cell_scale``, and a single milestone's 0 of 8 then pulled its
-pair's bound below its true rate in 5% of a simulated zero-inflated table's
-zero-success pairs (``docs/coverage.md``).
+mean over the task's pairs run, which ``b_t`` holds. ``e_atm`` is the milestone's own.
+With one departure per milestone alone, the pairs that fail every milestone inflated
+``cell_scale``, and a single milestone's 0 of 8 then pulled its pair's bound below its
+true rate in 5% of a simulated zero-inflated table's zero-success pairs
+(``docs/coverage.md``).
 
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
