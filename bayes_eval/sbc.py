@@ -253,8 +253,6 @@ CROSSED_RANKED = (
     "difficulty_scale",
     "group_scale",
     "cell_scale",
-    "pair_scale",
-    "milestone_scale",
     "kappa_cluster",
     "agent_coefficient",
     "task_coefficient",

@@ -2,18 +2,19 @@
 milestone method?
 
     python studies/held_out.py [--data TABLE.csv] [--folds 5] [--models mats2024
-        hierarchical joint] [--seed 0] [--out studies/results]
-        [--workers N | --scheduler ADDRESS]
+        hierarchical joint] [--seed 0] [--out studies/results] [--rate LOW HIGH]
+        [--milestones LOW HIGH] [--workers N | --scheduler ADDRESS]
 
 The table holds milestone rows (for example subtask-guided runs) and end-to-end rows
 (unguided runs) of the same (agent, task) pairs. Without ``--data`` it is a simulated
 capture-the-flag table: 8 agents x 40 tasks, one trial per milestone and per end-to-end
 run, every pair run end to end, a bypass on every task (``random_design`` with
-``CAPTURE_THE_FLAG``). The pairs with end-to-end rows are split at random into
-``--folds`` folds. For each fold, its end-to-end rows are held out and every model that
-reads end-to-end rows is fitted to the rest: ``joint`` to every milestone row and the
-other folds' end-to-end rows, an end-to-end model (``crossed``, ``end_to_end_pooled``)
-to the other folds' end-to-end rows alone. The milestone models (``mats2024``, the
+``CAPTURE_THE_FLAG``; ``--rate`` and ``--milestones`` narrow its ranges). The pairs with
+end-to-end rows are split at random into ``--folds`` folds. For each fold, its
+end-to-end rows are held out and every model that reads end-to-end rows is fitted to the
+rest: ``joint`` to every milestone row and the other folds' end-to-end rows, an
+end-to-end model (``crossed``, ``end_to_end_pooled``) to the other folds' end-to-end
+rows alone. The milestone models (``mats2024``, the
 milestone method; ``hierarchical``, its pooled form) are fitted once, to the milestone
 rows, and scored on every fold. Each held-out outcome, ``k`` successes in ``n``, is
 scored by its posterior predictive probability ``E[Binomial(k | n, P)]`` over the
@@ -172,12 +173,23 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
+    parser.add_argument(
+        "--rate", nargs=2, type=float, metavar=("LOW", "HIGH"), help="simulated rates' range"
+    )
+    parser.add_argument(
+        "--milestones", nargs=2, type=int, metavar=("LOW", "HIGH"), help="simulated per task"
+    )
     place_arguments(parser)
     args = parser.parse_args(argv)
     if args.data:
         table = pd.read_csv(args.data, keep_default_na=False, na_values=[""])
     else:
-        table, design = random_design(np.random.default_rng(args.seed), CAPTURE_THE_FLAG)
+        ranges = dict(CAPTURE_THE_FLAG)
+        if args.rate:
+            ranges["rate"] = tuple(args.rate)
+        if args.milestones:
+            ranges["milestones"] = tuple(args.milestones)
+        table, design = random_design(np.random.default_rng(args.seed), ranges)
         print(f"simulated capture-the-flag table: {design}", file=sys.stderr)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -235,69 +235,21 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
 
 
-def _milestone_design(seed, agents=4, tasks=6, trials=(1, 4), steps=(-1.5, 0.0, 1.5)):
-    """Milestone runs of known truth: task ``t`` has ``1 + t % 3`` milestones, whose
-    difficulties lie ``steps`` around the task's, alike for every agent; each pair departs
-    from its additive mean at all of its milestones at once (sd 1) and each milestone a
-    little more (sd 0.3); two pairs never run. Returns the table and the truth."""
-    rng = np.random.default_rng(seed)
-    ability = rng.normal(0.0, 1.0, agents)
-    difficulty = rng.normal(-1.0, 1.0, tasks)
-    rows = []
-    for a in range(agents):
-        for t in range(tasks):
-            if (a, t) in ((0, 1), (agents - 1, tasks - 2)):
-                continue  # never run
-            shared = rng.normal(0.0, 1.0)
-            count = 1 + t % 3
-            offsets = np.asarray(steps[:count]) - np.mean(steps[:count])
-            for step, offset in enumerate(offsets, start=1):
-                logit = ability[a] - difficulty[t] - offset + shared + rng.normal(0.0, 0.3)
-                n = int(rng.integers(*trials))
-                k = int(rng.binomial(n, special.expit(logit)))
-                rows.append((f"a{a}", f"t{t}", "milestone", step, k, n))
-    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
-    return table, dict(ability=ability, difficulty=difficulty)
-
-
-def test_each_milestones_difficulty_is_learnt_alike_for_every_agent():
-    """Tasks whose three milestones lie 1.5 log-odds apart, 8 agents with 8 trials each:
-    the posterior of the mean gap from the first milestone to the third covers the
-    truth, 3; a task's slots beyond its milestones are empty."""
-    table, _ = _milestone_design(seed=11, agents=8, tasks=12, trials=(8, 9))
-    posterior = bayes_eval.fit(table, "crossed_milestones", sampler=SMALL, seed=2)
-    assert posterior.diagnostics.ok, posterior.diagnostics.messages
-    difficulty = posterior.draws["milestone_difficulty"]
-    three = [f"t{t}" for t in range(12) if t % 3 == 2]
-    gap = (difficulty.sel(milestone=3) - difficulty.sel(milestone=1)).sel(task=three)
-    low, high = np.quantile(gap.mean("task").values, [0.005, 0.995])
-    assert low < 3.0 < high and low > 1.0
-    one = difficulty.sel(task="t0").values
-    assert np.isfinite(one[..., 0]).all() and np.isnan(one[..., 1:]).all()
-    # a task's milestones average its difficulty
-    average = difficulty.sel(task=three).mean("milestone")
-    assert np.allclose(average, posterior.draws["difficulty"].sel(task=three))
-
-
-def test_less_means_takes_each_groups_mean_out_as_the_model_does():
-    import pytensor.tensor as pt
-
-    from bayes_eval.crossed.model import _less_means, _tensor_less_means
-
-    z = np.array([[1.0, 2.0, 6.0, -1.0, 4.0]])
-    group = np.array([0, 1, 0, 2, 0])
-    by_hand = np.array([[-2.6667, 0.0, 2.3333, 0.0, 0.3333]])
-    assert np.allclose(_less_means(z, group, 4), by_hand, atol=1e-4)
-    vector = pt.vector("z")
-    tensor = _tensor_less_means(pt, vector, group, 4).eval({vector: z[0]})
-    assert np.allclose(tensor, by_hand[0], atol=1e-4)
-
-
 def test_sbc_of_the_crossed_milestone_model():
-    table, _ = _milestone_design(seed=3)
+    """SBC on a sparse, ragged milestone design: 4 agents x 6 tasks with 1 to 3
+    milestones, 1 to 3 trials per milestone, two pairs never run."""
+    rng = np.random.default_rng(3)
+    rows = [
+        (f"a{a}", f"t{t}", "milestone", step, 0, int(rng.integers(1, 4)))
+        for a in range(4)
+        for t in range(6)
+        if (a, t) not in ((0, 1), (3, 4))
+        for step in range(1, 2 + t % 3)
+    ]
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
     result = sbc(table, "crossed_milestones", simulations=24, draws=99, bins=4, seed=2)
     assert result.passed(), result.p_values.sort_values().head()
-    assert {"pair_scale", "milestone_scale", "cell_scale"} <= set(result.p_values.index)
+    assert "cell_scale" in result.p_values.index
 
 
 def test_one_run_per_cluster_is_the_unclustered_crossed_model():

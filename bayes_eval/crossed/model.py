@@ -11,24 +11,11 @@ with ``x`` the standardised covariates (``bayes_eval.crossed.covariates``), ``z_
 ``e_at`` standard normal, and ``z_t``, ``u`` zero-sum normal: the difficulties average
 zero over the design's tasks, so the intercept sits in the ability alone and the two
 cannot trade along a ridge. No (agent, task) is exactly additive: ``e_at``, one per pair
-run, is the pair's departure on the logit scale. A small additive mean never turns into
-a spike at zero: a pair's rate stays within ``cell_scale`` log-odds of it, whatever the
-mean. (A Beta cell level, ``Beta(mu kappa, (1 - mu) kappa)``, made the rate of a weak
-agent on a hard task a spike whose 97.5% quantile was as low as 1e-128.)
-
-On milestone runs the rate of milestone ``m`` and ``P_at = prod_m p_atm`` are::
-
-    logit p_atm = theta_a - b_t - milestone_scale v_tm + pair_scale e_at + cell_scale e_atm
-
-``v_tm`` standard normal less its task's mean: a task's milestones differ in difficulty
-around ``b_t``, alike for every agent. ``e_at`` is the pair's departure, shared by its
-milestones (an agent that does a task better than the additive mean does so at every
-step; a pair that can never be solved fails every milestone), standard normal less its
-mean over the task's pairs run, which ``b_t`` holds. ``e_atm`` is the milestone's own.
-With one departure per milestone alone, the pairs that fail every milestone inflated
-``cell_scale``, and a single milestone's 0 of 8 then pulled its pair's bound below its
-true rate in 5% of a simulated zero-inflated table's zero-success pairs
-(``docs/coverage.md``).
+run (for milestone runs, one per milestone cell, ``P_at = prod_m p_atm``), is the pair's
+departure on the logit scale. A small additive mean never turns into a spike at zero: a
+pair's rate stays within ``cell_scale`` log-odds of it, whatever the mean. (A Beta cell
+level, ``Beta(mu kappa, (1 - mu) kappa)``, made the rate of a weak agent on a hard task a
+spike whose 97.5% quantile was as low as 1e-128.)
 
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
@@ -84,8 +71,6 @@ __all__ = [
 
 AGENT_TERM, TASK_TERM, GROUP = "agent_covariate", "task_covariate", "task_group"
 RATE = "rate"  # the rates that depart from the additive mean: pairs, or milestone cells
-PAIR = "pair"  # the pairs run, whose milestones share a departure
-SLOT = "task_milestone"  # every task's milestones, one after another
 CENTRED, NON_CENTRED = "agent_centred", "agent_non_centred"  # the abilities, as sampled
 
 
@@ -114,15 +99,6 @@ class Design:
     def agents(self) -> list:
         """The fitted agents, then the predicted ones."""
         return [*self.layout.agents, *self.predicted]
-
-    def slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every task's milestones one after another: the task and the milestone (from 0)
-        of each slot, and each milestone cell's slot."""
-        tasks = np.repeat(np.arange(self.milestones.size), self.milestones)
-        start = np.cumsum(self.milestones) - self.milestones
-        steps = np.arange(tasks.size) - start[tasks]
-        layout = self.layout
-        return tasks, steps, start[self.pair_task[layout.cell_pair]] + layout.cell_factor - 1
 
     def observed(self) -> np.ndarray:
         """``(agents, tasks)``: whether the pair was run."""
@@ -254,8 +230,6 @@ def build_model(design: Design, spec):
         NON_CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if not c],
         RATE: np.arange(layout.k.size if spec.kind != END_TO_END else len(layout.pairs)),
     }
-    if spec.kind != END_TO_END:
-        coords |= {PAIR: np.arange(len(layout.pairs)), SLOT: np.arange(design.milestones.sum())}
     priors = spec.priors
     with pm.Model(coords=coords) as model:
         mean = _normal(pm, "ability_mean", priors["ability_mean"])
@@ -278,7 +252,7 @@ def build_model(design: Design, spec):
         difficulty = pm.Deterministic("difficulty", difficulty, dims=TASK)
         eta = ability[layout.pair_agent] - difficulty[design.pair_task]
         if spec.kind != END_TO_END:  # the rates are the milestone cells
-            eta = _milestone_means(pm, pt, eta, design, priors)
+            eta = eta[layout.cell_pair]
         cell_scale = _lognormal(pm, "cell_scale", priors["cell_scale"])
         logit = eta + cell_scale * pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
         log_p, log_q = -pt.softplus(-logit), -pt.softplus(logit)  # log P, log (1 - P)
@@ -291,40 +265,6 @@ def build_model(design: Design, spec):
             k, f = _count_data(pm, "k_obs", k, n)
             pm.Potential("k_binomial", pt.sum(k * log_p + f * log_q))
     return model
-
-
-def _milestone_means(pm, pt, eta, design: Design, priors):
-    """The additive mean ``eta`` of each pair, made the mean of each of its milestone
-    cells: less the milestone's difficulty around its task's, plus the pair's departure
-    that its milestones share. Both are standard normals less their task's mean: the
-    task's mean departure would otherwise trade with its difficulty along a ridge
-    (``difficulty_scale``'s bulk ESS 205 of 8,000 draws on a simulated zero-inflated
-    table, 6,000 without the ridge)."""
-    layout = design.layout
-    tasks = design.milestones.size
-    slot_task, _, cell_slot = design.slots()
-    relative = _lognormal(pm, "milestone_scale", priors["milestone_scale"]) * _tensor_less_means(
-        pt, pm.Normal("milestone_z", 0.0, 1.0, dims=SLOT), slot_task, tasks
-    )
-    shared = _lognormal(pm, "pair_scale", priors["pair_scale"]) * _tensor_less_means(
-        pt, pm.Normal("pair_z", 0.0, 1.0, dims=PAIR), design.pair_task, tasks
-    )
-    return (eta + shared)[layout.cell_pair] - relative[cell_slot]
-
-
-def _tensor_less_means(pt, z, group: np.ndarray, size: int):
-    """The tensor ``z`` less the mean of its group's entries (``group`` per entry)."""
-    counts = np.maximum(np.bincount(group, minlength=size), 1)
-    return z - (pt.zeros(size)[group].inc(z) / counts)[group]
-
-
-def _less_means(z: np.ndarray, group: np.ndarray, size: int) -> np.ndarray:
-    """``z`` less the mean of its group's entries along its last axis (``group`` per
-    entry), as the model's ``_tensor_less_means``."""
-    sums = np.zeros((size, *z.shape[:-1]))
-    np.add.at(sums, group, np.moveaxis(z, -1, 0))
-    counts = np.maximum(np.bincount(group, minlength=size), 1)
-    return z - (np.moveaxis(sums, 0, -1) / counts)[..., group]
 
 
 def _normal(pm, name, prior, dims=None):
@@ -393,16 +333,7 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     pair_of_cell, steps = layout.cell_pair, layout.cell_factor - 1
     ca, ct = agents[pair_of_cell], tasks[pair_of_cell]
     z[..., ca, ct, steps] = sampled
-    shared = rng.standard_normal(eta.shape)
-    shared[..., agents, tasks] = _less_means(post["pair_z"].values, tasks, eta.shape[-1])
-    eta = eta + post["pair_scale"].values[..., None, None] * shared
-    relative = _milestone_difficulties(post, design, width)
-    out["milestone_difficulty"] = (
-        ("chain", "draw", TASK, MILESTONE),
-        post["difficulty"].values[..., None] + relative,
-    )
-    logit = eta[..., None] - np.nan_to_num(relative)[..., None, :, :] + scale[..., None] * z
-    log_p = -np.logaddexp(0.0, -logit)  # log expit
+    log_p = -np.logaddexp(0.0, -(eta[..., None] + scale[..., None] * z))  # log expit
     # A pair that was run has the milestones it was run on; one never run, as many as
     # the task has (the most any agent was run on).
     ran = np.zeros(z.shape[-3:], dtype=bool)
@@ -412,17 +343,6 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     log_p = np.where(present, log_p, np.nan)
     out["p_task"] = (("chain", "draw", AGENT, TASK), np.exp(np.nansum(log_p, axis=-1)))
     out["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), np.exp(log_p))
-    return out
-
-
-def _milestone_difficulties(post, design: Design, width: int) -> np.ndarray:
-    """``(chain, draw, task, milestone)``: each milestone's difficulty relative to its
-    task's, per posterior draw (NaN beyond a task's milestones)."""
-    slot_task, slot_step, _ = design.slots()
-    z, counts = post["milestone_z"].values, design.milestones
-    relative = post["milestone_scale"].values[..., None] * _less_means(z, slot_task, counts.size)
-    out = np.full(z.shape[:2] + (counts.size, width), np.nan)
-    out[..., slot_task, slot_step] = relative
     return out
 
 
@@ -442,8 +362,8 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
     def finish(draws):
         rates = draw_rates(draws, design, spec, np.random.default_rng(seed + 1))
         # the departures live on in the rates; abilities come back with the predicted agents
-        draws = draws.drop_vars(["ability", "cell_z", "pair_z", "milestone_z"], errors="ignore")
-        draws = draws.drop_dims([AGENT, RATE, PAIR, SLOT, CENTRED, NON_CENTRED], errors="ignore")
+        draws = draws.drop_vars(["ability", "cell_z"])
+        draws = draws.drop_dims([AGENT, RATE, CENTRED, NON_CENTRED], errors="ignore")
         draws = draws.assign_coords({AGENT: design.agents})
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
         if MILESTONE in draws.dims:
@@ -451,7 +371,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
         return draws
 
     key = (*_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
-    key += (cov.task_group.tobytes(), layout.cell_factor.tobytes())
+    key += (cov.task_group.tobytes(),)
 
     def build(form):
         return build_model(
@@ -601,10 +521,6 @@ def prior_draw(design: Design, spec, rng) -> dict:
         truth["group_z"] = _zero_sum_draw(rng, len(cov.groups))
     if design.layout.clusters is not None:
         truth["kappa_cluster"] = draw("cluster_concentration")
-    if spec.kind != END_TO_END:
-        truth["milestone_scale"] = draw("milestone_scale")
-        truth["pair_scale"] = draw("pair_scale")
-        truth["milestone_z"] = rng.standard_normal(int(design.milestones.sum()))
     ability = truth["ability_mean"] + truth["ability_scale"] * truth["ability_z"]
     difficulty = truth["difficulty_scale"] * truth["difficulty_z"]
     if cov.agent_terms:
@@ -633,12 +549,7 @@ def simulate(truth: dict, design: Design, spec, rng):
     if spec.kind == END_TO_END:
         trials = layout.e2e_n
     else:
-        slot_task, _, cell_slot = design.slots()
-        tasks = design.milestones.size
-        relative = truth["milestone_scale"] * _less_means(truth["milestone_z"], slot_task, tasks)
-        shared = _less_means(rng.standard_normal(eta.size), design.pair_task, tasks)
-        eta = eta + truth["pair_scale"] * shared
-        eta, trials = eta[layout.cell_pair] - relative[cell_slot], layout.n
+        eta, trials = eta[layout.cell_pair], layout.n
     rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
     p_task = rate
     if spec.kind != END_TO_END:
