@@ -12,9 +12,9 @@ run, every pair run end to end, a bypass on every task (``random_design`` with
 ``CAPTURE_THE_FLAG``; ``--rate`` and ``--milestones`` narrow its ranges). The pairs with
 end-to-end rows are split at random into ``--folds`` folds. For each fold, its
 end-to-end rows are held out and every model that reads end-to-end rows is fitted to the
-rest: ``joint`` to every milestone row and the other folds' end-to-end rows, an
-end-to-end model (``crossed``, ``end_to_end_pooled``) to the other folds' end-to-end
-rows alone. The milestone models (``mats2024``, the
+rest: ``joint`` to every milestone row and the other folds' end-to-end rows, a crossed
+end-to-end model (``crossed``, which predicts pairs it never saw) to the other folds'
+end-to-end rows alone. The milestone models (``mats2024``, the
 milestone method; ``hierarchical``, its pooled form) are fitted once, to the milestone
 rows, and scored on every fold. Each held-out outcome, ``k`` successes in ``n``, is
 scored by its posterior predictive probability ``E[Binomial(k | n, P)]`` over the
@@ -86,6 +86,13 @@ def study(
     end-to-end rows is refitted fold by fold; a milestone model sees the same rows in
     every fold and is fitted once. The fits run serially or on a dask cluster
     (``workers``, ``scheduler``), each seeded by its fold."""
+    for model in models:
+        spec = load_spec(model)
+        if spec.kind == END_TO_END and spec.pooling != "crossed":
+            raise ValueError(
+                f"{model} reads end-to-end rows alone and cannot predict a pair whose rows "
+                "are held out; use a crossed model (crossed) or one that reads milestones"
+            )
     rng = np.random.default_rng(seed)
     fold = fold_of_pairs(table, folds, rng)
     pair = pd.MultiIndex.from_frame(table[["agent", "task"]])

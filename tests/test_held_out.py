@@ -45,6 +45,15 @@ def test_every_held_out_row_is_scored_once_per_model(load_study):
     assert summary.loc["mats2024", "log_score"] == pytest.approx(scores["log_score"].mean())
 
 
+def test_models_that_read_end_to_end_rows_are_refitted_fold_by_fold(load_study):
+    study = load_study("held_out")
+    assert study.per_fold("joint") and study.per_fold("crossed")
+    assert not study.per_fold("mats2024") and not study.per_fold("crossed_milestones")
+    table, _ = random_design(np.random.default_rng(4), {**CAPTURE_THE_FLAG, "agents": (2, 2)})
+    with pytest.raises(ValueError, match="cannot predict a pair whose rows are held out"):
+        study.study(table, ["end_to_end_pooled"], folds=3, seed=0)
+
+
 @pytest.mark.slow
 def test_joint_predicts_held_out_unguided_runs_better_than_the_milestone_method(load_study):
     """On a simulated capture-the-flag table with a bypass on every task, the joint model's
