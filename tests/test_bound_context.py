@@ -80,7 +80,7 @@ def test_no_verdict_rests_on_an_extrapolated_bound_unless_asked():
     assert np.all(asked["reason"].iloc[1:] == "")
 
 
-def test_theverdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
+def test_the_verdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
     table = pd.DataFrame(
         dict(
             upper=[1e-5, 0.004, 1e-5, 0.3],
