@@ -14,9 +14,9 @@ end-to-end rows are split at random into ``--folds`` folds. For each fold, its
 end-to-end rows are held out and every model that reads end-to-end rows is fitted to the
 rest: ``joint`` to every milestone row and the other folds' end-to-end rows, a crossed
 end-to-end model (``crossed``, which predicts pairs it never saw) to the other folds'
-end-to-end rows alone. The milestone models (``mats2024``, the
-milestone method; ``hierarchical``, its pooled form) are fitted once, to the milestone
-rows, and scored on every fold. Each held-out outcome, ``k`` successes in ``n``, is
+end-to-end rows alone. The milestone models (``mats2024``, the milestone method;
+``hierarchical``, its pooled form) are fitted once, to the milestone rows, and scored on
+every fold. Each held-out outcome, ``k`` successes in ``n``, is
 scored by its posterior predictive probability ``E[Binomial(k | n, P)]`` over the
 model's draws of ``P``: the log score, and the Brier score of the predicted rate
 against ``k / n``. Prints, per model, the mean log score and Brier score per held-out
@@ -86,6 +86,7 @@ def study(
     end-to-end rows is refitted fold by fold; a milestone model sees the same rows in
     every fold and is fitted once. The fits run serially or on a dask cluster
     (``workers``, ``scheduler``), each seeded by its fold."""
+    kinds = {}
     for model in models:
         spec = load_spec(model)
         if spec.kind == END_TO_END and spec.pooling != "crossed":
@@ -93,16 +94,17 @@ def study(
                 f"{model} reads end-to-end rows alone and cannot predict a pair whose rows "
                 "are held out; use a crossed model (crossed) or one that reads milestones"
             )
+        kinds[model] = spec.kind
     rng = np.random.default_rng(seed)
     fold = fold_of_pairs(table, folds, rng)
     pair = pd.MultiIndex.from_frame(table[["agent", "task"]])
     end_to_end = (table["method"] == "end_to_end").to_numpy()
     fold_of_row = fold.reindex(pair).to_numpy()
-    fits = [(model, f) for model in models for f in range(folds if per_fold(model) else 1)]
+    fits = [(model, f) for model in models for f in range(folds if refitted(kinds[model]) else 1)]
 
     def done(index, _scores):
         model, f = fits[index]
-        label = f"fold {f + 1}/{folds}" if per_fold(model) else "every fold"
+        label = f"fold {f + 1}/{folds}" if refitted(kinds[model]) else "every fold"
         print(f"{model}, {label} done", file=sys.stderr, flush=True)
 
     setup = dict(
@@ -111,6 +113,7 @@ def study(
         end_to_end=end_to_end,
         fold_of_row=fold_of_row,
         fold=fold,
+        kinds=kinds,
         seed=seed,
     )
     results = run_sweep(
@@ -119,18 +122,19 @@ def study(
     return pd.concat(results, ignore_index=True)
 
 
-def per_fold(model: str) -> bool:
-    """Whether ``model`` reads end-to-end rows, so is refitted fold by fold."""
-    return load_spec(model).kind in (END_TO_END, "joint")
+def refitted(kind: str) -> bool:
+    """Whether a model of ``kind`` reads end-to-end rows, so is refitted fold by fold."""
+    return kind in (END_TO_END, "joint")
 
 
 def _fold_fit(index: int, setup: dict) -> pd.DataFrame:
     """Fit one (model, fold) and score its held-out rows."""
     model, f = setup["fits"][index]
     table, end_to_end, fold = setup["table"], setup["end_to_end"], setup["fold"]
-    held_out = end_to_end & ((setup["fold_of_row"] == f) if per_fold(model) else True)
+    kind = setup["kinds"][model]
+    held_out = end_to_end & ((setup["fold_of_row"] == f) if refitted(kind) else True)
     kept = ~end_to_end | ~held_out
-    if load_spec(model).kind == END_TO_END:  # it reads the end-to-end rows alone
+    if kind == END_TO_END:  # it reads the end-to-end rows alone
         kept &= end_to_end
     start = time.perf_counter()
     posterior = fit(table[kept], model, seed=setup["seed"] + f, notes=[], log=None)
