@@ -7,9 +7,11 @@
 
 Simulates tables whose true success rates ``P[a, t]`` come from three families
 (``logit_normal`` has the crossed models' form of departure, the other two are none of the
-models' own), fits every shipped pooled and crossed model (and the exact ``end_to_end`` as
-a reference) at its defaults, exactly as ``bayes-eval fit`` would, and counts how often
-the true rate lies above the one-sided bound at ``--level``. Agents' abilities run evenly
+models' own), fits every shipped model at its defaults, exactly as ``bayes-eval fit``
+would (the pooled and crossed ones, the exact ``end_to_end`` as a reference, and the
+published milestone methods ``mats2024``, ``phuong2024``, ``phuong_chain`` and
+``ecr2024``), and counts how often the true rate lies above the one-sided bound at
+``--level``; a cell a model gives no bound is counted apart. Agents' abilities run evenly
 from -7 to +1 on the logit scale (rates from 1e-3 to 0.7 on a typical task), tasks'
 difficulties are Normal(0, 1.5), and a cell's rate departs from the additive
 ``expit(ability - difficulty)`` by the family:
@@ -23,22 +25,22 @@ difficulties are Normal(0, 1.5), and a cell's rate departs from the additive
 
 Every cell gets ``--runs`` end-to-end runs. The models that read milestones get each
 task's 3 milestones too, ``--runs`` trials each, whose rates multiply to ``P``
-(``p_m = P^w_m``, ``w ~ Dirichlet(2, 2, 2)`` per cell; ``ecr_pooled`` reads them as the
-steps of one expert-guided run). ``time_horizon`` gets a task length that carries the
-difficulty (``log2(human_minutes) = 3 + 1.5 difficulty + Normal(0, 1)``), task families
-of 4 tasks and release dates that follow the abilities (120 days per unit of log-odds,
-give or take 60). A family's tables are seeded by ``--seed`` plus 1000 times its place in
-``FAMILIES`` plus the table's number.
+(``p_m = P^w_m``, ``w ~ Dirichlet(2, 2, 2)`` per cell; ``ecr_pooled`` and ``ecr2024``
+read them as the steps of one expert-guided run). ``time_horizon`` gets a task length
+that carries the difficulty (``log2(human_minutes) = 3 + 1.5 difficulty + Normal(0,
+1)``), task families of 4 tasks and release dates that follow the abilities (120 days
+per unit of log-odds, give or take 60). A family's tables are seeded by ``--seed`` plus
+1000 times its place in ``FAMILIES`` plus the table's number.
 
-Prints, per family and model, the share of fits that passed their diagnostics, and the
-share of bounds the truth exceeds among all cells, among zero-success cells (no success
-in the cell's end-to-end runs), among the zero-success cells of the 3 weakest agents and
-among the zero-success cells whose bound is not marked ``extrapolated`` (those a ``below
-threshold`` verdict may rest on by default); then the bounds below 1e-7, the rows marked
-``extrapolated`` and the median seconds per fit. Writes one row per cell and model to
-``coverage.csv`` as each fit finishes. ``--workers N`` runs the
-fits on a local dask cluster, ``--scheduler ADDRESS`` on a running one, with the same
-bounds as serially (each fit is seeded by its table).
+Prints, per family and model, the share of fits that passed their diagnostics, the cells
+without a bound, and, among the cells with one, the share of bounds the truth exceeds:
+among all cells, among zero-success cells (no success in the cell's end-to-end runs),
+among the zero-success cells of the 3 weakest agents and among the zero-success cells
+whose bound is not marked ``extrapolated`` (those a ``below threshold`` verdict may rest
+on by default); then the bounds below 1e-7, the rows marked ``extrapolated`` and the
+median seconds per fit. Writes one row per cell and model to ``coverage.csv`` as each fit
+finishes. ``--workers N`` runs the fits on a local dask cluster, ``--scheduler ADDRESS``
+on a running one, with the same bounds as serially (each fit is seeded by its table).
 """
 
 from __future__ import annotations
@@ -65,8 +67,21 @@ MODELS = (
     "joint",
     "ecr_pooled",
     "crossed_milestones",
+    "mats2024",
+    "phuong2024",
+    "phuong_chain",
+    "ecr2024",
 )
-MILESTONE_MODELS = ("hierarchical", "joint", "ecr_pooled", "crossed_milestones")
+EXPERT_MODELS = ("ecr_pooled", "ecr2024")  # read the milestones as one expert-guided run
+MILESTONE_MODELS = (
+    "hierarchical",
+    "joint",
+    "crossed_milestones",
+    "mats2024",
+    "phuong2024",
+    "phuong_chain",
+    *EXPERT_MODELS,
+)
 WEAKEST = 3  # the agents reported on their own
 MILESTONES = 3
 BETA_CONCENTRATION = 3.0
@@ -136,7 +151,7 @@ def simulate_table(family: str, agents: int, tasks: int, runs: int, rng) -> dict
 
 def evidence_for(model: str, evidence: pd.DataFrame) -> pd.DataFrame:
     """The rows of a simulated table that ``model`` reads, in the form it reads them."""
-    if model == "ecr_pooled":
+    if model in EXPERT_MODELS:
         steps = evidence[evidence["method"] == "milestone"]
         return steps.assign(method="expert_completion", run="1")
     if model in MILESTONE_MODELS:
@@ -145,7 +160,9 @@ def evidence_for(model: str, evidence: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_fit(model: str, table: dict, seed: int, level: float) -> pd.DataFrame:
-    """Fit ``model`` at its defaults; one row per cell: truth, bound, whether it held."""
+    """Fit ``model`` at its defaults; one row per cell: truth, bound, whether it held
+    (missing where the model gives the cell no bound, as ``phuong2024`` gives none from a
+    milestone without a success)."""
     start = time.perf_counter()
     covariates = (
         dict(agents=table["agents"], tasks=table["tasks"]) if model == "time_horizon" else {}
@@ -165,7 +182,7 @@ def one_fit(model: str, table: dict, seed: int, level: float) -> pd.DataFrame:
     cells = table["truth"].merge(summary[columns], on=["agent", "task"], how="left")
     return cells.assign(
         model=model,
-        missed=cells["truth"] > cells["upper"],
+        missed=(cells["truth"] > cells["upper"]).astype("boolean").mask(cells["upper"].isna()),
         seconds=seconds,
         passed=diagnostics is None or bool(diagnostics.ok),
         failed="" if diagnostics is None else " | ".join(diagnostics.messages),
@@ -224,7 +241,8 @@ def flagged(cells: pd.DataFrame) -> pd.Series:
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
-    """Per family and model: fits passing, the share of bounds missed among all cells,
+    """Per family and model: fits passing, the cells without a bound, and among the cells
+    with one the share of bounds missed among all cells,
     zero-success cells, the weakest agents' zero-success cells and the zero-success cells
     whose bound is not extrapolated (those a verdict may rest on), the bounds below 1e-7,
     the extrapolated rows and the median seconds per fit."""
@@ -239,6 +257,7 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
                 model=model,
                 passed=fits["passed"].mean(),
                 cells=len(cells),
+                no_bound=int(cells["upper"].isna().sum()),
                 missed=cells["missed"].mean(),
                 zero_cells=len(zero),
                 zero_missed=zero["missed"].mean(),

@@ -96,3 +96,21 @@ def test_a_small_study_of_the_crossed_model(study):
     floor = 1 - 0.025 ** (1 / 40)
     assert (zero["extrapolated"] == (zero["upper"] < floor)).all()
     assert pd.api.types.is_bool_dtype(results["missed"])
+
+
+def test_a_cell_without_a_bound_is_counted_apart(study):
+    """phuong2024's Haldane prior leaves a pair with a milestone of no success without a
+    posterior: such a cell has no bound, is neither missed nor held, and is counted apart;
+    the shares are of the cells with a bound."""
+    table = study.simulate_table("logit_normal", 4, 6, 4, np.random.default_rng(3))
+    cells = study.one_fit("phuong2024", table, seed=1, level=0.975)
+    steps = table["evidence"].query("method == 'milestone'")
+    unbounded = steps.groupby(["agent", "task"])["successes"].min().eq(0).rename("expected")
+    cells = cells.merge(unbounded.reset_index(), on=["agent", "task"])
+    assert 0 < cells["expected"].sum() < len(cells)
+    assert (cells["upper"].isna() == cells["expected"]).all()
+    assert (cells["missed"].isna() == cells["expected"]).all()
+    row = study.summarise(cells.assign(family="logit_normal", table=0)).iloc[0]
+    bounded = cells[~cells["expected"]]
+    assert row["no_bound"] == cells["expected"].sum()
+    assert row["missed"] == pytest.approx((bounded["truth"] > bounded["upper"]).mean())
