@@ -1,5 +1,6 @@
 """`bayes-eval fit`: output formats, determinism, and bad input (exit 2, one line, no files)."""
 
+import importlib
 import io
 import json
 import subprocess
@@ -180,14 +181,13 @@ def test_a_check_that_fails_after_the_fit_keeps_the_fit(monkeypatch, capsys, tmp
     """A check (or figure) that raises after the fit: the fit, its summary and the other
     checks are written, the failure is reported with its reason, and the numbers are
     those of a run where nothing failed."""
-    import bayes_eval
-
     module, name = failing.split(".")
 
     def broken(*args, **kwargs):
         raise OverflowError("Error in function ibeta_derivative")
 
-    monkeypatch.setattr(getattr(bayes_eval, module), name, broken)
+    # imported here: a worker that has not imported the module yet has no such attribute
+    monkeypatch.setattr(importlib.import_module(f"bayes_eval.{module}"), name, broken)
     status, out, _ = run(capsys, "fit", EXAMPLE, "--out", str(tmp_path / "run"))
     assert status == 0
     assert "FAILED (OverflowError: Error in function ibeta_derivative); the fit is kept" in out
