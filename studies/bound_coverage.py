@@ -241,11 +241,11 @@ def flagged(cells: pd.DataFrame) -> pd.Series:
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
-    """Per family and model: fits passing, the cells without a bound, and among the cells
-    with one the share of bounds missed among all cells,
-    zero-success cells, the weakest agents' zero-success cells and the zero-success cells
-    whose bound is not extrapolated (those a verdict may rest on), the bounds below 1e-7,
-    the extrapolated rows and the median seconds per fit."""
+    """Per family and model: fits passing, the cells without a bound, and the share of
+    bounds missed (of the cells with one) among all cells, zero-success cells, the
+    weakest agents' zero-success cells and the zero-success cells whose bound is not
+    extrapolated (those a verdict may rest on); then the bounds below 1e-7, the
+    extrapolated rows and the median seconds per fit."""
     rows = []
     for (family, model), cells in results.groupby(["family", "model"], sort=False):
         zero = cells[cells["successes"] == 0]

@@ -48,10 +48,11 @@ def test_every_held_out_row_is_scored_once_per_model(load_study):
 
 def test_models_that_read_end_to_end_rows_are_refitted_fold_by_fold(load_study):
     study = load_study("held_out")
-    kind = {model: load_spec(model).kind for model in ("joint", "crossed", "mats2024")}
+    models = ("joint", "crossed", "mats2024", "crossed_milestones")
+    kind = {model: load_spec(model).kind for model in models}
     assert study.refitted(kind["joint"]) and study.refitted(kind["crossed"])
     assert not study.refitted(kind["mats2024"])
-    assert not study.refitted(load_spec("crossed_milestones").kind)
+    assert not study.refitted(kind["crossed_milestones"])
     table, _ = random_design(np.random.default_rng(4), {**CAPTURE_THE_FLAG, "agents": (2, 2)})
     with pytest.raises(ValueError, match="cannot predict a pair whose rows are held out"):
         study.study(table, ["end_to_end_pooled"], folds=3, seed=0)
