@@ -128,6 +128,11 @@ class Form:
     def key(self) -> tuple:
         return self.pairs.tobytes(), self.cells.tobytes(), self.tails.tobytes()
 
+    def refits(self, diagnostics) -> list:
+        """The forms to refit in, in order, after a first fit that failed: the same form
+        (with more draws, or a smaller step), then the other form (``flipped``)."""
+        return [self, self.flipped()] if self.flippable else [self]
+
     def flipped(self) -> Form:
         """The other form: all non-centred where any part is centred, else all centred
         (the tail scales stay)."""
@@ -265,8 +270,9 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
 
     The engine is chosen once (``engines.choose_engine``: ``auto`` says why on ``log``).
     The first fit uses ``form``, ``settings`` and ``seed``; if it fails, it is refitted with
-    ``_retry_settings`` and, where the form can flip, in the other form, attempt ``i``
-    (from 0) with seed ``seed + i``. The best fit by its diagnostics is kept.
+    ``_retry_settings`` in the forms ``form.refits`` names (the same form, then the other
+    one), one after another until one passes, attempt ``i`` (from 0) with seed
+    ``seed + i``. The best fit by its diagnostics is kept.
 
     Parameters
     ----------
@@ -324,10 +330,12 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
             break
         if len(fits) == 1:
             retry = _retry_settings(fits[0][1], settings)
-            # the same settings again would only repeat the fit: go to the other form
-            plans = [(form, retry)] if retry != settings else []
-            if form.flippable:
-                plans.append((form.flipped(), retry))
+            # the same form and settings again would only repeat the fit
+            plans = [
+                (other, retry)
+                for other in form.refits(fits[0][1])
+                if other.key() != form.key() or retry != settings
+            ]
         if plans and log is not None:
             print(
                 f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "

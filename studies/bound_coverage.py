@@ -2,8 +2,8 @@
 
     python studies/bound_coverage.py [--families logit_normal beta zero_inflated]
         [--models end_to_end end_to_end_pooled crossed ...] [--seeds 1] [--agents 10]
-        [--tasks 60] [--runs 8] [--level 0.975] [--seed 0] [--out studies/results]
-        [--workers N | --scheduler ADDRESS]
+        [--tasks 60] [--runs 8] [--level 0.975] [--unsolvable 0.333] [--concentration 3]
+        [--seed 0] [--out studies/results] [--workers N | --scheduler ADDRESS]
 
 Simulates tables whose true success rates ``P[a, t]`` come from three families
 (``logit_normal`` has the crossed models' form of departure, the other two are none of the
@@ -18,10 +18,11 @@ difficulties are Normal(0, 1.5), and a cell's rate departs from the additive
 
 * ``logit_normal``: ``logit P = ability - difficulty + e``, ``e ~ Normal(0, 1)``;
 * ``beta``: ``P ~ Beta(m k, (1 - m) k)`` with ``m = expit(ability - difficulty)`` and
-  ``k = 3``: for a weak agent a spike near zero with a long right tail;
-* ``zero_inflated``: a third of the cells can never be solved (``P = 0``), the rest are
-  ``logit_normal``, so the unsolvable cells pull the model towards rates that the
-  solvable ones exceed.
+  ``k = 3`` (``--concentration``): for a weak agent a spike near zero with a long right
+  tail;
+* ``zero_inflated``: a third of the cells (``--unsolvable``) can never be solved
+  (``P = 0``), the rest are ``logit_normal``, so the unsolvable cells pull the model
+  towards rates that the solvable ones exceed.
 
 Every cell gets ``--runs`` end-to-end runs. The models that read milestones get each
 task's 3 milestones too, ``--runs`` trials each, whose rates multiply to ``P``
@@ -32,13 +33,14 @@ that carries the difficulty (``log2(human_minutes) = 3 + 1.5 difficulty + Normal
 per unit of log-odds, give or take 60). A family's tables are seeded by ``--seed`` plus
 1000 times its place in ``FAMILIES`` plus the table's number.
 
-Prints, per family and model, the share of fits that passed their diagnostics, the cells
-without a bound, and, among the cells with one, the share of bounds the truth exceeds:
-among all cells, among zero-success cells (no success in the cell's end-to-end runs),
-among the zero-success cells of the 3 weakest agents and among the zero-success cells
-whose bound is not marked ``extrapolated`` (those a ``below threshold`` verdict may rest
-on by default); then the bounds below 1e-7, the rows marked ``extrapolated`` and the
-median seconds per fit. Writes one row per cell and model to ``coverage.csv`` as each fit
+Prints, per family and model, the share of fits that passed their diagnostics and of
+fits refitted, the cells without a bound, and, among the cells with one, the share of
+bounds the truth exceeds: among all cells, among zero-success cells (no success in the
+cell's end-to-end runs), among the zero-success cells of the 3 weakest agents and among
+the zero-success cells whose bound is not marked ``extrapolated`` (those a ``below
+threshold`` verdict may rest on by default); the largest of the first two shares on one
+table; then the bounds below 1e-7, the rows marked ``extrapolated`` and the median
+seconds per fit. Writes one row per cell and model to ``coverage.csv`` as each fit
 finishes. ``--workers N`` runs the fits on a local dask cluster, ``--scheduler ADDRESS``
 on a running one, with the same bounds as serially (each fit is seeded by its table).
 """
@@ -55,6 +57,7 @@ import pandas as pd
 from scipy import special
 
 from bayes_eval import fit
+from bayes_eval.hierarchical import fit_attempts
 from bayes_eval.sweep import place_arguments, run_sweep
 
 FAMILIES = ("logit_normal", "beta", "zero_inflated")
@@ -89,8 +92,17 @@ UNSOLVABLE = 1 / 3
 LOW_BOUND = 1e-7
 
 
-def truth(family: str, agents: int, tasks: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The true rates ``P[a, t]`` of ``family``, with the abilities and difficulties."""
+def truth(
+    family: str,
+    agents: int,
+    tasks: int,
+    rng,
+    unsolvable: float = UNSOLVABLE,
+    concentration: float = BETA_CONCENTRATION,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true rates ``P[a, t]`` of ``family``, with the abilities and difficulties:
+    ``unsolvable`` is the share of ``zero_inflated`` cells that can never be solved,
+    ``concentration`` the ``beta`` family's ``k``."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
     ability = np.linspace(-7.0, 1.0, agents)
@@ -98,17 +110,18 @@ def truth(family: str, agents: int, tasks: int, rng) -> tuple[np.ndarray, np.nda
     additive = ability[:, None] - difficulty[None, :]
     if family == "beta":
         mean = special.expit(additive)
-        rates = rng.beta(mean * BETA_CONCENTRATION, (1 - mean) * BETA_CONCENTRATION)
+        rates = rng.beta(mean * concentration, (1 - mean) * concentration)
     else:
         rates = special.expit(additive + rng.normal(0.0, 1.0, additive.shape))
     if family == "zero_inflated":
-        rates = np.where(rng.random(rates.shape) < UNSOLVABLE, 0.0, rates)
+        rates = np.where(rng.random(rates.shape) < unsolvable, 0.0, rates)
     return rates, ability, difficulty
 
 
-def simulate_table(family: str, agents: int, tasks: int, runs: int, rng) -> dict:
-    """One simulated evaluation: its evidence rows, true rates and covariate tables."""
-    rates, ability, difficulty = truth(family, agents, tasks, rng)
+def simulate_table(family: str, agents: int, tasks: int, runs: int, rng, **shape) -> dict:
+    """One simulated evaluation: its evidence rows, true rates and covariate tables
+    (``shape``: ``truth``'s ``unsolvable`` and ``concentration``)."""
+    rates, ability, difficulty = truth(family, agents, tasks, rng, **shape)
     agent_names = [f"agent_{a}" for a in range(agents)]
     task_names = [f"task_{t:02d}" for t in range(tasks)]
     end_to_end = rng.binomial(runs, rates)
@@ -185,6 +198,7 @@ def one_fit(model: str, table: dict, seed: int, level: float) -> pd.DataFrame:
         missed=(cells["truth"] > cells["upper"]).astype("boolean").mask(cells["upper"].isna()),
         seconds=seconds,
         passed=diagnostics is None or bool(diagnostics.ok),
+        attempts=fit_attempts(summary["provenance"].iloc[0]),
         failed="" if diagnostics is None else " | ".join(diagnostics.messages),
     )
 
@@ -202,14 +216,17 @@ def study(
     out: Path | None = None,
     workers=None,
     scheduler=None,
+    **shape,
 ) -> pd.DataFrame:
     """Every (family, seed) table fitted by every model; one row per cell and model. With
-    ``out``, each fit's rows are appended to ``out`` as soon as it is done."""
+    ``out``, each fit's rows are appended to ``out`` as soon as it is done. ``shape``:
+    ``truth``'s ``unsolvable`` and ``concentration``."""
     fits = []
     for family in families:
         for replicate in range(seeds):
             table_seed = seed + 1000 * FAMILIES.index(family) + replicate
-            table = simulate_table(family, agents, tasks, runs, np.random.default_rng(table_seed))
+            rng = np.random.default_rng(table_seed)
+            table = simulate_table(family, agents, tasks, runs, rng, **shape)
             fits += [(family, replicate, table_seed, model, table) for model in models]
 
     def keep(index, frame):
@@ -241,21 +258,27 @@ def flagged(cells: pd.DataFrame) -> pd.Series:
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
-    """Per family and model: fits passing, the cells without a bound, and the share of
-    bounds missed (of the cells with one) among all cells, zero-success cells, the
-    weakest agents' zero-success cells and the zero-success cells whose bound is not
-    extrapolated (those a verdict may rest on); then the bounds below 1e-7, the
-    extrapolated rows and the median seconds per fit."""
+    """Per family and model: fits passing and fits refitted, the cells without a bound,
+    and the share of bounds missed (of the cells with one) among all cells, zero-success
+    cells, the weakest agents' zero-success cells and the zero-success cells whose bound
+    is not extrapolated (those a verdict may rest on); the largest share of zero-success
+    and weakest zero-success cells missed on one table (``*_worst``); then the bounds
+    below 1e-7, the extrapolated rows and the median seconds per fit."""
     rows = []
     for (family, model), cells in results.groupby(["family", "model"], sort=False):
         zero = cells[cells["successes"] == 0]
         weakest = zero[zero["weakest"]]
         fits = cells.drop_duplicates("table")
+
+        def worst(subset):
+            return subset.groupby("table")["missed"].mean().max()
+
         rows.append(
             dict(
                 family=family,
                 model=model,
                 passed=fits["passed"].mean(),
+                refitted=(fits["attempts"] > 1).mean(),
                 cells=len(cells),
                 no_bound=int(cells["upper"].isna().sum()),
                 missed=cells["missed"].mean(),
@@ -263,6 +286,8 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
                 zero_missed=zero["missed"].mean(),
                 weakest_zero_cells=len(weakest),
                 weakest_zero_missed=weakest["missed"].mean(),
+                zero_missed_worst=worst(zero),
+                weakest_zero_missed_worst=worst(weakest),
                 kept_zero_missed=zero.loc[~flagged(zero), "missed"].mean(),
                 below_1e7=int((cells["upper"] < LOW_BOUND).sum()),
                 extrapolated=int(flagged(cells).sum()),
@@ -281,6 +306,12 @@ def main(argv=None) -> int:
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--level", type=float, default=0.975)
+    parser.add_argument(
+        "--unsolvable", type=float, default=UNSOLVABLE, help="zero_inflated: share never solvable"
+    )
+    parser.add_argument(
+        "--concentration", type=float, default=BETA_CONCENTRATION, help="beta: its k"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
     place_arguments(parser)
@@ -301,6 +332,8 @@ def main(argv=None) -> int:
         out=table,
         workers=args.workers,
         scheduler=args.scheduler,
+        unsolvable=args.unsolvable,
+        concentration=args.concentration,
     )
     print(summarise(results).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0

@@ -80,6 +80,35 @@ def test_the_exact_bounds_are_counted_against_the_truth(study):
     assert row["zero_missed"] == pytest.approx(zero["missed"].mean())
     assert row["weakest_zero_cells"] == len(zero[zero["weakest"]])
     assert row["below_1e7"] == 0 and row["extrapolated"] == 0
+    assert row["refitted"] == 0  # an exact fit is one attempt
+
+
+def test_the_worst_table_is_reported_beside_the_pooled_share(study):
+    """Two tables of one family: the pooled share is of every zero-success cell, the worst
+    is the larger of the two tables' own shares."""
+    table = study.simulate_table("zero_inflated", 5, 8, 4, np.random.default_rng(2))
+    first = study.one_fit("end_to_end", table, seed=1, level=0.975).assign(table=0)
+    second = first.assign(table=1, missed=first["successes"] == 0)  # every zero cell missed
+    row = study.summarise(pd.concat([first, second]).assign(family="zero_inflated")).iloc[0]
+    zero = first[first["successes"] == 0]
+    assert row["zero_missed"] == pytest.approx((zero["missed"].mean() + 1) / 2)
+    assert row["zero_missed_worst"] == 1.0
+    assert row["weakest_zero_missed_worst"] == 1.0
+
+
+def test_the_families_shape_can_be_changed(study):
+    """--unsolvable sets the share of cells never solvable, --concentration the Beta's k
+    (the spread of a cell's rate about its additive mean shrinks as k grows)."""
+    rates, _, _ = study.truth("zero_inflated", 10, 4000, np.random.default_rng(4), unsolvable=0.5)
+    assert abs((rates == 0).mean() - 0.5) < 0.01
+    for k in (1.0, 30.0):
+        rates, ability, difficulty = study.truth(
+            "beta", 10, 4000, np.random.default_rng(5), concentration=k
+        )
+        m = special.expit(ability[:, None] - difficulty[None, :])
+        # Beta(m k, (1 - m) k) has variance m (1 - m) / (k + 1)
+        ratio = ((rates - m) ** 2).mean() / (m * (1 - m) / (k + 1)).mean()
+        assert abs(ratio - 1) < 0.05
 
 
 def test_a_small_study_of_the_crossed_model(study):

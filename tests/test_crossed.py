@@ -422,3 +422,52 @@ def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():
     assert [attempt for attempt, _ in forms] == ["1", "2", "3"]
     assert forms[0][1] == forms[1][1] != forms[2][1]
     assert ", seed 12:" in provenance and ", seed 13:" in provenance
+
+
+def _failed(variables, divergences=0, ebfmi=(1.0, 1.0)):
+    """Diagnostics in which ``variables`` failed their checks and ``cell_scale`` passed."""
+    from bayes_eval.diagnostics import Diagnostics
+
+    names = [*variables, "cell_scale"]
+    table = pd.DataFrame(
+        {
+            "variable": names,
+            "r_hat": [1.03] * len(variables) + [1.0],
+            "ess_bulk": [300.0] * len(variables) + [4000.0],
+            "ess_tail": [300.0] * len(variables) + [4000.0],
+            "ok": [False] * len(variables) + [True],
+        }
+    )
+    return Diagnostics(False, ("failed",), table, divergences, ebfmi)
+
+
+def test_a_refit_flips_first_the_part_whose_quantities_failed():
+    """Where every failed quantity is a difficulty's (or an ability's), that part flips and
+    the same form comes next; where both parts failed, or the sampler diverged, the same
+    form comes first and then the other one, all non-centred."""
+    from bayes_eval.crossed.model import CrossedForm
+
+    form = CrossedForm(np.array([True, True, False]), True)
+    tasks_first = form.refits(
+        _failed(["difficulty_scale", "difficulty_offset[t1]", "p_task[a, t]"])
+    )
+    assert [(f.abilities.tolist(), f.difficulties) for f in tasks_first] == [
+        ([True, True, False], False),
+        ([True, True, False], True),
+    ]
+    agents_first = form.refits(_failed(["ability_mean", "ability[a]"]))
+    assert [(f.abilities.tolist(), f.difficulties) for f in agents_first] == [
+        ([False, False, False], True),
+        ([True, True, False], True),
+    ]
+    none_centred = CrossedForm(np.zeros(3, dtype=bool), False)
+    assert none_centred.refits(_failed(["ability_scale"]))[0].abilities.all()
+    for diagnostics in (
+        _failed(["ability_mean", "difficulty_scale"]),
+        _failed(["cell_scale_other"]),
+        _failed(["difficulty_scale"], divergences=3),
+        _failed(["difficulty_scale"], ebfmi=(0.1, 0.9)),
+    ):
+        same, other = form.refits(diagnostics)
+        assert same is form
+        assert not other.abilities.any() and not other.difficulties

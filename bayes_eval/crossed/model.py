@@ -42,6 +42,7 @@ from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
     CENTRED_MARGIN,
+    EBFMI_MIN,
     END_TO_END,
     MILESTONE,
     SAMPLER_DEFAULTS,
@@ -111,10 +112,17 @@ class Design:
 class CrossedForm:
     """Which abilities (``abilities``, per agent) and whether the difficulties are sampled
     centred (``centred_abilities`` and ``centred_difficulties`` choose for the first fit).
-    A fit that fails its diagnostics is refitted in the other form, all non-centred where
-    any part was centred, else all centred: where covariates explain most of the
-    abilities or difficulties, their residual scale can fall far enough to meet centred
-    parameters in a funnel."""
+
+    A fit that fails its diagnostics is refitted (``refits``). Where the quantities that
+    failed all belong to one part, abilities or difficulties, and the sampler neither
+    diverged nor explored the energy poorly, that part is flipped first and the same form
+    with more draws tried next: where half the cells can never be solved, the
+    departures' scale grows to 3 and the difficulties, which the chooser judged from runs
+    alone, meet their scale in a funnel (difficulty_scale R-hat 1.03) while the abilities'
+    form is sound. Otherwise the same form with more draws comes first, then the other
+    form, all non-centred where any part was centred, else all centred: where covariates
+    explain most of the abilities or difficulties, their residual scale can fall far
+    enough to meet centred parameters in a funnel."""
 
     abilities: np.ndarray
     difficulties: bool
@@ -127,9 +135,35 @@ class CrossedForm:
         centred = not (self.abilities.any() or self.difficulties)
         return CrossedForm(np.full_like(self.abilities, centred), centred)
 
+    def refits(self, diagnostics) -> list:
+        """The forms to refit in, in order, after a first fit that failed ``diagnostics``."""
+        part = implicated_part(diagnostics)
+        if part == TASK:
+            return [CrossedForm(self.abilities, not self.difficulties), self]
+        if part == AGENT:
+            centred = not self.abilities.any()
+            return [CrossedForm(np.full_like(self.abilities, centred), self.difficulties), self]
+        return [self, self.flipped()]
+
     def describe(self) -> str:
         difficulties = "centred" if self.difficulties else "non-centred"
         return f"abilities {centred_text(self.abilities)}, difficulties zero-sum {difficulties}"
+
+
+# The sampled quantities of each part of the design, by their names' beginnings.
+PARTS = {AGENT: ("ability", "agent_coefficient"), TASK: ("difficulty", "task_coefficient", "group")}
+
+
+def implicated_part(diagnostics) -> str | None:
+    """``agent`` or ``task`` where every quantity that failed its checks belongs to that
+    part of the design (``PARTS``; the departures' scale and the rates, which belong to
+    neither, aside) and the sampler neither diverged nor explored the energy poorly
+    (a funnel that no quantity's R-hat locates); None otherwise."""
+    if diagnostics.divergences or min(diagnostics.ebfmi, default=1.0) < EBFMI_MIN:
+        return None
+    failed = diagnostics.table.loc[~diagnostics.table["ok"], "variable"]
+    parts = {part for name in failed for part, starts in PARTS.items() if name.startswith(starts)}
+    return parts.pop() if len(parts) == 1 else None
 
 
 def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
