@@ -441,33 +441,26 @@ def _failed(variables, divergences=0, ebfmi=(1.0, 1.0)):
     return Diagnostics(False, ("failed",), table, divergences, ebfmi)
 
 
-def test_a_refit_flips_first_the_part_whose_quantities_failed():
-    """Where every failed quantity is a difficulty's (or an ability's), that part flips and
-    the same form comes next; where both parts failed, or the sampler diverged, the same
-    form comes first and then the other one, all non-centred."""
+def test_a_refit_makes_centred_difficulties_non_centred_first_where_they_alone_failed():
+    """Where every failed quantity is a centred difficulty's, the difficulties go
+    non-centred first and the same form comes next; otherwise (the abilities failed, both
+    parts did, the sampler diverged, the difficulties were not centred) the same form
+    comes first and then the other one, all non-centred."""
     from bayes_eval.crossed.model import CrossedForm
 
     form = CrossedForm(np.array([True, True, False]), True)
-    tasks_first = form.refits(
-        _failed(["difficulty_scale", "difficulty_offset[t1]", "p_task[a, t]"])
-    )
-    assert [(f.abilities.tolist(), f.difficulties) for f in tasks_first] == [
-        ([True, True, False], False),
-        ([True, True, False], True),
-    ]
-    agents_first = form.refits(_failed(["ability_mean", "ability[a]"]))
-    assert [(f.abilities.tolist(), f.difficulties) for f in agents_first] == [
-        ([False, False, False], True),
-        ([True, True, False], True),
-    ]
-    none_centred = CrossedForm(np.zeros(3, dtype=bool), False)
-    assert none_centred.refits(_failed(["ability_scale"]))[0].abilities.all()
-    for diagnostics in (
-        _failed(["ability_mean", "difficulty_scale"]),
-        _failed(["cell_scale_other"]),
-        _failed(["difficulty_scale"], divergences=3),
-        _failed(["difficulty_scale"], ebfmi=(0.1, 0.9)),
+    failed = _failed(["difficulty_scale", "difficulty_offset[t1]", "p_task[a, t]"])
+    first, second = form.refits(failed)
+    assert first.abilities.tolist() == [True, True, False] and not first.difficulties
+    assert second is form
+    for other, diagnostics in (
+        (form, _failed(["ability_mean", "ability[a]"])),
+        (form, _failed(["ability_mean", "difficulty_scale"])),
+        (form, _failed(["cell_scale_other"])),
+        (form, _failed(["difficulty_scale"], divergences=3)),
+        (form, _failed(["difficulty_scale"], ebfmi=(0.1, 0.9))),
+        (CrossedForm(np.array([True, False]), False), _failed(["difficulty_scale"])),
     ):
-        same, other = form.refits(diagnostics)
-        assert same is form
-        assert not other.abilities.any() and not other.difficulties
+        same, flipped = other.refits(diagnostics)
+        assert same is other
+        assert not flipped.abilities.any() and not flipped.difficulties
