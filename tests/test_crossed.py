@@ -146,6 +146,18 @@ def test_every_bound_names_its_floor_and_an_extrapolated_one_says_so(recovered):
     assert (weak["upper"] > 1e-7).all()  # a logit-normal departure, never a spike at zero
 
 
+def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverage(recovered):
+    """The methods section describes the crossed structure (not the pooled models' text)
+    with its additivity and extrapolated bounds; the milestone caveat is for milestone
+    runs only."""
+    from bayes_eval.report import CROSSED_MILESTONE_TEXT, build_report
+
+    markdown = build_report(recovered[0], threshold=0.01).markdown
+    assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
+    assert "marked extrapolated and decides no verdict unless asked" in markdown
+    assert CROSSED_MILESTONE_TEXT not in markdown
+
+
 def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recovered):
     """Given each draw's ability, difficulty and cell scale, a pair never run is
     ``logistic(theta - b + cell_scale e)`` with ``e`` a fresh standard normal: the draws'
@@ -233,6 +245,9 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     with np.errstate(divide="ignore"):  # a rate drawn below 1e-308 is 0: its product too
         product = np.exp(np.nansum(np.log(milestones), axis=-1))
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
+    from bayes_eval.report import CROSSED_MILESTONE_TEXT, build_report
+
+    assert CROSSED_MILESTONE_TEXT in build_report(posterior, threshold=0.01).markdown
 
 
 def test_sbc_of_the_crossed_milestone_model():
