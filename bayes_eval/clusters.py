@@ -36,7 +36,13 @@ from scipy import special
 from bayes_eval.constants import CLUSTER_TERMS_MAX
 from bayes_eval.errors import InputError
 
-__all__ = ["ClusterTerms", "cluster_terms", "draw_log_rates", "log_given_rates", "log_marginal"]
+__all__ = [
+    "ClusterTerms",
+    "cluster_terms",
+    "draw_log_rates",
+    "log_given_each_rate",
+    "log_marginal",
+]
 
 ABSENT = -1e300  # the log weight of a padding term: exp() is 0, and no inf meets a 0
 
@@ -128,20 +134,22 @@ def log_marginal(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms: ClusterTe
     return xp.sum(logsumexp(logs, axis=1) - log_beta) - xp.sum(rising)
 
 
-def log_given_rates(xp, logsumexp, log_p, log_q, log_phi, terms: ClusterTerms):
-    """``sum log L`` over the rates given each rate ``p`` (not integrated against a Beta):
-    ``log p`` and ``log (1 - p)``, each ``(rates,)``, and one ``log phi``. Per rate, ``L =
-    sum_(R, S) A_R B_S phi^(R + S - N) p^R (1 - p)^S`` over ``prod_c prod_(i < n_c) (1 + i /
-    phi)``: the product of its clusters' Beta-Binomials (binomial coefficients dropped),
-    every term positive."""
+def log_given_each_rate(xp, logsumexp, log_p, log_q, log_phi, terms: ClusterTerms, add_at):
+    """``log L`` of each rate given its ``p`` (not integrated against a Beta): ``log p``
+    and ``log (1 - p)``, each ``(..., rates)``, and ``log phi``, ``(...)``. ``L = sum_(R, S)
+    A_R B_S phi^(R + S - N) p^R (1 - p)^S`` over ``prod_c prod_(i < n_c) (1 + i / phi)``:
+    the product of the rate's clusters' Beta-Binomials (binomial coefficients dropped),
+    every term positive. ``add_at(values, index, size)`` sums ``values`` along their last
+    axis into ``size`` slots by ``index`` (the normaliser's terms into their rates)."""
+    log_phi = log_phi[..., None]
     logs = (
         terms.log_weight
-        - terms.deficit * log_phi
-        + terms.successes * log_p[:, None]
-        + terms.failures * log_q[:, None]
+        - terms.deficit * log_phi[..., None]
+        + terms.successes * log_p[..., None]
+        + terms.failures * log_q[..., None]
     )
     rising = terms.rising_count * xp.log1p(terms.rising_step * xp.exp(-log_phi))
-    return xp.sum(logsumexp(logs, axis=1)) - xp.sum(rising)
+    return logsumexp(logs, axis=-1) - add_at(rising, terms.rising_rate, terms.log_weight.shape[0])
 
 
 def draw_log_rates(a, b, phi, terms: ClusterTerms, rng) -> np.ndarray:

@@ -253,6 +253,7 @@ CROSSED_RANKED = (
     "difficulty_scale",
     "group_scale",
     "cell_scale",
+    "blocked_share",
     "kappa_cluster",
     "agent_coefficient",
     "task_coefficient",

@@ -58,7 +58,7 @@ MODELS = {
     ("expert_completion", "steps"): (*HIERARCHY, "step_concentration"),
     ("phuong_chain", "none"): ("end_to_end", "milestone", "step"),
     ("end_to_end", "crossed"): (*CROSSED, "cell_scale"),
-    ("milestone", "crossed"): (*CROSSED, "cell_scale"),
+    ("milestone", "crossed"): (*CROSSED, "cell_scale", "blocked_share"),
     ("joint", "partial"): (
         *HIERARCHY,
         "milestone_concentration",

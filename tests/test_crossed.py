@@ -150,12 +150,14 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
     """The methods section describes the crossed structure (not the pooled models' text)
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
     runs only."""
-    from bayes_eval.report import CROSSED_MILESTONE_TEXT, build_report
+    from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+    from bayes_eval.report import CROSSED_KIND_TEXT, build_report
 
     markdown = build_report(recovered[0], threshold=0.01).markdown
     assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
+    assert CROSSED_KIND_TEXT[END_TO_END] in markdown
     assert "marked extrapolated and decides no verdict unless asked" in markdown
-    assert CROSSED_MILESTONE_TEXT not in markdown
+    assert CROSSED_KIND_TEXT[MILESTONE_METHOD] not in markdown
 
 
 def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recovered):
@@ -245,9 +247,13 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     with np.errstate(divide="ignore"):  # a rate drawn below 1e-308 is 0: its product too
         product = np.exp(np.nansum(np.log(milestones), axis=-1))
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
-    from bayes_eval.report import CROSSED_MILESTONE_TEXT, build_report
+    from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+    from bayes_eval.report import CROSSED_KIND_TEXT, build_report
 
-    assert CROSSED_MILESTONE_TEXT in build_report(posterior, threshold=0.01).markdown
+    # its bounds carry no extrapolated mark: the end-to-end models' text is not said
+    markdown = build_report(posterior, threshold=0.01).markdown
+    assert CROSSED_KIND_TEXT[MILESTONE_METHOD] in markdown
+    assert CROSSED_KIND_TEXT[END_TO_END] not in markdown
 
 
 def test_sbc_of_the_crossed_milestone_model():
@@ -267,10 +273,12 @@ def test_sbc_of_the_crossed_milestone_model():
     assert "cell_scale" in result.p_values.index
 
 
-def test_one_run_per_cluster_is_the_unclustered_crossed_model():
+@pytest.mark.parametrize("model", ["crossed", "crossed_milestones"])
+def test_one_run_per_cluster_is_the_unclustered_crossed_model(model):
     """With one run per cluster the clustered likelihood is the plain one: at random
     points of the parameters, the two models' log densities differ by the prior of
-    kappa_cluster alone (LogNormal(2.3, 1.5), on its log scale), whatever kappa is.
+    kappa_cluster alone (LogNormal(2.3, 1.5), on its log scale), whatever kappa is; for
+    milestone runs, with the pairs that may be blocked found from the clusters' counts.
     Exact, where comparing two MCMC fits hung on both passing the gate, which on this
     small design depends on the processor's floating point (one chain of the clustered
     fit diverged on an AMD EPYC, not on the Intel Xeon the test was written on)."""
@@ -284,7 +292,13 @@ def test_one_run_per_cluster_is_the_unclustered_crossed_model():
         runs.loc[group.index[: int(group["successes"].iloc[0])], "success"] = 1
     runs["cluster"] = np.arange(len(runs))
     runs = runs.drop(columns=["successes", "trials", "release", "minutes"])
-    spec = load_spec("crossed")
+    if model == "crossed_milestones":  # a pair's runs alternate between two milestones
+        runs["method"], runs["step"] = (
+            "milestone",
+            runs.groupby(["agent", "task"]).cumcount() % 2 + 1,
+        )
+        assert (runs.groupby(["agent", "task"])["success"].sum() == 0).sum() > 3
+    spec = load_spec(model)
 
     def model_of(frame):
         evidence = load_evidence(frame.reset_index(drop=True))
@@ -498,3 +512,38 @@ def test_a_refit_makes_centred_difficulties_non_centred_first_where_they_alone_f
         same, flipped = other.refits(diagnostics)
         assert same is other
         assert not flipped.abilities.any() and not flipped.difficulties
+
+
+def test_a_pair_is_drawn_blocked_with_its_posterior_probability():
+    """Blocked with probability s / (s + (1 - s) L) where every milestone run of the pair
+    failed (L: its runs' likelihood at the drawn rates), never where one succeeded; runs
+    in clusters of one run each give the same draws."""
+    from types import SimpleNamespace
+
+    from bayes_eval.clusters import cluster_terms
+    from bayes_eval.crossed.model import _blocked_draws
+
+    k, n = np.array([0, 0, 1]), np.array([3, 2, 4])
+    cell_pair = np.array([0, 0, 1])
+    layout = SimpleNamespace(k=k, n=n, cell_pair=cell_pair, pairs=[("a", "t"), ("a", "u")])
+    draws = 200_000
+    share = np.full((1, draws), 0.3)
+    logit = np.broadcast_to(np.array([-1.0, 0.5, 0.0]), (1, draws, 3))
+    post = {"blocked_share": SimpleNamespace(values=share)}
+    plain = SimpleNamespace(**vars(layout), clusters=None)
+    blocked = _blocked_draws(post, logit, plain, np.random.default_rng(0))
+    p = special.expit(np.array([-1.0, 0.5]))
+    likelihood = (1 - p[0]) ** 3 * (1 - p[1]) ** 2
+    expected = 0.3 / (0.3 + 0.7 * likelihood)
+    observed = blocked[..., 0].mean()
+    assert abs(observed - expected) < 4 * np.sqrt(expected * (1 - expected) / draws)
+    assert not blocked[..., 1].any()
+
+    runs = np.repeat(np.arange(3), n)
+    successes = np.array([0, 0, 0, 0, 0, 1, 0, 0, 0])
+    clustered = SimpleNamespace(
+        **vars(layout), clusters=cluster_terms(runs, successes, np.ones(9, dtype=int), 3)
+    )
+    post["kappa_cluster"] = SimpleNamespace(values=np.full((1, draws), 5.0))
+    again = _blocked_draws(post, logit, clustered, np.random.default_rng(0))
+    assert (again == blocked).all()

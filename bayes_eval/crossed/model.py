@@ -17,6 +17,16 @@ pair's rate stays within ``cell_scale`` log-odds of it, whatever the mean. (A Be
 level, ``Beta(mu kappa, (1 - mu) kappa)``, made the rate of a weak agent on a hard task a
 spike whose 97.5% quantile was as low as 1e-128.)
 
+Milestone runs may be blocked. A pair whose every milestone run failed is, with
+probability ``blocked_share`` (learned, Beta prior), one whose milestone runs do not bear
+on its rate: every run fails whatever the rates (the guided path is closed to the agent,
+or it solves the task another way), and its rate is the additive prediction with fresh
+departures, as for a pair never run. Without it, where pairs that can never be solved
+fail every milestone, the one departure scale grew to fit them (2.8 where the solvable
+pairs' is 1) and a single milestone without a success then pulled its pair's bound below
+the truth. The mixture is summed out in the likelihood; each posterior draw then draws
+whether the pair is blocked from its probability given that draw.
+
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
 departures (non-centred). Where runs come in clusters, each cluster's rate varies around
@@ -37,7 +47,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import special
 
-from bayes_eval.clusters import log_given_rates
+from bayes_eval.clusters import log_given_each_rate
 from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
@@ -290,13 +300,40 @@ def build_model(design: Design, spec):
         log_p, log_q = -pt.softplus(-logit), -pt.softplus(logit)  # log P, log (1 - P)
         if layout.clusters is not None:
             log_phi = pt.log(_lognormal(pm, "kappa_cluster", priors["cluster_concentration"]))
-            total = log_given_rates(pt, pt.logsumexp, log_p, log_q, log_phi, layout.clusters)
-            pm.Potential("k_clusters", total)
+            each = log_given_each_rate(
+                pt, pt.logsumexp, log_p, log_q, log_phi, layout.clusters, _tensor_add_at
+            )
+            name = "k_clusters"
+            failed = layout.clusters.successes.max(axis=1) == 0  # every cluster: no success
         else:
             k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == END_TO_END else (layout.k, layout.n)
             k, f = _count_data(pm, "k_obs", k, n)
-            pm.Potential("k_binomial", pt.sum(k * log_p + f * log_q))
+            each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
+        if spec.kind == END_TO_END:
+            pm.Potential(name, pt.sum(each))
+        else:
+            share = pm.Beta("blocked_share", **priors["blocked_share"].params)
+            pm.Potential(name, _blocked_mixture(pt, each, failed, share, layout))
     return model
+
+
+def _tensor_add_at(values, index, size):
+    """``values`` summed into ``size`` slots by ``index`` (a PyTensor vector)."""
+    import pytensor.tensor as pt
+
+    return pt.inc_subtensor(pt.zeros(size)[index], values)
+
+
+def _blocked_mixture(pt, each, failed, share, layout):
+    """``sum log L`` over the pairs run on milestones, each pair's milestone runs either
+    described by its milestone rates (probability ``1 - share``: the product of its
+    cells' likelihoods ``each``) or blocked (``share``: every run fails, whatever the
+    rates), which only a pair whose every cell ``failed`` can be."""
+    pairs = len(layout.pairs)
+    described = pt.log1p(-share) + _tensor_add_at(each, layout.cell_pair, pairs)
+    all_failed = _tensor_add_at(pt.switch(failed, 0.0, 1.0), layout.cell_pair, pairs) < 0.5
+    mixed = pt.logaddexp(pt.log(share), described)
+    return pt.sum(pt.switch(all_failed, mixed, described))
 
 
 def _normal(pm, name, prior, dims=None):
@@ -364,7 +401,9 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     z = rng.standard_normal(eta.shape + (width,))
     pair_of_cell, steps = layout.cell_pair, layout.cell_factor - 1
     ca, ct = agents[pair_of_cell], tasks[pair_of_cell]
-    z[..., ca, ct, steps] = sampled
+    blocked = _blocked_draws(post, eta[..., ca, ct] + scale[..., 0] * sampled, layout, rng)
+    # a blocked pair's milestones say nothing of its rate: fresh departures, as never run
+    z[..., ca, ct, steps] = np.where(blocked[..., pair_of_cell], z[..., ca, ct, steps], sampled)
     log_p = -np.logaddexp(0.0, -(eta[..., None] + scale[..., None] * z))  # log expit
     # A pair that was run has the milestones it was run on; one never run, as many as
     # the task has (the most any agent was run on).
@@ -375,6 +414,43 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     log_p = np.where(present, log_p, np.nan)
     out["p_task"] = (("chain", "draw", AGENT, TASK), np.exp(np.nansum(log_p, axis=-1)))
     out["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), np.exp(log_p))
+    return out
+
+
+def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
+    """Per posterior draw and pair run: whether it is blocked, drawn from its posterior
+    probability given the draw, ``share / (share + (1 - share) L)`` for a pair whose
+    every milestone run failed (``L``: its runs' likelihood given the draw's milestone
+    rates, ``logit`` per cell), never for any other pair."""
+    log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+    pairs = len(layout.pairs)
+    if layout.clusters is None:
+        each = layout.k * log_p + (layout.n - layout.k) * log_q
+        failed = layout.k == 0
+    else:
+        log_phi = np.log(post["kappa_cluster"].values)
+        each = np.concatenate(
+            [
+                log_given_each_rate(
+                    np, special.logsumexp, p, q, phi, layout.clusters, _array_add_at
+                )
+                for p, q, phi in zip(log_p, log_q, log_phi, strict=True)  # one chain at a time
+            ]
+        ).reshape(log_p.shape)
+        failed = layout.clusters.successes.max(axis=1) == 0
+    can_block = _array_add_at(~failed, layout.cell_pair, pairs) == 0
+    described = _array_add_at(each, layout.cell_pair, pairs)
+    share = post["blocked_share"].values[..., None]
+    # log of the odds of blocked: log share - log (1 - share) - log L
+    odds = np.log(share) - np.log1p(-share) - described
+    return can_block & (rng.random(described.shape) < special.expit(odds))
+
+
+def _array_add_at(values, index, size) -> np.ndarray:
+    """``values`` summed along their last axis into ``size`` slots by ``index``."""
+    values = np.asarray(values, dtype=float)
+    out = np.zeros(values.shape[:-1] + (size,))
+    np.add.at(np.moveaxis(out, -1, 0), index, np.moveaxis(values, -1, 0))  # views of out
     return out
 
 
@@ -553,6 +629,10 @@ def prior_draw(design: Design, spec, rng) -> dict:
         truth["group_z"] = _zero_sum_draw(rng, len(cov.groups))
     if design.layout.clusters is not None:
         truth["kappa_cluster"] = draw("cluster_concentration")
+    if spec.kind != END_TO_END:
+        truth["blocked_share"] = rng.beta(
+            priors["blocked_share"].alpha, priors["blocked_share"].beta
+        )
     ability = truth["ability_mean"] + truth["ability_scale"] * truth["ability_z"]
     difficulty = truth["difficulty_scale"] * truth["difficulty_z"]
     if cov.agent_terms:
@@ -573,7 +653,9 @@ def _zero_sum_draw(rng, size: int) -> np.ndarray:
 
 def simulate(truth: dict, design: Design, spec, rng):
     """Counts drawn generatively from ``truth`` on the design (the model's data, or the
-    clusters' successes as ``k_cluster``) and the true ``P`` of every pair run."""
+    clusters' successes as ``k_cluster``) and the true ``P`` of every pair run. A blocked
+    pair of milestone runs (``blocked_share``) fails every run; its ``P`` is the product
+    of its milestone rates all the same."""
     from bayes_eval.hierarchical import count_data
 
     layout = design.layout
@@ -583,14 +665,17 @@ def simulate(truth: dict, design: Design, spec, rng):
     else:
         eta, trials = eta[layout.cell_pair], layout.n
     rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
-    p_task = rate
+    p_task, runs_at = rate, rate
     if spec.kind != END_TO_END:
         log_p = np.log(rate)
         p_task = np.exp(np.bincount(layout.cell_pair, log_p, minlength=len(layout.pairs)))
+        blocked = rng.random(len(layout.pairs)) < truth["blocked_share"]
+        runs_at = np.where(blocked[layout.cell_pair], 0.0, rate)
     if layout.clusters is not None:
         terms = layout.clusters
-        p = np.clip(rate[terms.cluster_rate], 1e-12, 1 - 1e-12)
+        p = np.clip(runs_at[terms.cluster_rate], 1e-12, 1 - 1e-12)
         phi = truth["kappa_cluster"]
         q = np.exp(log_beta_draws(p * phi, (1 - p) * phi, (), rng))
+        q = np.where(runs_at[terms.cluster_rate] == 0, 0.0, q)
         return {"k_cluster": rng.binomial(terms.cluster_trials, q)}, p_task
-    return count_data("k_obs", rng.binomial(trials, rate), trials), p_task
+    return count_data("k_obs", rng.binomial(trials, runs_at), trials), p_task
