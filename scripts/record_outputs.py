@@ -78,16 +78,11 @@ def stack() -> dict[str, str]:
     return {**versions, "cpu": cpu, "simd": simd}
 
 
-def provenance(recorded: dict[str, str]) -> str:
-    """``RECORDED.md``: the commit, Python, the stack and the processor that recorded the
-    files."""
+def provenance(recorded: dict[str, str], dirty: bool) -> str:
+    """``RECORDED.md``: the commit (``dirty``: with changes not committed), Python, the
+    stack and the processor that recorded the files."""
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
     ).stdout.strip()
     versions = ", ".join(f"{name} {recorded[name]}" for name in STACK)
     state = " (with uncommitted changes)" if dirty else ""
@@ -104,6 +99,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "shipped_outputs"))
     out = Path(parser.parse_args(argv).out)
+    dirty = subprocess.run(  # before the files are written, which would count themselves
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.csv"):
         old.unlink()
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         print(f"{dataset} with {model}: recorded", file=sys.stderr)
     recorded = stack()
     (out / "stack.json").write_text(json.dumps(recorded, indent=1) + "\n")
-    (out / "RECORDED.md").write_text(provenance(recorded))
+    (out / "RECORDED.md").write_text(provenance(recorded, bool(dirty)))
     return 0
 
 
