@@ -29,20 +29,20 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from bayes_eval.constants import (
-    AGENT,
-    CALIBRATION_CHUNK,
-    CALIBRATION_LEVELS,
-    CALIBRATION_MAX_TRIALS,
-    END_TO_END,
-    INTERVAL_LEVEL,
-    PIT_BINS,
-    TASK,
-)
+from bayes_eval.constants import AGENT, CALIBRATION_MAX_TRIALS, END_TO_END, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 
 __all__ = ["Calibration", "calibrate", "published_calibration", "proportion"]
+
+# The most predictive pmf values calibration holds at once (draws x counts).
+CALIBRATION_CHUNK = 10_000_000
+
+# Calibration: central predictive interval levels whose coverage is reported, bins of
+# the PIT histogram, and the two-sided level of the interval around every observed rate.
+CALIBRATION_LEVELS = (0.5, 0.8, 0.9, 0.95)
+PIT_BINS = 10
+INTERVAL_LEVEL = 0.95
 
 PUBLISHED_COLUMNS = (
     "task",

@@ -25,22 +25,32 @@ from bayes_eval import interrupts
 from bayes_eval.constants import (
     CALIBRATION_MAX_TRIALS,
     DEFAULT_LEVEL,
-    FOLDER_NAME_MAX,
-    MAX_WORKERS,
     MCMC_ENGINES,
-    PATHS_MAX_MILESTONES,
-    PATHS_MAX_TASKS,
     PLAN_MAX_TRIALS,
     PLAN_POWER,
-    PLAN_PRACTICAL_TRIALS,
     SAMPLER_LIMITS,
-    SIMULATE_MAX_DRAWS,
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import INT64_MAX, INTEGER_TEXT
 from bayes_eval.runfolder import check_out, write_run
 from bayes_eval.simulate import VIOLATIONS
 from bayes_eval.summary import format_number
+
+# Largest tables `bayes-eval simulate paths` builds (each is fitted by every model, MCMC
+# included, at every strength).
+PATHS_MAX_TASKS = 10_000
+PATHS_MAX_MILESTONES = 100
+
+# Most binomial draws `bayes-eval simulate variance` makes (about ten minutes on one core).
+SIMULATE_MAX_DRAWS = 4 * 10**9
+
+# --workers: worker processes of a local dask cluster (each one process of this machine).
+MAX_WORKERS = 256
+# fit --by agent: characters of an agent's name kept in its run folder's name.
+FOLDER_NAME_MAX = 64
+
+# More end-to-end trials than a plan calls practical (the planner then points to milestones).
+PLAN_PRACTICAL_TRIALS = 100_000
 
 FORMATS = ("table", "csv", "json")
 # How evidence is read (--from): the tidy table, a run-level format, or Inspect logs.

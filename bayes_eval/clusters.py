@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import CLUSTER_TERMS_MAX
 from bayes_eval.errors import InputError
 
 __all__ = [
@@ -43,6 +42,10 @@ __all__ = [
     "log_given_each_rate",
     "log_marginal",
 ]
+
+# Terms of the exact marginal over clusters of runs, in all (padded):
+# a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
+CLUSTER_TERMS_MAX = 2_000_000
 
 ABSENT = -1e300  # the log weight of a padding term: exp() is 0, and no inf meets a 0
 

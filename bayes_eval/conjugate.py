@@ -39,22 +39,6 @@ from functools import cached_property
 import numpy as np
 from scipy import fft, special, stats
 
-from bayes_eval.constants import (
-    BETA_POWER_LAW_BELOW,
-    GRID_EXACT_BINS,
-    GRID_MAX_POINTS,
-    GRID_MAX_X,
-    GRID_SMALLEST_X,
-    GRID_TAIL_MASS,
-    GRID_TILT_BELOW,
-    GRID_ZOOM_POINTS,
-    GRID_ZOOMS,
-    QUANTILE_TOLERANCE,
-    SADDLEPOINT_ERROR,
-    SADDLEPOINT_MAX_PROB,
-    SADDLEPOINT_MIN_SHAPE,
-)
-
 __all__ = [
     "BetaProduct",
     "ProductSummary",
@@ -62,6 +46,39 @@ __all__ = [
     "log_beta_draws",
     "summarise_products",
 ]
+
+# Exact quantiles: largest error in X = -log P where X >= 1, and relative to X below, so
+# that the relative error of both P and 1 - P is at most 1e-4 (0.01%).
+QUANTILE_TOLERANCE = 1e-4
+# Tail mass of each Beta factor that the grid may lump at the edge of its support.
+GRID_TAIL_MASS = 1e-18
+# Beta quantiles below this come from the leading power law of the lower tail (scipy's
+# inverse stops at the smallest normal double).
+BETA_POWER_LAW_BELOW = 1e-290
+# Bins of a factor piled at X = 0 (b < 1), from its lowest, whose mean is computed to split
+# their mass between their edges (the later ones are split in halves).
+GRID_EXACT_BINS = 64
+# Tail probability below which the grid is recomputed tilted to the point's saddlepoint.
+GRID_TILT_BELOW = 1e-6
+# A quantile near X = 0 is recomputed on grids capped just above it, each this many
+# bins, at most GRID_ZOOMS times (each zoom narrows the range about a thousandfold).
+GRID_ZOOM_POINTS = 4096
+GRID_ZOOMS = 60
+# Below this X (P = 1 to 295 digits) the error of a quantile is absolute, 1e-300.
+GRID_SMALLEST_X = 1e-296
+# Most grid points one product may use; past it the grid step grows and the
+# achieved tolerance (always reported) loosens.
+GRID_MAX_POINTS = 2**21
+# Largest -log P the grid represents (P = exp(-2000), far below any float's use).
+GRID_MAX_X = 2000.0
+# Shape parameters at or above which the second-order saddlepoint is used for
+# products of two or more factors, the largest probability of X = -log P it is used for
+# (beyond it, in the upper tail of X, that is the lower bound at levels above 0.99, its
+# error grows to 7e-4 where a shape is 10), and its error in X there: at most 6.6e-5
+# against mpmath from level 0.5 to 1 - 1e-12 (tests/test_exact_reference.py).
+SADDLEPOINT_MIN_SHAPE = 10.0
+SADDLEPOINT_MAX_PROB = 0.99
+SADDLEPOINT_ERROR = 1e-4
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bayes_eval import interrupts
-from bayes_eval.constants import AUTO_JAX_CELLS, COMPILE_CACHE_SIZE
 from bayes_eval.errors import InputError
 
 __all__ = [
@@ -48,6 +47,14 @@ __all__ = [
     "nutpie_compiled",
     "sample",
 ]
+
+# Compiled nutpie models kept per process (a study refits one design many times).
+COMPILE_CACHE_SIZE = 4
+
+# Engine auto: numpyro on a GPU from this many count cells; below, JAX's compile time
+# outweighs the GPU (on 2 CPU cores nutpie fits 1,000 cells in 15 s, 5,000 in 85 s:
+# benchmarks/scale.py; PyMC's numpyro on an H100 took 43 s at 5,000).
+AUTO_JAX_CELLS = 5_000
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
 

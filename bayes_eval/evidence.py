@@ -25,12 +25,9 @@ from bayes_eval.constants import (
     AGENT,
     BEST_OF_N,
     DEFAULT_AGENT,
-    DEFAULT_RUN,
     END_TO_END,
     EXPERT_COMPLETION,
     GOLDEN,
-    GRADINGS,
-    METHODS,
     MILESTONE,
     MILESTONE_METHOD,
     RUN,
@@ -41,7 +38,22 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.files import check_readable, read_text
 
-__all__ = ["Evidence", "load_evidence"]
+__all__ = [
+    "Evidence",
+    "SourceRow",
+    "as_real",
+    "first_line",
+    "load_evidence",
+    "read_table",
+    "sniff_delimiter",
+    "validate_frame",
+]
+
+# The run of a row that names none.
+DEFAULT_RUN = "1"
+# The evidence methods (the `method` column) and the gradings of end-to-end rows.
+METHODS = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
+GRADINGS = ("final", "ordered")
 
 COLUMNS = (
     "task",
@@ -211,7 +223,7 @@ def load_evidence(
     else:
         label = name or str(source)
         path = Path(source)
-        frame = _read_table(path, label, notes)
+        frame = read_table(path, label, notes)
         from_file = path.suffix.lower() not in (".parquet", ".pq")
     extra = _check_header(label, [str(c) for c in frame.columns])
     if extra and not keep_columns:
@@ -221,7 +233,7 @@ def load_evidence(
         )
         frame = frame.drop(columns=extra)
         extra = []
-    return _validate(
+    return validate_frame(
         frame, label, from_file=from_file, kept=tuple(extra), sum_duplicates=sum_duplicates
     )
 
@@ -231,7 +243,7 @@ def load_evidence(
 # ---------------------------------------------------------------------------
 
 
-def _read_table(path: Path, label: str, notes: list, check_header=None) -> pd.DataFrame:
+def read_table(path: Path, label: str, notes: list, check_header=None) -> pd.DataFrame:
     """The rows of a CSV, TSV or Parquet table as text (Parquet: as typed), indexed by
     their spreadsheet row number; ``check_header(label, columns)`` vets the header
     (default: the evidence format's)."""
@@ -242,11 +254,11 @@ def _read_table(path: Path, label: str, notes: list, check_header=None) -> pd.Da
         try:
             return pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises many types for a non-Parquet file
-            raise InputError(f"{label}: not a readable Parquet table ({_first_line(exc)})") from exc
+            raise InputError(f"{label}: not a readable Parquet table ({first_line(exc)})") from exc
     text = read_text(path, label)
     if "\x00" in text:
         raise InputError(f"{label}: not a text table (binary content)")
-    delimiter = _delimiter(text, suffix, label, notes)
+    delimiter = sniff_delimiter(text, suffix, label, notes)
     # Rows are numbered as a spreadsheet numbers them: one per record, blank ones
     # included, so a line break inside quotes does not shift the rows after it.
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
@@ -278,7 +290,7 @@ def _read_table(path: Path, label: str, notes: list, check_header=None) -> pd.Da
 DELIMITERS = {"\t": "tab", ";": "semicolon"}
 
 
-def _delimiter(text: str, suffix: str, label: str, notes: list) -> str:
+def sniff_delimiter(text: str, suffix: str, label: str, notes: list) -> str:
     """Tab for ``.tsv`` and ``.tab`` files; otherwise a comma, unless the header has no
     comma and only one of tab and semicolon, which is then the delimiter (with a note)."""
     if suffix in (".tsv", ".tab"):
@@ -291,7 +303,8 @@ def _delimiter(text: str, suffix: str, label: str, notes: list) -> str:
     return found[0]
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
+    """The first line of an exception's message (its type's name where it has none)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -331,7 +344,7 @@ def _check_header(label: str, header: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-class _Row:
+class SourceRow:
     """One source row with typed accessors that raise located errors."""
 
     def __init__(self, label: str, where: str, values: dict):
@@ -383,7 +396,7 @@ class _Row:
         value = self.raw(column)
         if value is None:
             return None
-        number = _as_real(value)
+        number = as_real(value)
         if number is None:
             self.fail(column, f"'{value}' is not a decimal number")
         if not math.isfinite(number):
@@ -410,7 +423,7 @@ class _Row:
 
 
 def _as_integer(value) -> int | None:
-    """``value`` as an exact int, or None (see ``_Row.integer``)."""
+    """``value`` as an exact int, or None (see ``SourceRow.integer``)."""
     if isinstance(value, bool | np.bool_):
         return None
     if isinstance(value, int | np.integer):
@@ -422,7 +435,9 @@ def _as_integer(value) -> int | None:
     return int(text) if INTEGER_TEXT.fullmatch(text) else None
 
 
-def _as_real(value) -> float | None:
+def as_real(value) -> float | None:
+    """A cell's value as a float: a number, or text written as a decimal number; else
+    ``None`` (booleans included)."""
     if isinstance(value, bool | np.bool_):
         return None
     if isinstance(value, int | float | np.integer | np.floating):
@@ -431,7 +446,9 @@ def _as_real(value) -> float | None:
     return float(text) if REAL_TEXT.fullmatch(text) else None
 
 
-def _validate(frame, label: str, *, from_file: bool, kept=(), sum_duplicates=False) -> Evidence:
+def validate_frame(
+    frame, label: str, *, from_file: bool, kept=(), sum_duplicates=False
+) -> Evidence:
     """Check every row; ``from_file`` rows are indexed by their CSV line number."""
     if frame.shape[0] == 0:
         raise InputError(f"{label}: the table has no rows")
@@ -441,7 +458,7 @@ def _validate(frame, label: str, *, from_file: bool, kept=(), sum_duplicates=Fal
     has_clusters = "cluster" in frame.columns
     parsed = []
     for index, values in zip(frame.index, records, strict=True):
-        row = _Row(label, f"row {index}", values)
+        row = SourceRow(label, f"row {index}", values)
         parsed.append(_parse_row(row, index, has_clusters) | {c: row.text(c) or "" for c in kept})
     cells = _aggregate(parsed, label, (*KEY, "cluster"), kept, sum_duplicates)
     clusters = None
@@ -454,7 +471,7 @@ def _validate(frame, label: str, *, from_file: bool, kept=(), sum_duplicates=Fal
     return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
 
 
-def _parse_row(row: _Row, number: int, has_clusters: bool) -> dict:
+def _parse_row(row: SourceRow, number: int, has_clusters: bool) -> dict:
     task = row.text("task")
     if task is None:
         row.fail("task", "task is empty")
@@ -532,7 +549,7 @@ def _parse_row(row: _Row, number: int, has_clusters: bool) -> dict:
     return out
 
 
-def _parse_counts(row: _Row, method: str, out: dict) -> None:
+def _parse_counts(row: SourceRow, method: str, out: dict) -> None:
     success = row.boolean("success")
     has_counts = row.raw("successes") is not None or row.raw("trials") is not None
     if success is not None and has_counts:

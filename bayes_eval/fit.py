@@ -29,7 +29,7 @@ from bayes_eval.evidence import Evidence, load_evidence
 from bayes_eval.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior, check_level, check_sampler, load_spec
 
-__all__ = ["Estimate", "fit", "fit_per_agent"]
+__all__ = ["Estimate", "fit", "fit_per_agent", "side_tables"]
 
 # Which evidence methods each kind of model reads.
 USES = {
@@ -140,7 +140,7 @@ def fit(
     evidence = load_evidence(evidence)
     spec = load_spec(model)
     level, seed = _settings(spec, level, seed, sampler)
-    side = _side_tables(spec, agents, tasks, predict)
+    side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec, notes)
     if spec.pooling == "crossed":
@@ -302,7 +302,7 @@ def _settings(spec, level, seed, sampler) -> tuple[float, int]:
     return level, seed
 
 
-def _side_tables(spec, agents, tasks, predict) -> dict:
+def side_tables(spec, agents, tasks, predict) -> dict:
     """The covariate side tables of a crossed fit, read; any of them, or a prediction,
     given to another model is an error."""
     given = {"agent": agents, "task": tasks}

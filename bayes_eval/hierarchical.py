@@ -60,7 +60,6 @@ from bayes_eval.constants import (
     END_TO_END,
     ESS_MIN,
     EXPERT_COMPLETION,
-    MARGINAL_END_TO_END,
     MILESTONE,
     MILESTONE_METHOD,
     RETRY_TARGET_ACCEPT,
@@ -75,7 +74,24 @@ from bayes_eval.diagnostics import diagnose
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["centred_text", "fit_attempts", "fit_pooled", "sample_until_diagnosed"]
+__all__ = [
+    "build_layout",
+    "centred_text",
+    "count_data",
+    "count_data_vars",
+    "fit_attempts",
+    "fit_pooled",
+    "model_structure",
+    "pooled_rates",
+    "sample_until_diagnosed",
+]
+
+# End-to-end trials per task up to which the joint model marginalises the task's milestone
+# rates (an exact finite sum whose cost grows as trials squared); above it they are
+# sampled. Sampled with 7 to 10 trials, weak data, the rates formed a funnel with their
+# concentration that failed the gate on 3 of 30 random designs (studies/robustness.py).
+# At 10 a gradient costs what the earlier cubic sum cost at 5 (benchmarks/joint_gradient.py).
+MARGINAL_END_TO_END = 10
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -233,11 +249,11 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     from bayes_eval.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
-    layout = _layout(by_pair, spec, evidence.clusters)
+    layout = build_layout(by_pair, spec, evidence.clusters)
     build = (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
 
     def finish(draws):
-        rates = _rates(draws, layout, spec, np.random.default_rng(seed + 1))
+        rates = pooled_rates(draws, layout, spec, np.random.default_rng(seed + 1))
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, draws)})
         for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
             if name in draws:
@@ -253,7 +269,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         settings,
         seed,
         log,
-        _structure(layout, spec),
+        model_structure(layout, spec),
         cells=layout.n.size + layout.e2e_n.size,
     )
     if layout.clusters is not None:
@@ -286,7 +302,7 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
     seed : int
     log : file or None
     key : tuple
-        The model's structure, for the compiled-model cache (``_structure``).
+        The model's structure, for the compiled-model cache (``model_structure``).
     cells : int
         The table's count cells, for ``auto``'s choice.
 
@@ -449,7 +465,9 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
 # ---------------------------------------------------------------------------
 
 
-def _layout(by_pair, spec, clusters=None) -> Layout:
+def build_layout(by_pair, spec, clusters=None) -> Layout:
+    """The flat arrays a pooled or crossed model indexes, from the evidence rows of each
+    (agent, task) pair that ``spec`` reads (``clusters``: ``Evidence.clusters``, if any)."""
     pairs = list(by_pair)
     agents = list(dict.fromkeys(a for a, _ in pairs))
     tasks = list(dict.fromkeys(t for _, t in pairs))
@@ -554,7 +572,7 @@ def _end_to_end_model(layout, spec, form=None):
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
         log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
-        k, f = _count_data(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
+        k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n))
     return model
@@ -683,7 +701,7 @@ def _hierarchy_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
         log_kappa = log_kappa[layout.pair_agent]
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        k, f = _count_data(pm, "k_obs", layout.k, layout.n, "cell")
+        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
         pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, f, layout.n))
     return model
 
@@ -743,7 +761,7 @@ def count_data(name, successes, trials) -> dict:
     return {name: successes, f"{name}_failures": trials - successes}
 
 
-def _count_data(pm, name, successes, trials, dims=None):
+def count_data_vars(pm, name, successes, trials, dims=None):
     """The successes and failures of ``count_data`` as ``pm.Data``."""
     data = count_data(name, successes, trials)
     return tuple(pm.Data(key, value, dims=dims) for key, value in data.items())
@@ -818,7 +836,7 @@ def _joint_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
         log_kappa = log_kappa[layout.pair_agent]
         log_a, log_b = log_mu + log_kappa, log_1mu + log_kappa  # per pair
-        k, f = _count_data(pm, "k_obs", layout.k, layout.n, "cell")
+        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
         kept = np.flatnonzero(~sampled)
         if kept.size:
             a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
@@ -836,7 +854,7 @@ def _joint_model(layout, spec, form):
             b = pt.exp(log_b)[group] + f[cells]
             n = layout.e2e_n[few]
             chain = _survivor_chain(pt, a, b, n, counts, int(n.max()))
-            e2e_k, e2e_f = _count_data(pm, "e2e_few", layout.e2e_k[few], n)
+            e2e_k, e2e_f = count_data_vars(pm, "e2e_few", layout.e2e_k[few], n)
             log_lik = _path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
             pm.Potential("end_to_end_few", pt.sum(log_lik))
         if many.size:
@@ -848,7 +866,7 @@ def _joint_model(layout, spec, form):
             pm.Potential("k_sampled", pt.sum(k[where] * log_p + f[where] * log_1mp))
             log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
             n = layout.e2e_n[many]
-            e2e_k, e2e_f = _count_data(pm, "e2e_k", layout.e2e_k[many], n)
+            e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[many], n)
             log_lik = _bypass_terms(
                 pt,
                 log_q[many][:, None],
@@ -1036,7 +1054,7 @@ CLUSTERED_BUILDERS = {
 # ---------------------------------------------------------------------------
 
 
-def _structure(layout, spec) -> tuple:
+def model_structure(layout, spec) -> tuple:
     """Everything a compiled model depends on except the observed successes (clustered
     runs: their counts too, which the marginal's terms hold as constants)."""
     arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
@@ -1056,7 +1074,7 @@ def _structure(layout, spec) -> tuple:
 # ---------------------------------------------------------------------------
 
 
-def _rates(post, layout, spec, rng) -> dict:
+def pooled_rates(post, layout, spec, rng) -> dict:
     """``p_task`` and the per-milestone or per-step rates, per posterior draw."""
     chains, draws = post.sizes["chain"], post.sizes["draw"]
     shape = (chains, draws)

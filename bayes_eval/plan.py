@@ -34,9 +34,7 @@ from bayes_eval.constants import (
     END_TO_END,
     MILESTONE_METHOD,
     PLAN_MAX_TRIALS,
-    PLAN_NEGLIGIBLE,
     PLAN_POWER,
-    PLAN_SIMULATIONS,
     TASK,
 )
 from bayes_eval.errors import InputError
@@ -52,6 +50,11 @@ __all__ = [
     "trials_to_decide",
     "zero_success_trials",
 ]
+
+# Simulated evaluations per candidate of a plan, and the probability left undecided at
+# which the exact stopping-time calculation ends.
+PLAN_SIMULATIONS = 400
+PLAN_NEGLIGIBLE = 1e-12
 
 PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
 # The exact specs whose estimates next-run planning can update.

@@ -306,10 +306,10 @@ def horizon_plot(result, path: Path) -> Path:
         ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.axhspan(*result.lengths, color="0.9", zorder=0, label="task lengths fitted")
     if len(result.forecasts):
-        from bayes_eval.crossed.covariates import _decimal_year
+        from bayes_eval.crossed.covariates import decimal_year
 
         trend = result.forecasts[result.forecasts["what"] == "trend"]
-        years = [_decimal_year(d, "forecast") for d in trend["date"]]
+        years = [decimal_year(d, "forecast") for d in trend["date"]]
         ax.errorbar(
             years,
             trend["h50"],

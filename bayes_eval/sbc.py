@@ -96,7 +96,7 @@ def sbc(
     """
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import _layout, choose_form
+    from bayes_eval.hierarchical import build_layout, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -107,15 +107,15 @@ def sbc(
     sweep = {"workers": workers, "scheduler": scheduler}
     if spec.pooling == "crossed":
         from bayes_eval.crossed.model import design_of
-        from bayes_eval.fit import _side_tables
+        from bayes_eval.fit import side_tables
 
-        design = design_of(evidence_rows, spec, evidence, _side_tables(spec, agents, tasks, ()))
+        design = design_of(evidence_rows, spec, evidence, side_tables(spec, agents, tasks, ()))
         setup = _Setup(
             spec, evidence_rows, evidence.clusters, design, None, (), (), draws, tune, seed
         )
         rows = run_sweep(_crossed_replicate, simulations, setup, **sweep)
         return _result(rows, draws, bins)
-    layout = _layout(evidence_rows, spec, evidence.clusters)
+    layout = build_layout(evidence_rows, spec, evidence.clusters)
     chosen = choose_form(layout, spec)
     if form != "chosen":
         centred = form == "centred"
@@ -167,16 +167,16 @@ def _with_cluster_counts(setup, spec, layout, data):
     """The layout of the evidence's rows with each cluster's simulated successes
     (``data``'s ``k_cluster``, taken out): the terms of the exact marginal over clusters
     depend on the counts, so a clustered simulation is laid out and compiled anew."""
-    from bayes_eval.hierarchical import _layout
+    from bayes_eval.hierarchical import build_layout
 
     table = setup.clusters.copy()
     table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
-    return _layout(setup.evidence_rows, spec, table)
+    return build_layout(setup.evidence_rows, spec, table)
 
 
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
-    from bayes_eval.hierarchical import _rates, _structure
+    from bayes_eval.hierarchical import model_structure, pooled_rates
 
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
@@ -192,12 +192,12 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
             simulated = _with_cluster_counts(setup, spec, layout, data)
             model_data = compile_nutpie(_builder(simulated, spec)(simulated, spec, setup.form))
         else:  # compiled once per structure in each process, then given the counts
-            key = ("sbc", *_structure(layout, spec), setup.form.key())
+            key = ("sbc", *model_structure(layout, spec), setup.form.key())
             build = _builder(layout, spec)
             compiled = nutpie_compiled(key, lambda: build(layout, spec, setup.form))
             model_data = compiled.with_data(**data)
         post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
-    rates = _rates(post, _with_counts(simulated, spec, data), spec, rng)
+    rates = pooled_rates(post, _with_counts(simulated, spec, data), spec, rng)
     row = _ranks(post, truth, setup.ranked, keep, rng)
     row.update(_rate_ranks(rates["p_task"][1], _positions(layout), p_task, keep, rng))
     return row
@@ -266,7 +266,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
     from bayes_eval.crossed.model import build_model, draw_rates, prior_draw, simulate
-    from bayes_eval.hierarchical import _structure
+    from bayes_eval.hierarchical import model_structure
 
     spec, design = setup.spec, setup.design
     layout = design.layout
@@ -281,7 +281,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
             model_data = compile_nutpie(build_model(simulated, spec))
         else:  # compiled once per structure in each process, then given the counts
             simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
-            key = ("sbc crossed", *_structure(layout, spec))
+            key = ("sbc crossed", *model_structure(layout, spec))
             compiled = nutpie_compiled(key, lambda: build_model(design, spec))
             model_data = compiled.with_data(**data)
         post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)

@@ -9,13 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import (
-    DEFAULT_EXACT_DRAWS,
-    DEFAULT_LEVEL,
-    DEFAULT_SEED,
-    MCMC_ENGINES,
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import DEFAULT_LEVEL, MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 from bayes_eval.resources import shipped_dir
@@ -29,6 +23,11 @@ __all__ = [
     "shipped_specs",
     "spec_from_toml",
 ]
+
+# Draws kept from exact posteriors, for plots and predictive checks, and the seed of a
+# fit that neither the spec nor the user seeds.
+DEFAULT_EXACT_DRAWS = 4000
+DEFAULT_SEED = 20240901
 
 SCHEMA_VERSION = 1
 TOP_KEYS = (

@@ -34,11 +34,15 @@ import pandas as pd
 from scipy import optimize, special
 
 from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
-from bayes_eval.constants import REFERENCE_PRIOR, SUMMARY_COLUMNS
+from bayes_eval.constants import SUMMARY_COLUMNS
 from bayes_eval.evidence import join_distinct
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["format_number", "summarise"]
+
+# The reference prior of a cell's own-data bound (own_upper, floor_upper): the uniform
+# Beta(1, 1) of the exact end_to_end model.
+REFERENCE_PRIOR = (1.0, 1.0)
 
 LN10 = math.log(10)
 

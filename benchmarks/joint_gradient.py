@@ -49,11 +49,11 @@ def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     from bayes_eval.engines import fresh_compile
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
+    from bayes_eval.hierarchical import BUILDERS, build_layout, choose_form
     from bayes_eval.specs import load_spec
 
     spec = load_spec(model_name)
-    layout = _layout(usable_rows(load_evidence(table), spec, []), spec)
+    layout = build_layout(usable_rows(load_evidence(table), spec, []), spec)
     model = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
     inputs = model.value_vars
     logp = model.logp()

@@ -66,7 +66,7 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
 
     from bayes_eval.engines import compile_nutpie
-    from bayes_eval.hierarchical import _hierarchy_model, _rates, choose_form
+    from bayes_eval.hierarchical import _hierarchy_model, choose_form, pooled_rates
 
     model = _hierarchy_model(layout, spec, choose_form(layout, spec))
     if engine == "nutpie":
@@ -88,7 +88,7 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
     else:
         compile_time, sample_time, trace = _pymc(model, seed, target)
     posterior = trace["posterior"].to_dataset()
-    rates = _rates(posterior, layout, spec, np.random.default_rng(seed))
+    rates = pooled_rates(posterior, layout, spec, np.random.default_rng(seed))
     p_task = posterior["mu_task"].copy(data=rates["p_task"][1][:, :, 0, :])
     return graph_size(model), compile_time, sample_time, min_ess(p_task), *_stats(trace)
 
@@ -163,13 +163,13 @@ def main() -> None:
 
     import bayes_eval
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import _layout
+    from bayes_eval.hierarchical import build_layout
 
     spec = bayes_eval.load_spec("hierarchical")
     target = float(spec.sampler["target_accept"])
     for trials in args.trials:
         data = simulate(args.tasks, args.milestones, args.seed, trials, args.mean)
-        layout = _layout(usable_rows(data, spec), spec)
+        layout = build_layout(usable_rows(data, spec), spec)
         results = {
             "(a) collapsed, nutpie": collapsed(layout, spec, "nutpie", args.seed, target),
             "(b) collapsed, PyMC": collapsed(layout, spec, "pymc", args.seed, target),

@@ -63,7 +63,7 @@ def main() -> None:
     from bayes_eval.diagnostics import diagnose
     from bayes_eval.engines import compile_nutpie
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import Form, _hierarchy_model, _layout, choose_form
+    from bayes_eval.hierarchical import Form, _hierarchy_model, build_layout, choose_form
 
     spec = bayes_eval.load_spec("hierarchical")
     print(
@@ -76,7 +76,7 @@ def main() -> None:
     )
     for design in ("alike", "unlike"):
         frame = simulate(design, args.tasks, args.milestones, args.trials, args.seed)
-        layout = _layout(usable_rows(frame, spec), spec)
+        layout = build_layout(usable_rows(frame, spec), spec)
         chosen = choose_form(layout, spec)
         forms = {
             "centred": Form(np.ones_like(chosen.pairs), chosen.cells),

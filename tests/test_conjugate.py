@@ -7,12 +7,13 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from bayes_eval.conjugate import (
+    QUANTILE_TOLERANCE,
+    SADDLEPOINT_ERROR,
     BetaProduct,
     clopper_pearson_upper,
     log_beta_draws,
     summarise_products,
 )
-from bayes_eval.constants import QUANTILE_TOLERANCE, SADDLEPOINT_ERROR
 
 PROBS = np.array([0.01, 0.025, 0.5, 0.975, 0.99])
 # Relative error in P allowed by the design (0.1%); the engines promise QUANTILE_TOLERANCE.

@@ -8,7 +8,7 @@ import pytest
 import bayes_eval
 from bayes_eval import InputError, engines
 from bayes_eval.cli import main
-from bayes_eval.constants import AUTO_JAX_CELLS
+from bayes_eval.engines import AUTO_JAX_CELLS
 from bayes_eval.resources import shipped_datasets
 
 pytest.importorskip("numpyro")

@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bayes_eval import InputError, load_evidence
-from bayes_eval.conjugate import BetaProduct, summarise_products
-from bayes_eval.constants import QUANTILE_TOLERANCE
+from bayes_eval.conjugate import QUANTILE_TOLERANCE, BetaProduct, summarise_products
 
 mpmath.mp.dps = 50
 

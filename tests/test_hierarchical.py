@@ -150,8 +150,7 @@ def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(
     and all-failure cells are sampled on their tail scales whatever the form."""
     import dataclasses
 
-    from bayes_eval.constants import MARGINAL_END_TO_END
-    from bayes_eval.hierarchical import choose_form
+    from bayes_eval.hierarchical import MARGINAL_END_TO_END, choose_form
     from bayes_eval.specs import Prior
 
     assert e2e[1] > MARGINAL_END_TO_END
@@ -564,7 +563,7 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
 
     import xarray as xr
 
-    from bayes_eval.hierarchical import _rates
+    from bayes_eval.hierarchical import pooled_rates
 
     layout = one_task_layout(k=[30], n=[30])
     post = xr.Dataset(
@@ -575,7 +574,9 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rates = _rates(post, layout, bayes_eval.load_spec("hierarchical"), np.random.default_rng(0))
+        rates = pooled_rates(
+            post, layout, bayes_eval.load_spec("hierarchical"), np.random.default_rng(0)
+        )
     p = rates["p_task"][1]
     # Beta(34.7, 1e-15): every draw is 1 to rounding
     assert np.all((p > 1 - 1e-9) & (p <= 1))
@@ -590,7 +591,7 @@ def test_joint_redraw_when_the_task_mean_is_one_and_the_concentration_small():
 
     import xarray as xr
 
-    from bayes_eval.hierarchical import _rates
+    from bayes_eval.hierarchical import pooled_rates
 
     layout = one_task_layout(k=[1, 1, 1], n=[1, 1, 1], e2e=(1, 1))
     dims = ("chain", "draw", "agent")
@@ -604,7 +605,7 @@ def test_joint_redraw_when_the_task_mean_is_one_and_the_concentration_small():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        rates = _rates(post, layout, bayes_eval.load_spec("joint"), np.random.default_rng(0))
+        rates = pooled_rates(post, layout, bayes_eval.load_spec("joint"), np.random.default_rng(0))
     assert np.all(rates["p_task"][1] > 1 - 1e-9)
 
 
@@ -625,7 +626,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
 
     from bayes_eval.evidence import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, _layout, choose_form
+    from bayes_eval.hierarchical import BUILDERS, build_layout, choose_form
 
     rows = [dict(task="t0", method="end_to_end", successes=e2e[0], trials=e2e[1])]
     rows.append(dict(task="t1", method="end_to_end", successes=1, trials=1))
@@ -636,7 +637,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
             for m in (1, 2)
         ]
     spec = bayes_eval.load_spec(model)
-    layout = _layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec, []), spec)
+    layout = build_layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec, []), spec)
     built = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
     logp = built.logp()
     inputs = built.value_vars

@@ -28,6 +28,7 @@ from bayes_eval.errors import InputError
 __all__ = [
     "Covariates",
     "Term",
+    "decimal_year",
     "parse_term",
     "predicted_agents",
     "read_covariates",
@@ -165,7 +166,7 @@ def read_side_table(table, key: str) -> pd.DataFrame:
     InputError
         An unreadable table, no ``key`` column, an empty key or a key given twice.
     """
-    from bayes_eval.evidence import _read_table
+    from bayes_eval.evidence import read_table
 
     def check_header(label, header):
         if key not in header:
@@ -179,7 +180,7 @@ def read_side_table(table, key: str) -> pd.DataFrame:
         table = table.set_axis(range(2, len(table) + 2))  # spreadsheet rows
     else:
         label = str(table)
-        table = _read_table(Path(table), label, [], check_header=check_header)
+        table = read_table(Path(table), label, [], check_header=check_header)
     check_header(label, list(table.columns))  # a DataFrame or Parquet table: not vetted yet
     if table.empty:
         raise InputError(f"{label}: the table has no rows")
@@ -369,7 +370,7 @@ def _present(values, source, column):
 def _parse_values(source, column, values) -> tuple[list[float], bool]:
     """Numbers of ``(text, where)`` values: all decimal numbers or, where any value is an
     ISO date, all dates (as decimal years)."""
-    from bayes_eval.evidence import _as_real
+    from bayes_eval.evidence import as_real
 
     is_date = any(DATE.fullmatch(text) for text, _ in values)
     numbers = []
@@ -381,16 +382,18 @@ def _parse_values(source, column, values) -> tuple[list[float], bool]:
                 "column are"
             )
         if is_date:
-            numbers.append(_decimal_year(text, place))
+            numbers.append(decimal_year(text, place))
             continue
-        number = _as_real(text)
+        number = as_real(text)
         if number is None or not np.isfinite(number):
             raise InputError(f"{place}: '{text}' is not a decimal number or an ISO date")
         numbers.append(number)
     return numbers, is_date
 
 
-def _decimal_year(text: str, where: str) -> float:
+def decimal_year(text: str, where: str) -> float:
+    """An ISO date as a decimal year (2024-07-02 is 2024.5); a located error names
+    ``where`` otherwise."""
     try:
         day = dt.date.fromisoformat(text)
     except ValueError:

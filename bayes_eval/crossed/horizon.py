@@ -231,6 +231,6 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
 
 
 def _year(text: str) -> float:
-    from bayes_eval.crossed.covariates import _decimal_year
+    from bayes_eval.crossed.covariates import decimal_year
 
-    return _decimal_year(text.strip(), f"--forecast {text}")
+    return decimal_year(text.strip(), f"--forecast {text}")

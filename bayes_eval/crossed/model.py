@@ -62,10 +62,10 @@ from bayes_eval.crossed.covariates import Covariates, predicted_agents, read_cov
 from bayes_eval.errors import InputError
 from bayes_eval.hierarchical import (
     Layout,
-    _count_data,
-    _layout,
-    _structure,
+    build_layout,
     centred_text,
+    count_data_vars,
+    model_structure,
     sample_until_diagnosed,
 )
 
@@ -185,7 +185,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
         A covariate that cannot be read (``read_covariates``), a bad prediction text, or a
         predicted agent named as a fitted one.
     """
-    layout = _layout(by_pair, spec, evidence.clusters)
+    layout = build_layout(by_pair, spec, evidence.clusters)
     covariates = read_covariates(spec.covariates, evidence, layout.agents, layout.tasks, side)
     names, raw = predicted_agents(predict, covariates)
     for name in names:
@@ -307,7 +307,7 @@ def build_model(design: Design, spec):
             failed = layout.clusters.successes.max(axis=1) == 0  # every cluster: no success
         else:
             k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == END_TO_END else (layout.k, layout.n)
-            k, f = _count_data(pm, "k_obs", k, n)
+            k, f = count_data_vars(pm, "k_obs", k, n)
             each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
         if spec.kind == END_TO_END:
             pm.Potential(name, pt.sum(each))
@@ -478,7 +478,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
             draws = draws.assign_coords({MILESTONE: np.arange(1, draws.sizes[MILESTONE] + 1)})
         return draws
 
-    key = (*_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
+    key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
     key += (cov.task_group.tobytes(),)
 
     def build(form):

@@ -3,7 +3,7 @@ distinct value and counted per cell as they come.
 
 A run file of a million rows holds few distinct agents, tasks, steps and outcomes. Each
 batch is read as dictionary-encoded columns (multi-threaded), each distinct value is
-parsed once by the same rules as the row-by-row reader (``_Row``), and the batch's runs
+parsed once by the same rules as the row-by-row reader (``SourceRow``), and the batch's runs
 are added up per (agent, task, step, cluster) cell; the duplicate-run check keeps one
 64-bit hash per run. The cells then go through the evidence validator like any count
 table.
@@ -26,7 +26,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _as_real, _Row, join_distinct
+from bayes_eval.evidence import Evidence, SourceRow, as_real, join_distinct
 from bayes_eval.files import check_readable
 
 __all__ = ["kept_text", "read_counts"]
@@ -144,7 +144,7 @@ def _csv_batches(path, label, notes, check, run):
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
-    from bayes_eval.evidence import _delimiter
+    from bayes_eval.evidence import sniff_delimiter
 
     try:
         with path.open("rb") as file:
@@ -163,7 +163,7 @@ def _csv_batches(path, label, notes, check, run):
         header_text = first.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
         return None
-    delimiter = _delimiter(header_text, path.suffix.lower(), label, notes)
+    delimiter = sniff_delimiter(header_text, path.suffix.lower(), label, notes)
     header = [c.strip() for c in next(csv.reader([header_text], delimiter=delimiter))]
     check(label, header, notes)
     text = pa.dictionary(pa.int32(), pa.string())
@@ -257,7 +257,7 @@ def _parser(label, column, role, agent_optional):
     where it breaks one (an empty agent only where the format's agent is required)."""
 
     def parse(value):
-        row = _Row(label, "", {column: value})
+        row = SourceRow(label, "", {column: value})
         try:
             if role == "success":
                 parsed = row.boolean(column)
@@ -329,11 +329,11 @@ def _evidence(cells, label, cluster):
     return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
 
 
-def kept_text(row: _Row, column: str) -> str:
+def kept_text(row: SourceRow, column: str) -> str:
     """A kept field as text, a number written the same whichever file it came from (a CSV's
     "8.0" and a JSON file's 8 are both "8.0")."""
     value = row.raw(column)
     if value is None:
         return ""
-    number = _as_real(value)
+    number = as_real(value)
     return str(value).strip() if number is None else repr(number)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _first_line, _validate
+from bayes_eval.evidence import Evidence, first_line, validate_frame
 
 __all__ = ["read_inspect"]
 
@@ -120,7 +120,7 @@ def read_inspect(
                 )
             )
         except Exception as exc:  # a truncated ZIP, bad JSON, a foreign file: many types
-            raise InputError(f"{label}: not a readable Inspect log ({_first_line(exc)})") from None
+            raise InputError(f"{label}: not a readable Inspect log ({first_line(exc)})") from None
         name = _scorer(label, samples, scorer)
         errors = unscored = 0
         for sample in samples:
@@ -171,7 +171,7 @@ def read_inspect(
         f"{frame['agent'].nunique()} agent(s) on {frame['task'].nunique()} task(s) from "
         f"{len(files)} Inspect log(s)"
     )
-    return _validate(frame, _source(paths), from_file=False)
+    return validate_frame(frame, _source(paths), from_file=False)
 
 
 def _check_choice(value: str, choices, option: str) -> None:

@@ -29,7 +29,7 @@ import pandas as pd
 
 from bayes_eval.constants import DEFAULT_AGENT, END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, _read_table, _Row, _validate
+from bayes_eval.evidence import Evidence, SourceRow, read_table, validate_frame
 from bayes_eval.files import read_text
 from bayes_eval.readers import columnar
 
@@ -107,7 +107,7 @@ def read_runs(
     frame = rows.drop(columns="run")
     if cluster is None:
         frame = frame.drop(columns="cluster")
-    return _validate(frame, str(path), from_file=True, kept=kept)
+    return validate_frame(frame, str(path), from_file=True, kept=kept)
 
 
 def run_rows(
@@ -128,7 +128,7 @@ def run_rows(
                 if name not in record:
                     raise InputError(f"{label}: line {number}, field {name}: missing")
     else:
-        table = _read_table(path, label, notes, check_header=lambda *_: None)
+        table = read_table(path, label, notes, check_header=lambda *_: None)
         if path.suffix.lower() in (".parquet", ".pq"):  # numbered as a spreadsheet would
             table.index = range(2, table.shape[0] + 2)
         header = [str(c) for c in table.columns]
@@ -139,7 +139,7 @@ def run_rows(
     default_agent = _default_agent(path, fields, agent)
     out, seen = [], {}
     for number, values in records:
-        row = _Row(label, f"{unit} {number}", values)
+        row = SourceRow(label, f"{unit} {number}", values)
         parsed = _run(row, fields, default_agent, cluster, run_format in OPTIONAL)
         if parsed["run"] is not None:
             key = (parsed["agent"], parsed["task"], parsed["step"], parsed["run"])
@@ -192,7 +192,7 @@ def _check_columns(label, header, run_format, cluster, notes) -> None:
             )
 
 
-def _run(row: _Row, fields: Fields, default_agent: str, cluster, agent_optional) -> dict:
+def _run(row: SourceRow, fields: Fields, default_agent: str, cluster, agent_optional) -> dict:
     """One run's evidence row, each field checked where it sits. An empty agent is the
     default agent where the format's agent column is optional, else an error."""
     task = row.text(fields.task)

@@ -1,0 +1,103 @@
+"""The package's layers hold (the import-linter contracts in ``pyproject.toml``), and its
+modules keep their private names to themselves: a name that a sibling imports is public
+in its module."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "bayes_eval"
+
+
+def test_the_layering_contracts_are_kept():
+    """``lint-imports`` over the working tree (it reads ``pyproject.toml`` from the
+    current folder, and imports the package from there)."""
+    command = "from importlinter.cli import lint_imports_command; lint_imports_command()"
+    done = subprocess.run(
+        [sys.executable, "-c", command, "--no-cache"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names_crossing(text: str, module: str) -> list[str]:
+    """Where ``module``'s source ``text`` imports a private name of another of the
+    package's modules (``from bayes_eval.x import _y``), or reads one from a module or
+    name it imported from the package (``x._y``): ``line: name``."""
+    tree = ast.parse(text)
+    imported, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bayes_eval"):
+            if node.module == module:
+                continue
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.lineno}: {node.module}.{alias.name}")
+                imported.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("bayes_eval"):
+                    imported.add(alias.asname or alias.name.partition(".")[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+        ):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    crossing = [
+        f"{path.relative_to(PACKAGE.parent)}:{hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for hit in private_names_crossing(path.read_text(), _module_name(path))
+    ]
+    assert not crossing, crossing
+
+
+def test_the_check_sees_both_ways_of_reaching_a_private_name():
+    """An import of a private name and an attribute read of one are found; a module's own
+    private names, dunder names and names outside the package are not."""
+    text = (
+        "from bayes_eval.evidence import _hidden, Evidence\n"
+        "from bayes_eval import hierarchical\n"
+        "from bayes_eval.probe import _mine\n"
+        "from numpy import _core\n"
+        "hierarchical._layout\n"
+        "Evidence.__name__\n"
+    )
+    assert private_names_crossing(text, "bayes_eval.probe") == [
+        "1: bayes_eval.evidence._hidden",
+        "5: hierarchical._layout",
+    ]
+
+
+def test_a_constant_in_constants_is_shared_by_two_modules_or_more():
+    """A number or name that one module alone uses lives in that module."""
+    import re
+
+    text = (PACKAGE / "constants.py").read_text()
+    names = [node.targets[0].id for node in ast.parse(text).body if isinstance(node, ast.Assign)]
+    sources = {
+        path: path.read_text() for path in PACKAGE.rglob("*.py") if path.name != "constants.py"
+    }
+    users = {
+        name: [p.name for p, source in sources.items() if re.search(rf"\b{name}\b", source)]
+        for name in names
+    }
+    alone = {name: found for name, found in users.items() if len(found) < 2}
+    assert not alone, alone
