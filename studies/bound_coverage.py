@@ -119,8 +119,9 @@ def truth(
 
 
 def simulate_table(family: str, agents: int, tasks: int, runs: int, rng, **shape) -> dict:
-    """One simulated evaluation: its evidence rows, true rates and covariate tables
-    (``shape``: ``truth``'s ``unsolvable`` and ``concentration``)."""
+    """One simulated evaluation: its evidence rows, true rates (of each pair, and of each
+    milestone: ``milestone_truth``) and covariate tables (``shape``: ``truth``'s
+    ``unsolvable`` and ``concentration``)."""
     rates, ability, difficulty = truth(family, agents, tasks, rng, **shape)
     agent_names = [f"agent_{a}" for a in range(agents)]
     task_names = [f"task_{t:02d}" for t in range(tasks)]
@@ -159,7 +160,21 @@ def simulate_table(family: str, agents: int, tasks: int, runs: int, rng, **shape
             weakest=np.repeat(np.arange(agents) < WEAKEST, tasks),
         )
     )
-    return dict(evidence=evidence, truth=truth_frame, tasks=task_table, agents=agent_table)
+    milestone_truth = pd.DataFrame(
+        dict(
+            agent=np.repeat(agent_names, tasks * MILESTONES),
+            task=np.tile(np.repeat(task_names, MILESTONES), agents),
+            step=np.tile(np.arange(1, MILESTONES + 1), agents * tasks),
+            truth=milestone_rates.ravel(),
+        )
+    )
+    return dict(
+        evidence=evidence,
+        truth=truth_frame,
+        milestone_truth=milestone_truth,
+        tasks=task_table,
+        agents=agent_table,
+    )
 
 
 def evidence_for(model: str, evidence: pd.DataFrame) -> pd.DataFrame:

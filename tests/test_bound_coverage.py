@@ -48,6 +48,14 @@ def test_a_table_carries_its_truth_and_its_milestones_multiply_to_it(study):
     assert (merged["trials"] == 5).all()
     milestones = evidence[evidence["method"] == "milestone"]
     assert milestones.groupby(["agent", "task"]).size().eq(study.MILESTONES).all()
+    # the milestones' true rates are given, one per milestone row, and multiply to the truth
+    steps = table["milestone_truth"]
+    assert len(steps) == len(milestones)
+    assert (
+        steps[["agent", "task", "step"]].values == milestones[["agent", "task", "step"]].values
+    ).all()
+    product = steps.groupby(["agent", "task"], sort=False)["truth"].prod().values
+    np.testing.assert_allclose(product, truth["truth"].values, rtol=1e-12)
     # milestone counts follow rates that multiply to the truth: over many replicates the
     # product of the milestones' empirical rates is unbiased for P (independent milestones)
     many = [
