@@ -303,8 +303,7 @@ def build_model(design: Design, spec):
             each = log_given_each_rate(
                 pt, pt.logsumexp, log_p, log_q, log_phi, layout.clusters, _tensor_add_at
             )
-            name = "k_clusters"
-            failed = layout.clusters.successes.max(axis=1) == 0  # every cluster: no success
+            name, failed = "k_clusters", _failed_cells(layout)
         else:
             k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == END_TO_END else (layout.k, layout.n)
             k, f = count_data_vars(pm, "k_obs", k, n)
@@ -329,11 +328,19 @@ def _blocked_mixture(pt, each, failed, share, layout):
     described by its milestone rates (probability ``1 - share``: the product of its
     cells' likelihoods ``each``) or blocked (``share``: every run fails, whatever the
     rates), which only a pair whose every cell ``failed`` can be."""
-    pairs = len(layout.pairs)
-    described = pt.log1p(-share) + _tensor_add_at(each, layout.cell_pair, pairs)
-    all_failed = _tensor_add_at(pt.switch(failed, 0.0, 1.0), layout.cell_pair, pairs) < 0.5
+    described = pt.log1p(-share) + _tensor_add_at(each, layout.cell_pair, len(layout.pairs))
     mixed = pt.logaddexp(pt.log(share), described)
-    return pt.sum(pt.switch(all_failed, mixed, described))
+    return pt.sum(pt.switch(_may_be_blocked(pt, _tensor_add_at, failed, layout), mixed, described))
+
+
+def _failed_cells(layout) -> np.ndarray:
+    """Per cell of clustered runs: whether none of its clusters had a success."""
+    return layout.clusters.successes.max(axis=1) == 0
+
+
+def _may_be_blocked(xp, add_at, failed, layout):
+    """Per pair run on milestones: whether every one of its cells ``failed``."""
+    return add_at(xp.where(failed, 0.0, 1.0), layout.cell_pair, len(layout.pairs)) < 0.5
 
 
 def _normal(pm, name, prior, dims=None):
@@ -423,7 +430,6 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
     every milestone run failed (``L``: its runs' likelihood given the draw's milestone
     rates, ``logit`` per cell), never for any other pair."""
     log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
-    pairs = len(layout.pairs)
     if layout.clusters is None:
         each = layout.k * log_p + (layout.n - layout.k) * log_q
         failed = layout.k == 0
@@ -437,9 +443,9 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
                 for p, q, phi in zip(log_p, log_q, log_phi, strict=True)  # one chain at a time
             ]
         ).reshape(log_p.shape)
-        failed = layout.clusters.successes.max(axis=1) == 0
-    can_block = _array_add_at(~failed, layout.cell_pair, pairs) == 0
-    described = _array_add_at(each, layout.cell_pair, pairs)
+        failed = _failed_cells(layout)
+    can_block = _may_be_blocked(np, _array_add_at, failed, layout)
+    described = _array_add_at(each, layout.cell_pair, len(layout.pairs))
     share = post["blocked_share"].values[..., None]
     # log of the odds of blocked: log share - log (1 - share) - log L
     odds = np.log(share) - np.log1p(-share) - described
