@@ -7,17 +7,18 @@ Quick use::
     posterior.summary(threshold=0.01)
 """
 
-from bayes_eval.calibration import calibrate
+from bayes_eval.checks.calibration import calibrate
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, load_evidence
+from bayes_eval.evidence.inspect_logs import read_inspect
+from bayes_eval.evidence.runs import read_runs
+from bayes_eval.evidence.table import Evidence, load_evidence
 from bayes_eval.fit import fit, fit_per_agent
+from bayes_eval.outputs.report import report
 from bayes_eval.plan import expected_trials as plan_expected_trials
 from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
 from bayes_eval.plan import zero_success_trials as plan_zero_success
-from bayes_eval.posterior import Posterior, load_posterior
-from bayes_eval.readers import read_inspect, read_runs
-from bayes_eval.report import report
+from bayes_eval.results.posterior import Posterior, load_posterior
 from bayes_eval.specs import Spec, load_spec, shipped_specs
 
 __all__ = [

@@ -2,6 +2,6 @@
 
 import sys
 
-from bayes_eval.cli import main
+from bayes_eval.cli.main import main
 
 sys.exit(main())

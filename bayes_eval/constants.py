@@ -42,7 +42,7 @@ CENTRED_MARGIN = 3.0
 # target_accept of the refit when a pooled fit diverged (see hierarchical.fit_pooled).
 RETRY_TARGET_ACCEPT = 0.99
 
-# The MCMC engines of pooled specs (bayes_eval.engines).
+# The MCMC engines of pooled specs (bayes_eval.inference.engines).
 MCMC_ENGINES = ("nutpie", "pymc", "numpyro", "auto")
 
 # Diagnostics thresholds: R-hat, bulk and tail ESS, E-BFMI.

@@ -457,7 +457,7 @@ def _draw_rates(rng, alpha, beta, size) -> np.ndarray:
 
 def _product_upper(a: np.ndarray, b: np.ndarray, level: float) -> np.ndarray:
     """Upper bounds at ``level`` of products of ``Beta(a_m, b_m)``, one per row (exact)."""
-    from bayes_eval.conjugate import BetaProduct, summarise_products
+    from bayes_eval.exact.products import BetaProduct, summarise_products
 
     products = [BetaProduct(((ar, br),)) for ar, br in zip(a, b, strict=True)]
     return np.array([np.exp(-s.x_quantiles[0]) for s in summarise_products(products, [1 - level])])

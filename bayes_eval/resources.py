@@ -5,15 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
+# Where an installed wheel keeps the checkout's ``models`` (the specs) and ``data``.
+INSTALLED = {"models": "shipped_specs", "data": "shipped_data"}
 
 
 def shipped_dir(kind: str) -> Path:
-    """The folder of shipped ``models`` or ``data``.
+    """The folder of shipped ``models`` (specs) or ``data``.
 
-    An installed wheel carries them inside the package (``bayes_eval/models``); a
-    checkout (or an editable install) has them beside it.
+    An installed wheel carries them inside the package (``bayes_eval/shipped_specs``,
+    ``bayes_eval/shipped_data``); a checkout (or an editable install) has them beside it.
     """
-    inside = PACKAGE / kind
+    inside = PACKAGE / INSTALLED[kind]
     return inside if inside.is_dir() else PACKAGE.parent / kind
 
 

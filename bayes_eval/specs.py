@@ -47,7 +47,7 @@ COVARIATE_KEYS = ("agent", "task", "task_group", "length")
 CROSSED = ("ability_mean", "ability_scale", "difficulty_scale")
 HIERARCHY = ("task_mean", "task_concentration")
 # The priors each (kind, pooling) needs, by role. Pooling "none" is exact (conjugate);
-# every other pooling is a PyMC model (bayes_eval.hierarchical).
+# every other pooling is a PyMC model (bayes_eval.pooled).
 MODELS = {
     ("end_to_end", "none"): ("end_to_end",),
     ("end_to_end", "tasks"): ("mean", "concentration"),
@@ -128,7 +128,7 @@ class Spec:
         The TOML text, kept verbatim for provenance.
     covariates : dict
         A crossed model's ``[covariates]``: ``agent`` and ``task`` as tuples of
-        ``bayes_eval.crossed.covariates.Term``, ``task_group`` and ``length`` as text.
+        ``bayes_eval.evidence.covariates.Term``, ``task_group`` and ``length`` as text.
     """
 
     name: str
@@ -321,7 +321,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
 
 def _covariates(source: str, data: dict, pooling: str) -> dict:
     """A crossed spec's ``[covariates]``, with its terms parsed (``crossed.covariates``)."""
-    from bayes_eval.crossed.covariates import parse_term
+    from bayes_eval.evidence.covariates import parse_term
 
     table = _get(source, data, "covariates", dict, required=False)
     if table is None:

@@ -28,7 +28,7 @@ warnings.simplefilter("ignore")
 def built_model(model: str, table):
     """The PyMC model ``bayes_eval.fit`` samples for ``model`` on ``table``."""
     import bayes_eval
-    from bayes_eval import engines
+    from bayes_eval.inference import engines
 
     engines._COMPILED.clear()
     built = []
@@ -62,7 +62,7 @@ def main() -> None:
 
     import nutpie
 
-    from bayes_eval.engines import compile_nutpie
+    from bayes_eval.inference.engines import compile_nutpie
     from bayes_eval.resources import shipped_datasets
 
     table = shipped_datasets()["example_pooled"]

@@ -66,7 +66,7 @@ def nuts_bounds(counts: np.ndarray, seed: int) -> tuple[np.ndarray, float, float
     import nutpie
     import pymc as pm
 
-    from bayes_eval.engines import compile_nutpie
+    from bayes_eval.inference.engines import compile_nutpie
 
     start = time.perf_counter()
     with pm.Model() as model:
@@ -135,7 +135,7 @@ def main() -> None:
         simulate(1000, 5, args.seed).to_csv(big, index=False)
         env = dict(os.environ)
         check = (
-            "import sys; from bayes_eval.cli import main; "
+            "import sys; from bayes_eval.cli.main import main; "
             f"main(['fit', {str(big)!r}, '--format', 'csv']); "
             "sys.stdout.flush(); print('pymc imported' if 'pymc' in sys.modules "
             "else 'pymc not imported', file=sys.stderr)"

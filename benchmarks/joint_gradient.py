@@ -5,7 +5,7 @@ Run from the repository root (needs the package installed):
 
     python benchmarks/joint_gradient.py [--seed 0] [--repeats 7]
 
-Three simulated tables (``bayes_eval.simulate.random_design``): a capture-the-flag table
+Three simulated tables (``bayes_eval.checks.simulate.random_design``): a capture-the-flag table
 (8 agents x 40 tasks, one trial per milestone and per end-to-end run; the shape of the
 agentic benchmarks the joint model is for), and the first and the 23rd random designs of
 the robustness study (seed 0: 9 agents x 33 tasks, 3 trials per cell, end-to-end rows on
@@ -31,7 +31,7 @@ warnings.simplefilter("ignore")
 
 
 def tables(seed: int) -> dict:
-    from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+    from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 
     ctf, _ = random_design(np.random.default_rng(seed), CAPTURE_THE_FLAG)
     rng = np.random.default_rng(seed)
@@ -46,10 +46,11 @@ def tables(seed: int) -> dict:
 def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     import pytensor
 
-    from bayes_eval.engines import fresh_compile
-    from bayes_eval.evidence import load_evidence
+    from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, build_layout, choose_form
+    from bayes_eval.inference.engines import fresh_compile
+    from bayes_eval.pooled.layout import build_layout, choose_form
+    from bayes_eval.pooled.models import BUILDERS
     from bayes_eval.specs import load_spec
 
     spec = load_spec(model_name)

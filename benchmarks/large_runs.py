@@ -27,7 +27,7 @@ import pandas as pd
 
 READ = """
 import json, sys, time
-from bayes_eval.readers import columnar, runs
+from bayes_eval.evidence import columnar, runs
 if sys.argv[2] == "row-by-row":
     columnar.read_counts = lambda *args: None
 if sys.argv[2] != "imports only":

@@ -65,8 +65,10 @@ def min_ess(p_task) -> float:
 def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
 
-    from bayes_eval.engines import compile_nutpie
-    from bayes_eval.hierarchical import _hierarchy_model, choose_form, pooled_rates
+    from bayes_eval.inference.engines import compile_nutpie
+    from bayes_eval.pooled.layout import choose_form
+    from bayes_eval.pooled.models import _hierarchy_model
+    from bayes_eval.pooled.rates import pooled_rates
 
     model = _hierarchy_model(layout, spec, choose_form(layout, spec))
     if engine == "nutpie":
@@ -104,7 +106,8 @@ def centred(layout, spec, seed: int, target: float):
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import Form, _coords, _task_hierarchy
+    from bayes_eval.pooled.layout import Form
+    from bayes_eval.pooled.models import _coords, _task_hierarchy
 
     cell_agent = layout.pair_agent[layout.cell_pair]
     centred_means = Form(np.ones(len(layout.pairs), dtype=bool), np.zeros(0, dtype=bool))
@@ -124,7 +127,7 @@ def _pymc(model, seed: int, target: float):
     """PyMC's NUTS; compile time is the wall time not spent sampling."""
     import pymc as pm
 
-    from bayes_eval.engines import fresh_compile
+    from bayes_eval.inference.engines import fresh_compile
 
     start = time.perf_counter()
     with fresh_compile():  # as the package compiles it
@@ -163,7 +166,7 @@ def main() -> None:
 
     import bayes_eval
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import build_layout
+    from bayes_eval.pooled.layout import build_layout
 
     spec = bayes_eval.load_spec("hierarchical")
     target = float(spec.sampler["target_accept"])

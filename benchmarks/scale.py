@@ -50,7 +50,7 @@ def one_fit(table: pd.DataFrame, engine: str, sampler: dict, seed: int) -> dict:
     import arviz_stats
 
     import bayes_eval
-    from bayes_eval.hierarchical import fit_attempts
+    from bayes_eval.inference.retry import fit_attempts
 
     start = time.perf_counter()
     post = bayes_eval.fit(table, "hierarchical", seed=seed, sampler={**sampler, "engine": engine})

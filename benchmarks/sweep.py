@@ -24,7 +24,7 @@ warnings.simplefilter("ignore")
 
 
 def main() -> None:
-    from bayes_eval.sbc import sbc
+    from bayes_eval.checks.sbc import sbc
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulations", type=int, default=40)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_eval.conjugate import BetaProduct, summarise_products
+from bayes_eval.exact.products import BetaProduct, summarise_products
 
 TRIALS = 100
 ROOT = Path(__file__).resolve().parent.parent

@@ -57,8 +57,8 @@ import pandas as pd
 from scipy import special
 
 from bayes_eval import fit
-from bayes_eval.hierarchical import fit_attempts
-from bayes_eval.sweep import place_arguments, run_sweep
+from bayes_eval.inference.retry import fit_attempts
+from bayes_eval.inference.sweep import place_arguments, run_sweep
 
 FAMILIES = ("logit_normal", "beta", "zero_inflated")
 MODELS = (

@@ -44,7 +44,7 @@ from scipy import optimize, special, stats
 
 from bayes_eval import fit, read_runs
 from bayes_eval.crossed.horizon import horizons
-from bayes_eval.evidence import load_evidence
+from bayes_eval.evidence.table import load_evidence
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 RICH = 20  # a data-rich agent has at least this many successes and this many failures

@@ -39,11 +39,11 @@ import pandas as pd
 from scipy import special, stats
 
 from bayes_eval import fit
+from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 from bayes_eval.constants import END_TO_END
-from bayes_eval.hierarchical import fit_attempts
-from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.inference.retry import fit_attempts
+from bayes_eval.inference.sweep import place_arguments, run_sweep
 from bayes_eval.specs import load_spec
-from bayes_eval.sweep import place_arguments, run_sweep
 
 MODELS = ("mats2024", "hierarchical", "joint")
 BASELINE = "mats2024"

@@ -8,7 +8,7 @@ For each dataset (METR's long-task runs; tau-bench airline, gpt-4o) and evidence
 shuffled, the first ``e`` become evidence and the rest held-out ground truth. The
 independent (``end_to_end``, uniform prior) and pooled (``end_to_end_pooled``) models
 are fitted to the evidence and calibrated against the held-out runs
-(``bayes_eval.calibration``). Repeated with fresh splits. Prints one row per dataset,
+(``bayes_eval.checks.calibration``). Repeated with fresh splits. Prints one row per dataset,
 size and model: how often the held-out rate lies above the 97.5% bound, the coverage of
 the central 95% predictive interval, PIT uniformity and the diagnostics; writes the
 table and a PIT histogram per row. ``DIR`` holds ``metr_runs.csv`` and
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval import fit
-from bayes_eval.calibration import calibrate, proportion
-from bayes_eval.readers import run_rows
+from bayes_eval.checks.calibration import calibrate, proportion
+from bayes_eval.evidence.runs import run_rows
 
 MIN_TRUTH_RUNS = 2
 MODELS = ("end_to_end", "end_to_end_pooled")

@@ -5,7 +5,7 @@
         [--resume] [--workers N | --scheduler ADDRESS]
 
 Draws ``--designs`` random evaluation tables from the ranges real evaluations produce
-(``bayes_eval.simulate.DESIGN_RANGES``: 1-10 agents, 3-50 tasks, 2-8 milestones, 1-100
+(``bayes_eval.checks.simulate.DESIGN_RANGES``: 1-10 agents, 3-50 tasks, 2-8 milestones, 1-100
 trials, end-to-end rates 0.01-0.95, missing pairs, zero- and all-success cells; see
 ``random_design``), and fits each with each pooled model at its defaults, exactly as
 ``bayes-eval fit`` would. ``ecr_pooled`` reads the milestone rows as the steps of one
@@ -14,7 +14,7 @@ share of fits that pass the diagnostics gate, the median and worst R-hat, the
 divergences, how many needed a refit, and the time per fit; writes one row per fit to
 ``robustness.csv`` as each fit finishes. With ``--capture-the-flag`` the designs are
 drawn instead from the shape of an agentic capture-the-flag benchmark
-(``bayes_eval.simulate.CAPTURE_THE_FLAG``: 8 agents x 40 tasks, one trial per milestone
+(``bayes_eval.checks.simulate.CAPTURE_THE_FLAG``: 8 agents x 40 tasks, one trial per milestone
 and per end-to-end run). ``--workers N`` runs the fits on a local dask cluster,
 ``--scheduler ADDRESS`` on a running one, with the same results as serially (each fit
 is seeded by its design); the times per fit then share the machine.
@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval import fit
-from bayes_eval.hierarchical import fit_attempts
-from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
-from bayes_eval.sweep import place_arguments, run_sweep
+from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.inference.retry import fit_attempts
+from bayes_eval.inference.sweep import place_arguments, run_sweep
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
 

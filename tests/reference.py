@@ -1,6 +1,6 @@
 """Independent high-precision references for ``X = -log P``, ``P`` a product of Beta factors.
 
-Nothing here shares code with ``bayes_eval.conjugate``: the references are mpmath
+Nothing here shares code with ``bayes_eval.exact``: the references are mpmath
 integrals at 40 digits, each checked in ``tests/test_exact_reference.py`` against closed
 forms (a single Beta, and telescoping products, which are a single Beta exactly).
 
@@ -22,7 +22,7 @@ from scipy import special
 mp.mp.dps = 40
 
 
-def _cgf(a, b, s):
+def cgf(a, b, s):
     return mp.fsum(
         mp.loggamma(x - s) - mp.loggamma(x) + mp.loggamma(x + y) - mp.loggamma(x + y - s)
         for x, y in zip(a, b, strict=True)
@@ -51,11 +51,11 @@ def bromwich_tails(a, b, x):
     sd = 1 / mp.sqrt(curvature)
     if abs(c) * sd < mp.mpf("1e-3"):  # the pole at s = 0: pass it at a tenth of a sd
         c = -mp.mpf("0.1") / sd
-    base = _cgf(a, b, c) - c * x
+    base = cgf(a, b, c) - c * x
 
     def integrand(t):
         s = mp.mpc(c, t)
-        return mp.re(mp.exp(_cgf(a, b, s) - s * x - base) / s)
+        return mp.re(mp.exp(cgf(a, b, s) - s * x - base) / s)
 
     points = [0] + [sd * k for k in (0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096)] + [mp.inf]
     value = mp.quad(integrand, points) * mp.exp(base) / mp.pi

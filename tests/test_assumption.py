@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 import bayes_eval
-from bayes_eval.assumption import milestone_assumption
+from bayes_eval.checks.assumption import milestone_assumption
 
 
 def simulate(rng, bypass: float, n_tasks=30):

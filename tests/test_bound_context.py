@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayes_eval.report import ABOVE, BELOW, UNDECIDED, verdict_line, verdicts
-from bayes_eval.summary import bound_context, own_upper, worth_runs
+from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, verdict_line, verdicts
+from bayes_eval.results.summary import bound_context, own_upper, worth_runs
 
 LEVEL = 0.975
 

@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 import bayes_eval
-from bayes_eval.calibration import calibrate, published_calibration
-from bayes_eval.cli import main
+from bayes_eval.checks.calibration import calibrate, published_calibration
+from bayes_eval.checks.simulate import paths_study
+from bayes_eval.cli.main import main
 from bayes_eval.resources import shipped_datasets
-from bayes_eval.simulate import paths_study
 
 APPENDIX = str(shipped_datasets()["mats2024_appendix"])
 COUNTS = str(shipped_datasets()["mats2024_counts"])

@@ -11,11 +11,11 @@ import pytest
 
 import bayes_eval
 from bayes_eval import load_posterior
-from bayes_eval.cli import main
+from bayes_eval.cli.main import main
 from bayes_eval.constants import SUMMARY_COLUMNS
-from bayes_eval.hierarchical import fit_attempts
+from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.resources import example_evidence
-from bayes_eval.summary import format_number
+from bayes_eval.results.summary import format_number
 
 EXAMPLE = str(example_evidence())
 
@@ -108,7 +108,7 @@ def test_names_that_look_missing_round_trip(capsys, tmp_path):
 
 def test_no_pymc_import_on_the_exact_path(tmp_path):
     code = (
-        "import sys; from bayes_eval.cli import main; "
+        "import sys; from bayes_eval.cli.main import main; "
         f"main(['fit', {EXAMPLE!r}, '--format', 'csv', '--out', {str(tmp_path / 'o')!r}]); "
         "assert 'pymc' not in sys.modules and 'pytensor' not in sys.modules, 'imported PyMC'"
     )
@@ -176,12 +176,14 @@ def test_bad_table_writes_nothing(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("failing", ["ppc.predictive_checks", "plots.forest_plot"])
+@pytest.mark.parametrize(
+    "failing", ["results.predictive.predictive_checks", "outputs.plots.forest_plot"]
+)
 def test_a_check_that_fails_after_the_fit_keeps_the_fit(monkeypatch, capsys, tmp_path, failing):
     """A check (or figure) that raises after the fit: the fit, its summary and the other
     checks are written, the failure is reported with its reason, and the numbers are
     those of a run where nothing failed."""
-    module, name = failing.split(".")
+    module, name = failing.rsplit(".", 1)
 
     def broken(*args, **kwargs):
         raise OverflowError("Error in function ibeta_derivative")

@@ -11,8 +11,8 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_evidence, load_posterior
-from bayes_eval.clusters import cluster_terms, draw_log_rates, log_marginal
-from bayes_eval.ppc import _clustered, predictive_checks
+from bayes_eval.pooled.clusters import cluster_terms, draw_log_rates, log_marginal
+from bayes_eval.results.predictive import _clustered, predictive_checks
 from bayes_eval.specs import load_spec
 
 SMALL = {"draws": 1000, "tune": 500, "chains": 2}

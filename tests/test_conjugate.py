@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from bayes_eval.conjugate import (
-    QUANTILE_TOLERANCE,
-    SADDLEPOINT_ERROR,
+from bayes_eval.exact.factors import QUANTILE_TOLERANCE
+from bayes_eval.exact.products import (
     BetaProduct,
     clopper_pearson_upper,
     log_beta_draws,
     summarise_products,
 )
+from bayes_eval.exact.saddlepoint import SADDLEPOINT_ERROR
 
 PROBS = np.array([0.01, 0.025, 0.5, 0.975, 0.99])
 # Relative error in P allowed by the design (0.1%); the engines promise QUANTILE_TOLERANCE.
@@ -132,7 +132,7 @@ def test_moments_are_exact():
 
 
 def test_saddlepoint_agrees_with_grid_where_it_is_used():
-    from bayes_eval.conjugate import _grid_summary
+    from bayes_eval.exact.grid import grid_summary
 
     rng = np.random.default_rng(7)
     for trial in range(30):
@@ -144,7 +144,7 @@ def test_saddlepoint_agrees_with_grid_where_it_is_used():
             b[-1] = 10.0
         (fast,) = summarise_products([BetaProduct(((a, b),))], PROBS)
         assert fast.engine == "saddlepoint"
-        grid = _grid_summary(((a, b),), PROBS, np.zeros(0))
+        grid = grid_summary(((a, b),), PROBS, np.zeros(0))
         assert grid.error <= QUANTILE_TOLERANCE
         assert np.max(np.abs(fast.x_quantiles - grid.x_quantiles)) <= SADDLEPOINT_ERROR
 

@@ -13,8 +13,8 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_evidence
+from bayes_eval.checks.sbc import sbc
 from bayes_eval.crossed.horizon import horizons, success_offset
-from bayes_eval.sbc import sbc
 from bayes_eval.specs import load_spec
 
 SMALL = {"draws": 500, "tune": 500, "chains": 4}
@@ -151,7 +151,7 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
     runs only."""
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
-    from bayes_eval.report import CROSSED_KIND_TEXT, build_report
+    from bayes_eval.outputs.report import CROSSED_KIND_TEXT, build_report
 
     markdown = build_report(recovered[0], threshold=0.01).markdown
     assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
@@ -248,7 +248,7 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
         product = np.exp(np.nansum(np.log(milestones), axis=-1))
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
-    from bayes_eval.report import CROSSED_KIND_TEXT, build_report
+    from bayes_eval.outputs.report import CROSSED_KIND_TEXT, build_report
 
     # its bounds carry no extrapolated mark: the end-to-end models' text is not said
     markdown = build_report(posterior, threshold=0.01).markdown
@@ -417,7 +417,7 @@ def test_covariates_given_to_another_model_are_refused():
 
 
 def test_a_side_table_file_gives_dates_as_decimal_years(tmp_path):
-    from bayes_eval.crossed.covariates import read_covariates, read_side_table
+    from bayes_eval.evidence.covariates import read_covariates, read_side_table
 
     path = tmp_path / "agents.csv"
     path.write_text("agent,release\na,2024-07-02\nb,2023-01-01\n")
@@ -433,7 +433,7 @@ def test_a_side_table_file_gives_dates_as_decimal_years(tmp_path):
 
 
 def test_the_horizon_command_writes_its_files_and_refuses_other_fits(recovered, tmp_path, capsys):
-    from bayes_eval.cli import main
+    from bayes_eval.cli.main import main
 
     posterior, _, _ = recovered
     run = tmp_path / "run"
@@ -474,7 +474,7 @@ def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():
 
 def _failed(variables, divergences=0, ebfmi=(1.0, 1.0)):
     """Diagnostics in which ``variables`` failed their checks and ``cell_scale`` passed."""
-    from bayes_eval.diagnostics import Diagnostics
+    from bayes_eval.inference.diagnostics import Diagnostics
 
     names = [*variables, "cell_scale"]
     table = pd.DataFrame(
@@ -520,8 +520,8 @@ def test_a_pair_is_drawn_blocked_with_its_posterior_probability():
     in clusters of one run each give the same draws."""
     from types import SimpleNamespace
 
-    from bayes_eval.clusters import cluster_terms
     from bayes_eval.crossed.model import _blocked_draws
+    from bayes_eval.pooled.clusters import cluster_terms
 
     k, n = np.array([0, 0, 1]), np.array([3, 2, 4])
     cell_pair = np.array([0, 0, 1])

@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 import bayes_eval
-from bayes_eval import InputError, engines
-from bayes_eval.cli import main
-from bayes_eval.engines import AUTO_JAX_CELLS
+from bayes_eval import InputError
+from bayes_eval.cli.main import main
+from bayes_eval.inference import engines
+from bayes_eval.inference.engines import AUTO_JAX_CELLS
 from bayes_eval.resources import shipped_datasets
 
 pytest.importorskip("numpyro")

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bayes_eval import InputError, load_evidence
-from bayes_eval.conjugate import QUANTILE_TOLERANCE, BetaProduct, summarise_products
+from bayes_eval.exact.factors import QUANTILE_TOLERANCE
+from bayes_eval.exact.products import BetaProduct, summarise_products
 
 mpmath.mp.dps = 50
 

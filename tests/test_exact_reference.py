@@ -14,12 +14,9 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from bayes_eval.conjugate import (
-    GRID_SMALLEST_X,
-    QUANTILE_TOLERANCE,
-    BetaProduct,
-    summarise_products,
-)
+from bayes_eval.exact.factors import QUANTILE_TOLERANCE
+from bayes_eval.exact.grid import GRID_SMALLEST_X
+from bayes_eval.exact.products import BetaProduct, summarise_products
 from tests.reference import beta_tails, boost_beta_tails, bromwich_tails, two_factor_tails
 
 LEVELS = np.array([0.5, 0.975, 1 - 1e-6, 1 - 1e-12])

@@ -10,7 +10,7 @@ from scipy import integrate, optimize, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_posterior
-from bayes_eval.expert import step_bits, unguided_bits
+from bayes_eval.exact.expert import step_bits, unguided_bits
 
 
 def table(*rows):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import bayes_eval
-from bayes_eval.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 from bayes_eval.specs import load_spec
 
 

@@ -11,11 +11,11 @@ from scipy import stats
 
 import bayes_eval
 from bayes_eval import load_posterior
-from bayes_eval.assumption import milestone_assumption
+from bayes_eval.checks.assumption import milestone_assumption
 from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
-from bayes_eval.hierarchical import fit_attempts
-from bayes_eval.ppc import predictive_checks
-from bayes_eval.report import UNRELIABLE, build_report
+from bayes_eval.inference.retry import fit_attempts
+from bayes_eval.outputs.report import UNRELIABLE, build_report
+from bayes_eval.results.predictive import predictive_checks
 
 # The shipped specs' own settings (4 chains x 2000 draws) for the recovery tests, whose
 # criteria (R-hat <= 1.01, no divergences) are the issue's; fewer only where noted.
@@ -77,7 +77,7 @@ def assert_nominal_coverage(upper, truth):
 def one_task_layout(k=(), n=(), e2e=(0, 0)):
     """The layout of one agent's one task: milestone cells ``k`` of ``n`` and end-to-end
     counts ``e2e`` (``(k, n)``; n = 0 for none)."""
-    from bayes_eval.hierarchical import Layout
+    from bayes_eval.pooled.layout import Layout
 
     cells = len(k)
     return Layout(
@@ -150,7 +150,7 @@ def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(
     and all-failure cells are sampled on their tail scales whatever the form."""
     import dataclasses
 
-    from bayes_eval.hierarchical import MARGINAL_END_TO_END, choose_form
+    from bayes_eval.pooled.layout import MARGINAL_END_TO_END, choose_form
     from bayes_eval.specs import Prior
 
     assert e2e[1] > MARGINAL_END_TO_END
@@ -292,10 +292,11 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     """The joint model's marginalised bypass: likelihood and posterior draws of lambda."""
     from scipy import integrate, stats
 
-    from bayes_eval.hierarchical import _bypass, _bypass_terms
+    from bayes_eval.pooled.models import bypass_terms
+    from bayes_eval.pooled.rates import _bypass
 
     q, a, b, k, n = 0.05, 1.5, 6.0, 9, 40
-    exact = _bypass_terms(
+    exact = bypass_terms(
         np,
         np.log([[q]]),
         np.log([[1 - q]]),
@@ -339,7 +340,7 @@ def rising(s, r):
 def exact_path_likelihood(a, b, alpha, beta, k, n):
     """``P(k | a, b, alpha, beta)`` of the joint model for one task, exactly: ``k`` end-to-end
     successes in ``n``, ``s = Q + (1 - Q) lambda``, ``Q = prod p_m``, ``p_m ~ Beta(a_m,
-    b_m)``, ``lambda ~ Beta(alpha, beta)``. Expanded the other way from ``_survivor_chain``:
+    b_m)``, ``lambda ~ Beta(alpha, beta)``. Expanded the other way from ``survivor_chain``:
     ``E[Q^u (1 - Q)^v]`` by the alternating binomial sum over ``E[Q^r] = prod E[p_m^r]``,
     whose cancellation rational arithmetic makes harmless."""
 
@@ -374,7 +375,7 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
     exact value, for every success count and rows of different lengths and trials."""
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _path_likelihood, _survivor_chain
+    from bayes_eval.pooled.models import _path_likelihood, survivor_chain
 
     counts = np.array([len(a) for a, _ in PATH_ROWS])
     width = counts.max()
@@ -393,11 +394,11 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
             for (a, b), kr, nr in zip(PATH_ROWS, ks, trials, strict=True)
         ]
         expected = np.log([float(p) for p in exact])
-        chain = _survivor_chain(np, padded(0), padded(1), trials, counts, n)
+        chain = survivor_chain(np, padded(0), padded(1), trials, counts, n)
         ours = _path_likelihood(np, chain[-1], alphas, betas, ks, trials, trials - ks)
         assert ours == pytest.approx(expected, rel=1e-11)
         shapes = (pt.as_tensor(padded(0)), pt.as_tensor(padded(1)))
-        chain = _survivor_chain(pt, *shapes, trials, counts, n)
+        chain = survivor_chain(pt, *shapes, trials, counts, n)
         ours = _path_likelihood(
             pt, chain[-1], pt.as_tensor(alphas), pt.as_tensor(betas), ks, trials, trials - ks
         )
@@ -408,7 +409,7 @@ def test_marginal_redraw_matches_exact_posterior_means():
     """The joint model's exact redraw of marginalised milestone rates and bypass: their
     means against the exact posterior means, ``E[p_m | k] = a_m / (a_m + b_m) P(k | a_m +
     1) / P(k | a_m)`` (likewise ``lambda``), with the cells' own counts in the shapes."""
-    from bayes_eval.hierarchical import _marginal_draws
+    from bayes_eval.pooled.rates import _marginal_draws
 
     k_cells, n_cells = (2, 1, 0), (3, 1, 2)
     mu, kappa = Fraction(3, 5), Fraction(5)
@@ -447,7 +448,7 @@ def test_grouped_beta_binomial_matches_scipy():
     """The collapsed likelihood, normaliser per group, against scipy's pmf per cell."""
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _beta_binomial
+    from bayes_eval.pooled.models import _beta_binomial
 
     rng = np.random.default_rng(3)
     alpha, beta = rng.gamma(2.0, 2.0, 4), rng.gamma(2.0, 5.0, 4)
@@ -470,7 +471,7 @@ def test_noncentred_task_means_are_exactly_beta(a, b):
     import pytensor.tensor as pt
     from scipy import integrate
 
-    from bayes_eval.hierarchical import _noncentred_beta
+    from bayes_eval.pooled.models import _noncentred_beta
 
     z = pt.dscalar("z")
     log_a, log_b = (pt.constant(np.log(v), dtype="float64") for v in (a, b))
@@ -504,7 +505,7 @@ def test_tail_scale_rates_are_exactly_beta(a, b):
     import pytensor.tensor as pt
     from scipy import integrate
 
-    from bayes_eval.hierarchical import _tail_beta
+    from bayes_eval.pooled.models import _tail_beta
 
     w = pt.dscalar("w")
     log_a, log_b = (pt.constant(np.log(v), dtype="float64") for v in (a, b))
@@ -538,8 +539,8 @@ def test_every_form_of_a_rate_samples_its_beta_prior():
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.engines import Engine, sample
-    from bayes_eval.hierarchical import _beta_parts
+    from bayes_eval.inference.engines import Engine, sample
+    from bayes_eval.pooled.models import _beta_parts
 
     a = np.array([4.0, 0.6, 5.0, 0.3])
     b = np.array([2.0, 3.0, 0.3, 5.0])
@@ -563,7 +564,7 @@ def test_redraw_of_an_all_success_cell_when_the_task_mean_is_nearly_one():
 
     import xarray as xr
 
-    from bayes_eval.hierarchical import pooled_rates
+    from bayes_eval.pooled.rates import pooled_rates
 
     layout = one_task_layout(k=[30], n=[30])
     post = xr.Dataset(
@@ -591,7 +592,7 @@ def test_joint_redraw_when_the_task_mean_is_one_and_the_concentration_small():
 
     import xarray as xr
 
-    from bayes_eval.hierarchical import pooled_rates
+    from bayes_eval.pooled.rates import pooled_rates
 
     layout = one_task_layout(k=[1, 1, 1], n=[1, 1, 1], e2e=(1, 1))
     dims = ("chain", "draw", "agent")
@@ -624,9 +625,10 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     ``log(1 - Q)`` comes from the rates' own ``log(1 - p)``, never from ``log(1 - 1)``."""
     import pytensor
 
-    from bayes_eval.evidence import load_evidence
+    from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import BUILDERS, build_layout, choose_form
+    from bayes_eval.pooled.layout import build_layout, choose_form
+    from bayes_eval.pooled.models import BUILDERS
 
     rows = [dict(task="t0", method="end_to_end", successes=e2e[0], trials=e2e[1])]
     rows.append(dict(task="t1", method="end_to_end", successes=1, trials=1))
@@ -660,7 +662,7 @@ def test_log_1m_product_matches_high_precision():
     import mpmath
     import pytensor.tensor as pt
 
-    from bayes_eval.hierarchical import _log_1m_product
+    from bayes_eval.pooled.models import _log_1m_product
 
     layout = one_task_layout(k=[1] * 6, n=[2] * 6)
     layout.cell_pair = np.array([0, 1, 1, 2, 2, 2])
@@ -682,11 +684,11 @@ def test_bypass_terms_when_the_milestone_product_underflows():
     """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
     from scipy import special
 
-    from bayes_eval.hierarchical import _bypass_terms
+    from bayes_eval.pooled.models import bypass_terms
 
     a, b, k, n = 2.0, 3.0, 4, 10
     with np.errstate(all="ignore"):
-        terms = _bypass_terms(
+        terms = bypass_terms(
             np,
             np.array([[-np.inf]]),
             np.array([[0.0]]),
@@ -703,7 +705,7 @@ def test_bypass_terms_when_the_milestone_product_underflows():
 
 
 def test_refit_of_a_compiled_design_uses_the_new_counts():
-    from bayes_eval import engines
+    from bayes_eval.inference import engines
 
     rng = np.random.default_rng(8)
 

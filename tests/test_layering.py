@@ -1,14 +1,18 @@
-"""The package's layers hold (the import-linter contracts in ``pyproject.toml``), and its
-modules keep their private names to themselves: a name that a sibling imports is public
-in its module."""
+"""The package's layers hold (the import-linter contracts in ``pyproject.toml``), every
+folder is a layer that says what lives in it, and its modules keep their private names to
+themselves: a name that a sibling imports is public in its module."""
 
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bayes_eval"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+CONTRACTS = PYPROJECT["tool"]["importlinter"]["contracts"]
+FOLDERS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
 
 
 def test_the_layering_contracts_are_kept():
@@ -19,7 +23,29 @@ def test_the_layering_contracts_are_kept():
         [sys.executable, "-c", command, "--no-cache"], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "Contracts: 2 kept, 0 broken." in done.stdout
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in done.stdout
+
+
+def test_every_folder_is_a_layer_with_its_own_contract_and_a_docstring():
+    """A new folder cannot slip past the layering: the top contract names it, a folder of
+    several modules orders them in a contract of its own, its ``__init__`` says in a
+    paragraph what lives there and what it may import, and the wheel carries it."""
+    top = next(c for c in CONTRACTS if c.get("containers") == ["bayes_eval"])
+    layers = {part.strip() for layer in top["layers"] for part in layer.split("|")}
+    assert set(FOLDERS) <= layers
+    inner = {
+        name.removeprefix("bayes_eval.")
+        for contract in CONTRACTS
+        for name in contract.get("containers", []) + contract.get("modules", [])
+    }
+    for folder in FOLDERS:
+        modules = [p for p in (PACKAGE / folder).glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > 1:
+            assert any(name.split(".")[0] == folder for name in inner), folder
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
+        assert doc and len(doc.split()) >= 30, folder
+    packages = PYPROJECT["tool"]["setuptools"]["packages"]
+    assert {f"bayes_eval.{folder}" for folder in FOLDERS} <= set(packages)
 
 
 def _module_name(path: Path) -> str:
@@ -73,16 +99,16 @@ def test_the_check_sees_both_ways_of_reaching_a_private_name():
     """An import of a private name and an attribute read of one are found; a module's own
     private names, dunder names and names outside the package are not."""
     text = (
-        "from bayes_eval.evidence import _hidden, Evidence\n"
-        "from bayes_eval import hierarchical\n"
+        "from bayes_eval.evidence.table import _hidden, Evidence\n"
+        "from bayes_eval import pooled\n"
         "from bayes_eval.probe import _mine\n"
         "from numpy import _core\n"
-        "hierarchical._layout\n"
+        "pooled._layout\n"
         "Evidence.__name__\n"
     )
     assert private_names_crossing(text, "bayes_eval.probe") == [
-        "1: bayes_eval.evidence._hidden",
-        "5: hierarchical._layout",
+        "1: bayes_eval.evidence.table._hidden",
+        "5: pooled._layout",
     ]
 
 

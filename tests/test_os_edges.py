@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bayes_eval.cli import main
+from bayes_eval.cli.main import main
 from bayes_eval.resources import example_evidence, shipped_dir
 
 EXAMPLE = str(example_evidence())
@@ -117,7 +117,7 @@ def test_a_closed_pipe_ends_quietly_as_standard_tools_do(tmp_path):
 
 def test_no_warning_reaches_the_terminal_without_debug(tmp_path):
     code = (
-        "import warnings, sys; from bayes_eval import cli; "
+        "import warnings, sys; from bayes_eval.cli import main as cli; "
         "cli.COMMANDS['example'] = lambda args: warnings.warn('internal') or 0; "
         "sys.exit(cli.main(sys.argv[1:]))"
     )

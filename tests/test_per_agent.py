@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bayes_eval import InputError, fit, fit_per_agent, load_posterior
-from bayes_eval.cli import _folder_names, main
+from bayes_eval.cli.main import _folder_names, main
 
 # Sparse and ragged: one trial per cell for agent-a, an agent with no success, missing
 # cells (each agent ran three of the four tasks), uneven trials.

@@ -10,7 +10,7 @@ from scipy import stats
 
 import bayes_eval
 from bayes_eval import InputError
-from bayes_eval.cli import main
+from bayes_eval.cli.main import main
 from bayes_eval.plan import (
     END_TO_END_ROUTE,
     PRIORS,

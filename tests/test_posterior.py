@@ -7,8 +7,8 @@ import pytest
 
 import bayes_eval
 from bayes_eval import InputError, load_posterior
-from bayes_eval.cli import main
-from bayes_eval.posterior import FILE_FORMAT, package_version
+from bayes_eval.cli.main import main
+from bayes_eval.results.posterior import FILE_FORMAT, package_version
 
 OLD_RUN = Path(__file__).parent / "data" / "run_v0.1.0"
 

@@ -5,7 +5,7 @@ import pandas as pd
 from scipy import stats
 
 import bayes_eval
-from bayes_eval.ppc import mid_p, predictive_checks
+from bayes_eval.results.predictive import mid_p, predictive_checks
 
 
 def test_mid_p_value_matches_the_beta_binomial_predictive():

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bayes_eval import InputError, read_runs
-from bayes_eval.readers import columnar
+from bayes_eval.evidence import columnar
 
 
 def _row_by_row(monkeypatch):

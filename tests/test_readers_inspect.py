@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bayes_eval import InputError, read_inspect
-from bayes_eval.cli import main
+from bayes_eval.cli.main import main
 
 inspect_ai = pytest.importorskip("inspect_ai")
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from bayes_eval import InputError, load_evidence, read_runs
-from bayes_eval.cli import main
-from bayes_eval.readers import run_rows
+from bayes_eval.cli.main import main
+from bayes_eval.evidence.runs import run_rows
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import bayes_eval
-from bayes_eval.cli import main
-from bayes_eval.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
+from bayes_eval.cli.main import main
+from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
 from bayes_eval.resources import example_evidence
 
 EXAMPLE = str(example_evidence())
@@ -184,8 +184,8 @@ def test_every_row_has_one_sentence_and_each_agent_a_rollup():
     """On the shipped example: a verdict from the documented set and one sentence per
     row, an undecided row says how many trials would decide it (the planner's number),
     and the roll-up counts each agent's verdicts and names its highest upper bound."""
+    from bayes_eval.outputs.report import VERDICTS, rollup
     from bayes_eval.plan import trials_to_decide
-    from bayes_eval.report import VERDICTS, rollup
 
     result = bayes_eval.report(EXAMPLE, 0.05)
     table = result.table
@@ -244,7 +244,7 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
     """The milestone method's bound (a mats2024 fit of the same evidence) beside this
     model's, with the reason; none beside the milestone method itself. A task with no
     end-to-end success is 'not informative' in the check, never 'consistent'."""
-    from bayes_eval.report import milestone_comparison
+    from bayes_eval.outputs.report import milestone_comparison
 
     result = bayes_eval.report(EXAMPLE, 0.05)
     compared = milestone_comparison(bayes_eval.fit(EXAMPLE), result.table, 0.975)
@@ -269,7 +269,7 @@ def test_sentences_never_round_a_bound_to_certainty():
     spread gets no number of trials, and one beyond the planner's limit says so."""
     from types import SimpleNamespace
 
-    from bayes_eval.report import _share, sentence
+    from bayes_eval.outputs.report import _share, sentence
 
     assert [_share(v) for v in (0.9999, 0.997, 0.5, 0.0123, 3e-5)] == [
         "99.99%",

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 import bayes_eval
-from bayes_eval.hierarchical import _badness
-from bayes_eval.simulate import DESIGN_RANGES, random_design
+from bayes_eval.checks.simulate import DESIGN_RANGES, random_design
+from bayes_eval.inference.retry import _badness
 
 
 def test_random_designs_cover_the_ranges_and_the_hard_cells():

@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from bayes_eval import interrupts
-from bayes_eval.cli import main
-from bayes_eval.interrupts import Interrupted
+from bayes_eval.cli.main import main
+from bayes_eval.inference import interrupts
+from bayes_eval.inference.interrupts import Interrupted
+from bayes_eval.outputs.runfolder import MANIFEST, write_run
 from bayes_eval.resources import example_evidence
-from bayes_eval.runfolder import MANIFEST, write_run
 
 EXAMPLE = str(example_evidence())
 

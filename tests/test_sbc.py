@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-import bayes_eval.sbc
-from bayes_eval.sbc import sbc
+import bayes_eval.checks.sbc
+from bayes_eval.checks.sbc import sbc
 
 
 def design(model: str) -> pd.DataFrame:
@@ -60,7 +60,7 @@ def test_small_sbc_ranks_are_uniform(model, form):
 def test_sbc_detects_a_broken_redraw(monkeypatch):
     """Negative control: redraw the rates from the design's counts instead of the
     simulated ones (a bug SBC caught during development); p_task ranks must fail."""
-    monkeypatch.setattr(bayes_eval.sbc, "_with_counts", lambda layout, spec, data: layout)
+    monkeypatch.setattr(bayes_eval.checks.sbc, "_with_counts", lambda layout, spec, data: layout)
     result = sbc(design("hierarchical"), "hierarchical", simulations=20, draws=99, bins=4, seed=11)
     assert not result.passed(alpha=0.01)
     failing = result.p_values[result.p_values < 0.01 / len(result.p_values)]

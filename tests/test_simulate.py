@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayes_eval.cli import main
-from bayes_eval.simulate import end_to_end_rates, paths_study, variance_study
+from bayes_eval.checks.simulate import end_to_end_rates, paths_study, variance_study
+from bayes_eval.cli.main import main
 
 
 def test_published_variance_ratio_from_the_command(capsys):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_eval import InputError, sweep
-from bayes_eval.sbc import sbc
+from bayes_eval import InputError
+from bayes_eval.checks.sbc import sbc
+from bayes_eval.inference import sweep
 
 distributed = pytest.importorskip("distributed")
 
@@ -131,7 +132,7 @@ def test_what_a_local_worker_prints_stays_off_stdout(capfd):
 
 
 def test_the_simulation_studies_give_the_serial_results_on_a_cluster(dask_scheduler):
-    from bayes_eval.simulate import paths_study, variance_sweep
+    from bayes_eval.checks.simulate import paths_study, variance_sweep
 
     variance = dict(replications=5000, seed=4, log=None)
     serial = variance_sweep([1, 3], 0.01, [5, 20], **variance)

@@ -1,6 +1,8 @@
-"""Agents x tasks: the crossed model, its covariates and time horizons.
+"""Agents x tasks: the crossed model and time horizons.
 
-``covariates`` reads what explains abilities and difficulties; ``model`` builds and fits
-the crossed model on PyMC (imported only when it is fitted); ``horizon`` turns a fit into
-each agent's time horizon and the trend across release dates.
+``model`` builds and fits the crossed model on PyMC (imported only when it is fitted),
+with covariates read by ``bayes_eval.evidence.covariates``; ``horizon`` turns a fit into
+each agent's time horizon and the trend across release dates. It imports ``pooled`` (the
+layout and the count data), ``results``, ``inference``, ``exact``, ``evidence`` and the base
+modules.
 """

@@ -29,8 +29,8 @@ import pandas as pd
 from scipy import special
 
 from bayes_eval.constants import AGENT
-from bayes_eval.crossed.covariates import parse_term
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.covariates import parse_term
 
 __all__ = ["HorizonResult", "horizons", "success_offset"]
 
@@ -231,6 +231,6 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
 
 
 def _year(text: str) -> float:
-    from bayes_eval.crossed.covariates import decimal_year
+    from bayes_eval.evidence.covariates import decimal_year
 
     return decimal_year(text.strip(), f"--forecast {text}")

@@ -7,7 +7,7 @@ both partially pooled (item-response style)::
     b_t     = x_t . beta_task + group_scale u_(g(t)) + difficulty_scale z_t
     logit P_at = theta_a - b_t + cell_scale e_at
 
-with ``x`` the standardised covariates (``bayes_eval.crossed.covariates``), ``z_a`` and
+with ``x`` the standardised covariates (``bayes_eval.evidence.covariates``), ``z_a`` and
 ``e_at`` standard normal, and ``z_t``, ``u`` zero-sum normal: the difficulties average
 zero over the design's tasks, so the intercept sits in the ability alone and the two
 cannot trade along a ridge. No (agent, task) is exactly additive: ``e_at``, one per pair
@@ -30,7 +30,7 @@ whether the pair is blocked from its probability given that draw.
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
 departures (non-centred). Where runs come in clusters, each cluster's rate varies around
-its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.clusters``).
+its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.pooled.clusters``).
 
 Every (agent, task) of the design gets draws of ``P``: a pair that was run from its
 posterior, a pair never run with a fresh departure (a prediction), and a new agent
@@ -47,8 +47,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import special
 
-from bayes_eval.clusters import log_given_each_rate
-from bayes_eval.conjugate import log_beta_draws
 from bayes_eval.constants import (
     AGENT,
     CENTRED_MARGIN,
@@ -58,16 +56,13 @@ from bayes_eval.constants import (
     SAMPLER_DEFAULTS,
     TASK,
 )
-from bayes_eval.crossed.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.errors import InputError
-from bayes_eval.hierarchical import (
-    Layout,
-    build_layout,
-    centred_text,
-    count_data_vars,
-    model_structure,
-    sample_until_diagnosed,
-)
+from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
+from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.inference.retry import sample_until_diagnosed
+from bayes_eval.pooled.clusters import log_given_each_rate
+from bayes_eval.pooled.layout import Layout, build_layout, centred_text
+from bayes_eval.pooled.models import count_data_vars, model_structure
 
 __all__ = [
     "Design",
@@ -468,7 +463,7 @@ def _array_add_at(values, index, size) -> np.ndarray:
 def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, log=sys.stderr):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group."""
-    from bayes_eval.posterior import Posterior
+    from bayes_eval.results.posterior import Posterior
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout, cov = design.layout, design.covariates
@@ -662,7 +657,7 @@ def simulate(truth: dict, design: Design, spec, rng):
     clusters' successes as ``k_cluster``) and the true ``P`` of every pair run. A blocked
     pair of milestone runs (``blocked_share``) fails every run; its ``P`` is the product
     of its milestone rates all the same."""
-    from bayes_eval.hierarchical import count_data
+    from bayes_eval.pooled.models import count_data
 
     layout = design.layout
     eta = truth["ability"][layout.pair_agent] - truth["difficulty"][design.pair_task]

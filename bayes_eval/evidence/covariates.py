@@ -166,7 +166,7 @@ def read_side_table(table, key: str) -> pd.DataFrame:
     InputError
         An unreadable table, no ``key`` column, an empty key or a key given twice.
     """
-    from bayes_eval.evidence import read_table
+    from bayes_eval.evidence.table import read_table
 
     def check_header(label, header):
         if key not in header:
@@ -370,7 +370,7 @@ def _present(values, source, column):
 def _parse_values(source, column, values) -> tuple[list[float], bool]:
     """Numbers of ``(text, where)`` values: all decimal numbers or, where any value is an
     ISO date, all dates (as decimal years)."""
-    from bayes_eval.evidence import as_real
+    from bayes_eval.evidence.table import as_real
 
     is_date = any(DATE.fullmatch(text) for text, _ in values)
     numbers = []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval import interrupts
+from bayes_eval.checks.simulate import VIOLATIONS
 from bayes_eval.constants import (
     CALIBRATION_MAX_TRIALS,
     DEFAULT_LEVEL,
@@ -31,10 +31,10 @@ from bayes_eval.constants import (
     SAMPLER_LIMITS,
 )
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import INT64_MAX, INTEGER_TEXT
-from bayes_eval.runfolder import check_out, write_run
-from bayes_eval.simulate import VIOLATIONS
-from bayes_eval.summary import format_number
+from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
+from bayes_eval.inference import interrupts
+from bayes_eval.outputs.runfolder import check_out, write_run
+from bayes_eval.results.summary import format_number
 
 # Largest tables `bayes-eval simulate paths` builds (each is fitted by every model, MCMC
 # included, at every strength).
@@ -173,8 +173,9 @@ def _input_format(paths: list[str], args) -> str:
 def _evidence(paths, args, notes: list):
     """The evidence in ``paths`` (one table or run file, or Inspect logs), read as the
     command line's options say."""
-    from bayes_eval.evidence import load_evidence
-    from bayes_eval.readers import read_inspect, read_runs
+    from bayes_eval.evidence.inspect_logs import read_inspect
+    from bayes_eval.evidence.runs import read_runs
+    from bayes_eval.evidence.table import load_evidence
 
     paths = [paths] if isinstance(paths, str | Path) else paths
     source = _input_format(paths, args)
@@ -234,14 +235,14 @@ def _sweep_arguments(parser, when: str = "") -> None:
 
 
 def _sweep_options(args) -> dict:
-    """``workers`` and ``scheduler`` for ``bayes_eval.sweep.run_sweep``, checked."""
+    """``workers`` and ``scheduler`` for ``bayes_eval.inference.sweep.run_sweep``, checked."""
     workers = None if args.workers is None else _whole(args.workers, "--workers", 1, MAX_WORKERS)
     return dict(workers=workers, scheduler=args.scheduler)
 
 
 def _real(text: str, option: str) -> float:
     """A finite decimal number."""
-    from bayes_eval.evidence import REAL_TEXT
+    from bayes_eval.evidence.table import REAL_TEXT
 
     if not REAL_TEXT.fullmatch(text.strip()):
         raise InputError(f"{option}: '{text}' is not a decimal number")
@@ -618,10 +619,12 @@ def _checks(posterior, failed: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The posterior predictive and milestone-assumption checks of a fit. Nothing that
     runs after sampling may lose the fit: a check that fails is reported in ``failed``
     and gives an empty table."""
-    from bayes_eval import assumption as milestone_check
-    from bayes_eval import ppc
+    from bayes_eval.checks import assumption as milestone_check
+    from bayes_eval.results import predictive
 
-    checks = _guarded("posterior predictive checks", failed, ppc.predictive_checks, posterior)
+    checks = _guarded(
+        "posterior predictive checks", failed, predictive.predictive_checks, posterior
+    )
     assumption = _guarded(
         "milestone-assumption check",
         failed,
@@ -629,7 +632,7 @@ def _checks(posterior, failed: list) -> tuple[pd.DataFrame, pd.DataFrame]:
         posterior.evidence,
         fitted=posterior,
     )
-    checks = pd.DataFrame(columns=ppc.COLUMNS) if checks is None else checks
+    checks = pd.DataFrame(columns=predictive.COLUMNS) if checks is None else checks
     assumption = pd.DataFrame(columns=milestone_check.COLUMNS) if assumption is None else assumption
     return checks, assumption
 
@@ -658,7 +661,7 @@ def _verdict(posterior) -> str:
 
 
 def _check(args) -> int:
-    from bayes_eval.posterior import load_posterior
+    from bayes_eval.results.posterior import load_posterior
 
     path = Path(args.run_dir)
     posterior = load_posterior(path)
@@ -716,8 +719,8 @@ def _check_lines(checks, assumption) -> str:
 def _write(out: Path, posterior, summary, checks, assumption, threshold, failed) -> list[str]:
     """Write the run's files and return their names; a report or figure that fails is
     reported in ``failed`` (the fit, its summary and its checks are written all the same)."""
-    from bayes_eval.plots import forest_plot, ppc_plot
-    from bayes_eval.report import build_report
+    from bayes_eval.outputs.plots import forest_plot, ppc_plot
+    from bayes_eval.outputs.report import build_report
 
     def figures(staging: Path) -> None:
         if threshold is not None:  # the report (its verdicts need the threshold) draws
@@ -747,9 +750,9 @@ def _same(out: Path, source: Path) -> bool:
 
 
 def _calibrate(args) -> int:
-    from bayes_eval.calibration import calibrate, published_calibration
-    from bayes_eval.plots import calibration_plot
-    from bayes_eval.posterior import load_posterior
+    from bayes_eval.checks.calibration import calibrate, published_calibration
+    from bayes_eval.outputs.plots import calibration_plot
+    from bayes_eval.results.posterior import load_posterior
     from bayes_eval.specs import check_level
 
     if args.published is not None:
@@ -845,8 +848,8 @@ def _fraction(text: str, option: str) -> float:
 
 
 def _simulate(args) -> int:
-    from bayes_eval import plots
-    from bayes_eval.simulate import paths_study, variance_sweep
+    from bayes_eval.checks.simulate import paths_study, variance_sweep
+    from bayes_eval.outputs import plots
     from bayes_eval.specs import check_probability
 
     seed = _whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
@@ -1002,7 +1005,7 @@ def _table(summary, posterior, threshold) -> str:
 
 
 def _report(args) -> int:
-    from bayes_eval.report import build_report, load_or_fit
+    from bayes_eval.outputs.report import build_report, load_or_fit
     from bayes_eval.specs import check_level, check_probability
 
     threshold = check_probability(args.threshold, "--threshold")
@@ -1033,7 +1036,7 @@ def _report(args) -> int:
 def _report_summary(table, threshold: float) -> str:
     """The report on the terminal: the verdict line (``report.verdict_line``) and, per
     agent, its worst task."""
-    from bayes_eval.report import rollup, verdict_line
+    from bayes_eval.outputs.report import rollup, verdict_line
 
     lines = [f"verdicts: {verdict_line(table, threshold)}"]
     for row in rollup(table).to_dict("records"):
@@ -1121,7 +1124,7 @@ def _plain(value) -> str:
 
 def _next_run(args, threshold, level, seed):
     from bayes_eval import plan
-    from bayes_eval.posterior import load_posterior
+    from bayes_eval.results.posterior import load_posterior
 
     if args.task is None:
         raise InputError("plan: RUN_DIR needs --task (the task to plan the next run for)")
@@ -1152,8 +1155,8 @@ def _positive(text: str, option: str) -> float:
 
 def _horizon(args) -> int:
     from bayes_eval.crossed.horizon import horizons
-    from bayes_eval.plots import horizon_plot
-    from bayes_eval.posterior import load_posterior
+    from bayes_eval.outputs.plots import horizon_plot
+    from bayes_eval.results.posterior import load_posterior
     from bayes_eval.specs import check_probability
 
     interval = check_probability(args.interval, "--interval")

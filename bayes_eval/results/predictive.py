@@ -11,7 +11,7 @@ does, ``q_c ~ Beta(p kappa_cluster, (1 - p) kappa_cluster)``, ``k_c ~ Binomial(n
 and the cell's count is the sum; its p-value is then read off those replicates.
 
 The milestone-assumption check, which refits the milestones alone, is
-``bayes_eval.assumption``.
+``bayes_eval.checks.assumption``.
 """
 
 from __future__ import annotations

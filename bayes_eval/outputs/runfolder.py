@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from bayes_eval.errors import InputError
-from bayes_eval.interrupts import deferred
+from bayes_eval.inference.interrupts import deferred
 
 __all__ = ["MANIFEST", "check_out", "write_run"]
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, SourceRow, as_real, join_distinct
+from bayes_eval.evidence.table import Evidence, SourceRow, as_real, join_distinct
 from bayes_eval.files import check_readable
 
 __all__ = ["kept_text", "read_counts"]
@@ -144,7 +144,7 @@ def _csv_batches(path, label, notes, check, run):
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
-    from bayes_eval.evidence import sniff_delimiter
+    from bayes_eval.evidence.table import sniff_delimiter
 
     try:
         with path.open("rb") as file:
@@ -303,7 +303,7 @@ def _evidence(cells, label, cluster):
     (agent, task, method, step) in order of their first run, and counts per cluster where
     runs come in clusters; None where the steps of a task have a gap (the row-by-row
     reader names it)."""
-    from bayes_eval.evidence import CLUSTER_COLUMNS, TABLE_COLUMNS
+    from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS
 
     kept = [c for c in cells.columns if c not in (*CLUSTER_COLUMNS, "method")]
     for column in ("successes", "trials", "row"):

@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from bayes_eval.conjugate import clopper_pearson_upper, summarise_products
 from bayes_eval.constants import SUMMARY_COLUMNS
-from bayes_eval.evidence import join_distinct
+from bayes_eval.evidence.table import join_distinct
+from bayes_eval.exact.products import clopper_pearson_upper, summarise_products
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["format_number", "summarise"]

@@ -123,9 +123,9 @@ def variance_sweep(
     log=sys.stderr,
 ) -> pd.DataFrame:
     """``variance_study`` at every (trials, milestones) pair, one row each, serially or on
-    a dask cluster (``workers``, ``scheduler``: ``bayes_eval.sweep.run_sweep``). Every
+    a dask cluster (``workers``, ``scheduler``: ``bayes_eval.inference.sweep.run_sweep``). Every
     pair uses ``seed``, whatever runs it."""
-    from bayes_eval.sweep import run_sweep
+    from bayes_eval.inference.sweep import run_sweep
 
     designs = [(m, n) for n in trials for m in milestones]
 
@@ -216,9 +216,9 @@ def paths_study(
     ``trials`` trials per milestone; the first ``end_to_end_share`` of the tasks also
     get ``end_to_end_trials`` end-to-end trials (used by the joint model only); every
     task gets ``truth_trials`` held-out end-to-end trials as ground truth. Each model
-    is fitted and calibrated (``bayes_eval.calibration``). The fits run serially, or on
-    a dask cluster with ``workers`` or ``scheduler`` (``bayes_eval.sweep.run_sweep``), with
-    the same results.
+    is fitted and calibrated (``bayes_eval.checks.calibration``). The fits run serially,
+    or on a dask cluster with ``workers`` or ``scheduler``
+    (``bayes_eval.inference.sweep.run_sweep``), with the same results.
 
     Returns
     -------
@@ -230,8 +230,8 @@ def paths_study(
         ``exceeded_if_calibrated`` (its expectation under the model),
         ``pit_ks_p_value``, ``coverage_90``, ``mean_log_score`` and ``diagnostics_ok``.
     """
+    from bayes_eval.inference.sweep import run_sweep
     from bayes_eval.specs import load_spec
-    from bayes_eval.sweep import run_sweep
 
     if violation not in VIOLATIONS:
         raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
@@ -295,7 +295,7 @@ def paths_study(
 
 def _paths_fit(index: int, setup: dict) -> list[dict]:
     """The rows of ``paths_study`` for one (strength, model): fit, then calibrate."""
-    from bayes_eval.calibration import calibrate
+    from bayes_eval.checks.calibration import calibrate
     from bayes_eval.fit import fit
 
     (strength, truth_p, milestone_rows, e2e_rows, truth), spec = setup["fits"][index]

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_eval.conjugate import log_beta_draws
-from bayes_eval.engines import compile_nutpie, nutpie_compiled
-from bayes_eval.sweep import replicate_rng, run_sweep
+from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.inference.engines import compile_nutpie, nutpie_compiled
+from bayes_eval.inference.sweep import replicate_rng, run_sweep
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -91,12 +91,12 @@ def sbc(
     agents, tasks : path or DataFrame, optional
         Crossed models: the covariate side tables, as for ``fit``.
     workers, scheduler : optional
-        Run the simulations on a dask cluster (``bayes_eval.sweep.run_sweep``). Each is
+        Run the simulations on a dask cluster (``bayes_eval.inference.sweep.run_sweep``). Each is
         seeded from ``seed`` and its index, so the ranks are the same on any cluster.
     """
-    from bayes_eval.evidence import load_evidence
+    from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.hierarchical import build_layout, choose_form
+    from bayes_eval.pooled.layout import build_layout, choose_form
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -158,7 +158,7 @@ class _Setup:
 
 
 def _builder(layout, spec):
-    from bayes_eval.hierarchical import BUILDERS, CLUSTERED_BUILDERS
+    from bayes_eval.pooled.models import BUILDERS, CLUSTERED_BUILDERS
 
     return (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
 
@@ -167,7 +167,7 @@ def _with_cluster_counts(setup, spec, layout, data):
     """The layout of the evidence's rows with each cluster's simulated successes
     (``data``'s ``k_cluster``, taken out): the terms of the exact marginal over clusters
     depend on the counts, so a clustered simulation is laid out and compiled anew."""
-    from bayes_eval.hierarchical import build_layout
+    from bayes_eval.pooled.layout import build_layout
 
     table = setup.clusters.copy()
     table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
@@ -176,7 +176,8 @@ def _with_cluster_counts(setup, spec, layout, data):
 
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
-    from bayes_eval.hierarchical import model_structure, pooled_rates
+    from bayes_eval.pooled.models import model_structure
+    from bayes_eval.pooled.rates import pooled_rates
 
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
@@ -266,7 +267,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
     from bayes_eval.crossed.model import build_model, draw_rates, prior_draw, simulate
-    from bayes_eval.hierarchical import model_structure
+    from bayes_eval.pooled.models import model_structure
 
     spec, design = setup.spec, setup.design
     layout = design.layout
@@ -325,7 +326,7 @@ def _rank(draws, truth, rng) -> int:
 
 def _with_counts(layout, spec, data):
     """The layout with the simulated counts in place of the design's."""
-    from bayes_eval.hierarchical import end_to_end_groups
+    from bayes_eval.pooled.layout import end_to_end_groups
 
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data.get("k_obs", layout.e2e_k))
@@ -343,7 +344,8 @@ def _positions(layout):
 def _simulate(truth, layout, spec, rng):
     """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
     task means and cell rates are added to ``truth``."""
-    from bayes_eval.hierarchical import count_data, joint_data, mixture_log_product
+    from bayes_eval.pooled.models import count_data, joint_data
+    from bayes_eval.pooled.rates import mixture_log_product
 
     agent = layout.pair_agent
     if spec.kind == "end_to_end":

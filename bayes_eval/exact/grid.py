@@ -1,60 +1,38 @@
-"""Exact posteriors: Beta factors, their products and equal mixtures of products.
+"""The grid: exact bin masses of each factor's ``-log p``, one convolution, refined until
+two grids agree.
 
-Every exact estimate in the package is a ``BetaProduct``: the success probability
-``P`` is an equal mixture over components (expert-guided runs), each component a
-product of independent ``Beta(a, b)`` factors (milestones or steps), times a
-constant (point-valued factors). End-to-end is one component with one factor.
-
-All the mathematics works on ``X = -log P`` so that probabilities down to 1e-300,
-and bounds within 1e-40 of 1, keep their precision. Means and standard deviations are
-closed forms. Quantiles and CDF values are deterministic, never read off Monte Carlo
-draws, within ``QUANTILE_TOLERANCE`` in ``X`` where ``X >= 1`` and relative to ``X``
-below (a relative error of 1e-4 in both ``P`` and ``1 - P``):
-
-* one factor: scipy's Beta quantiles (exact);
-* two or more factors, all shapes >= ``SADDLEPOINT_MIN_SHAPE``, probabilities up to
-  ``SADDLEPOINT_MAX_PROB``: the second-order Lugannani-Rice saddlepoint approximation
-  of the sum of ``-log p`` (its cumulant generating function is closed-form in
-  log-gamma differences), vectorised over tasks, each tail on its own side; within
-  ``SADDLEPOINT_ERROR`` of mpmath there (tests/test_exact_reference.py);
-* anything else (small or near-singular shapes, mixtures over runs, the far upper
-  tail): a grid of the exact bin masses of each ``-log p`` (from the Beta CDF and
-  survival function, so singular densities are no problem), at the bins' centres (for
-  a factor piled at ``X = 0``, split between each bin's edges so that its mean is
-  kept), convolved by FFT. The step is halved
-  until two grids agree; far tails are recomputed on grids tilted to their
-  saddlepoint, points near ``X = 0`` on grids capped just above them, and points
-  closer still from the leading law of the lower tail (``_SmallXLaw``).
-
-A factor with ``b = 0`` (all successes under the Haldane prior) is a point mass at 1
-and drops out of the product.
+Each factor's mass per bin comes from the Beta CDF and survival function (singular
+densities are no problem), placed at the bins' centres (for a factor piled at
+``X = 0``, split between each bin's edges so that its mean is kept) and convolved by
+FFT. The step is halved until two grids agree; far tails are recomputed on grids tilted
+to their saddlepoint, points near ``X = 0`` on grids capped just above them, and points
+closer still from the leading law of the lower tail (``SmallXLaw``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import fft, special, stats
+from scipy import fft, special
+
+from bayes_eval.exact.factors import (
+    GRID_TAIL_MASS,
+    QUANTILE_TOLERANCE,
+    ProductSummary,
+    x_isf,
+    x_ppf,
+    x_tails,
+)
+from bayes_eval.exact.saddlepoint import cgf
 
 __all__ = [
-    "BetaProduct",
-    "ProductSummary",
-    "clopper_pearson_upper",
-    "log_beta_draws",
-    "summarise_products",
+    "GRID_SMALLEST_X",
+    "grid_summary",
 ]
 
-# Exact quantiles: largest error in X = -log P where X >= 1, and relative to X below, so
-# that the relative error of both P and 1 - P is at most 1e-4 (0.01%).
-QUANTILE_TOLERANCE = 1e-4
-# Tail mass of each Beta factor that the grid may lump at the edge of its support.
-GRID_TAIL_MASS = 1e-18
-# Beta quantiles below this come from the leading power law of the lower tail (scipy's
-# inverse stops at the smallest normal double).
-BETA_POWER_LAW_BELOW = 1e-290
 # Bins of a factor piled at X = 0 (b < 1), from its lowest, whose mean is computed to split
 # their mass between their edges (the later ones are split in halves).
 GRID_EXACT_BINS = 64
@@ -71,263 +49,6 @@ GRID_SMALLEST_X = 1e-296
 GRID_MAX_POINTS = 2**21
 # Largest -log P the grid represents (P = exp(-2000), far below any float's use).
 GRID_MAX_X = 2000.0
-# Shape parameters at or above which the second-order saddlepoint is used for
-# products of two or more factors, the largest probability of X = -log P it is used for
-# (beyond it, in the upper tail of X, that is the lower bound at levels above 0.99, its
-# error grows to 7e-4 where a shape is 10), and its error in X there: at most 6.6e-5
-# against mpmath from level 0.5 to 1 - 1e-12 (tests/test_exact_reference.py).
-SADDLEPOINT_MIN_SHAPE = 10.0
-SADDLEPOINT_MAX_PROB = 0.99
-SADDLEPOINT_ERROR = 1e-4
-
-
-@dataclass(frozen=True)
-class BetaProduct:
-    """Distribution of ``P = mean_c prod_m p_cm``, independent ``p_cm ~ Beta(a_cm, b_cm)``.
-
-    Parameters
-    ----------
-    components : tuple of (a, b) array pairs
-        One pair per mixture component (run); arrays hold that component's factors.
-        ``b == 0`` marks a point mass at 1; every ``a`` must be positive.
-    """
-
-    components: tuple[tuple[np.ndarray, np.ndarray], ...]
-    _factors: tuple[tuple[np.ndarray, np.ndarray], ...] = field(init=False, repr=False)
-
-    def __post_init__(self):
-        kept = []
-        for a, b in self.components:
-            a = np.atleast_1d(np.asarray(a, dtype=float))
-            b = np.atleast_1d(np.asarray(b, dtype=float))
-            if np.any(~(a > 0)) or np.any(~(b >= 0)) or a.shape != b.shape:
-                raise ValueError(f"invalid Beta factors a={a}, b={b}")
-            proper = b > 0
-            kept.append((a[proper], b[proper]))
-        if not kept:
-            raise ValueError("a BetaProduct needs at least one component")
-        object.__setattr__(self, "_factors", tuple(kept))
-
-    @property
-    def factors(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-        """Each component's proper factors (point masses at 1 removed)."""
-        return self._factors
-
-    def moments(self) -> tuple[float, float]:
-        """Exact mean and standard deviation of ``P``, precise at any count.
-
-        Per component ``c``, ``E[P_c] = prod a / (a + b)`` and ``Var P_c / E[P_c]^2 =
-        prod (1 + b / (a (a + b + 1))) - 1``, both from ``log1p`` and ``expm1`` of small
-        ratios, never from differences of log-gamma values (which lose every digit at
-        a billion trials). Over the mixture, ``Var P = mean_c E[P_c]^2 r_c + (mean_c
-        E[P_c]^2 - E[P]^2)``: two terms that cannot be negative.
-        """
-        log_means = np.array([-np.sum(np.log1p(b / a)) for a, b in self._factors])
-        ratios = np.array(
-            [np.expm1(np.sum(np.log1p(b / (a * (a + b + 1))))) for a, b in self._factors]
-        )
-        top = log_means.max()
-        scaled = np.exp(log_means - top)  # component means relative to the largest
-        within = np.mean(scaled**2 * ratios)
-        between = np.var(scaled)
-        mean = math.exp(top) * float(np.mean(scaled))
-        return mean, math.exp(top) * math.sqrt(within + between)
-
-
-@dataclass(frozen=True)
-class ProductSummary:
-    """Deterministic summaries of ``X = -log P`` for one ``BetaProduct``.
-
-    Attributes
-    ----------
-    x_quantiles : ndarray
-        ``X`` quantiles at the requested probabilities (``P`` quantile at ``1 - q``
-        is ``exp(-x_quantiles)``).
-    x_cdf : ndarray
-        ``P(X <= x)`` at the requested points, i.e. ``P(P >= exp(-x))``.
-    error : float
-        Bound or estimate (grid) or validated size (saddlepoint) of the error in ``X``,
-        relative to ``X`` where ``X < 1`` (so in both ``P`` and ``1 - P``); 0 if exact.
-    engine : str
-        ``"point"``, ``"beta"``, ``"saddlepoint"`` or ``"grid"``.
-    """
-
-    x_quantiles: np.ndarray
-    x_cdf: np.ndarray
-    error: float
-    engine: str
-
-
-def summarise_products(
-    products: list[BetaProduct], probs: np.ndarray, x_points: np.ndarray | None = None
-) -> list[ProductSummary]:
-    """Quantiles of ``X = -log P`` at ``probs`` and CDF values at ``x_points``, per product.
-
-    Products are routed to the cheapest engine that meets ``QUANTILE_TOLERANCE``;
-    regular multi-factor products are solved together, vectorised. Products that are
-    the same distribution (the same factors in any order, the same components in any
-    order: common in sparse tables, where many cells are all successes) are solved once.
-    """
-    probs = np.asarray(probs, dtype=float)
-    x_points = np.zeros(0) if x_points is None else np.asarray(x_points, dtype=float)
-    keys = [_canonical(product) for product in products]
-    distinct = list(dict.fromkeys(keys))
-    solved = _summarise_distinct([_from_canonical(key) for key in distinct], probs, x_points)
-    by_key = dict(zip(distinct, solved, strict=True))
-    return [by_key[key] for key in keys]
-
-
-def _canonical(product):
-    """A product's factors as a hashable key that ignores the order of factors and of
-    components."""
-    return tuple(
-        sorted(tuple(sorted(zip(a.tolist(), b.tolist(), strict=True))) for a, b in product.factors)
-    )
-
-
-def _from_canonical(key):
-    return BetaProduct(
-        tuple((np.array([f[0] for f in c]), np.array([f[1] for f in c])) for c in key)
-    )
-
-
-def _summarise_distinct(products, probs, x_points):
-    out: list[ProductSummary | None] = [None] * len(products)
-    regular = []
-    for i, product in enumerate(products):
-        factors = product.factors
-        if len(factors) == 1 and factors[0][0].size == 0:
-            out[i] = _point_mass(probs, x_points)
-        elif len(factors) == 1 and factors[0][0].size == 1:
-            a, b = factors[0][0][0], factors[0][1][0]
-            out[i] = ProductSummary(_x_ppf(a, b, probs), _x_cdf(a, b, x_points), 0.0, "beta")
-        elif len(factors) == 1 and min(factors[0][0].min(), factors[0][1].min()) >= (
-            SADDLEPOINT_MIN_SHAPE
-        ):
-            regular.append(i)
-        else:
-            out[i] = _grid_summary(factors, probs, x_points)
-    if regular and np.max(probs, initial=0.0) <= SADDLEPOINT_MAX_PROB:
-        a = [products[i].factors[0][0] for i in regular]
-        b = [products[i].factors[0][1] for i in regular]
-        xq = _saddlepoint_quantiles(a, b, probs)
-        xc = _saddlepoint_cdf(a, b, np.broadcast_to(x_points, (len(regular), x_points.size)))
-        for j, i in enumerate(regular):
-            if np.max(xc[j], initial=0.0) <= SADDLEPOINT_MAX_PROB:
-                out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
-    for i in regular:  # the far upper tail of X: there the grid
-        if out[i] is None:
-            out[i] = _grid_summary(products[i].factors, probs, x_points)
-    return out
-
-
-def clopper_pearson_upper(successes, trials, level):
-    """One-sided Clopper-Pearson upper bound at ``level`` (1 when all trials succeed)."""
-    k = np.asarray(successes, dtype=float)
-    n = np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        bound = stats.beta.ppf(level, k + 1, np.maximum(n - k, 1e-300))
-    return np.where(k >= n, 1.0, bound)
-
-
-def log_beta_draws(a, b, size: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Draws of ``log p`` for ``p ~ Beta(a, b)``, precise for tiny ``a`` or ``b``.
-
-    Uses ``log G_a = log G_(a+1) + log(U) / a`` for gamma variates, so shapes such as
-    1/50 do not underflow to ``log 0``. ``size`` is prepended to ``a``'s shape.
-    """
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    shape = tuple(size) + np.broadcast_shapes(a.shape, b.shape)
-    log_ga = _log_gamma_draws(a, shape, rng)
-    log_gb = _log_gamma_draws(b, shape, rng)
-    return log_ga - np.logaddexp(log_ga, log_gb)
-
-
-def _log_gamma_draws(shape_param, shape, rng):
-    k = np.broadcast_to(shape_param, shape)
-    with np.errstate(over="ignore"):  # a shape near 1e-308: log G is -inf, G is 0
-        return np.log(rng.standard_gamma(k + 1.0)) + np.log(rng.uniform(size=shape)) / k
-
-
-def _point_mass(probs, x_points):
-    """``P = 1`` exactly (every factor a point mass at 1): ``X = 0``."""
-    return ProductSummary(np.zeros(probs.shape), (x_points >= 0).astype(float), 0.0, "point")
-
-
-# ---------------------------------------------------------------------------
-# one factor: X = -log p, p ~ Beta(a, b)
-# ---------------------------------------------------------------------------
-
-
-def _x_cdf(a, b, x):
-    """``P(-log p <= x)``, precise however small."""
-    return _x_tails(a, b, x)[0]
-
-
-def _x_tails(a, b, x):
-    """``P(-log p <= x)`` and ``P(-log p > x)``, each precise however small.
-
-    One regularised incomplete Beta function gives one tail outright (through
-    ``1 - p`` below ``x = log 2``, through ``p`` above); the other is one minus it,
-    except where that would lose more than three digits, where scipy's (slower)
-    complement is used. Where ``e^-x`` is below ``BETA_POWER_LAW_BELOW`` (it underflows
-    past ``x = 745``) the upper tail is the power law ``e^(-a x) / (a B(a, b))``, exact
-    to double precision there.
-    """
-    x = np.maximum(np.asarray(x, dtype=float), 0.0)
-    near = x < math.log(2)
-    far = x > -math.log(BETA_POWER_LAW_BELOW)
-    log_far_tail = np.where(far, -a * x - math.log(a) - special.betaln(a, b), -np.inf)
-    direct = np.where(
-        near,
-        special.betainc(b, a, -np.expm1(-np.where(near, x, 0.0))),  # P(1 - p <= 1 - e^-x)
-        np.where(far, np.exp(log_far_tail), special.betainc(a, b, np.exp(-np.where(near, 1.0, x)))),
-    )
-    other = np.where(far, -np.expm1(log_far_tail), 1.0 - direct)
-    small = (other < 1e-3) & ~far
-    if np.any(small):
-        xs, ns = x[small], near[small]
-        other[small] = np.where(
-            ns,
-            special.betaincc(b, a, -np.expm1(-np.where(ns, xs, 0.0))),
-            special.betaincc(a, b, np.exp(-np.where(ns, 1.0, xs))),
-        )
-    return np.where(near, direct, other), np.where(near, other, direct)
-
-
-def _x_ppf(a, b, q):
-    """Quantile of ``-log p`` at probability ``q``, precise in both tails."""
-    q = np.asarray(q, dtype=float)
-    one_minus_p = np.exp(_log_beta_quantile(b, a, q))  # 1 - p at the q-quantile of X
-    with np.errstate(divide="ignore"):
-        log_p = _log_beta_quantile(a, b, 1.0 - q)  # p at the same point
-        return np.where(one_minus_p < 0.5, -np.log1p(-one_minus_p), -log_p)
-
-
-def _x_isf(a, b, tail):
-    """``x`` with ``P(-log p > x) = tail``, for small ``tail``."""
-    return -_log_beta_quantile(a, b, tail)
-
-
-def _log_beta_quantile(a, b, q):
-    """``log`` of the ``Beta(a, b)`` quantile at ``q``.
-
-    Where scipy's inverse gives NaN (it does for ``a`` just above 1 below q = 1e-16,
-    as at the grid's ``GRID_TAIL_MASS``) or a quantile below ``BETA_POWER_LAW_BELOW``
-    (it stops at the smallest normal double, 2.2e-308, where a small ``a`` puts the
-    quantile at 1e-900), the leading term of the lower tail, ``P(p < t) ~ t^a / (a
-    B(a, b))``, gives it: its relative error is of order ``t``.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exact = np.log(special.betaincinv(a, b, q))
-        power_law = (np.log(q) + np.log(a) + special.betaln(a, b)) / a
-    return np.where(np.isnan(exact) | (exact < math.log(BETA_POWER_LAW_BELOW)), power_law, exact)
-
-
-# ---------------------------------------------------------------------------
-# grid: exact bin masses, one convolution, refined until two grids agree
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -377,8 +98,8 @@ def _invert(nodes, values, target):
 
 def _supports(a, b):
     """Per factor, the range of ``-log p`` outside which ``GRID_TAIL_MASS`` lies."""
-    lo = _x_ppf(a, b, GRID_TAIL_MASS)
-    hi = np.minimum(_x_isf(a, b, GRID_TAIL_MASS), GRID_MAX_X)
+    lo = x_ppf(a, b, GRID_TAIL_MASS)
+    hi = np.minimum(x_isf(a, b, GRID_TAIL_MASS), GRID_MAX_X)
     return lo, np.maximum(hi, lo)
 
 
@@ -395,9 +116,9 @@ def _bin_masses(a, b, lo, step, n_bins, known):
         fresh = lo + step * np.arange(1, n_bins + 1, 2)
         cdf, sf = np.empty(n_bins + 1), np.empty(n_bins + 1)
         cdf[0::2], sf[0::2] = known[1][: n_bins // 2 + 1], known[2][: n_bins // 2 + 1]
-        cdf[1::2], sf[1::2] = _x_tails(a, b, fresh)
+        cdf[1::2], sf[1::2] = x_tails(a, b, fresh)
     else:
-        cdf, sf = _x_tails(a, b, lo + step * np.arange(n_bins + 1))
+        cdf, sf = x_tails(a, b, lo + step * np.arange(n_bins + 1))
     mass = np.where(cdf[1:] <= 0.5, np.diff(cdf), -np.diff(sf))
     mass[0] += cdf[0]
     mass[-1] += sf[-1]
@@ -499,7 +220,7 @@ def _upper_edge_shares(a, b, lo, step, n_bins):
     s = np.where(first, _GAUSS_NODES**k, _GAUSS_NODES)
     weights = np.where(first, _GAUSS_WEIGHTS * k * _GAUSS_NODES ** (k - 1), _GAUSS_WEIGHTS)
     x = bottoms[:, None] + (tops - bottoms)[:, None] * s
-    cdf, sf = _x_tails(a, b, np.concatenate([x.ravel(), tops, bottoms]))
+    cdf, sf = x_tails(a, b, np.concatenate([x.ravel(), tops, bottoms]))
     n = x.size
     low_side = cdf[n : n + exact] <= 0.5  # differences from the side that keeps digits
     gap = np.where(
@@ -525,7 +246,7 @@ def _convolve(x, y):
     return fft.irfft(fft.rfft(x, n) * fft.rfft(y, n), n)[:size]
 
 
-def _grid_summary(factors, probs, x_points):
+def grid_summary(factors, probs, x_points):
     """Quantiles and CDF values on grids refined until successive ones agree.
 
     The first step is a quarter of the narrowest factor's spread; each pass halves
@@ -789,7 +510,7 @@ def _tilt(a, b, x):
     for _ in range(80):
         mid = 0.5 * (lo + hi)
         with np.errstate(all="ignore"):
-            slope = _cgf(a[None, :], b[None, :], np.array([a_min - math.exp(mid)]))[1][0]
+            slope = cgf(a[None, :], b[None, :], np.array([a_min - math.exp(mid)]))[1][0]
         lo, hi = (mid, hi) if not slope <= x else (lo, mid)
     return a_min - math.exp(0.5 * (lo + hi))
 
@@ -822,171 +543,3 @@ def _mixture_quantiles(cdfs, probs):
         if np.all(hi - lo < 1e-3 * QUANTILE_TOLERANCE * np.minimum(1.0, hi)):
             break
     return 0.5 * (lo + hi)
-
-
-# ---------------------------------------------------------------------------
-# saddlepoint: second-order Lugannani-Rice for sums of -log Beta, vectorised
-# ---------------------------------------------------------------------------
-
-
-def _pad(a_list, b_list):
-    width = max(len(a) for a in a_list)
-    # Padding factors have b = 0, so every term of the CGF is 0 for them; their
-    # a is the row's largest so that min(a) is still the real factors' minimum.
-    a = np.repeat([[ai.max()] for ai in a_list], width, axis=1)
-    b = np.zeros((len(a_list), width))
-    for i, (ai, bi) in enumerate(zip(a_list, b_list, strict=True)):
-        a[i, : ai.size] = ai
-        b[i, : bi.size] = bi
-    return a, b
-
-
-def _cgf(a, b, s):
-    """Cumulant generating function of ``sum -log p`` and its first four derivatives."""
-    s = s[:, None]
-    k0 = _log_gamma_ratio(a + b, s) - _log_gamma_ratio(a, s)
-    k1 = special.digamma(a + b - s) - special.digamma(a - s)
-    k2 = special.polygamma(1, a - s) - special.polygamma(1, a + b - s)
-    k3 = special.polygamma(2, a + b - s) - special.polygamma(2, a - s)
-    k4 = special.polygamma(3, a - s) - special.polygamma(3, a + b - s)
-    return [k.sum(axis=1) for k in (k0, k1, k2, k3, k4)]
-
-
-# Stirling's series for log Gamma(z) - ((z - 1/2) log z - z + log(2 pi) / 2): the
-# coefficients of z^-1, z^-3, ..., z^-9. Beyond STIRLING_FROM its next term is below 1e-17.
-STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188)
-STIRLING_FROM = 20.0
-
-
-def _log_gamma_ratio(z, s):
-    """``log Gamma(z) - log Gamma(z - s)``, precise when both arguments are huge.
-
-    A plain difference of ``gammaln`` loses ``|log Gamma(z)| * 1e-16`` (1e-9 at a
-    million trials), which the saddlepoint's second-order terms amplify into percent
-    errors. From ``STIRLING_FROM`` on, the difference is taken term by term, with
-    ``log(z / (z - s))`` as ``-log1p(-s / z)``.
-    """
-    z, s = np.broadcast_arrays(z, s)
-    out = special.gammaln(z) - special.gammaln(z - s)
-    large = np.minimum(z, z - s) >= STIRLING_FROM
-    if np.any(large):
-        zl, sl = z[large], s[large]
-        rest = zl - sl
-        series = sum(
-            c * (zl ** -(2 * k + 1) - rest ** -(2 * k + 1)) for k, c in enumerate(STIRLING)
-        )
-        out[large] = sl * np.log(zl) - (rest - 0.5) * np.log1p(-sl / zl) - sl + series
-    return out
-
-
-def _window(a, b):
-    """Half-width in s of the window around 0 where Lugannani-Rice is interpolated."""
-    return 0.05 / np.sqrt(_cgf(a, b, np.zeros(a.shape[0]))[2])
-
-
-def _lugannani_rice(a, b, s, edge):
-    """``(P(X <= K'(s)), P(X > K'(s)))`` by second-order Lugannani-Rice.
-
-    Each tail is computed on its own side, so both keep their relative precision far
-    out (a lower tail of 1e-30 is not ``1 - (1 - 1e-30)``). Near s = 0 the terms cancel
-    catastrophically (0/0 in the limit): within ``|s| < edge`` (``|u| < 0.05``, a
-    twentieth of a standard deviation, where the CDF is nearly linear) interpolate
-    linearly in s between the window's edges.
-    """
-    near = np.abs(s) < edge
-    lower, upper = _lugannani_rice_tails(a, b, np.where(near, edge, s))
-    if np.any(near):
-        left_lower, left_upper = _lugannani_rice_tails(a, b, -edge)
-        weight = (s + edge) / (2 * edge)
-        lower = np.where(near, left_lower + weight * (lower - left_lower), lower)
-        upper = np.where(near, left_upper + weight * (upper - left_upper), upper)
-    return lower, upper
-
-
-def _lugannani_rice_tails(a, b, s):
-    k0, k1, k2, k3, k4 = _cgf(a, b, s)
-    w = np.sign(s) * np.sqrt(np.maximum(2 * (s * k1 - k0), 0.0))
-    u = s * np.sqrt(k2)
-    l3 = k3 / k2**1.5
-    l4 = k4 / k2**2
-    correction = stats.norm.pdf(w) * (
-        1 / u - 1 / w + (l4 / 8 - 5 * l3**2 / 24) / u - l3 / (2 * u**2) - 1 / u**3 + 1 / w**3
-    )
-    lower = np.clip(stats.norm.cdf(w) - correction, 0.0, 1.0)
-    upper = np.clip(stats.norm.sf(w) + correction, 0.0, 1.0)
-    return lower, upper
-
-
-def _solve_saddlepoint(a, b, target, value_of, guess):
-    """Find s with ``value_of(s) == target`` (increasing in s), s in (-inf, min a).
-
-    Works in ``t = log(min a - s)``, where ``value_of`` decreases; starts from a bracket
-    of width 1 around ``guess`` (an approximate s), widened to the whole range
-    (t from -30, s next to min a, to +30, s ~ -1e13) where it does not hold, and
-    narrows it by the Illinois variant of regula falsi.
-    """
-    a_min = a.min(axis=1)
-
-    def g(t):
-        return value_of(a_min - np.exp(t)) - target
-
-    centre = np.log(np.maximum(a_min - guess, 1e-12))
-    lo, hi = centre - 0.5, centre + 0.5
-    g_lo, g_hi = g(lo), g(hi)
-    lo, g_lo = np.where(g_lo >= 0, lo, -30.0), np.where(g_lo >= 0, g_lo, np.inf)
-    hi, g_hi = np.where(g_hi <= 0, hi, 30.0), np.where(g_hi <= 0, g_hi, -np.inf)
-    if np.any(np.isinf(g_lo)) or np.any(np.isinf(g_hi)):
-        g_lo = np.where(np.isinf(g_lo), g(lo), g_lo)
-        g_hi = np.where(np.isinf(g_hi), g(hi), g_hi)
-    side = np.zeros(target.shape)
-    for _ in range(100):
-        span = g_lo - g_hi
-        t = np.where(
-            span > 0, lo + g_lo * (hi - lo) / np.where(span > 0, span, 1.0), 0.5 * (lo + hi)
-        )
-        t = np.clip(t, lo, hi)
-        g_t = g(t)
-        right = g_t > 0  # root lies above t
-        lo, g_lo = np.where(right, t, lo), np.where(right, g_t, g_lo)
-        hi, g_hi = np.where(right, hi, t), np.where(right, g_hi, g_t)
-        # Illinois: halve the stale end's value when the same end moves twice.
-        g_hi = np.where(right & (side > 0), 0.5 * g_hi, g_hi)
-        g_lo = np.where(~right & (side < 0), 0.5 * g_lo, g_lo)
-        side = np.where(right, 1.0, -1.0)
-        if np.all((hi - lo < 1e-10) | (np.abs(g_t) < 1e-10)):
-            break
-    return a_min - np.exp(t)
-
-
-def _saddlepoint_quantiles(a_list, b_list, probs):
-    """X quantiles, each found on the logarithm of its smaller tail (relative precision)."""
-    a, b = _pad(a_list, b_list)
-    edge = _window(a, b)
-    _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
-    out = np.empty((a.shape[0], probs.size))
-    for j, q in enumerate(probs):
-        target = np.full(a.shape[0], math.log(q) if q < 0.5 else -math.log1p(-q))
-        tail = 0 if q < 0.5 else 1
-        sign = 1.0 if q < 0.5 else -1.0  # -log of the upper tail increases with s
-
-        def log_tail(s, tail=tail, sign=sign):
-            return sign * np.log(np.maximum(_lugannani_rice(a, b, s, edge)[tail], 1e-300))
-
-        guess = stats.norm.ppf(q) / np.sqrt(var)  # s of the normal approximation
-        s = _solve_saddlepoint(a, b, target, log_tail, guess)
-        out[:, j] = _cgf(a, b, s)[1]
-    return out
-
-
-def _saddlepoint_cdf(a_list, b_list, x):
-    a, b = _pad(a_list, b_list)
-    _, mean, var, _, _ = _cgf(a, b, np.zeros(a.shape[0]))
-    edge = _window(a, b)
-    out = np.empty(x.shape)
-    for j in range(x.shape[1]):
-        positive = x[:, j] > 0
-        target = np.where(positive, x[:, j], 1.0)
-        guess = (target - mean) / var  # s of the normal approximation
-        s = _solve_saddlepoint(a, b, target, lambda s: _cgf(a, b, s)[1], guess)
-        out[:, j] = np.where(positive, _lugannani_rice(a, b, s, edge)[0], 0.0)
-    return out

@@ -33,7 +33,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, first_line, validate_frame
+from bayes_eval.evidence.table import Evidence, first_line, validate_frame
 
 __all__ = ["read_inspect"]
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.assumption import PATH_MODELS, milestone_assumption
+from bayes_eval.checks.assumption import PATH_MODELS, milestone_assumption
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD, PLAN_MAX_TRIALS
-from bayes_eval.summary import format_number
+from bayes_eval.results.summary import format_number
 
 __all__ = [
     "ABOVE",
@@ -349,7 +349,7 @@ def build_report(
     ``checks`` (``ppc.predictive_checks``) and ``assumption``
     (``assumption.milestone_assumption``) are computed here unless the caller has them.
     """
-    from bayes_eval.ppc import predictive_checks
+    from bayes_eval.results.predictive import predictive_checks
 
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
@@ -536,7 +536,7 @@ def milestone_comparison(posterior, table, level: float, assumption=None) -> pd.
 def _figures(posterior, summary, checks, threshold) -> dict:
     import tempfile
 
-    from bayes_eval.plots import density_plot, forest_plot, ppc_plot
+    from bayes_eval.outputs.plots import density_plot, forest_plot, ppc_plot
 
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
@@ -757,7 +757,7 @@ def load_or_fit(source, *, model=None, level=None, seed=None, log=None):
     fitted to an evidence table (path, DataFrame or Evidence)."""
     from bayes_eval.errors import InputError
     from bayes_eval.fit import fit
-    from bayes_eval.posterior import load_posterior
+    from bayes_eval.results.posterior import load_posterior
 
     if isinstance(source, (str, Path)) and (Path(source).is_dir() or str(source).endswith(".nc")):
         if model is not None:

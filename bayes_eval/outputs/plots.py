@@ -306,7 +306,7 @@ def horizon_plot(result, path: Path) -> Path:
         ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.axhspan(*result.lengths, color="0.9", zorder=0, label="task lengths fitted")
     if len(result.forecasts):
-        from bayes_eval.crossed.covariates import decimal_year
+        from bayes_eval.evidence.covariates import decimal_year
 
         trend = result.forecasts[result.forecasts["what"] == "trend"]
         years = [decimal_year(d, "forecast") for d in trend["date"]]

@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from bayes_eval.conjugate import BetaProduct, log_beta_draws
 from bayes_eval.constants import (
     AGENT,
     EXPERT_COMPLETION,
@@ -39,9 +38,10 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence
+from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence
+from bayes_eval.exact.products import BetaProduct, log_beta_draws
 from bayes_eval.files import check_readable
-from bayes_eval.ppc import replicate
+from bayes_eval.results.predictive import replicate
 from bayes_eval.specs import spec_from_toml
 
 __all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
@@ -76,7 +76,7 @@ class Posterior:
     Attributes
     ----------
     diagnostics : Diagnostics or None
-        An MCMC fit's diagnostics (``bayes_eval.diagnostics.diagnose`` of its tree, made
+        An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its tree, made
         here); None for exact fits.
     """
 
@@ -87,7 +87,7 @@ class Posterior:
         self._arrays: dict[str, np.ndarray] = {}
         self.diagnostics = None
         if self.is_mcmc:
-            from bayes_eval.diagnostics import diagnose
+            from bayes_eval.inference.diagnostics import diagnose
 
             self.diagnostics = diagnose(tree)
 
@@ -236,8 +236,8 @@ class Posterior:
         return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
     def summary(self, level: float | None = None, threshold: float | None = None):
-        """One row per (agent, task): the summary table (``bayes_eval.summary``)."""
-        from bayes_eval.summary import summarise
+        """One row per (agent, task): the summary table (``bayes_eval.results.summary``)."""
+        from bayes_eval.results.summary import summarise
 
         return summarise(self, self.level if level is None else level, threshold)
 

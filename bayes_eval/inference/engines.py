@@ -35,8 +35,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from bayes_eval import interrupts
 from bayes_eval.errors import InputError
+from bayes_eval.inference import interrupts
 
 __all__ = [
     "Engine",

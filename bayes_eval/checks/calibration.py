@@ -163,7 +163,7 @@ def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) ->
         For a ground-truth row that is not end-to-end or names a cell the posterior does
         not estimate.
     """
-    from bayes_eval.evidence import load_evidence
+    from bayes_eval.evidence.table import load_evidence
 
     truth = load_evidence(truth)
     level = posterior.level if level is None else level

@@ -158,7 +158,7 @@ def log_given_each_rate(xp, logsumexp, log_p, log_q, log_phi, terms: ClusterTerm
 def draw_log_rates(a, b, phi, terms: ClusterTerms, rng) -> np.ndarray:
     """``log p`` of every rate, one per draw: ``a``, ``b`` and ``phi`` are ``(draws,
     rates)``; the term ``(R, S)`` is drawn by its weight, then ``p ~ Beta(a + R, b + S)``."""
-    from bayes_eval.conjugate import log_beta_draws
+    from bayes_eval.exact.products import log_beta_draws
 
     out = np.empty(a.shape)
     for r in range(a.shape[-1]):

@@ -29,9 +29,9 @@ import pandas as pd
 
 from bayes_eval.constants import DEFAULT_AGENT, END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence import Evidence, SourceRow, read_table, validate_frame
+from bayes_eval.evidence import columnar
+from bayes_eval.evidence.table import Evidence, SourceRow, read_table, validate_frame
 from bayes_eval.files import read_text
-from bayes_eval.readers import columnar
 
 __all__ = ["RUN_FORMATS", "read_runs", "run_rows"]
 

@@ -1,0 +1,253 @@
+"""The exact models' builders: one (agent, task)'s rows to an ``Estimate``.
+
+Every exact model reduces each (agent, task) to an ``Estimate``: a ``BetaProduct``
+posterior (equal mixture over runs of products of Beta factors), a point value
+(expert best-of-N, golden solution), or no estimate with the reason. The
+``Posterior`` built from them computes summaries deterministically and draws
+samples only when they are asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import (
+    BEST_OF_N,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    GOLDEN,
+    MILESTONE_METHOD,
+)
+from bayes_eval.exact.expert import best_of_n_runs, golden_runs
+from bayes_eval.specs import Prior
+
+__all__ = [
+    "BUILDERS",
+    "Estimate",
+]
+
+
+@dataclass
+class Estimate:
+    """What a model says about one (agent, task).
+
+    Attributes
+    ----------
+    method : str
+        The evidence the estimate rests on (the rung, for the chain).
+    alpha, beta : list of lists of float
+        Beta parameters per component (run) and factor; empty for point values.
+    factors : list of int
+        The milestone or step number of each factor (per component, in order).
+    point_log : float
+        ``log`` of a point value (best-of-N or golden); NaN for a posterior.
+    cp : tuple of int or None
+        (successes, trials) when the estimate is end-to-end, for Clopper-Pearson.
+    provenance : str
+        Model, prior and, for the chain, which rung produced each factor.
+    reason : str
+        Why there is no estimate (empty when there is one).
+    used : pandas.Index
+        The evidence rows (normalised table index) the estimate rests on.
+    """
+
+    agent: str
+    task: str
+    method: str
+    alpha: list = field(default_factory=list)
+    beta: list = field(default_factory=list)
+    factors: list = field(default_factory=list)
+    point_log: float = math.nan
+    cp: tuple[int, int] | None = None
+    provenance: str = ""
+    reason: str = ""
+    used: pd.Index = field(default_factory=lambda: pd.Index([]))
+
+
+def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
+    return prior.alpha + successes, prior.beta + (trials - successes)
+
+
+# Each builder takes one (agent, task)'s rows as {method: rows sorted by run and step}.
+
+
+def _end_to_end(agent, task, by_method, spec) -> Estimate:
+    prior = spec.priors["end_to_end"]
+    rows = by_method[END_TO_END]
+    row = rows.iloc[0]
+    k, n = int(row["successes"]), int(row["trials"])
+    a, b = _posterior(prior, k, n)
+    return Estimate(
+        agent,
+        task,
+        END_TO_END,
+        [[a]],
+        [[b]],
+        [0],
+        cp=(k, n),
+        used=rows.index,
+        provenance=f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']}"
+        " grading)",
+    )
+
+
+def _milestones(agent, task, by_method, spec) -> Estimate:
+    """The milestone method alone: a zero-success milestone under Haldane's prior has no
+    proper posterior, so the task gets no estimate (with the reason)."""
+    return _milestone_product(
+        agent, task, {MILESTONE_METHOD: by_method[MILESTONE_METHOD]}, spec, rung=""
+    )
+
+
+def _expert_completion(agent, task, by_method, spec) -> Estimate:
+    prior = spec.priors["step"]
+    rows = by_method[EXPERT_COMPLETION]
+    alpha, beta, parts = [], [], []
+    for run, steps in rows.groupby("run", sort=True):
+        ab = [
+            _posterior(prior, int(k), int(n))
+            for k, n in zip(steps["successes"], steps["trials"], strict=True)
+        ]
+        alpha.append([a for a, _ in ab])
+        beta.append([b for _, b in ab])
+        parts.append(f"run {run}: {len(ab)} steps")
+    return Estimate(
+        agent,
+        task,
+        EXPERT_COMPLETION,
+        alpha,
+        beta,
+        list(range(1, max(map(len, alpha)) + 1)),
+        used=rows.index,
+        provenance=f"{spec.name}; step prior {prior.label()}; equal mixture of "
+        f"{len(alpha)} run(s) ({'; '.join(parts)})",
+    )
+
+
+def _chain(agent, task, by_method, spec) -> Estimate:
+    """Phuong et al.'s fallback chain for one task."""
+    e2e = by_method.get(END_TO_END)
+    if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
+        return _tag(_end_to_end(agent, task, by_method, spec), "rung end_to_end")
+    if MILESTONE_METHOD in by_method:
+        return _milestone_product(agent, task, by_method, spec, rung="rung milestone; ")
+    if EXPERT_COMPLETION in by_method:
+        return _tag(_expert_completion(agent, task, by_method, spec), "rung expert_completion")
+    for method in (BEST_OF_N, GOLDEN):
+        whole = by_method.get(method)
+        if whole is not None and (whole["milestone"] < 1).any():
+            whole = whole[whole["milestone"] < 1]
+            value, text = _expert_point(method, whole)
+            return Estimate(
+                agent,
+                task,
+                method,
+                point_log=value,
+                used=whole.index,
+                provenance=f"{spec.name}; rung {method} (whole task): {text}",
+            )
+    if e2e is not None:
+        return _tag(
+            _end_to_end(agent, task, by_method, spec),
+            "rung end_to_end (0 successes, no other usable evidence)",
+        )
+    return Estimate(
+        agent,
+        task,
+        spec.kind,
+        provenance=spec.name,
+        reason="only milestone-level expert rows, and no milestone rows to place them",
+    )
+
+
+def _tag(estimate: Estimate, rung: str) -> Estimate:
+    estimate.provenance = estimate.provenance.replace(";", f"; {rung};", 1)
+    return estimate
+
+
+def _milestone_product(agent, task, by_method, spec, rung: str) -> Estimate:
+    """Product of milestone posteriors; a milestone with no proper posterior (0 successes
+    under Haldane's prior) falls back to expert best-of-N, then golden-solution rows for
+    it, where ``by_method`` has them (the chain), else the task gets no estimate."""
+    prior = spec.priors["milestone"]
+    rows = by_method[MILESTONE_METHOD]
+    alpha, beta, factors, parts = [], [], [], []
+    point_log, rungs, used = 0.0, set(), rows.index
+    for step, k, n in zip(rows["step"], rows["successes"], rows["trials"], strict=True):
+        a, b = _posterior(prior, int(k), int(n))
+        if a > 0:
+            alpha.append(a)
+            beta.append(b)
+            factors.append(int(step))
+            parts.append(f"m{step} milestone {k}/{n}")
+            continue
+        for method in (BEST_OF_N, GOLDEN):
+            expert = by_method.get(method)
+            if expert is not None and (expert["milestone"] == step).any():
+                expert = expert[expert["milestone"] == step]
+                value, text = _expert_point(method, expert)
+                used = used.append(expert.index)
+                point_log += value
+                rungs.add(method)
+                parts.append(f"m{step} {method} {text} (0/{n} unguided)")
+                break
+        else:
+            return Estimate(
+                agent,
+                task,
+                MILESTONE_METHOD,
+                provenance=f"{spec.name}; milestone prior {prior.label()}",
+                used=used,
+                reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
+                f"{prior.label()}, and no expert best-of-N or golden-solution run for it"
+                + ("" if rung else " (phuong_chain would use one)"),
+            )
+    head = f"{spec.name}; milestone prior {prior.label()}; "
+    if not rungs:
+        return Estimate(
+            agent,
+            task,
+            MILESTONE_METHOD,
+            [alpha],
+            [beta],
+            factors,
+            used=used,
+            provenance=head + rung + ", ".join(parts),
+        )
+    # A point value in the product makes the whole estimate a point value.
+    method = GOLDEN if GOLDEN in rungs else BEST_OF_N
+    mean_log = sum(math.log(a / (a + b)) for a, b in zip(alpha, beta, strict=True))
+    kind = "lower bound x posterior means" if method == GOLDEN else "point value"
+    return Estimate(
+        agent,
+        task,
+        method,
+        point_log=point_log + mean_log,
+        used=used,
+        provenance=head + f"rung {method} ({kind}); " + ", ".join(parts),
+    )
+
+
+def _expert_point(method: str, rows: pd.DataFrame) -> tuple[float, str]:
+    """``log`` of a best-of-N estimate (mean of 2^-bits over runs) or golden bound (best run)."""
+    if method == BEST_OF_N:
+        runs = best_of_n_runs(rows)
+        value = float(np.log(np.mean(np.exp(runs["log_p"]))))
+        bits = ", ".join(f"{b:.2f}" for b in runs["bits"])
+        return value, f"2^-bits, bits per run [{bits}] (point value)"
+    runs = golden_runs(rows)
+    value = float(runs["log_p"].max())
+    return value, f"exp(sum logprob) = {math.exp(value):.3g} (lower bound, best of {len(runs)})"
+
+
+# The builder of each exact kind of model.
+BUILDERS = {
+    "end_to_end": _end_to_end,
+    "milestone": _milestones,
+    "expert_completion": _expert_completion,
+    "phuong_chain": _chain,
+}

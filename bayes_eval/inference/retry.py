@@ -1,0 +1,158 @@
+"""Sample a model until its fit passes the diagnostics gate, or the retries run out.
+
+A fit that fails is refitted with a higher target_accept (and more draws where the ESS
+is short), then in the other form (centred or non-centred); the best fit by its
+diagnostics is kept, and the provenance names every attempt and which one was kept and
+why. The pooled and crossed models share it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bayes_eval.constants import (
+    EBFMI_MIN,
+    ESS_MIN,
+    RETRY_TARGET_ACCEPT,
+    RHAT_MAX,
+)
+from bayes_eval.inference.diagnostics import diagnose
+
+__all__ = [
+    "fit_attempts",
+    "sample_until_diagnosed",
+]
+
+
+def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells):
+    """Sample a model until its fit passes the diagnostics gate, or the retries run out.
+
+    The engine is chosen once (``engines.choose_engine``: ``auto`` says why on ``log``).
+    The first fit uses ``form``, ``settings`` and ``seed``; if it fails, it is refitted with
+    ``_retry_settings`` in the forms ``form.refits`` names (the same form, then the other
+    one), one after another until one passes, attempt ``i`` (from 0) with seed
+    ``seed + i``. The best fit by its diagnostics is kept.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(form)`` returns the PyMC model.
+    finish : callable
+        ``finish(draws)`` returns the posterior Dataset (rates drawn back, coordinates).
+    form : Form
+    settings : dict
+        Sampler settings (engine, draws, tune, chains, target_accept).
+    seed : int
+    log : file or None
+    key : tuple
+        The model's structure, for the compiled-model cache (``model_structure``).
+    cells : int
+        The table's count cells, for ``auto``'s choice.
+
+    Returns
+    -------
+    groups : dict
+        ``posterior`` and ``sample_stats`` of the kept fit.
+    run_text : str
+        The sampler settings and form of the kept fit, and every attempt where there
+        were several (the provenance's words).
+    """
+    import xarray as xr
+
+    from bayes_eval.inference.engines import choose_engine, sample
+
+    engine = choose_engine(settings["engine"], cells)
+    if engine.reason and log is not None:
+        print(f"engine: {engine.name}, chosen by auto: {engine.reason}", file=log, flush=True)
+    settings = {**settings, "engine": engine}
+
+    def run(form, tried, attempt):
+        # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
+        # (its step size collapsed) would otherwise be stuck again in the same place
+        trace = sample(build(form), engine, tried, seed + attempt, log, key=(*key, form.key()))
+        draws = finish(trace["posterior"].to_dataset())
+        stats = trace["sample_stats"].to_dataset()
+        stats.attrs["target_accept"] = float(tried["target_accept"])
+        groups = {"posterior": draws, "sample_stats": stats}
+        return groups, diagnose(xr.DataTree.from_dict(groups))
+
+    plans = [(form, settings)]
+    fits, attempts = [], []
+    while plans:
+        form, tried = plans.pop(0)
+        attempt = len(fits)
+        fits.append((*run(form, tried, attempt), form, tried))
+        failed = fits[-1][1].messages
+        reseeded = f", seed {seed + attempt}" if attempt else ""
+        attempts.append(f"{_attempt(form, tried)}{reseeded}: " + ("; ".join(failed) or "passed"))
+        if not failed:
+            break
+        if len(fits) == 1:
+            retry = _retry_settings(fits[0][1], settings)
+            # the same form and settings again would only repeat the fit
+            plans = [
+                (other, retry)
+                for other in form.refits(fits[0][1])
+                if other.key() != form.key() or retry != settings
+            ]
+        if plans and log is not None:
+            print(
+                f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
+                f"{_attempt(*plans[0])}",
+                file=log,
+                flush=True,
+            )
+    best = min(range(len(fits)), key=lambda i: _badness(fits[i][1]))
+    groups, diagnostics, form, tried = fits[best]
+    record = ""
+    if len(fits) > 1:
+        why = "it passed" if diagnostics.ok else "the fewest failed checks"
+        record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
+            f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
+        )
+    chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
+    return groups, _attempt(form, tried) + record + chosen
+
+
+def _attempt(form, settings) -> str:
+    """One fit's sampler settings and form, as the provenance names them."""
+    engine = settings["engine"]
+    text = (
+        f"{engine.name} ({engine.device}) {settings['chains']} chains x {settings['draws']} draws "
+        f"(tune {settings['tune']}, target_accept {settings['target_accept']:g})"
+    )
+    return text + (f", {form.describe()}" if form.flippable else "")
+
+
+def fit_attempts(provenance: str) -> int:
+    """How many fits a pooled estimate took, read from its provenance ("kept attempt i of
+    N", which ``fit_pooled`` writes only where there was more than one)."""
+    found = re.search(r"kept attempt \d+ of (\d+)", provenance)
+    return int(found.group(1)) if found else 1
+
+
+def _retry_settings(diagnostics, settings) -> dict:
+    """The settings of the refit: target_accept raised to 0.99 where the fit diverged (or
+    its energy was explored poorly), the draws doubled where an ESS fell short or the
+    chains disagreed."""
+    out = dict(settings)
+    if diagnostics.divergences or min(diagnostics.ebfmi, default=1.0) < EBFMI_MIN:
+        out["target_accept"] = max(RETRY_TARGET_ACCEPT, float(settings["target_accept"]))
+    table = diagnostics.table
+    short = (table[["ess_bulk", "ess_tail"]] < ESS_MIN).any(axis=None)
+    if short or (table["r_hat"] > RHAT_MAX).any():
+        out["draws"] = 2 * int(settings["draws"])
+    return out
+
+
+def _badness(diagnostics) -> tuple:
+    """Order of fits, best first: passed, then fewer failed checks, fewer divergences, a
+    smaller largest R-hat and a larger smallest tail ESS."""
+    table = diagnostics.table
+    return (
+        not diagnostics.ok,
+        len(diagnostics.messages),
+        diagnostics.divergences,
+        float(table["r_hat"].max()),
+        -float(table["ess_tail"].min()),
+    )

@@ -1,0 +1,562 @@
+"""The partially pooled models on PyMC, one builder per kind (``BUILDERS``).
+
+Mean/concentration parameterisation, ``p ~ Beta(mu kappa, (1 - mu) kappa)``. Where
+the rates enter the likelihood only through their own counts they are marginalised
+(``k ~ BetaBinomial(n, mu kappa, (1 - mu) kappa)``) and drawn back exactly for every
+posterior draw, ``p | mu, kappa, k ~ Beta(mu kappa + k, (1 - mu) kappa + n - k)``, so
+NUTS explores only the hyperparameters:
+
+* ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled.
+* ``milestone`` / ``partial`` (the ``hierarchical`` spec): milestone rates pooled within
+  a task around the task mean ``mu_task``; task means pooled across tasks around the
+  agent's ``mu_agent`` with concentration ``kappa_agent``; ``P = prod p_m``.
+* ``expert_completion`` / ``steps``: the same hierarchy over a run's steps; a task's
+  ``P`` is the equal mixture over its runs of the product of their step rates.
+* ``joint`` / ``partial``: the milestone hierarchy plus end-to-end counts
+  ``k ~ Binomial(n, Q + (1 - Q) lambda)``, ``Q = prod p_m``, with a bypass probability
+  ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
+  Here the milestone rates of a task also explain its end-to-end counts; they are still
+  marginalised for tasks with up to ``MARGINAL_END_TO_END`` end-to-end trials (an exact
+  finite sum, ``survivor_chain``) and sampled above; ``lambda`` is marginalised (a finite
+  sum, see ``_joint_model``); both are drawn back exactly; a task without end-to-end
+  runs takes its ``lambda`` from the population.
+
+Runs that come in clusters (a shared seed, sample or day: ``Evidence.clusters``) are
+not independent trials. ``end_to_end`` / ``tasks`` and ``milestone`` / ``partial`` then
+give each cluster its own rate around the rate it shares, ``q_c ~ Beta(p kappa_cluster,
+(1 - p) kappa_cluster)`` with one ``kappa_cluster`` per agent; both ``q_c`` and ``p`` are
+marginalised exactly (a finite sum, ``bayes_eval.pooled.clusters``) and ``p`` drawn back
+exactly, so the bounds widen as much as the clusters differ and NUTS still explores only
+the hyperparameters.
+
+PyMC is imported only inside the builders, and only when a pooled model is fitted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from bayes_eval.constants import AGENT
+from bayes_eval.pooled.clusters import log_marginal
+from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+
+__all__ = [
+    "BUILDERS",
+    "CLUSTERED_BUILDERS",
+    "bypass_outcomes",
+    "bypass_terms",
+    "count_data",
+    "count_data_vars",
+    "joint_data",
+    "log_rising",
+    "model_structure",
+    "survivor_chain",
+    "transition",
+]
+
+
+def _concentration(pm, name, prior, dims):
+    """``log kappa`` of a LogNormal concentration (``name``, sampled on the log scale)."""
+    import pytensor.tensor as pt
+
+    kappa = pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
+    return pt.log(kappa)
+
+
+def _mean(pm, name, prior, dims):
+    """``log mu`` and ``log (1 - mu)`` of a Beta-distributed mean, sampled as its logit."""
+    import pytensor.tensor as pt
+
+    size = len(pm.modelcontext(None).coords[dims])
+    log_a, log_b = (pt.as_tensor(np.full(size, np.log(v))) for v in (prior.alpha, prior.beta))
+    return _beta_parts(pm, name, log_a, log_b, np.ones(size, dtype=bool), dims)
+
+
+def _coords(layout):
+    return {
+        AGENT: layout.agents,
+        "pair": np.arange(len(layout.pairs)),
+        "cell": np.arange(layout.k.size),
+    }
+
+
+def _end_to_end_model(layout, spec, form=None):
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
+        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+        k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
+        a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
+        pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n))
+    return model
+
+
+def _task_hierarchy(pm, layout, spec, form):
+    """Agent-level mean of task means, task means, and the within-task concentration.
+
+    ``mu_task ~ Beta(a, b)``, ``a = mu_agent kappa_agent``, ``b = (1 - mu_agent)
+    kappa_agent``, sampled centred (``mu_task_logit``) for the pairs ``form.pairs`` marks
+    and non-centred (``mu_task_z``) for the others: exactly the same prior either way.
+    Returns ``log mu_task``, ``log (1 - mu_task)`` and ``log kappa``.
+    """
+    log_mu, log_1mu = _mean(pm, "mu_agent", spec.priors["task_mean"], AGENT)
+    log_kappa = _concentration(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
+    agent = layout.pair_agent
+    log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]
+    log_task, log_1m_task = _beta_parts(pm, "mu_task", log_a, log_b, form.pairs, "pair")
+    role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
+    return log_task, log_1m_task, _concentration(pm, "kappa", spec.priors[role], AGENT)
+
+
+def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
+    """``log p`` and ``log (1 - p)`` of ``p ~ Beta(a, b)`` over ``dim``, from the shapes'
+    logs. Sampled on the logit scale, centred (``{name}_logit``) where ``centred`` and
+    non-centred (``{name}_z``, ``_noncentred_beta``) elsewhere, except where ``tails``
+    is 1 or -1: there on the upper or lower tail scale (``{name}_upper``,
+    ``{name}_lower``, ``_tail_beta``). ``p`` is recorded as the deterministic ``name``.
+
+    Every form keeps ``log p`` and ``log (1 - p)`` exact where ``p`` rounds to 0 or 1 (an
+    all-success task whose mean's logit wanders to 40): PyMC's Beta would make the shape
+    ``(1 - p) kappa`` 0 there, and the step a divergence.
+    """
+    import pytensor.tensor as pt
+
+    size = centred.size
+    tails = np.zeros(size, dtype=np.int8) if tails is None else tails
+    log_p, log_1mp = pt.zeros(size), pt.zeros(size)
+    forms = {
+        "logit": (centred & (tails == 0), _logit_beta),
+        "z": (~centred & (tails == 0), _noncentred_beta),
+        "upper": (tails == 1, _tail_beta),
+        "lower": (tails == -1, _tail_beta),
+    }
+    for form, (mask, parts) in forms.items():
+        where = np.flatnonzero(mask)
+        if not where.size:
+            continue
+        free = pm.Flat(f"{name}_{form}", shape=where.size)
+        if form == "lower":  # the upper tail of 1 - p ~ Beta(b, a)
+            log_1mx, log_x, log_density = parts(log_b[where], log_a[where], free)
+        else:
+            log_x, log_1mx, log_density = parts(log_a[where], log_b[where], free)
+        pm.Potential(f"{name}_{form}_prior", pt.sum(log_density))
+        log_p = pt.set_subtensor(log_p[where], log_x)
+        log_1mp = pt.set_subtensor(log_1mp[where], log_1mx)
+    pm.Deterministic(name, pt.exp(log_p), dims=dim)
+    return log_p, log_1mp
+
+
+def _logit_beta(log_a, log_b, x):
+    """``log p``, ``log (1 - p)`` and the log density of ``x = logit p``, ``p ~ Beta(a, b)``:
+    ``a log p + b log (1 - p) - log B(a, b)`` (the Beta density times ``p (1 - p)``)."""
+    import pytensor.tensor as pt
+
+    a, b = pt.exp(log_a), pt.exp(log_b)
+    log_p, log_1mp = -pt.softplus(-x), -pt.softplus(x)
+    log_beta = pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
+    return log_p, log_1mp, a * log_p + b * log_1mp - log_beta
+
+
+def _noncentred_beta(log_a, log_b, z):
+    """``log p``, ``log (1 - p)`` and the log density of ``z`` for ``p ~ Beta(a, b)`` written
+    as ``logit p = log(a / b) + z sqrt(1 / a + 1 / b + 1 / a^2 + 1 / b^2)``.
+
+    The scale follows the sd of ``logit p``, ``sqrt(trigamma(a) + trigamma(b))``: about
+    ``sqrt(1 / a + 1 / b)`` for large shapes and ``sqrt(1 / a^2 + 1 / b^2)`` for small
+    ones, so ``z`` is about standard normal whatever ``a`` and ``b``. With the large-shape
+    scale alone, the tails of ``z`` under shapes near 0.05 (a concentration near 0.1)
+    would decay at rate ``sqrt(a)``, a heavy tail that NUTS crosses only with long
+    trajectories. The density (``_logit_beta`` plus ``log |d logit p / dz| = log scale``)
+    keeps ``p`` exactly Beta. Neither needs digamma or trigamma, whose gradients numba
+    would run in object mode.
+    """
+    import pytensor.tensor as pt
+
+    inverse_a, inverse_b = pt.exp(-log_a), pt.exp(-log_b)
+    scale = pt.sqrt(inverse_a * (1 + inverse_a) + inverse_b * (1 + inverse_b))
+    log_p, log_1mp, log_density = _logit_beta(log_a, log_b, log_a - log_b + scale * z)
+    return log_p, log_1mp, log_density + pt.log(scale)
+
+
+def _tail_beta(log_a, log_b, w):
+    """``log p``, ``log (1 - p)`` and the log density of ``w`` for ``p ~ Beta(a, b)``
+    written as ``-log(1 - p) = exp(w) / b``.
+
+    For a rate whose counts are all successes. As its task mean nears 1, ``b = (1 - mu)
+    kappa`` nears 0 and the logit of ``p`` gets an exponential tail of scale ``1 / b``: a
+    chain that follows the mean there cannot cross it on the logit scale (the second
+    robustness design, R-hat 1.38). On this scale ``b (-log(1 - p))`` tends to an
+    Exponential(1) as ``b`` shrinks, so ``w`` keeps the same shape whatever ``b``; for a
+    large ``b`` it is about the log of a Gamma(a), and the successes bound its lower tail
+    at rate ``a + k``. The density is the Beta's times ``|dp / dw| = (1 - p) exp(w) / b``:
+    ``(a - 1) log p - exp(w) + w - log Gamma(a) - log Gamma(b + 1) + log Gamma(a + b)``,
+    with ``Gamma(b) = Gamma(b + 1) / b`` taken in closed form, so nothing cancels as ``b``
+    goes to 0. Where ``e = exp(w) / b`` is below 1e-10, ``log p = log e - e / 2`` (its
+    series, which does not underflow with ``e``).
+    """
+    import pytensor.tensor as pt
+
+    a, b = pt.exp(log_a), pt.exp(log_b)
+    log_e = w - log_b
+    e = pt.exp(log_e)
+    small = log_e < np.log(1e-10)
+    # the other branch sees a safe value, so its gradient is never 0 x inf
+    log_p = pt.switch(small, log_e - e / 2, pt.log(-pt.expm1(-pt.switch(small, 1.0, e))))
+    log_norm = pt.gammaln(a + b) - pt.gammaln(a) - pt.gammaln(b + 1)
+    return log_p, -e, (a - 1) * log_p - pt.exp(w) + w + log_norm
+
+
+def _hierarchy_model(layout, spec, form):
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_kappa = log_kappa[layout.pair_agent]
+        a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
+        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
+        pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, f, layout.n))
+    return model
+
+
+def _clustered_hierarchy_model(layout, spec, form):
+    """``hierarchical`` with clustered runs: each milestone rate and its clusters' rates
+    marginalised exactly (``bayes_eval.pooled.clusters``) around the sampled task means."""
+    import pymc as pm
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        pair = layout.cell_pair
+        log_kappa = log_kappa[layout.pair_agent][pair]
+        log_phi = _cluster_concentration(pm, spec)[layout.pair_agent][pair]
+        _cluster_marginal(pm, log_mu[pair] + log_kappa, log_1mu[pair] + log_kappa, log_phi, layout)
+    return model
+
+
+def _clustered_end_to_end_model(layout, spec, form=None):
+    """``end_to_end_pooled`` with clustered runs: each task's ``P`` and its clusters' rates
+    marginalised exactly (``bayes_eval.pooled.clusters``); NUTS sees ``mu``, ``kappa`` and
+    ``kappa_cluster`` per agent."""
+    import pymc as pm
+
+    with pm.Model(coords=_coords(layout)) as model:
+        log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
+        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+        log_phi = _cluster_concentration(pm, spec)
+        agent = layout.pair_agent
+        log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]
+        _cluster_marginal(pm, log_a, log_b, log_phi[agent], layout)
+    return model
+
+
+def _cluster_concentration(pm, spec):
+    """``log kappa_cluster`` per agent: how alike the rates of one rate's clusters are."""
+    return _concentration(pm, "kappa_cluster", spec.priors["cluster_concentration"], AGENT)
+
+
+def _cluster_marginal(pm, log_a, log_b, log_phi, layout):
+    """The exact log-likelihood of every rate's clusters given its prior's log shapes and
+    log ``kappa_cluster`` (``bayes_eval.pooled.clusters.log_marginal``)."""
+    import pytensor.tensor as pt
+
+    total = log_marginal(pt, pt.gammaln, pt.logsumexp, log_a, log_b, log_phi, layout.clusters)
+    pm.Potential("k_clusters", total)
+
+
+def count_data(name, successes, trials) -> dict:
+    """A model's data (``pm.Data`` by name) for ``successes`` of ``trials``: the successes
+    as ``name``, the failures as ``name_failures``.
+
+    Failures are data, never ``n - k`` in the graph: PyTensor's canonicaliser rewrites
+    ``b + (n - k)`` as ``(b + n) - k``, which rounds a Beta shape below 1e-16 (the
+    failure shape of a task mean near 1) to exactly 0, and the gradient to NaN.
+    """
+    return {name: successes, f"{name}_failures": trials - successes}
+
+
+def count_data_vars(pm, name, successes, trials, dims=None):
+    """The successes and failures of ``count_data`` as ``pm.Data``."""
+    data = count_data(name, successes, trials)
+    return tuple(pm.Data(key, value, dims=dims) for key, value in data.items())
+
+
+def _beta_binomial(alpha, beta, group, k, failures, n):
+    """``sum log BetaBinomial(k | n, alpha[group], beta[group])`` over the cells, without
+    the binomial coefficients (constant in the parameters); ``failures`` is ``n - k``
+    (``count_data``).
+
+    ``log B(k + a, n - k + b) - log B(a, b)`` has two log-gamma terms that depend on
+    the cell's successes; the others depend only on the group and the trials, so they
+    are computed once per group (``B(a, b)``) and once per (group, trials) pair
+    (``Gamma(n + a + b)``): two log-gamma terms per cell, and as many in the gradient,
+    where ``pm.BetaBinomial`` has nine (it also recomputes the coefficients from the data).
+    As there, a shape that underflows to 0 makes the log-likelihood ``-inf``.
+    """
+    import pytensor.tensor as pt
+    from pymc.distributions.dist_math import check_parameters
+
+    a, b = alpha[group], beta[group]
+    per_cell = pt.gammaln(k + a) + pt.gammaln(failures + b)
+    per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
+    (group_u, n_u), cells = np.unique(np.stack([group, n]), axis=1, return_counts=True)
+    per_trials = cells * pt.gammaln(n_u + alpha[group_u] + beta[group_u])
+    total = pt.sum(per_cell) + pt.sum(per_group[group]) - pt.sum(per_trials)
+    return check_parameters(total, pt.all(alpha > 0), pt.all(beta > 0), msg="alpha, beta > 0")
+
+
+def _joint_model(layout, spec, form):
+    """Milestone hierarchy plus end-to-end counts, with the bypass marginalised.
+
+    With ``s = Q + (1 - Q) lambda`` and ``lambda ~ Beta(a, b)``, expanding ``s^k``
+    binomially gives ``P(k | Q) = C(n, k) (1 - Q)^(n - k) sum_j C(k, j) Q^(k - j)
+    (1 - Q)^j B(a + j, b + n - k) / B(a, b)``, j = 0..k: a finite sum, so NUTS never
+    sees lambda (``rates._bypass`` draws it back exactly).
+
+    The milestone rates are sampled only where that is needed. A task without end-to-end
+    runs has its rates marginalised as in ``hierarchical`` (Beta-Binomial). A task with
+    at most ``MARGINAL_END_TO_END`` end-to-end trials (one, in the usual agentic
+    benchmark) too: given the hyperparameters its rates are independent Betas, and its
+    end-to-end likelihood is a finite sum over how many trials pass each milestone
+    (``survivor_chain``, ``_path_likelihood``); ``rates._marginal_draws`` draws the rates and
+    lambda back. Only tasks with more end-to-end trials sample their rates (``p_cell``,
+    over ``sampled_cell``).
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    sampled = sampled_cells(layout)
+    few, many = end_to_end_groups(layout)
+    coords = {**_coords(layout), "sampled_cell": np.flatnonzero(sampled)}
+    with pm.Model(coords=coords) as model:
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_kappa = log_kappa[layout.pair_agent]
+        log_a, log_b = log_mu + log_kappa, log_1mu + log_kappa  # per pair
+        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
+        kept = np.flatnonzero(~sampled)
+        if kept.size:
+            a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
+            pm.Potential("k_cell", _beta_binomial(a, b, group, k[kept], f[kept], layout.n[kept]))
+        log_bypass, log_1m_bypass = _mean(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
+        log_kappa_bypass = _concentration(
+            pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT
+        )
+        bypass_a = pt.exp(log_bypass + log_kappa_bypass)[layout.pair_agent]
+        bypass_b = pt.exp(log_1m_bypass + log_kappa_bypass)[layout.pair_agent]
+        if few.size:
+            cells, counts = _cells_of(layout, few)
+            group = layout.cell_pair[cells]
+            a = pt.exp(log_a)[group] + k[cells]
+            b = pt.exp(log_b)[group] + f[cells]
+            n = layout.e2e_n[few]
+            chain = survivor_chain(pt, a, b, n, counts, int(n.max()))
+            e2e_k, e2e_f = count_data_vars(pm, "e2e_few", layout.e2e_k[few], n)
+            log_lik = _path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
+            pm.Potential("end_to_end_few", pt.sum(log_lik))
+        if many.size:
+            where = np.flatnonzero(sampled)
+            group = layout.cell_pair[where]
+            log_p, log_1mp = _beta_parts(
+                pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell", form.tails
+            )
+            pm.Potential("k_sampled", pt.sum(k[where] * log_p + f[where] * log_1mp))
+            log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
+            n = layout.e2e_n[many]
+            e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[many], n)
+            log_lik = bypass_terms(
+                pt,
+                log_q[many][:, None],
+                _log_1m_product(pt, layout, many, where, log_p, log_1mp)[:, None],
+                bypass_a[many][:, None],
+                bypass_b[many][:, None],
+                e2e_k[:, None],
+                n[:, None],
+                e2e_f[:, None],
+                int(n.max()),
+                logsumexp=True,
+            )
+            pm.Potential("end_to_end", pt.sum(log_lik))
+    return model
+
+
+def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
+    """``log(1 - Q)`` of each of ``pairs``, ``Q`` the product of its sampled rates (given
+    over the cells ``sampled`` by their ``log p`` and ``log (1 - p)``), built milestone by
+    milestone from ``1 - Q = (1 - p_1) + p_1 (1 - Q_rest)``: exact where ``Q`` rounds to 1
+    (an all-success task on the tail scale), where ``log(1 - exp(log Q))`` would be
+    ``-inf`` and its gradient NaN."""
+    cells, counts = _cells_of(layout, pairs)
+    position = np.full(layout.k.size, -1)
+    position[sampled] = np.arange(sampled.size)
+    index = position[cells]
+    total = log_1mp[index[:, 0]]
+    for m in range(1, index.shape[1]):
+        step = pt.logaddexp(log_1mp[index[:, m]], log_p[index[:, m]] + total)
+        total = pt.where(m < counts, step, total)
+    return total
+
+
+def _cells_of(layout, pairs):
+    """The cells of each pair as a ``(pairs, most milestones)`` index array, padded with
+    the pair's first cell, and the number of real ones per pair."""
+    lists = [np.flatnonzero(layout.cell_pair == p) for p in pairs]
+    width = max(len(c) for c in lists)
+    cells = np.array([np.pad(c, (0, width - len(c)), mode="edge") for c in lists])
+    return cells, np.array([len(c) for c in lists])
+
+
+# Below this log probability a path is impossible (finite, unlike -inf, so that a sum of
+# impossible terms has a gradient and no NaN).
+IMPOSSIBLE = -1e10
+
+
+def survivor_chain(xp, a, b, n, counts, n_max):
+    """``log P(c_m = c)``, ``c = 0..n_max``, of the number ``c_m`` of a task's ``n``
+    end-to-end trials that pass milestones ``1..m`` on the milestone path, ``m = 0..M``:
+    one ``(n_max + 1, rows)`` array per ``m``.
+
+    Every trial passes milestone ``m`` with the same rate ``p_m``, and the rates are
+    independent ``Beta(a_m, b_m)`` given the hyperparameters, so with ``p_m`` summed out
+    ``c_m | c_(m-1) ~ BetaBinomial(c_(m-1), a_m, b_m)`` and the chain is Markov, from
+    ``c_0 = n``: ``(n_max + 1)^2`` positive terms per milestone and row, no cancellation
+    (``transition``). ``a``, ``b`` are ``(rows, milestones)``; row ``r`` has ``counts[r]``
+    real milestones, the rest padding, and rows come with the most milestones first, so
+    that milestone ``m`` moves a leading block of rows only (the others keep their
+    count). ``n`` is each row's number of trials. ``xp`` is numpy or
+    ``pytensor.tensor``.
+    """
+    logsumexp = special.logsumexp if xp is np else xp.logsumexp
+    counts = np.asarray(counts)
+    if np.any(np.diff(counts) > 0):
+        raise ValueError("survivor_chain: rows must come with the most milestones first")
+    rising = [log_rising(xp, shape, n_max) for shape in (a, b, a + b)]
+    start = np.where(np.arange(n_max + 1)[:, None] == np.asarray(n)[None, :], 0.0, IMPOSSIBLE)
+    chain = [start if xp is np else xp.as_tensor(start)]
+    for m in range(int(counts.max())):
+        rows = int(np.sum(counts > m))
+        moved = logsumexp(
+            chain[-1][:, None, :rows] + transition(xp, n_max, *(r[:, m, :rows] for r in rising)),
+            axis=0,
+        )
+        kept = chain[-1][:, rows:]
+        chain.append(moved if rows == counts.size else xp.concatenate([moved, kept], axis=1))
+    return chain
+
+
+def log_rising(xp, shape, n_max):
+    """``log (s)_r = sum_{t < r} log(s + t)``, ``r = 0..n_max``, of ``shape`` ``(rows,
+    milestones)``: ``(n_max + 1, milestones, rows)``."""
+    logs = xp.log(shape.T[None] + np.arange(n_max)[:, None, None])
+    return xp.concatenate([xp.zeros_like(logs[:1]), xp.cumsum(logs, axis=0)], axis=0)
+
+
+def transition(xp, n_max, rising_a, rising_b, rising_ab):
+    """``log BetaBinomial(c' | c, a, b) = log C(c, c') + log (a)_c' + log (b)_(c - c') -
+    log (a + b)_c`` as ``(c, c', rows)`` (``IMPOSSIBLE`` for ``c' > c``), from the log
+    rising factorials ``(c, rows)`` of one milestone's shapes, ``c = 0..n_max``."""
+    c = np.arange(n_max + 1)
+    passed = c[None, :] <= c[:, None]
+    failed = np.where(passed, c[:, None] - c[None, :], 0)
+    log_choose = special.gammaln(c + 1)[:, None] - special.gammaln(c + 1)[None, :]
+    log_choose = np.where(passed, log_choose - special.gammaln(failed + 1), 0.0)[..., None]
+    terms = log_choose + rising_a[None] + rising_b[failed] - rising_ab[:, None]
+    return xp.where(passed[..., None], terms, IMPOSSIBLE)
+
+
+def bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures):
+    """``log P(c_M = c, k successes)``, ``c = 0..max(n)``: ``c`` trials through the milestones
+    (``survivors``, the last array of ``survivor_chain``) and the other ``k - c``
+    successes by the bypass, ``C(n - c, k - c) B(alpha + k - c, beta + n - k) / B(alpha,
+    beta)`` (``lambda`` summed out); ``IMPOSSIBLE`` for ``c > k``. ``alpha``, ``beta``,
+    ``k``, ``n`` and ``failures`` (``n - k``, ``count_data``) are per row."""
+    n = np.asarray(n)[None, :]
+    c = np.arange(n.max() + 1)[:, None]
+    through = c <= k[None, :]
+    by_bypass = xp.maximum(k[None, :] - c, 0)
+    rest = np.maximum(n - c, 0)
+    log_choose = gammaln(rest + 1) - gammaln(by_bypass + 1) - gammaln(rest - by_bypass + 1)
+    bypass = _log_beta(gammaln, alpha[None, :] + by_bypass, beta[None, :] + failures[None, :])
+    terms = survivors + log_choose + bypass - _log_beta(gammaln, alpha, beta)[None, :]
+    return xp.where(through, terms, IMPOSSIBLE)
+
+
+def _log_beta(gammaln, p, q):
+    """``log B(p, q)`` from ``gammaln`` (scipy's or PyTensor's)."""
+    return gammaln(p) + gammaln(q) - gammaln(p + q)
+
+
+def _path_likelihood(xp, survivors, alpha, beta, k, n, failures):
+    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials per row:
+    the sum over ``c`` of ``bypass_outcomes``."""
+    logsumexp = special.logsumexp if xp is np else xp.logsumexp
+    gammaln = special.gammaln if xp is np else xp.gammaln
+    terms = bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures)
+    return logsumexp(terms, axis=0)
+
+
+def joint_data(layout, e2e_k) -> dict:
+    """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes."""
+    data = {}
+    for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+        if pairs.size:
+            data.update(count_data(name, e2e_k[pairs], layout.e2e_n[pairs]))
+    return data
+
+
+def bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
+    """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k);
+    ``log_1mq`` is ``log(1 - Q)`` and ``failures`` is ``n - k`` (``count_data``).
+
+    ``xp`` is ``pytensor.tensor`` (in the model, where ``k`` is data that may change and
+    ``j_max`` is the largest possible ``k``) or numpy (for the exact redraw); with
+    ``logsumexp`` the terms are summed into ``log P(k | Q)`` per task.
+    """
+    from scipy import special
+
+    gammaln = special.gammaln if xp is np else xp.gammaln
+    j = np.arange(j_max + 1)[None, :]
+    j_safe = xp.minimum(k, j)
+    log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
+    # Q^(k - j) is 1 at j = k even when Q underflows to 0, and (1 - Q)^0 is 1 even when Q
+    # rounds to 1 (0 * -inf would be NaN).
+    q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
+    terms = log_choose + q_power + xp.where(j_safe > 0, j_safe * log_1mq, 0.0)
+    terms = terms + _log_beta(gammaln, a + j_safe, b + failures) - _log_beta(gammaln, a, b)
+    terms = xp.where(k >= j, terms, -np.inf)
+    if not logsumexp:
+        return terms
+    top = xp.max(terms, axis=1, keepdims=True)
+    total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
+    log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(failures + 1)
+    failed = xp.where(failures[:, 0] > 0, failures[:, 0] * log_1mq[:, 0], 0.0)
+    return log_binom[:, 0] + failed + total
+
+
+BUILDERS = {
+    "end_to_end": _end_to_end_model,
+    "milestone": _hierarchy_model,
+    "expert_completion": _hierarchy_model,
+    "joint": _joint_model,
+}
+# The models of clustered runs (``end_to_end_pooled``, ``hierarchical``).
+CLUSTERED_BUILDERS = {
+    "end_to_end": _clustered_end_to_end_model,
+    "milestone": _clustered_hierarchy_model,
+}
+
+
+def model_structure(layout, spec) -> tuple:
+    """Everything a compiled model depends on except the observed successes (clustered
+    runs: their counts too, which the marginal's terms hold as constants)."""
+    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
+    if layout.clusters is not None:
+        arrays += tuple(vars(layout.clusters).values())
+    return (
+        spec.kind,
+        spec.pooling,
+        repr(sorted(spec.priors.items())),
+        tuple(layout.agents),
+        *(a.tobytes() for a in arrays),
+    )

@@ -1,0 +1,226 @@
+"""Exact draws of the pooled models' rates given each posterior draw of their
+hyperparameters.
+
+The rates a model marginalises (each task's, milestone's or step's, each bypass, each
+cluster's) are drawn back from their exact conditional posterior, so the summary and the
+predictive checks read them like any sampled variable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from bayes_eval.constants import (
+    AGENT,
+    MILESTONE,
+    RUN,
+    STEP,
+    TASK,
+)
+from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.pooled.clusters import draw_log_rates
+from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+from bayes_eval.pooled.models import (
+    bypass_outcomes,
+    bypass_terms,
+    log_rising,
+    survivor_chain,
+    transition,
+)
+
+__all__ = [
+    "mixture_log_product",
+    "pooled_rates",
+]
+
+ALL_DIMS = ("chain", "draw", AGENT, TASK)
+
+
+def pooled_rates(post, layout, spec, rng) -> dict:
+    """``p_task`` and the per-milestone or per-step rates, per posterior draw."""
+    chains, draws = post.sizes["chain"], post.sizes["draw"]
+    shape = (chains, draws)
+    agents, tasks = layout.agents, layout.tasks
+    grid = np.full(shape + (len(agents), len(tasks)), np.nan)
+    where = [(agents.index(a), tasks.index(t)) for a, t in layout.pairs]
+    # failures are counted before they are added: (tiny + n) - k rounds to 0 when k = n
+    if spec.kind == "end_to_end" and layout.clusters is not None:
+        mu, kappa, phi = (
+            post[name].values[..., layout.pair_agent] for name in ("mu", "kappa", "kappa_cluster")
+        )
+        p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
+        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
+    if spec.kind == "end_to_end":
+        mu = post["mu"].values[..., layout.pair_agent]
+        kappa = post["kappa"].values[..., layout.pair_agent]
+        p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
+        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
+    if spec.kind == "joint":
+        log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
+        cell_p = np.exp(log_p)
+    elif layout.clusters is not None:
+        a, b = _cell_shapes(post, layout, counts=False)
+        phi = post["kappa_cluster"].values[..., layout.pair_agent[layout.cell_pair]]
+        log_p = _clustered_draws(a, b, phi, layout, rng)
+        cell_p = np.exp(log_p)
+    else:
+        # drawn in log space: rates far below 1e-300 must not underflow to log 0
+        log_p = log_beta_draws(*_cell_shapes(post, layout), (), rng)
+        cell_p = np.exp(log_p)
+    n_runs = max(len(r) for r in layout.runs)
+    n_factors = int(layout.cell_factor.max())
+    factor = np.full(shape + (len(agents), len(tasks), n_runs, n_factors), np.nan)
+    pair_i = np.array([w[0] for w in where])[layout.cell_pair]
+    pair_j = np.array([w[1] for w in where])[layout.cell_pair]
+    factor[:, :, pair_i, pair_j, layout.cell_run, layout.cell_factor - 1] = cell_p
+    log_q = mixture_log_product(log_p, layout, rng)
+    p_task = np.exp(log_q)
+    out = {}
+    if spec.kind == "joint":
+        bypass = _bypass(post, layout, rng, shape, log_q)
+        for p, drawn in bypass_few.items():
+            bypass[..., p] = drawn
+        out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
+        p_task = p_task + (1 - p_task) * bypass
+    out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
+    if spec.kind == "expert_completion":
+        out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
+    else:
+        out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
+    return out
+
+
+def _clustered_draws(a, b, phi, layout, rng):
+    """``log p`` of every clustered rate per posterior draw, from its prior's shapes and
+    ``kappa_cluster``, each ``(chain, draw, rate)`` (``bayes_eval.pooled.clusters``)."""
+    flat = (x.reshape(-1, x.shape[-1]) for x in (a, b, phi))
+    return draw_log_rates(*flat, layout.clusters, rng).reshape(a.shape)
+
+
+def mixture_log_product(log_p, layout, rng):
+    """``log P`` per pair from cell log rates ``(..., cell)``: the log product of one run's
+    cells, the run drawn uniformly (the equal mixture over runs; milestones have one run)."""
+    shape = log_p.shape[:-1]
+    n_runs = max(len(r) for r in layout.runs)
+    log_run = np.zeros((len(layout.pairs), n_runs) + shape)
+    np.add.at(log_run, (layout.cell_pair, layout.cell_run), np.moveaxis(log_p, -1, 0))
+    log_run = np.moveaxis(log_run, (0, 1), (-2, -1))
+    counts = np.array([max(len(r), 1) for r in layout.runs])
+    chosen = (rng.random(shape + (len(layout.pairs),)) * counts).astype(int)
+    return np.take_along_axis(log_run, chosen[..., None], axis=-1)[..., 0]
+
+
+def _gridded(grid, where, values):
+    """Place per-pair values ``(..., pair)`` on the ``(..., agent, task)`` grid."""
+    for p, (i, j) in enumerate(where):
+        grid[..., i, j] = values[..., p]
+    return grid
+
+
+def _bypass(post, layout, rng, shape, log_q):
+    """Exact draws of each task's bypass probability, per posterior draw.
+
+    Without end-to-end runs: from the population, ``Beta(mu kappa, (1 - mu) kappa)``.
+    With more than ``MARGINAL_END_TO_END``: from its posterior given ``Q``, the mixture
+    over j = 0..k of ``Beta(a + j, b + n - k)`` weighted by the terms of the marginal
+    likelihood. (With fewer, ``_marginal_draws`` draws it with the milestone rates.)
+    """
+    agent = layout.pair_agent
+    a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
+    b = post["kappa_bypass"].values[..., agent] - a
+    bypass = rng.beta(a, b)
+    for p in end_to_end_groups(layout)[1]:
+        k, n = layout.e2e_k[p], layout.e2e_n[p]
+        ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
+        # 0 * -inf where Q underflows, log 0 where it rounds to 1: both masked inside
+        with np.errstate(invalid="ignore", divide="ignore"):
+            terms = bypass_terms(
+                np,
+                log_q[..., p].reshape(-1, 1),
+                np.log(-np.expm1(log_q[..., p].reshape(-1, 1))),
+                ap,
+                bp,
+                np.array([[k]]),
+                np.array([[n]]),
+                np.array([[n - k]]),
+                k,
+                logsumexp=False,
+            )
+        j = _categorical(terms, rng)
+        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k)).reshape(shape)
+    return bypass
+
+
+def _marginal_draws(post, layout, rng, shape):
+    """Log milestone rates of every cell of the joint model, and the bypass of each task
+    with at most ``MARGINAL_END_TO_END`` end-to-end trials, per posterior draw.
+
+    Sampled rates are read from ``p_cell``. Marginalised ones are drawn exactly: given
+    the hyperparameters, a cell's rate is ``Beta(a', b')``, ``a' = mu kappa + k``,
+    ``b' = (1 - mu) kappa + n - k``, and the task's end-to-end trials add a path of
+    survivor counts (``survivor_chain``). The path is drawn from its end: ``c_M`` trials
+    through every milestone, the other ``k - c_M`` successes by the bypass (``lambda ~
+    Beta(alpha + k - c_M, beta + n - k)``); then backwards, ``c_(m-1)`` given ``c_m``, with
+    weights ``P(c_(m-1)) P(c_m | c_(m-1))``; and ``p_m ~ Beta(a'_m + c_m, b'_m + c_(m-1) -
+    c_m)``.
+    """
+    agent = layout.pair_agent
+    a, b = _cell_shapes(post, layout)
+    extra_a, extra_b = np.zeros_like(a), np.zeros_like(b)
+    bypass_a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
+    bypass_b = post["kappa_bypass"].values[..., agent] - bypass_a
+    bypass_few = {}
+    for p in end_to_end_groups(layout)[0]:
+        cells = np.flatnonzero(layout.cell_pair == p)
+        k, n = int(layout.e2e_k[p]), int(layout.e2e_n[p])
+        ap, bp = bypass_a[..., p].ravel(), bypass_b[..., p].ravel()
+        ac, bc = a[..., cells].reshape(-1, cells.size), b[..., cells].reshape(-1, cells.size)
+        rows = np.full(ap.size, 1)
+        chain = survivor_chain(np, ac, bc, n * rows, cells.size * rows, n)
+        outcomes = bypass_outcomes(
+            np, special.gammaln, chain[-1], ap, bp, k * rows, n * rows, (n - k) * rows
+        )
+        survivors = _categorical(outcomes.T, rng)
+        bypass_few[p] = rng.beta(ap + k - survivors, bp + (n - k)).reshape(shape)
+        rising = [log_rising(np, shape_m, n) for shape_m in (ac, bc, ac + bc)]
+        shift_a, shift_b = np.zeros_like(ac), np.zeros_like(bc)
+        draws = np.arange(ap.size)
+        for m in reversed(range(cells.size)):
+            # recomputed, not kept from the forward chain: (n + 1)^2 values per draw
+            step = transition(np, n, *(r[:, m] for r in rising))[:, survivors, draws]
+            before = _categorical((chain[m] + step).T, rng)
+            shift_a[:, m], shift_b[:, m] = survivors, before - survivors
+            survivors = before
+        extra_a[..., cells] = shift_a.reshape(shape + (cells.size,))
+        extra_b[..., cells] = shift_b.reshape(shape + (cells.size,))
+    log_p = log_beta_draws(a + extra_a, b + extra_b, (), rng)
+    sampled = sampled_cells(layout)
+    if sampled.any():
+        with np.errstate(divide="ignore"):  # a sampled rate may underflow to 0
+            log_p[..., sampled] = np.log(post["p_cell"].values)
+    return log_p, bypass_few
+
+
+def _cell_shapes(post, layout, counts=True):
+    """Per posterior draw, the Beta shapes of every milestone cell's rate given its task
+    mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
+    mean = post["mu_task"].values[..., layout.cell_pair]
+    conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
+    # A sampled mean whose logit exceeds 37 is 1 in floating point (and one below -745 is
+    # 0): each prior shape is floored at the smallest normal number, 2.2e-308, so that an
+    # all-success (or all-failure) cell's Beta stays proper and its log-gamma finite
+    # (scipy's gammaln is inf below it).
+    tiny = np.finfo(float).tiny
+    a, b = np.maximum(mean * conc, tiny), np.maximum((1 - mean) * conc, tiny)
+    if not counts:  # the prior's shapes: clustered counts enter through their terms
+        return a, b
+    return a + layout.k, b + (layout.n - layout.k)
+
+
+def _categorical(log_weights, rng) -> np.ndarray:
+    """One index per row of ``log_weights`` (unnormalised), drawn by its weights."""
+    weights = np.exp(log_weights - log_weights.max(axis=-1, keepdims=True))
+    cumulative = np.cumsum(weights, axis=-1)
+    u = rng.random(log_weights.shape[:-1] + (1,)) * cumulative[..., -1:]
+    return np.minimum((u > cumulative).sum(axis=-1), log_weights.shape[-1] - 1)

@@ -1,0 +1,133 @@
+"""Fit a pooled spec: sample its model until it passes its diagnostics, draw its rates back,
+and return a ``Posterior``.
+
+Each task mean (and, in ``joint``, each milestone rate) is sampled in the form
+``bayes_eval.pooled.layout.choose_form`` picks. If the fit fails its diagnostics, it is
+refitted (``bayes_eval.inference.retry``); the best fit by its diagnostics is kept, and the
+provenance names every attempt and which one was kept and why.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bayes_eval.constants import (
+    AGENT,
+    MILESTONE,
+    RUN,
+    SAMPLER_DEFAULTS,
+    STEP,
+    TASK,
+)
+from bayes_eval.inference.retry import sample_until_diagnosed
+from bayes_eval.pooled.layout import build_layout, choose_form
+from bayes_eval.pooled.models import BUILDERS, CLUSTERED_BUILDERS, model_structure
+from bayes_eval.pooled.rates import pooled_rates
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = [
+    "fit_pooled",
+]
+
+
+def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
+    """Fit a pooled spec with MCMC and return a ``Posterior`` carrying its draws.
+
+    Parameters
+    ----------
+    evidence : Evidence
+    by_pair : dict
+        ``{(agent, task): {method: rows}}`` of the rows the model uses.
+    spec : Spec
+    level : float
+    seed : int
+    sampler : dict, optional
+        Overrides of the spec's ``[sampler]`` (engine, draws, tune, chains,
+        target_accept).
+    log : file, optional
+        Where progress lines go (stderr); None for silence.
+    """
+
+    from bayes_eval.results.posterior import Posterior
+
+    settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
+    layout = build_layout(by_pair, spec, evidence.clusters)
+    build = (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
+
+    def finish(draws):
+        rates = pooled_rates(draws, layout, spec, np.random.default_rng(seed + 1))
+        draws = draws.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, draws)})
+        for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
+            if name in draws:
+                draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
+        if "p_step" in draws:
+            draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
+        return draws
+
+    groups, run_text = sample_until_diagnosed(
+        lambda form: build(layout, spec, form),
+        finish,
+        choose_form(layout, spec),
+        settings,
+        seed,
+        log,
+        model_structure(layout, spec),
+        cells=layout.n.size + layout.e2e_n.size,
+    )
+    if layout.clusters is not None:
+        run_text += (
+            f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
+            "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
+        )
+    groups["conjugate"] = _estimates(layout, spec, seed, run_text)
+    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+
+
+def _labels(layout, draws) -> dict:
+    """Names for the pooled models' index dimensions, as the diagnostics show them:
+    ``agent, task`` for a pair, ``agent, task, milestone m`` for a sampled cell."""
+
+    def cell(c):
+        agent, task = layout.pairs[layout.cell_pair[c]]
+        return f"{agent}, {task}, milestone {layout.cell_factor[c]}"
+
+    labels = {"pair": [f"{agent}, {task}" for agent, task in layout.pairs]}
+    if "sampled_cell" in draws.dims:
+        labels["sampled_cell"] = [cell(c) for c in draws["sampled_cell"].values]
+    return {dim: names for dim, names in labels.items() if dim in draws.dims}
+
+
+def _estimates(layout, spec, seed, run) -> xr.Dataset:
+    """The ``conjugate`` group of a pooled fit: method, provenance (model, priors, sampler)
+    and the end-to-end counts behind the Clopper-Pearson bound, per (agent, task)."""
+    import xarray as xr
+
+    shape = (len(layout.agents), len(layout.tasks))
+    method = np.full(shape, "", dtype=object)
+    provenance = np.full(shape, "", dtype=object)
+    priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
+    run = f"{run}; seed {seed}"
+    e2e = np.full(shape + (2,), -1, dtype=np.int64)
+    for p, (agent, task) in enumerate(layout.pairs):
+        i, j = layout.agents.index(agent), layout.tasks.index(task)
+        method[i, j] = spec.kind
+        provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
+        if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
+            e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
+    pair = (AGENT, TASK)
+    return xr.Dataset(
+        {
+            "method": (pair, method.astype(str)),
+            "provenance": (pair, provenance.astype(str)),
+            "reason": (pair, np.full(shape, "", dtype=str)),
+            "point_log": (pair, np.full(shape, np.nan)),
+            "cp_successes": (pair, e2e[..., 0]),
+            "cp_trials": (pair, e2e[..., 1]),
+        },
+        coords={AGENT: layout.agents, TASK: layout.tasks},
+    )
