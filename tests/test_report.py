@@ -17,7 +17,7 @@ from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build
 from bayes_eval.resources import example_evidence
 
 EXAMPLE = str(example_evidence())
-README = Path(__file__).resolve().parents[1] / "README.md"
+PLANNING = Path(__file__).resolve().parents[1] / "docs" / "planning.md"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -226,12 +226,12 @@ def test_bad_report_arguments(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_readme_worked_example_runs(tmp_path, monkeypatch):
-    text = README.read_text()
-    block = text.split("### Worked example", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+def test_the_docs_worked_example_runs(tmp_path, monkeypatch):
+    text = PLANNING.read_text()
+    block = text.split("## Worked example", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(block, "README worked example", "exec"), namespace)
+    exec(compile(block, "docs/planning.md worked example", "exec"), namespace)
     table = namespace["result"].table
     assert ((table["upper"] < 0.05) == (table["verdict"] == "below threshold")).all()
     html = (tmp_path / "report" / "report.html").read_text()
