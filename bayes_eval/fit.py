@@ -26,12 +26,7 @@ from bayes_eval.evidence.table import Evidence, load_evidence
 from bayes_eval.exact.builders import BUILDERS
 from bayes_eval.specs import check_level, check_sampler, load_spec
 
-__all__ = [
-    "fit",
-    "fit_per_agent",
-    "side_tables",
-    "usable_rows",
-]
+__all__ = ["fit", "fit_per_agent", "side_tables", "usable_rows"]
 
 # Which evidence methods each kind of model reads.
 USES = {

@@ -15,20 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import (
-    BEST_OF_N,
-    END_TO_END,
-    EXPERT_COMPLETION,
-    GOLDEN,
-    MILESTONE_METHOD,
-)
+from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
 from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
-__all__ = [
-    "BUILDERS",
-    "Estimate",
-]
+__all__ = ["BUILDERS", "Estimate"]
 
 
 @dataclass

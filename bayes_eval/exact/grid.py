@@ -28,10 +28,7 @@ from bayes_eval.exact.factors import (
 )
 from bayes_eval.exact.saddlepoint import cgf
 
-__all__ = [
-    "GRID_SMALLEST_X",
-    "grid_summary",
-]
+__all__ = ["GRID_SMALLEST_X", "grid_summary"]
 
 # Bins of a factor piled at X = 0 (b < 1), from its lowest, whose mean is computed to split
 # their mass between their edges (the later ones are split in halves).

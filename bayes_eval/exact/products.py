@@ -41,12 +41,7 @@ from bayes_eval.exact.saddlepoint import (
     saddlepoint_quantiles,
 )
 
-__all__ = [
-    "BetaProduct",
-    "clopper_pearson_upper",
-    "log_beta_draws",
-    "summarise_products",
-]
+__all__ = ["BetaProduct", "clopper_pearson_upper", "log_beta_draws", "summarise_products"]
 
 
 @dataclass(frozen=True)

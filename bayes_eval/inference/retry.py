@@ -10,18 +10,10 @@ from __future__ import annotations
 
 import re
 
-from bayes_eval.constants import (
-    EBFMI_MIN,
-    ESS_MIN,
-    RETRY_TARGET_ACCEPT,
-    RHAT_MAX,
-)
+from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RETRY_TARGET_ACCEPT, RHAT_MAX
 from bayes_eval.inference.diagnostics import diagnose
 
-__all__ = [
-    "fit_attempts",
-    "sample_until_diagnosed",
-]
+__all__ = ["fit_attempts", "sample_until_diagnosed"]
 
 
 def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells):

@@ -35,13 +35,7 @@ from scipy import special
 
 from bayes_eval.errors import InputError
 
-__all__ = [
-    "ClusterTerms",
-    "cluster_terms",
-    "draw_log_rates",
-    "log_given_each_rate",
-    "log_marginal",
-]
+__all__ = ["ClusterTerms", "cluster_terms", "draw_log_rates", "log_given_each_rate", "log_marginal"]
 
 # Terms of the exact marginal over clusters of runs, in all (padded):
 # a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.

@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bayes_eval.constants import (
-    CENTRED_MARGIN,
-    END_TO_END,
-    EXPERT_COMPLETION,
-    MILESTONE_METHOD,
-)
+from bayes_eval.constants import CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
 from bayes_eval.pooled.clusters import ClusterTerms, cluster_terms
 
 __all__ = [

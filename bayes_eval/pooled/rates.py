@@ -11,13 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import (
-    AGENT,
-    MILESTONE,
-    RUN,
-    STEP,
-    TASK,
-)
+from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
@@ -29,10 +23,7 @@ from bayes_eval.pooled.models import (
     transition,
 )
 
-__all__ = [
-    "mixture_log_product",
-    "pooled_rates",
-]
+__all__ = ["mixture_log_product", "pooled_rates"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 

@@ -14,14 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_eval.constants import (
-    AGENT,
-    MILESTONE,
-    RUN,
-    SAMPLER_DEFAULTS,
-    STEP,
-    TASK,
-)
+from bayes_eval.constants import AGENT, MILESTONE, RUN, SAMPLER_DEFAULTS, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.models import BUILDERS, CLUSTERED_BUILDERS, model_structure
@@ -30,9 +23,7 @@ from bayes_eval.pooled.rates import pooled_rates
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = [
-    "fit_pooled",
-]
+__all__ = ["fit_pooled"]
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
