@@ -14,37 +14,14 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import (
-    BEST_OF_N,
-    END_TO_END,
-    EXPERT_COMPLETION,
-    GOLDEN,
     MCMC_ENGINES,
-    MILESTONE_METHOD,
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, load_evidence
-from bayes_eval.exact.builders import BUILDERS
+from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
 from bayes_eval.specs import check_level, check_sampler, load_spec
 
 __all__ = ["fit", "fit_per_agent", "side_tables", "usable_rows"]
-
-# Which evidence methods each kind of model reads.
-USES = {
-    "end_to_end": (END_TO_END,),
-    "milestone": (MILESTONE_METHOD,),
-    "expert_completion": (EXPERT_COMPLETION,),
-    "phuong_chain": (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
-    "joint": (END_TO_END, MILESTONE_METHOD),
-}
-# The models that treat runs of one cluster as correlated (kind, pooling).
-CLUSTERED = (
-    ("end_to_end", "tasks"),
-    ("milestone", "partial"),
-    ("end_to_end", "crossed"),
-    ("milestone", "crossed"),
-)
-# Evidence a task must have for a model to use it (besides any row it reads).
-REQUIRES = {"joint": (MILESTONE_METHOD,)}
 
 
 def fit(
@@ -103,23 +80,24 @@ def fit(
     side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec, notes)
-    if spec.pooling == "crossed":
+    model = model_of(spec)
+    if model.family == CROSSED:
         from bayes_eval.crossed.model import design_of, fit_crossed
 
         design = design_of(by_pair, spec, evidence, side, predict)
         return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler, log=log)
-    if not spec.exact:
+    if model.family != EXACT:
         from bayes_eval.pooled.sampling import fit_pooled
 
         return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler, log=log)
-    build = BUILDERS[spec.kind]
+    build = model.build()
     estimates = [
         build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()
     ]
     taken = pd.Index([]).append([e.used for e in estimates])
     table = evidence.table
     fitted = pd.MultiIndex.from_frame(table[["agent", "task"]]).isin(list(by_pair))
-    used = table["method"].isin(USES[spec.kind]) & fitted  # rows of fitted tasks
+    used = table["method"].isin(model.uses) & fitted  # rows of fitted tasks
     _report_left_out(
         evidence,
         used & ~table.index.isin(taken),
@@ -180,7 +158,7 @@ def fit_per_agent(
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    if spec.pooling == "crossed":
+    if model_of(spec).family == CROSSED:
         raise InputError(
             f"--by agent: model {spec.name} is crossed: it links agents through their "
             "abilities and fits them together; fit without --by"
@@ -261,7 +239,7 @@ def side_tables(spec, agents, tasks, predict) -> dict:
     """The covariate side tables of a crossed fit, read; any of them, or a prediction,
     given to another model is an error."""
     given = {"agent": agents, "task": tasks}
-    if spec.pooling != "crossed":
+    if NEW_AGENTS not in model_of(spec).predicts:
         named = [f"--{key}s" for key, value in given.items() if value is not None]
         named += ["--predict-agent"] if predict else []
         if named:
@@ -277,11 +255,11 @@ def side_tables(spec, agents, tasks, predict) -> dict:
 
 
 def _check_clusters(evidence: Evidence, spec) -> None:
-    """Clustered runs need a model that treats them as correlated (``CLUSTERED``); any
-    other would count them as independent trials and overstate what they show."""
+    """Clustered runs need a model that treats them as correlated (its registry entry says
+    so); any other would count them as independent trials and overstate what they show."""
     if evidence.clusters is None:
         return
-    if (spec.kind, spec.pooling) not in CLUSTERED:
+    if not model_of(spec).clustered:
         raise InputError(
             f"{evidence.source}: the runs come in clusters, and model {spec.name} "
             f"({spec.kind}/{spec.pooling}) treats every run as an independent trial; fit "
@@ -297,7 +275,7 @@ def _check_clusters(evidence: Evidence, spec) -> None:
 
 
 def _cluster_spec(spec) -> str:
-    if spec.pooling == "crossed":
+    if model_of(spec).family == CROSSED:
         return "crossed"
     return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
@@ -316,20 +294,21 @@ def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, p
         No task is usable; the message names the tasks (the first ten, then a count).
     """
     evidence = load_evidence(evidence)
-    used = evidence.table["method"].isin(USES[spec.kind])
+    model = model_of(spec)
+    used = evidence.table["method"].isin(model.uses)
     _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
     by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
     ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
     for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
         by_pair.setdefault((agent, task), {})[method] = rows
-    needed = REQUIRES.get(spec.kind, ())
+    needed = model.requires
     usable = {
         pair: rows for pair, rows in by_pair.items() if all(method in rows for method in needed)
     }
     missing = [pair for pair in evidence.pairs() if pair not in usable]
     if not missing:
         return usable
-    wanted = " and ".join(needed) if needed else " or ".join(USES[spec.kind])
+    wanted = " and ".join(needed) if needed else " or ".join(model.uses)
     why = f"no {wanted} rows, which model {spec.name} needs"
     if not usable:
         raise InputError(f"{evidence.source}: no task is usable: {_named(missing)} ({why})")

@@ -12,6 +12,7 @@ from pathlib import Path
 from bayes_eval.constants import DEFAULT_LEVEL, MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
+from bayes_eval.registry import MODELS
 from bayes_eval.resources import shipped_dir
 
 __all__ = [
@@ -44,35 +45,6 @@ TOP_KEYS = (
 SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
 REPORT_KEYS = ("level",)
 COVARIATE_KEYS = ("agent", "task", "task_group", "length")
-CROSSED = ("ability_mean", "ability_scale", "difficulty_scale")
-HIERARCHY = ("task_mean", "task_concentration")
-# The priors each (kind, pooling) needs, by role. Pooling "none" is exact (conjugate);
-# every other pooling is a PyMC model (bayes_eval.pooled).
-MODELS = {
-    ("end_to_end", "none"): ("end_to_end",),
-    ("end_to_end", "tasks"): ("mean", "concentration"),
-    ("milestone", "none"): ("milestone",),
-    ("milestone", "partial"): (*HIERARCHY, "milestone_concentration"),
-    ("expert_completion", "none"): ("step",),
-    ("expert_completion", "steps"): (*HIERARCHY, "step_concentration"),
-    ("phuong_chain", "none"): ("end_to_end", "milestone", "step"),
-    ("end_to_end", "crossed"): (*CROSSED, "cell_scale"),
-    ("milestone", "crossed"): (*CROSSED, "cell_scale", "blocked_share"),
-    ("joint", "partial"): (
-        *HIERARCHY,
-        "milestone_concentration",
-        "bypass_mean",
-        "bypass_concentration",
-    ),
-}
-# Priors a model takes where the evidence needs them: runs in clusters.
-OPTIONAL_PRIORS = {
-    ("end_to_end", "tasks"): ("cluster_concentration",),
-    ("milestone", "partial"): ("cluster_concentration",),
-    ("end_to_end", "crossed"): ("coefficient", "group_scale", "cluster_concentration"),
-    ("milestone", "crossed"): ("coefficient", "group_scale", "cluster_concentration"),
-}
-KINDS = tuple(dict.fromkeys(kind for kind, _ in MODELS))
 # Means take Beta priors, concentrations and scales LogNormal ones; the crossed model's
 # intercept and coefficients (logit scale) Normal ones.
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
@@ -272,10 +244,11 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         )
     name = _get(source, data, "name", str)
     kind = _get(source, data, "kind", str)
-    if kind not in KINDS:
-        close = difflib.get_close_matches(kind, KINDS, n=1)
+    kinds = list(dict.fromkeys(kind for kind, _ in MODELS))
+    if kind not in kinds:
+        close = difflib.get_close_matches(kind, kinds, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise InputError(f"{source}: kind '{kind}' is unknown{hint}; known: {', '.join(KINDS)}")
+        raise InputError(f"{source}: kind '{kind}' is unknown{hint}; known: {', '.join(kinds)}")
     poolings = [p for k, p in MODELS if k == kind]
     pooling = _get(source, data, "pooling", str, required=False) or poolings[0]
     if pooling not in poolings:
@@ -285,8 +258,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         )
     description = _get(source, data, "description", str, required=False) or ""
     priors_table = _get(source, data, "priors", dict)
-    needed = MODELS[kind, pooling]
-    optional = OPTIONAL_PRIORS.get((kind, pooling), ())
+    needed, optional = MODELS[kind, pooling].priors, MODELS[kind, pooling].optional_priors
     _unknown_keys(f"{source} [priors]", priors_table, (*needed, *optional))
     covariates = _covariates(source, data, pooling)
     if covariates.get("agent") or covariates.get("task"):

@@ -50,12 +50,12 @@ def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     from bayes_eval.fit import usable_rows
     from bayes_eval.inference.engines import fresh_compile
     from bayes_eval.pooled.layout import build_layout, choose_form
-    from bayes_eval.pooled.models import BUILDERS
+    from bayes_eval.registry import model_of
     from bayes_eval.specs import load_spec
 
     spec = load_spec(model_name)
     layout = build_layout(usable_rows(load_evidence(table), spec, []), spec)
-    model = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
+    model = model_of(spec).build()(layout, spec, choose_form(layout, spec))
     inputs = model.value_vars
     logp = model.logp()
     with fresh_compile():  # as the package compiles it

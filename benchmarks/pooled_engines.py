@@ -67,10 +67,10 @@ def collapsed(layout, spec, engine: str, seed: int, target: float):
 
     from bayes_eval.inference.engines import compile_nutpie
     from bayes_eval.pooled.layout import choose_form
-    from bayes_eval.pooled.models import _hierarchy_model
+    from bayes_eval.pooled.models import hierarchy_model
     from bayes_eval.pooled.rates import pooled_rates
 
-    model = _hierarchy_model(layout, spec, choose_form(layout, spec))
+    model = hierarchy_model(layout, spec, choose_form(layout, spec))
     if engine == "nutpie":
         start = time.perf_counter()
         compiled = compile_nutpie(model)

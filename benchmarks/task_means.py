@@ -64,7 +64,7 @@ def main() -> None:
     from bayes_eval.inference.diagnostics import diagnose
     from bayes_eval.inference.engines import compile_nutpie
     from bayes_eval.pooled.layout import Form, build_layout, choose_form
-    from bayes_eval.pooled.models import _hierarchy_model
+    from bayes_eval.pooled.models import hierarchy_model
 
     spec = bayes_eval.load_spec("hierarchical")
     print(
@@ -85,7 +85,7 @@ def main() -> None:
             f"chosen: {chosen.describe().removeprefix('task means ')}": chosen,
         }
         for name, form in forms.items():
-            compiled = compile_nutpie(_hierarchy_model(layout, spec, form))
+            compiled = compile_nutpie(hierarchy_model(layout, spec, form))
             start = time.perf_counter()
             trace = nutpie.sample(
                 compiled,

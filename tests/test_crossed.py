@@ -151,13 +151,14 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
     runs only."""
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
-    from bayes_eval.outputs.report import CROSSED_KIND_TEXT, build_report
+    from bayes_eval.outputs.report import build_report
+    from bayes_eval.registry import MODELS
 
     markdown = build_report(recovered[0], threshold=0.01).markdown
     assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
-    assert CROSSED_KIND_TEXT[END_TO_END] in markdown
+    assert MODELS[END_TO_END, "crossed"].text in markdown
     assert "marked extrapolated and decides no verdict unless asked" in markdown
-    assert CROSSED_KIND_TEXT[MILESTONE_METHOD] not in markdown
+    assert MODELS[MILESTONE_METHOD, "crossed"].text not in markdown
 
 
 def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recovered):
@@ -248,12 +249,13 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
         product = np.exp(np.nansum(np.log(milestones), axis=-1))
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
-    from bayes_eval.outputs.report import CROSSED_KIND_TEXT, build_report
+    from bayes_eval.outputs.report import build_report
+    from bayes_eval.registry import MODELS
 
     # its bounds carry no extrapolated mark: the end-to-end models' text is not said
     markdown = build_report(posterior, threshold=0.01).markdown
-    assert CROSSED_KIND_TEXT[MILESTONE_METHOD] in markdown
-    assert CROSSED_KIND_TEXT[END_TO_END] not in markdown
+    assert MODELS[MILESTONE_METHOD, "crossed"].text in markdown
+    assert MODELS[END_TO_END, "crossed"].text not in markdown
 
 
 def test_sbc_of_the_crossed_milestone_model():

@@ -628,7 +628,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.pooled.layout import build_layout, choose_form
-    from bayes_eval.pooled.models import BUILDERS
+    from bayes_eval.registry import model_of
 
     rows = [dict(task="t0", method="end_to_end", successes=e2e[0], trials=e2e[1])]
     rows.append(dict(task="t1", method="end_to_end", successes=1, trials=1))
@@ -640,7 +640,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
         ]
     spec = bayes_eval.load_spec(model)
     layout = build_layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec, []), spec)
-    built = BUILDERS[spec.kind](layout, spec, choose_form(layout, spec))
+    built = model_of(spec).build()(layout, spec, choose_form(layout, spec))
     logp = built.logp()
     inputs = built.value_vars
     function = pytensor.function(inputs, [logp, *pytensor.grad(logp, inputs)], mode="NUMBA")

@@ -158,9 +158,9 @@ class _Setup:
 
 
 def _builder(layout, spec):
-    from bayes_eval.pooled.models import BUILDERS, CLUSTERED_BUILDERS
+    from bayes_eval.registry import model_of
 
-    return (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
+    return model_of(spec).build(clustered=layout.clusters is not None)
 
 
 def _with_cluster_counts(setup, spec, layout, data):
@@ -266,10 +266,12 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a crossed spec: every parameter drawn from its
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
-    from bayes_eval.crossed.model import build_model, draw_rates, prior_draw, simulate
+    from bayes_eval.crossed.model import draw_rates, prior_draw, simulate
     from bayes_eval.pooled.models import model_structure
+    from bayes_eval.registry import model_of
 
     spec, design = setup.spec, setup.design
+    build_model = model_of(spec).build()
     layout = design.layout
     rng = replicate_rng(setup.seed, index)
     truth = prior_draw(design, spec, rng)

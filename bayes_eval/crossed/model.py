@@ -63,6 +63,7 @@ from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.clusters import log_given_each_rate
 from bayes_eval.pooled.layout import Layout, build_layout, centred_text
 from bayes_eval.pooled.models import count_data_vars, model_structure
+from bayes_eval.registry import model_of
 
 __all__ = [
     "Design",
@@ -482,8 +483,10 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
     key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
     key += (cov.task_group.tobytes(),)
 
+    builder = model_of(spec).build()
+
     def build(form):
-        return build_model(
+        return builder(
             replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
         )
 

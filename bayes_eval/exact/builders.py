@@ -19,7 +19,7 @@ from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDE
 from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
-__all__ = ["BUILDERS", "Estimate"]
+__all__ = ["Estimate", "chain", "end_to_end", "expert_completion", "milestones"]
 
 
 @dataclass
@@ -66,7 +66,7 @@ def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]
 # Each builder takes one (agent, task)'s rows as {method: rows sorted by run and step}.
 
 
-def _end_to_end(agent, task, by_method, spec) -> Estimate:
+def end_to_end(agent, task, by_method, spec) -> Estimate:
     prior = spec.priors["end_to_end"]
     rows = by_method[END_TO_END]
     row = rows.iloc[0]
@@ -86,7 +86,7 @@ def _end_to_end(agent, task, by_method, spec) -> Estimate:
     )
 
 
-def _milestones(agent, task, by_method, spec) -> Estimate:
+def milestones(agent, task, by_method, spec) -> Estimate:
     """The milestone method alone: a zero-success milestone under Haldane's prior has no
     proper posterior, so the task gets no estimate (with the reason)."""
     return _milestone_product(
@@ -94,7 +94,7 @@ def _milestones(agent, task, by_method, spec) -> Estimate:
     )
 
 
-def _expert_completion(agent, task, by_method, spec) -> Estimate:
+def expert_completion(agent, task, by_method, spec) -> Estimate:
     prior = spec.priors["step"]
     rows = by_method[EXPERT_COMPLETION]
     alpha, beta, parts = [], [], []
@@ -119,15 +119,15 @@ def _expert_completion(agent, task, by_method, spec) -> Estimate:
     )
 
 
-def _chain(agent, task, by_method, spec) -> Estimate:
+def chain(agent, task, by_method, spec) -> Estimate:
     """Phuong et al.'s fallback chain for one task."""
     e2e = by_method.get(END_TO_END)
     if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
-        return _tag(_end_to_end(agent, task, by_method, spec), "rung end_to_end")
+        return _tag(end_to_end(agent, task, by_method, spec), "rung end_to_end")
     if MILESTONE_METHOD in by_method:
         return _milestone_product(agent, task, by_method, spec, rung="rung milestone; ")
     if EXPERT_COMPLETION in by_method:
-        return _tag(_expert_completion(agent, task, by_method, spec), "rung expert_completion")
+        return _tag(expert_completion(agent, task, by_method, spec), "rung expert_completion")
     for method in (BEST_OF_N, GOLDEN):
         whole = by_method.get(method)
         if whole is not None and (whole["milestone"] < 1).any():
@@ -143,7 +143,7 @@ def _chain(agent, task, by_method, spec) -> Estimate:
             )
     if e2e is not None:
         return _tag(
-            _end_to_end(agent, task, by_method, spec),
+            end_to_end(agent, task, by_method, spec),
             "rung end_to_end (0 successes, no other usable evidence)",
         )
     return Estimate(
@@ -233,12 +233,3 @@ def _expert_point(method: str, rows: pd.DataFrame) -> tuple[float, str]:
     runs = golden_runs(rows)
     value = float(runs["log_p"].max())
     return value, f"exp(sum logprob) = {math.exp(value):.3g} (lower bound, best of {len(runs)})"
-
-
-# The builder of each exact kind of model.
-BUILDERS = {
-    "end_to_end": _end_to_end,
-    "milestone": _milestones,
-    "expert_completion": _expert_completion,
-    "phuong_chain": _chain,
-}

@@ -32,7 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.checks.assumption import PATH_MODELS, milestone_assumption
-from bayes_eval.constants import END_TO_END, MILESTONE_METHOD, PLAN_MAX_TRIALS
+from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
+from bayes_eval.registry import CROSSED, POOLED, model_of
 from bayes_eval.results.summary import format_number
 
 __all__ = [
@@ -95,13 +96,6 @@ METHODS_TEXT = {
         "The probability the model assigns to a hand-written solution. A lower bound on P "
         "only (other solutions also count); it cannot show that P is small.",
     ),
-    "joint": (
-        "Joint milestone and end-to-end model",
-        "Milestones and end-to-end runs in one model, with a bypass probability per task "
-        "(success by paths the milestones miss) pooled across tasks, so tasks with "
-        "milestones only inherit the bypass seen elsewhere. It assumes bypass rates are "
-        "alike across an agent's tasks.",
-    ),
 }
 POOLED_TEXT = (
     "Partial pooling",
@@ -117,31 +111,6 @@ CROSSED_TEXT = (
     "pair's rate departs from their difference by a logit-normal amount whose scale the "
     "data set; pairs never run are predicted."
 )
-CROSSED_KIND_TEXT = {
-    END_TO_END: (
-        "It assumes that additivity: a bound below what 0 successes in all the runs "
-        "sharing the pair's agent or task could show rests on it, is marked extrapolated "
-        "and decides no verdict unless asked. On simulated tables of other families (Beta "
-        "rates; a third of the pairs never solvable) the true rate lay above its 97.5% "
-        "bound in 2.2% to 3.1% of the pairs without an end-to-end success, pooled over six "
-        "tables per family, and in up to 4.6% on one table: a table's misses share its "
-        "estimated abilities (docs/coverage.md)."
-    ),
-    MILESTONE_METHOD: (
-        "Each milestone's rate departs on its own, and a pair whose every milestone run "
-        "failed may be blocked: its milestone runs then say nothing of its rate, which is "
-        "the additive prediction. Its bounds rest on milestone runs and carry no "
-        "extrapolated mark. On simulated tables whose milestones move together "
-        "(logit-normal or Beta rates, or a third of the pairs never solvable) the true "
-        "rate lay above its 97.5% bound in 0.2% to 2.1% of the pairs without an "
-        "end-to-end success, pooled over "
-        "three tables per family (up to 2.7% on one), but in 6% to 11% of the pairs with a "
-        "success, and 12% to 18% of those whose rate is above 0.5: its milestones vary "
-        "independently where the simulated ones move together, so each milestone's own "
-        "bound held but the product's upper tail was too thin. Read its bound on a rate "
-        "that is not small beside hierarchical's (docs/coverage.md)."
-    ),
-}
 CROSSED_MCMC_TEXT = "It is fitted by MCMC, whose diagnostics must pass before a bound is trusted."
 
 
@@ -478,20 +447,6 @@ def _check_column(table, assumption, evidence) -> list[str]:
     return out
 
 
-# Why a model's bound differs from the milestone method's (Phuong et al.'s product of
-# milestone rates, fitted by mats2024), by the kind of model.
-DIFFERS = {
-    "joint": (
-        "it also counts success by paths the milestones miss (the bypass), learnt from "
-        "end-to-end runs and pooled across the agent's tasks"
-    ),
-    "milestone": "pooling draws each milestone rate towards the task's and agent's others",
-    "end_to_end": "it reads end-to-end runs, which count every path to success",
-    "expert_completion": "it reads expert-guided steps, which follow the expert's path",
-    "phuong_chain": "the chain rests each task on its best evidence (the method column)",
-}
-
-
 def milestone_comparison(posterior, table, level: float, assumption=None) -> pd.DataFrame:
     """The milestone method's upper bound beside this model's, per (agent, task) with
     milestone runs, and why they differ (with the bypass the fit found, from
@@ -516,7 +471,7 @@ def milestone_comparison(posterior, table, level: float, assumption=None) -> pd.
     for row in table.itertuples():
         if (row.agent, row.task) not in theirs.index:
             continue
-        reason = DIFFERS.get(spec.kind, "")
+        reason = model_of(spec).differs
         if (row.agent, row.task) in bypasses:
             reason += f" (bypass ≈ {format_number(bypasses[(row.agent, row.task)])})"
         rows.append(
@@ -662,10 +617,14 @@ def _sections(posterior, table, assumption, checks, threshold, level):
     for key, (title, text) in METHODS_TEXT.items():
         if key in used:
             sections.append(("p", f"**{title}.** {text}"))
-    if spec.pooling == "crossed":
-        text = " ".join((CROSSED_TEXT, CROSSED_KIND_TEXT[spec.kind], CROSSED_MCMC_TEXT))
+    model = model_of(spec)
+    if model.family == CROSSED:
+        text = " ".join((CROSSED_TEXT, model.text, CROSSED_MCMC_TEXT))
         sections.append(("p", f"**{CROSSED_TITLE}.** {text}"))
-    elif spec.pooling != "none":
+        return sections
+    if model.title:
+        sections.append(("p", f"**{model.title}.** {model.text}"))
+    if model.family == POOLED:
         sections.append(("p", f"**{POOLED_TEXT[0]}.** {POOLED_TEXT[1]}"))
     return sections
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from bayes_eval.constants import CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
 from bayes_eval.pooled.clusters import ClusterTerms, cluster_terms
+from bayes_eval.registry import model_of
 
 __all__ = [
     "Form",
@@ -36,8 +37,6 @@ __all__ = [
 # concentration that failed the gate on 3 of 30 random designs (studies/robustness.py).
 # At 10 a gradient costs what the earlier cubic sum cost at 5 (benchmarks/joint_gradient.py).
 MARGINAL_END_TO_END = 10
-# The kinds whose pooled models take clustered runs (``models.CLUSTERED_BUILDERS``).
-CLUSTERED_KINDS = ("end_to_end", "milestone")
 
 
 @dataclass
@@ -203,7 +202,7 @@ def build_layout(by_pair, spec, clusters=None) -> Layout:
     cells = np.array(cells, dtype=np.int64).reshape(-1, 5)
     e2e = np.array(e2e, dtype=np.int64).reshape(-1, 2)
     terms = rows = None
-    if clusters is not None and spec.kind in CLUSTERED_KINDS:
+    if clusters is not None and model_of(spec).clustered:
         terms, rows = _cluster_terms(clusters, spec, pairs, cells)
     return Layout(
         agents=agents,

@@ -1,4 +1,4 @@
-"""The partially pooled models on PyMC, one builder per kind (``BUILDERS``).
+"""The partially pooled models on PyMC, one builder per model (``bayes_eval.registry``).
 
 Mean/concentration parameterisation, ``p ~ Beta(mu kappa, (1 - mu) kappa)``. Where
 the rates enter the likelihood only through their own counts they are marginalised
@@ -18,7 +18,7 @@ NUTS explores only the hyperparameters:
   Here the milestone rates of a task also explain its end-to-end counts; they are still
   marginalised for tasks with up to ``MARGINAL_END_TO_END`` end-to-end trials (an exact
   finite sum, ``survivor_chain``) and sampled above; ``lambda`` is marginalised (a finite
-  sum, see ``_joint_model``); both are drawn back exactly; a task without end-to-end
+  sum, see ``joint_model``); both are drawn back exactly; a task without end-to-end
   runs takes its ``lambda`` from the population.
 
 Runs that come in clusters (a shared seed, sample or day: ``Evidence.clusters``) are
@@ -42,13 +42,16 @@ from bayes_eval.pooled.clusters import log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 
 __all__ = [
-    "BUILDERS",
-    "CLUSTERED_BUILDERS",
     "bypass_outcomes",
     "bypass_terms",
+    "clustered_end_to_end_model",
+    "clustered_hierarchy_model",
     "count_data",
     "count_data_vars",
+    "end_to_end_model",
+    "hierarchy_model",
     "joint_data",
+    "joint_model",
     "log_rising",
     "model_structure",
     "survivor_chain",
@@ -81,7 +84,7 @@ def _coords(layout):
     }
 
 
-def _end_to_end_model(layout, spec, form=None):
+def end_to_end_model(layout, spec, form=None):
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -209,7 +212,7 @@ def _tail_beta(log_a, log_b, w):
     return log_p, -e, (a - 1) * log_p - pt.exp(w) + w + log_norm
 
 
-def _hierarchy_model(layout, spec, form):
+def hierarchy_model(layout, spec, form):
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -222,7 +225,7 @@ def _hierarchy_model(layout, spec, form):
     return model
 
 
-def _clustered_hierarchy_model(layout, spec, form):
+def clustered_hierarchy_model(layout, spec, form):
     """``hierarchical`` with clustered runs: each milestone rate and its clusters' rates
     marginalised exactly (``bayes_eval.pooled.clusters``) around the sampled task means."""
     import pymc as pm
@@ -236,7 +239,7 @@ def _clustered_hierarchy_model(layout, spec, form):
     return model
 
 
-def _clustered_end_to_end_model(layout, spec, form=None):
+def clustered_end_to_end_model(layout, spec, form=None):
     """``end_to_end_pooled`` with clustered runs: each task's ``P`` and its clusters' rates
     marginalised exactly (``bayes_eval.pooled.clusters``); NUTS sees ``mu``, ``kappa`` and
     ``kappa_cluster`` per agent."""
@@ -307,7 +310,7 @@ def _beta_binomial(alpha, beta, group, k, failures, n):
     return check_parameters(total, pt.all(alpha > 0), pt.all(beta > 0), msg="alpha, beta > 0")
 
 
-def _joint_model(layout, spec, form):
+def joint_model(layout, spec, form):
     """Milestone hierarchy plus end-to-end counts, with the bypass marginalised.
 
     With ``s = Q + (1 - Q) lambda`` and ``lambda ~ Beta(a, b)``, expanding ``s^k``
@@ -532,19 +535,6 @@ def bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
     log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(failures + 1)
     failed = xp.where(failures[:, 0] > 0, failures[:, 0] * log_1mq[:, 0], 0.0)
     return log_binom[:, 0] + failed + total
-
-
-BUILDERS = {
-    "end_to_end": _end_to_end_model,
-    "milestone": _hierarchy_model,
-    "expert_completion": _hierarchy_model,
-    "joint": _joint_model,
-}
-# The models of clustered runs (``end_to_end_pooled``, ``hierarchical``).
-CLUSTERED_BUILDERS = {
-    "end_to_end": _clustered_end_to_end_model,
-    "milestone": _clustered_hierarchy_model,
-}
 
 
 def model_structure(layout, spec) -> tuple:

@@ -17,8 +17,9 @@ import numpy as np
 from bayes_eval.constants import AGENT, MILESTONE, RUN, SAMPLER_DEFAULTS, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
-from bayes_eval.pooled.models import BUILDERS, CLUSTERED_BUILDERS, model_structure
+from bayes_eval.pooled.models import model_structure
 from bayes_eval.pooled.rates import pooled_rates
+from bayes_eval.registry import model_of
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -48,7 +49,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
 
     settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = build_layout(by_pair, spec, evidence.clusters)
-    build = (BUILDERS if layout.clusters is None else CLUSTERED_BUILDERS)[spec.kind]
+    build = model_of(spec).build(clustered=layout.clusters is not None)
 
     def finish(draws):
         rates = pooled_rates(draws, layout, spec, np.random.default_rng(seed + 1))

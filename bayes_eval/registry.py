@@ -1,0 +1,285 @@
+"""The models the package knows, one entry each.
+
+An entry (``Model``) holds what is true of a model wherever the package needs it: the
+evidence it reads, the priors it takes, whether it models clustered runs, its builder,
+what it predicts, and the words the report uses for it. The spec reader, ``fit``, SBC, the
+report and the command line read this table instead of branching on a model's kind.
+
+A model is named as a spec names it, by its ``kind`` and ``pooling``; its family follows
+from the pooling: ``none`` is exact (conjugate), ``crossed`` the crossed model, any other
+a partially pooled PyMC model. A builder is a callable or a ``"module:name"`` reference,
+imported only when the model is fitted, so an exact fit never imports PyMC:
+
+* exact: ``builder(agent, task, rows_by_method, spec)`` returns an
+  ``bayes_eval.exact.builders.Estimate`` for one (agent, task);
+* pooled: ``builder(layout, spec, form)`` returns the PyMC model
+  (``clustered_builder`` the one for clustered runs);
+* crossed: ``builder(design, spec)`` returns the PyMC model (the design carries its
+  form).
+
+Adding a model is one entry here (``register``) and one builder; ``docs/models.md``
+("Adding a model") shows how.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
+
+__all__ = [
+    "CROSSED",
+    "EXACT",
+    "MODELS",
+    "NEW_AGENTS",
+    "POOLED",
+    "UNRUN_PAIRS",
+    "Model",
+    "model_of",
+    "register",
+    "resolve",
+]
+
+EXACT, POOLED, CROSSED = "exact", "pooled", "crossed"
+# What a model can predict besides the pairs it was given runs of.
+UNRUN_PAIRS, NEW_AGENTS = "pairs never run", "new agents described by covariates"
+
+Builder = Callable | str
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model, as a spec names it (``kind``, ``pooling``).
+
+    Attributes
+    ----------
+    kind, pooling : str
+    uses : tuple of str
+        The evidence methods it reads; rows of other methods are left out with a note.
+    priors : tuple of str
+        The prior roles a spec of it must give.
+    builder : callable or str
+        Its builder (see the module's docstring), or ``"module:name"``.
+    optional_priors : tuple of str
+        Roles it takes where the evidence needs them (clustered runs, covariates).
+    requires : tuple of str
+        Evidence a task must have besides any row it reads (``joint``: milestones).
+    clustered : bool
+        Whether it models runs that come in clusters; every other model refuses them.
+    clustered_builder : callable or str, optional
+        A pooled model's builder for clustered runs.
+    predicts : tuple of str
+        What it predicts besides the pairs it was given runs of (``UNRUN_PAIRS``,
+        ``NEW_AGENTS``).
+    title, text : str
+        The report's heading and paragraph on the model: what it assumes, and how it
+        fails. Empty where the evidence's own paragraph says it all (the published
+        methods).
+    differs : str
+        Why its bound differs from the milestone method's, for the report's comparison.
+    """
+
+    kind: str
+    pooling: str
+    uses: tuple[str, ...]
+    priors: tuple[str, ...]
+    builder: Builder
+    optional_priors: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    clustered: bool = False
+    clustered_builder: Builder | None = None
+    predicts: tuple[str, ...] = ()
+    title: str = ""
+    text: str = ""
+    differs: str = ""
+
+    @property
+    def family(self) -> str:
+        """``EXACT``, ``POOLED`` or ``CROSSED``, from the pooling."""
+        if self.pooling == "none":
+            return EXACT
+        return CROSSED if self.pooling == "crossed" else POOLED
+
+    def build(self, clustered: bool = False) -> Callable:
+        """The builder, imported (the clustered one with ``clustered``)."""
+        return resolve(self.clustered_builder if clustered else self.builder)
+
+
+def resolve(builder: Builder) -> Callable:
+    """A builder given as ``"module:name"``, imported; a callable as it is."""
+    if callable(builder):
+        return builder
+    module, _, name = builder.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+MODELS: dict[tuple[str, str], Model] = {}
+
+
+def register(model: Model) -> Model:
+    """Add ``model`` to the table; a second model of the same kind and pooling is refused."""
+    key = (model.kind, model.pooling)
+    if key in MODELS:
+        raise ValueError(f"a model {model.kind}/{model.pooling} is registered already")
+    MODELS[key] = model
+    return model
+
+
+def model_of(spec) -> Model:
+    """The entry of a spec's model (``spec.kind``, ``spec.pooling``)."""
+    return MODELS[spec.kind, spec.pooling]
+
+
+HIERARCHY = ("task_mean", "task_concentration")
+CROSSED_PRIORS = ("ability_mean", "ability_scale", "difficulty_scale")
+COVARIATE_PRIORS = ("coefficient", "group_scale", "cluster_concentration")
+POOLED_MILESTONES = "pooling draws each milestone rate towards the task's and agent's others"
+
+register(
+    Model(
+        "end_to_end",
+        "none",
+        uses=(END_TO_END,),
+        priors=("end_to_end",),
+        builder="bayes_eval.exact.builders:end_to_end",
+        differs="it reads end-to-end runs, which count every path to success",
+    )
+)
+register(
+    Model(
+        "milestone",
+        "none",
+        uses=(MILESTONE_METHOD,),
+        priors=("milestone",),
+        builder="bayes_eval.exact.builders:milestones",
+        differs=POOLED_MILESTONES,
+    )
+)
+register(
+    Model(
+        "expert_completion",
+        "none",
+        uses=(EXPERT_COMPLETION,),
+        priors=("step",),
+        builder="bayes_eval.exact.builders:expert_completion",
+        differs="it reads expert-guided steps, which follow the expert's path",
+    )
+)
+register(
+    Model(
+        "phuong_chain",
+        "none",
+        uses=(END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
+        priors=("end_to_end", "milestone", "step"),
+        builder="bayes_eval.exact.builders:chain",
+        differs="the chain rests each task on its best evidence (the method column)",
+    )
+)
+register(
+    Model(
+        "end_to_end",
+        "tasks",
+        uses=(END_TO_END,),
+        priors=("mean", "concentration"),
+        optional_priors=("cluster_concentration",),
+        clustered=True,
+        builder="bayes_eval.pooled.models:end_to_end_model",
+        clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",
+        differs="it reads end-to-end runs, which count every path to success",
+    )
+)
+register(
+    Model(
+        "milestone",
+        "partial",
+        uses=(MILESTONE_METHOD,),
+        priors=(*HIERARCHY, "milestone_concentration"),
+        optional_priors=("cluster_concentration",),
+        clustered=True,
+        builder="bayes_eval.pooled.models:hierarchy_model",
+        clustered_builder="bayes_eval.pooled.models:clustered_hierarchy_model",
+        differs=POOLED_MILESTONES,
+    )
+)
+register(
+    Model(
+        "expert_completion",
+        "steps",
+        uses=(EXPERT_COMPLETION,),
+        priors=(*HIERARCHY, "step_concentration"),
+        builder="bayes_eval.pooled.models:hierarchy_model",
+        differs="it reads expert-guided steps, which follow the expert's path",
+    )
+)
+register(
+    Model(
+        "joint",
+        "partial",
+        uses=(END_TO_END, MILESTONE_METHOD),
+        requires=(MILESTONE_METHOD,),
+        priors=(*HIERARCHY, "milestone_concentration", "bypass_mean", "bypass_concentration"),
+        builder="bayes_eval.pooled.models:joint_model",
+        title="Joint milestone and end-to-end model",
+        text=(
+            "Milestones and end-to-end runs in one model, with a bypass probability per task "
+            "(success by paths the milestones miss) pooled across tasks, so tasks with "
+            "milestones only inherit the bypass seen elsewhere. It assumes bypass rates are "
+            "alike across an agent's tasks."
+        ),
+        differs=(
+            "it also counts success by paths the milestones miss (the bypass), learnt from "
+            "end-to-end runs and pooled across the agent's tasks"
+        ),
+    )
+)
+register(
+    Model(
+        "end_to_end",
+        "crossed",
+        uses=(END_TO_END,),
+        priors=(*CROSSED_PRIORS, "cell_scale"),
+        optional_priors=COVARIATE_PRIORS,
+        clustered=True,
+        builder="bayes_eval.crossed.model:build_model",
+        predicts=(UNRUN_PAIRS, NEW_AGENTS),
+        text=(
+            "It assumes that additivity: a bound below what 0 successes in all the runs "
+            "sharing the pair's agent or task could show rests on it, is marked extrapolated "
+            "and decides no verdict unless asked. On simulated tables of other families (Beta "
+            "rates; a third of the pairs never solvable) the true rate lay above its 97.5% "
+            "bound in 2.2% to 3.1% of the pairs without an end-to-end success, pooled over six "
+            "tables per family, and in up to 4.6% on one table: a table's misses share its "
+            "estimated abilities (docs/coverage.md)."
+        ),
+        differs="it reads end-to-end runs, which count every path to success",
+    )
+)
+register(
+    Model(
+        "milestone",
+        "crossed",
+        uses=(MILESTONE_METHOD,),
+        priors=(*CROSSED_PRIORS, "cell_scale", "blocked_share"),
+        optional_priors=COVARIATE_PRIORS,
+        clustered=True,
+        builder="bayes_eval.crossed.model:build_model",
+        predicts=(UNRUN_PAIRS, NEW_AGENTS),
+        text=(
+            "Each milestone's rate departs on its own, and a pair whose every milestone run "
+            "failed may be blocked: its milestone runs then say nothing of its rate, which is "
+            "the additive prediction. Its bounds rest on milestone runs and carry no "
+            "extrapolated mark. On simulated tables whose milestones move together "
+            "(logit-normal or Beta rates, or a third of the pairs never solvable) the true "
+            "rate lay above its 97.5% bound in 0.2% to 2.1% of the pairs without an "
+            "end-to-end success, pooled over "
+            "three tables per family (up to 2.7% on one), but in 6% to 11% of the pairs with a "
+            "success, and 12% to 18% of those whose rate is above 0.5: its milestones vary "
+            "independently where the simulated ones move together, so each milestone's own "
+            "bound held but the product's upper tail was too thin. Read its bound on a rate "
+            "that is not small beside hierarchical's (docs/coverage.md)."
+        ),
+        differs=POOLED_MILESTONES,
+    )
+)
