@@ -13,7 +13,7 @@ from bayes_eval.evidence.inspect_logs import read_inspect
 from bayes_eval.evidence.runs import read_runs
 from bayes_eval.evidence.table import Evidence, load_evidence
 from bayes_eval.fit import fit, fit_per_agent
-from bayes_eval.outputs.report import report
+from bayes_eval.pipeline import read_evidence, report, run
 from bayes_eval.plan import expected_trials as plan_expected_trials
 from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
@@ -36,8 +36,10 @@ __all__ = [
     "plan_milestones",
     "plan_next_run",
     "plan_zero_success",
+    "read_evidence",
     "read_inspect",
     "read_runs",
     "report",
+    "run",
     "shipped_specs",
 ]

@@ -177,7 +177,7 @@ def test_bad_table_writes_nothing(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "failing", ["results.predictive.predictive_checks", "outputs.plots.forest_plot"]
+    "failing", ["checks.fitted.predictive_checks", "outputs.plots.forest_plot"]
 )
 def test_a_check_that_fails_after_the_fit_keeps_the_fit(monkeypatch, capsys, tmp_path, failing):
     """A check (or figure) that raises after the fit: the fit, its summary and the other

@@ -150,11 +150,12 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
     """The methods section describes the crossed structure (not the pooled models' text)
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
     runs only."""
+    from bayes_eval.checks.fitted import check_fit
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
     from bayes_eval.outputs.report import build_report
     from bayes_eval.registry import MODELS
 
-    markdown = build_report(recovered[0], threshold=0.01).markdown
+    markdown = build_report(recovered[0], 0.01, checks=check_fit(recovered[0])).markdown
     assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
     assert MODELS[END_TO_END, "crossed"].text in markdown
     assert "marked extrapolated and decides no verdict unless asked" in markdown
@@ -248,12 +249,13 @@ def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     with np.errstate(divide="ignore"):  # a rate drawn below 1e-308 is 0: its product too
         product = np.exp(np.nansum(np.log(milestones), axis=-1))
     assert np.allclose(product, draws["p_task"].sel(agent="a0", task="t1").values)
+    from bayes_eval.checks.fitted import check_fit
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
     from bayes_eval.outputs.report import build_report
     from bayes_eval.registry import MODELS
 
     # its bounds carry no extrapolated mark: the end-to-end models' text is not said
-    markdown = build_report(posterior, threshold=0.01).markdown
+    markdown = build_report(posterior, 0.01, checks=check_fit(posterior)).markdown
     assert MODELS[MILESTONE_METHOD, "crossed"].text in markdown
     assert MODELS[END_TO_END, "crossed"].text not in markdown
 

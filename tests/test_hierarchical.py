@@ -12,6 +12,7 @@ from scipy import stats
 import bayes_eval
 from bayes_eval import load_posterior
 from bayes_eval.checks.assumption import milestone_assumption
+from bayes_eval.checks.fitted import check_fit
 from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
 from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.outputs.report import UNRELIABLE, build_report
@@ -213,7 +214,7 @@ def test_joint_covers_bypass_paths_where_the_milestone_method_misses():
     assert bypassed["message"].str.contains("attributes the difference to other paths").all()
     assert not check["message"].str.contains("WARNING|use end-to-end data").any()
     assert (check["bypass"] > 0).all()
-    report = build_report(posterior, 0.5, assumption=check)
+    report = build_report(posterior, 0.5, checks=check_fit(posterior))
     ppc = predictive_checks(posterior)
     flagged = ppc[ppc["flagged"] & (ppc["evidence"] == "end_to_end")]
     unreliable = report.table.loc[report.table["verdict"] == UNRELIABLE, "task"]

@@ -127,3 +127,14 @@ def test_a_constant_in_constants_is_shared_by_two_modules_or_more():
     }
     alone = {name: found for name, found in users.items() if len(found) < 2}
     assert not alone, alone
+
+
+def test_no_module_is_longer_than_700_lines_and_each_command_is_thin():
+    """A module that grows past 700 lines is split at its seams; a command's module only
+    translates flags into calls of the library."""
+    from bayes_eval.cli.main import COMMAND_MODULES
+
+    lengths = {path: len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert not {path.name: n for path, n in lengths.items() if n > 700}
+    for name in COMMAND_MODULES:
+        assert lengths[PACKAGE / "cli" / f"{name}.py"] < 200, name

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from bayes_eval import InputError, fit, fit_per_agent, load_posterior
-from bayes_eval.cli.main import _folder_names, main
+from bayes_eval.cli.main import main
+from bayes_eval.outputs.runfolder import folder_names
 
 # Sparse and ragged: one trial per cell for agent-a, an agent with no success, missing
 # cells (each agent ran three of the four tasks), uneven trials.
@@ -126,7 +127,7 @@ def test_sweep_options_out_of_place_are_one_line(tmp_path, capsys, extra, messag
 
 
 def test_folder_names_are_safe_and_distinct():
-    assert _folder_names(["gpt/4o", "GPT/4o", "..", "model 1.5"]) == [
+    assert folder_names(["gpt/4o", "GPT/4o", "..", "model 1.5"]) == [
         "gpt_4o",
         "GPT_4o_2",
         "agent",

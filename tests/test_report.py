@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import bayes_eval
+from bayes_eval.checks.fitted import check_fit
 from bayes_eval.cli.main import main
 from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
 from bayes_eval.resources import example_evidence
@@ -213,7 +214,7 @@ def test_contradicted_milestones_are_never_below_threshold():
     )
     posterior = bayes_eval.fit(frame, "mats2024")
     assert posterior.summary()["upper"].iloc[0] < 0.05
-    result = build_report(posterior, 0.05)
+    result = build_report(posterior, 0.05, checks=check_fit(posterior))
     assert result.table["verdict"].iloc[0] == UNRELIABLE
     assert "contradicted" in result.table["milestone_check"].iloc[0]
 
@@ -247,7 +248,9 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
     from bayes_eval.outputs.report import milestone_comparison
 
     result = bayes_eval.report(EXAMPLE, 0.05)
-    compared = milestone_comparison(bayes_eval.fit(EXAMPLE), result.table, 0.975)
+    posterior = bayes_eval.fit(EXAMPLE)
+    milestones = check_fit(posterior).milestone_method
+    compared = milestone_comparison(posterior, result.table, 0.975, milestones)
     mats = bayes_eval.fit(EXAMPLE, "mats2024", notes=[]).summary().set_index(["agent", "task"])
     assert len(compared) == len(mats)
     for row in compared.to_dict("records"):

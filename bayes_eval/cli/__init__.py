@@ -1,5 +1,9 @@
 """The command line: ``bayes-eval`` and its commands.
 
-A thin translation of flags into calls of the library, and of the library's errors into
-one line and exit status 2. Nothing below imports it.
+``main`` parses the arguments and dispatches to one module per command (``fit``,
+``check``, ``calibrate``, ``simulate``, ``report``, ``plan``, ``horizon``, ``example``),
+each a thin translation of flags into calls of the library (``bayes_eval.run``,
+``bayes_eval.report``, ...); ``options`` holds the flags several commands share, and
+``terminal`` what they print. Library errors become one line and exit status 2, with the
+library's parameter names read as flags. Nothing else in the package imports it.
 """

@@ -2,6 +2,6 @@
 
 ``runfolder`` writes a run's files all at once or not at all; ``report`` writes the
 verdicts and the HTML report from a fit; ``plots`` draws the figures (matplotlib and
-arviz-plots, imported only here). It imports the layers below it and never fits a model
-itself, except where a report is asked for evidence without a fit.
+arviz-plots, imported only here). It imports the layers below it and never fits a model:
+the report is given the fit and what its checks found (``bayes_eval.checks.fitted``).
 """

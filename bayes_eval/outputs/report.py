@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.checks.assumption import PATH_MODELS, milestone_assumption
+from bayes_eval.checks.assumption import PATH_MODELS
 from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
 from bayes_eval.registry import CROSSED, POOLED, model_of
 from bayes_eval.results.summary import format_number
@@ -44,9 +44,7 @@ __all__ = [
     "VERDICTS",
     "Report",
     "build_report",
-    "load_or_fit",
     "milestone_comparison",
-    "report",
     "verdicts",
 ]
 
@@ -308,27 +306,22 @@ def build_report(
     threshold: float,
     level: float | None = None,
     *,
-    checks=None,
-    assumption=None,
+    checks,
     allow_extrapolated: bool = False,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
     below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``).
 
-    ``checks`` (``ppc.predictive_checks``) and ``assumption``
-    (``assumption.milestone_assumption``) are computed here unless the caller has them.
+    ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
+    report fits nothing itself.
     """
-    from bayes_eval.results.predictive import predictive_checks
-
+    assumption, milestone_method = checks.assumption, checks.milestone_method
+    checks = checks.predictive
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
     # A crossed fit's pairs never run are predictions: reported apart, without a verdict.
     predictions = summary[~summary["observed"]].reset_index(drop=True)
     summary = summary[summary["observed"]].reset_index(drop=True)
-    if assumption is None:
-        assumption = milestone_assumption(posterior.evidence, fitted=posterior)
-    if checks is None:
-        checks = predictive_checks(posterior)
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
     table[["verdict", "reason"]] = verdicts(
@@ -336,7 +329,7 @@ def build_report(
     )
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
     figures = _figures(posterior, summary, checks, threshold)
-    sections = _sections(posterior, table, assumption, checks, threshold, level)
+    sections = _sections(posterior, table, assumption, checks, milestone_method, threshold, level)
     if len(predictions):
         sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(
@@ -447,22 +440,17 @@ def _check_column(table, assumption, evidence) -> list[str]:
     return out
 
 
-def milestone_comparison(posterior, table, level: float, assumption=None) -> pd.DataFrame:
-    """The milestone method's upper bound beside this model's, per (agent, task) with
-    milestone runs, and why they differ (with the bypass the fit found, from
-    ``assumption``, where it has one); empty when the fit is the milestone method or no
-    task has milestone runs."""
-    from bayes_eval.errors import InputError
-    from bayes_eval.fit import fit
-
+def milestone_comparison(
+    posterior, table, level: float, milestone_method, assumption=None
+) -> pd.DataFrame:
+    """The milestone method's upper bound (``milestone_method``, its fit to the same
+    evidence) beside this model's, per (agent, task) with milestone runs, and why they
+    differ (with the bypass the fit found, from ``assumption``, where it has one); empty
+    where there is no milestone method to compare (``checks.fitted.FitChecks``)."""
+    if milestone_method is None:
+        return pd.DataFrame()
     spec = posterior.spec
-    if spec.kind == "milestone" and spec.exact:
-        return pd.DataFrame()
-    try:
-        milestones = fit(posterior.evidence, "mats2024", level=level, notes=[])
-    except InputError:  # no task with milestone runs
-        return pd.DataFrame()
-    theirs = milestones.summary(level=level).set_index(["agent", "task"])["upper"]
+    theirs = milestone_method.summary(level=level).set_index(["agent", "task"])["upper"]
     bypasses = {}
     if assumption is not None and len(assumption):
         found = assumption[assumption["bypass"].notna()]
@@ -502,7 +490,7 @@ def _figures(posterior, summary, checks, threshold) -> dict:
         return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
 
 
-def _sections(posterior, table, assumption, checks, threshold, level):
+def _sections(posterior, table, assumption, checks, milestone_method, threshold, level):
     """The report's content, in order: ``(kind, payload)`` pairs that both renderers read."""
     evidence = posterior.evidence.table
     methods = sorted(set(evidence["method"]))
@@ -556,7 +544,7 @@ def _sections(posterior, table, assumption, checks, threshold, level):
         ("h2", "Provenance"),
         ("list", _provenance(table)),
     ]
-    compared = milestone_comparison(posterior, table, level, assumption)
+    compared = milestone_comparison(posterior, table, level, milestone_method, assumption)
     if len(compared):
         sections += [
             ("h2", "The milestone method beside this model"),
@@ -709,52 +697,3 @@ def _bold(text: str) -> str:
 
 def _json_default(value):
     return value.item() if hasattr(value, "item") else str(value)
-
-
-def load_or_fit(source, *, model=None, level=None, seed=None, log=None):
-    """A ``Posterior`` from a ``bayes-eval fit --out`` folder or ``posterior.nc`` file, or
-    fitted to an evidence table (path, DataFrame or Evidence)."""
-    from bayes_eval.errors import InputError
-    from bayes_eval.fit import fit
-    from bayes_eval.results.posterior import load_posterior
-
-    if isinstance(source, (str, Path)) and (Path(source).is_dir() or str(source).endswith(".nc")):
-        if model is not None:
-            raise InputError("--model: a fitted run folder already has its model")
-        return load_posterior(source)
-    return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
-
-
-def report(
-    source,
-    threshold: float,
-    *,
-    model=None,
-    level=None,
-    seed=None,
-    out=None,
-    allow_extrapolated: bool = False,
-) -> Report:
-    """Fit (or load) and report.
-
-    Parameters
-    ----------
-    source : path, DataFrame or Evidence
-        An evidence table, or a folder written by ``bayes-eval fit --out``.
-    threshold : float
-        The ``tau`` of the question ``P < tau``.
-    model, level, seed
-        As for ``bayes_eval.fit`` (``model`` only for evidence; default ``phuong_chain``).
-    out : path, optional
-        Folder to write ``report.html``, ``report.md`` and the figures into.
-    allow_extrapolated : bool
-        Let a bound below its floor decide ``below`` (``verdicts``); the report says so.
-    """
-    from bayes_eval.specs import check_probability
-
-    threshold = check_probability(threshold, "threshold")
-    posterior = load_or_fit(source, model=model, level=level, seed=seed)
-    result = build_report(posterior, threshold, level, allow_extrapolated=allow_extrapolated)
-    if out is not None:
-        result.write(out)
-    return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from bayes_eval.errors import InputError
 from bayes_eval.inference.interrupts import deferred
 
-__all__ = ["MANIFEST", "check_out", "write_run"]
+__all__ = ["MANIFEST", "check_out", "folder_names", "write_run"]
 
 MANIFEST = "bayes-eval-run.json"
 STAGING_PREFIX = ".bayes-eval-"
@@ -133,3 +134,20 @@ def _swap(staging: Path, out: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, out)  # a new name, or onto an empty folder
+
+
+# fit --by agent: characters of an agent's name kept in its run folder's name.
+FOLDER_NAME_MAX = 64
+
+
+def folder_names(agents: list[str]) -> list[str]:
+    """A folder name per agent: its name in letters, digits, ``.``, ``_`` and ``-``
+    (others become ``_``), made unique with its position where two would clash."""
+    names, taken = [], set()
+    for i, agent in enumerate(agents):
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._")[:FOLDER_NAME_MAX] or "agent"
+        if name.lower() in taken:
+            name = f"{name}_{i + 1}"
+        taken.add(name.lower())
+        names.append(name)
+    return names

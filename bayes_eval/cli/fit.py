@@ -1,0 +1,192 @@
+"""``bayes-eval fit``: validate, fit and summarise evidence; with ``--out``, a run folder
+(``bayes_eval.run``); with ``--by agent``, a fit per agent.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.cli.options import (
+    FORMATS,
+    INPUT_FORMATS,
+    QUIET_HELP,
+    crossed_options,
+    evidence_of,
+    progress_log,
+    reading_options,
+    sampler_of,
+    sweep_arguments,
+    sweep_options,
+    whole,
+)
+from bayes_eval.cli.terminal import check_text, print_summary, summary_table, verdict_text
+from bayes_eval.constants import (
+    MCMC_ENGINES,
+    SAMPLER_LIMITS,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.outputs.runfolder import check_out, write_run
+
+
+def arguments(commands) -> None:
+    """The command's flags."""
+    fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
+    fit.add_argument(
+        "evidence",
+        nargs="+",
+        help="evidence table (CSV or Parquet), run file, or Inspect logs and folders of them",
+    )
+    fit.add_argument(
+        "--model",
+        default="phuong_chain",
+        help="shipped spec name or spec path (default: phuong_chain)",
+    )
+    fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
+    fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
+    fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
+    fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
+    fit.add_argument(
+        "--format",
+        default="table",
+        choices=FORMATS + INPUT_FORMATS[1:],
+        help="output: table, csv or json; an input format (metr-jsonl, ...) = --from it",
+    )
+    reading_options(fit)
+    crossed_options(fit)
+    fit.add_argument(
+        "--by",
+        choices=["agent"],
+        help="fit each agent (or checkpoint) on its own rows: one run folder each in --out",
+    )
+    sweep_arguments(fit, "with --by agent")
+    mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
+    mcmc.add_argument(
+        "--engine",
+        choices=MCMC_ENGINES,
+        help="nutpie, pymc, numpyro (JAX; the jax extra) or auto (says why it chose)",
+    )
+    mcmc.add_argument("--draws", help="draws per chain")
+    mcmc.add_argument("--tune", help="tuning steps per chain")
+    mcmc.add_argument("--chains", help="number of chains")
+    mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
+    fit.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    fit.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def run(args) -> int:
+    from bayes_eval.pipeline import run
+    from bayes_eval.specs import check_level, check_probability
+
+    level = None if args.level is None else check_level(args.level, "--level")
+    threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
+    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    sampler = sampler_of(args)
+    sweep = sweep_options(args)
+    out = None if args.out is None else check_out(Path(args.out))
+    notes: list[str] = []
+    if args.by is not None:
+        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes)
+    if sweep["workers"] is not None or sweep["scheduler"] is not None:
+        option = "--workers" if sweep["workers"] is not None else "--scheduler"
+        raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
+    done = run(
+        evidence_of(args.evidence, args, notes),
+        args.model,
+        out=out,
+        threshold=threshold,
+        level=level,
+        seed=seed,
+        notes=notes,
+        sampler=sampler,
+        log=progress_log(args),
+        agents=args.agents,
+        tasks=args.tasks,
+        predict=args.predict_agent,
+    )
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
+    lines = check_text(checks.predictive, checks.assumption)
+    verdict = verdict_text(posterior, lines, checks.failed)
+    if verdict and args.format != "table":
+        print(verdict, file=sys.stderr)
+    if args.format != "table":
+        print_summary(summary, args.format)
+    else:
+        print(summary_table(summary, posterior, threshold))
+        if verdict:
+            print(f"\n{verdict}")
+        if out is not None:
+            print(f"\nwrote to {out}: {', '.join(written)}")
+    return 0
+
+
+def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> int:
+    """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
+    as it finishes (``agents.csv`` says which folder is whose), and printed together."""
+    from bayes_eval.checks.fitted import check_fit
+    from bayes_eval.fit import fit_per_agent
+    from bayes_eval.outputs.runfolder import folder_names
+    from bayes_eval.pipeline import write_run_folder
+
+    given = [name for name in ("agents", "tasks") if getattr(args, name) is not None]
+    if given or args.predict_agent:
+        option = f"--{given[0]}" if given else "--predict-agent"
+        raise InputError(
+            f"{option}: covariates and predictions belong to crossed models, which fit "
+            "agents together; --by agent fits each alone"
+        )
+    evidence = evidence_of(args.evidence, args, notes)
+    agents = list(dict.fromkeys(evidence.table["agent"]))
+    folders = dict(zip(agents, folder_names(agents), strict=True))
+    fitted = {}
+
+    def keep(agent, posterior):
+        if out is not None and not fitted:  # every agent's rows passed their checks
+            index = pd.DataFrame(dict(agent=agents, folder=[folders[a] for a in agents]))
+            write_run(
+                out,
+                lambda staging: index.to_csv(staging / "agents.csv", index=False),
+                command="fit --by agent",
+            )
+        summary = posterior.summary(threshold=threshold)
+        checks = check_fit(posterior)
+        if out is not None:
+            write_run_folder(out / folders[agent], posterior, summary, checks, threshold)
+        lines = check_text(checks.predictive, checks.assumption)
+        fitted[agent] = (posterior, summary, lines, checks.failed)
+
+    fit_per_agent(
+        evidence,
+        args.model,
+        level=level,
+        seed=seed,
+        notes=notes,
+        sampler=sampler,
+        on_fit=keep,
+        log=progress_log(args),
+        **sweep,
+    )
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    verdicts = {}
+    for agent, (posterior, _, lines, failed) in fitted.items():
+        verdicts[agent] = verdict_text(posterior, lines, failed)
+        if verdicts[agent] and args.format != "table":
+            print(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
+    if args.format != "table":
+        summary = pd.concat([fitted[agent][1] for agent in agents], ignore_index=True)
+        print_summary(summary, args.format)
+    else:
+        blocks = []
+        for agent in agents:
+            posterior, agent_summary = fitted[agent][:2]
+            block = summary_table(agent_summary, posterior, threshold)
+            blocks.append(block + (f"\n\n{verdicts[agent]}" if verdicts[agent] else ""))
+        print("\n\n".join(blocks))
+        if out is not None:
+            print(f"\nwrote to {out}: agents.csv and a run folder per agent ({len(agents)})")
+    return 0

@@ -1,0 +1,247 @@
+"""The command line's shared options: how evidence is read, sweeps, numbers checked as
+flags, and the parser whose usage errors are one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from bayes_eval.constants import (
+    SAMPLER_LIMITS,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
+from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one ``error:`` line and exit status 2."""
+
+    def error(self, message):
+        raise InputError(f"{self.prog}: {message}")
+
+
+QUIET_HELP = "no progress on stderr (shown only when stderr is a terminal anyway)"
+
+
+FORMATS = ("table", "csv", "json")
+
+
+# --workers: worker processes of a local dask cluster (each one process of this machine).
+MAX_WORKERS = 256
+
+
+def progress_log(args):
+    """Where a pooled fit reports compiling and sampling: stderr when it is a terminal."""
+    return None if args.quiet or not sys.stderr.isatty() else sys.stderr
+
+
+def reading_options(command) -> None:
+    """How evidence is read: its format, clusters, kept columns, summed batches, and the
+    mapping of Inspect logs."""
+    reading = command.add_argument_group("reading (README: Reading results where they live)")
+    reading.add_argument(
+        "--from",
+        dest="input_format",
+        choices=INPUT_FORMATS,
+        help="the input's format (default: Inspect logs for folders, .eval and .json files; "
+        "metr-jsonl for .jsonl; else an evidence table)",
+    )
+    reading.add_argument(
+        "--runs",
+        dest="input_format",
+        action="store_const",
+        const="runs",
+        help="one row per run: agent, task, success, optional step and run (= --from runs)",
+    )
+    reading.add_argument(
+        "--cluster",
+        help="runs that share this column's value (Inspect: sample, log or metadata:KEY) "
+        "are correlated; end_to_end_pooled and hierarchical model them as over-dispersed",
+    )
+    inspect = command.add_argument_group("Inspect AI logs (pip install 'bayes_eval[inspect]')")
+    inspect.add_argument("--scorer", help="the scorer whose score is success (default: the only)")
+    inspect.add_argument(
+        "--success-threshold",
+        dest="success_threshold",
+        help="numeric scores: success is score >= this",
+    )
+    inspect.add_argument(
+        "--milestones", help="KEY1,KEY2,...: a dict-valued score's milestone keys, in order"
+    )
+    inspect.add_argument(
+        "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
+    )
+    inspect.add_argument(
+        "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
+    )
+    command.add_argument(
+        "--keep-columns",
+        dest="keep_columns",
+        action="store_true",
+        help="carry columns outside the evidence format (e.g. notes) into the summary",
+    )
+    command.add_argument(
+        "--sum-duplicates",
+        dest="sum_duplicates",
+        action="store_true",
+        help="add up count rows of the same cell (batches) instead of refusing them",
+    )
+
+
+def crossed_options(command) -> None:
+    crossed = command.add_argument_group("crossed models (covariates and predictions)")
+    crossed.add_argument("--agents", help="table of agent covariates (column agent + covariates)")
+    crossed.add_argument("--tasks", help="table of task covariates (column task + covariates)")
+    crossed.add_argument(
+        "--predict-agent",
+        dest="predict_agent",
+        action="append",
+        default=[],
+        metavar="NAME,COLUMN=VALUE,...",
+        help="a new agent described by its covariates alone; repeat for several",
+    )
+
+
+def evidence_of(paths, args, notes: list):
+    """The evidence in ``paths`` (one table or run file, or Inspect logs), read as the
+    command line's options say (``bayes_eval.pipeline.read_evidence``)."""
+    from bayes_eval.pipeline import read_evidence
+
+    paths = [paths] if isinstance(paths, str | Path) else paths
+    given = getattr(args, "input_format", None)
+    named = getattr(args, "format", None)
+    if named in INPUT_FORMATS:  # an input format given as --format
+        if given is not None and given != named:
+            raise InputError(f"--format {named} and --from {given}: give the input format once")
+        given, args.format = named, "table"
+    inspect = {option: getattr(args, option) for option in INSPECT_OPTIONS}
+    if detect_format(paths, given) == "inspect":
+        if inspect["success_threshold"] is not None:
+            inspect["success_threshold"] = real(args.success_threshold, "--success-threshold")
+        if inspect["milestones"] is not None:
+            inspect["milestones"] = [key.strip() for key in args.milestones.split(",")]
+            if not all(inspect["milestones"]):
+                raise InputError(f"--milestones: '{args.milestones}' has an empty key")
+    return read_evidence(
+        paths,
+        input_format=given,
+        keep_columns=args.keep_columns,
+        sum_duplicates=args.sum_duplicates,
+        cluster=args.cluster,
+        notes=notes,
+        **inspect,
+    )
+
+
+# The library's parameters that its errors name, as the command line's flags (``main``
+# translates the head of an error's message).
+FLAGS = {
+    "input_format": "--from",
+    "keep_columns": "--keep-columns",
+    "sum_duplicates": "--sum-duplicates",
+    "cluster": "--cluster",
+    "scorer": "--scorer",
+    "success_threshold": "--success-threshold",
+    "milestones": "--milestones",
+    "agent_from": "--agent-from",
+    "task_from": "--task-from",
+    "model": "--model",
+    "threshold": "--threshold",
+}
+
+
+def as_flags(message: str) -> str:
+    """An error's message with the library parameter it starts with named as its flag."""
+    head, colon, rest = message.partition(": ")
+    return FLAGS[head] + colon + rest if colon and head in FLAGS else message
+
+
+def sweep_arguments(parser, when: str = "") -> None:
+    """``--workers`` and ``--scheduler``, for a command that runs a sweep (``when``)."""
+    group = parser.add_argument_group(
+        f"sweep{' ' + when if when else ''} (default: serially in this process; the "
+        "distributed extra)"
+    )
+    place = group.add_mutually_exclusive_group()
+    place.add_argument("--workers", help="run on a local dask cluster of N worker processes")
+    place.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on a running dask cluster (tcp://host:8786)"
+    )
+
+
+def sweep_options(args) -> dict:
+    """``workers`` and ``scheduler`` for ``bayes_eval.inference.sweep.run_sweep``, checked."""
+    workers = None if args.workers is None else whole(args.workers, "--workers", 1, MAX_WORKERS)
+    return dict(workers=workers, scheduler=args.scheduler)
+
+
+def real(text: str, option: str) -> float:
+    """A finite decimal number."""
+    from bayes_eval.evidence.table import REAL_TEXT
+
+    if not REAL_TEXT.fullmatch(text.strip()):
+        raise InputError(f"{option}: '{text}' is not a decimal number")
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{option}: {text} is not a finite number")
+    return value
+
+
+def whole(text: str | None, option: str, minimum: int, maximum: int = INT64_MAX) -> int | None:
+    """A whole number in ASCII digits between ``minimum`` and ``maximum``, or None."""
+    if text is None:
+        return None
+    if not INTEGER_TEXT.fullmatch(text.strip()):
+        raise InputError(f"{option}: '{text}' is not a whole number")
+    value = int(text)
+    if value < minimum:
+        raise InputError(f"{option}: {value} must be >= {minimum}")
+    if value > maximum:
+        raise InputError(f"{option}: {value} must be <= {maximum}")
+    return value
+
+
+def sampler_of(args) -> dict:
+    """The MCMC overrides given on the command line, validated."""
+    from bayes_eval.specs import check_probability
+
+    out = {
+        "engine": args.engine,
+        "draws": whole(args.draws, "--draws", *SAMPLER_LIMITS["draws"]),
+        "tune": whole(args.tune, "--tune", *SAMPLER_LIMITS["tune"]),
+        "chains": whole(args.chains, "--chains", *SAMPLER_LIMITS["chains"]),
+    }
+    if args.target_accept is not None:
+        out["target_accept"] = check_probability(args.target_accept, "--target-accept")
+    return {key: value for key, value in out.items() if value is not None}
+
+
+def fraction(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option}: '{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{option}: {text} must lie in [0, 1]")
+    return value
+
+
+def positive(text: str, option: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{option}: '{text}' is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise InputError(f"{option}: {text} must be a positive number")
+    return value
+
+
+def same_folder(out: Path, source: Path) -> bool:
+    """Whether ``out`` is the run folder that ``source`` (the folder or a file in it) was
+    read from, whose files are then kept."""
+    folder = source if source.is_dir() else source.parent
+    return out.is_dir() and out.resolve() == folder.resolve()

@@ -1,0 +1,126 @@
+"""``bayes-eval plan``: the trials that certify ``P < TAU``, or the next run to make."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+
+from bayes_eval.cli.options import FORMATS, fraction, positive, whole
+from bayes_eval.cli.terminal import plain, terminal_table
+from bayes_eval.constants import (
+    DEFAULT_LEVEL,
+    PLAN_MAX_TRIALS,
+    PLAN_POWER,
+    SAMPLER_LIMITS,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.results.summary import format_number
+
+
+def arguments(commands) -> None:
+    """The command's flags."""
+    plan = commands.add_parser(
+        "plan", help="trials that certify P < TAU, or the next run to make (RUN_DIR --task)"
+    )
+    plan.add_argument("run_dir", nargs="?", help="folder written by fit --out (next-run mode)")
+    plan.add_argument("--threshold", required=True, help="the TAU to certify P < TAU")
+    plan.add_argument("--level", help=f"one-sided credible level (default: {DEFAULT_LEVEL})")
+    plan.add_argument("--prior", default="uniform", help="uniform, jeffreys or ALPHA,BETA")
+    plan.add_argument("--rate", help="hypothesised true end-to-end rate: expected trials")
+    plan.add_argument("--milestone-rates", dest="milestone_rates", nargs="+", help="hypothesised")
+    plan.add_argument("--power", default=str(PLAN_POWER), help="probability of certifying")
+    plan.add_argument("--task", help="task to plan for (next-run mode)")
+    plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
+    plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
+    plan.add_argument("--end-to-end-cost", dest="e2e_cost", default="1")
+    plan.add_argument("--batch", nargs="+", default=["10", "50"], help="batch sizes")
+    plan.add_argument("--seed", default="0")
+    plan.add_argument("--format", default="table", choices=FORMATS)
+    plan.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+# More end-to-end trials than a plan calls practical (the planner then points to milestones).
+PLAN_PRACTICAL_TRIALS = 100_000
+
+
+def run(args) -> int:
+    from bayes_eval import plan
+    from bayes_eval.specs import check_level, check_probability
+
+    threshold = check_probability(args.threshold, "--threshold")
+    level = DEFAULT_LEVEL if args.level is None else check_level(args.level, "--level")
+    prior = plan.parse_prior(args.prior)
+    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    if args.run_dir is not None:
+        result = _next_run(args, threshold, level, seed)
+    elif args.milestone_rates is not None:
+        rates = [check_probability(r, "--milestone-rates") for r in args.milestone_rates]
+        power = check_probability(args.power, "--power")
+        result = plan.milestone_trials(rates, threshold, level, prior, power=power, seed=seed)
+    else:
+        trials = plan.zero_success_trials(threshold, level, prior)
+        result = {"threshold": threshold, "level": level, "prior": list(prior), "trials": trials}
+        if trials > PLAN_PRACTICAL_TRIALS:
+            result["note"] = (
+                f"{plain(trials)} end-to-end trials, all failures, is impractical. The milestone "
+                "route certifies the product of milestone rates with far fewer: bayes-eval "
+                f"plan --threshold {threshold:g} --milestone-rates R1 R2 ... gives the trials "
+                "per milestone for hypothesised rates; expert-guided steps (model ecr2024) are "
+                "the other route"
+            )
+        if args.rate is not None:
+            rate = fraction(args.rate, "--rate")
+            result["rate"] = rate
+            if trials > PLAN_MAX_TRIALS:
+                result["rate_note"] = (
+                    f"the stopping time at --rate is computed up to {PLAN_MAX_TRIALS:,} "
+                    f"trials, and certifying takes at least {plain(trials)} here"
+                )
+            else:
+                result.update(plan.expected_trials(rate, threshold, level, prior))
+    if isinstance(result, pd.DataFrame):
+        if args.format == "json":
+            print(json.dumps(result.to_dict("records"), indent=2))
+        elif args.format == "csv":
+            sys.stdout.write(result.to_csv(index=False))
+        else:
+            print(terminal_table(result))
+            best = result.iloc[0]
+            if "certified" in result and result["certified"].iloc[0]:
+                print(
+                    f"\nalready certified: the upper bound {format_number(best['current_upper'])}"
+                    f" is below {args.threshold}; more runs would only narrow it"
+                )
+            else:
+                print(f"\nrun next: {best['run']}, {best['trials']} trials")
+        return 0
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(pd.DataFrame([result]).to_csv(index=False))
+    else:
+        print("\n".join(f"{key}: {plain(value)}" for key, value in result.items()))
+    return 0
+
+
+def _next_run(args, threshold, level, seed):
+    from bayes_eval import plan
+    from bayes_eval.results.posterior import load_posterior
+
+    if args.task is None:
+        raise InputError("plan: RUN_DIR needs --task (the task to plan the next run for)")
+    posterior = load_posterior(args.run_dir)
+    costs = None if args.cost is None else [positive(c, "--cost") for c in args.cost]
+    return plan.next_run(
+        posterior,
+        args.task,
+        agent=args.agent,
+        costs=costs,
+        end_to_end_cost=positive(args.e2e_cost, "--end-to-end-cost"),
+        batches=[whole(b, "--batch", 1) for b in args.batch],
+        threshold=threshold,
+        level=level,
+        seed=seed,
+    )

@@ -1,0 +1,93 @@
+"""``bayes-eval report``: the safety report of evidence or of a fit's run folder
+(``bayes_eval.report``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bayes_eval.cli.options import (
+    INSPECT_OPTIONS,
+    QUIET_HELP,
+    evidence_of,
+    progress_log,
+    reading_options,
+    same_folder,
+    whole,
+)
+from bayes_eval.constants import (
+    SAMPLER_LIMITS,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.outputs.runfolder import check_out, write_run
+
+
+def arguments(commands) -> None:
+    """The command's flags."""
+    report = commands.add_parser("report", help="write the safety report (HTML and Markdown)")
+    report.add_argument("source", help="evidence table, or a folder written by fit --out")
+    report.add_argument("--threshold", required=True, help="the TAU of the question P < TAU")
+    report.add_argument("--model", help="spec for an evidence table (default: phuong_chain)")
+    report.add_argument("--level", help="one-sided credible level (default: the spec's)")
+    report.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
+    report.add_argument("--out", required=True, help="folder for report.html, report.md, figures")
+    report.add_argument(
+        "--allow-extrapolated",
+        action="store_true",
+        help="let a bound below its floor (extrapolated) decide 'below'; the report says so",
+    )
+    reading_options(report)
+    report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    report.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def run(args) -> int:
+    from bayes_eval.pipeline import report
+    from bayes_eval.specs import check_level, check_probability
+
+    threshold = check_probability(args.threshold, "--threshold")
+    level = None if args.level is None else check_level(args.level, "--level")
+    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    out = check_out(Path(args.out))
+    source, notes = Path(args.source), []
+    if not ((source / "posterior.nc").is_file() or source.suffix == ".nc"):
+        source = evidence_of(source, args, notes)
+    else:
+        options = ("keep_columns", "sum_duplicates", "input_format", "cluster", *INSPECT_OPTIONS)
+        given = next((o for o in options if getattr(args, o) not in (None, False)), None)
+        if given is not None:
+            flag = "--from" if given == "input_format" else f"--{given.replace('_', '-')}"
+            raise InputError(f"{flag}: applies to evidence to fit, not to a fitted run")
+    result = report(
+        source,
+        threshold,
+        model=args.model,
+        level=level,
+        seed=seed,
+        allow_extrapolated=args.allow_extrapolated,
+        log=progress_log(args),
+    )
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    written = write_run(
+        out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))
+    )
+    print(_report_summary(result.table, threshold))
+    print(f"wrote to {out}: {', '.join(written)}")
+    return 0
+
+
+def _report_summary(table, threshold: float) -> str:
+    """The report on the terminal: the verdict line (``report.verdict_line``) and, per
+    agent, its worst task."""
+    from bayes_eval.outputs.report import rollup, verdict_line
+
+    lines = [f"verdicts: {verdict_line(table, threshold)}"]
+    for row in rollup(table).to_dict("records"):
+        if row["worst task"]:  # where the agent has a bound
+            lines.append(
+                f"  {row['agent']}: worst task {row['worst task']} "
+                f"(at most {row['its upper bound']})"
+            )
+    return "\n".join(lines)

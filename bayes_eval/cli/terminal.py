@@ -1,0 +1,180 @@
+"""What the command line prints: the summary as a terminal table, CSV or JSON, the
+diagnostics verdict and the checks' lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from decimal import Decimal
+
+import pandas as pd
+
+from bayes_eval.results.summary import format_number
+
+
+def verdict_text(posterior, check_lines: str, failed: list[str]) -> str:
+    """The diagnostics verdict, the checks' lines and what failed after sampling."""
+    return "\n".join(filter(None, [diagnostics_text(posterior), check_lines, *failed]))
+
+
+def print_summary(summary: pd.DataFrame, fmt: str) -> None:
+    """``summary`` on stdout as CSV or JSON records."""
+    if fmt == "csv":
+        sys.stdout.write(summary.to_csv(index=False))
+        return
+    records = [{k: json_value(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    print(json.dumps(records, indent=2))
+
+
+def json_value(value):
+    if pd.isna(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
+    """``frame`` as a rich table fitted to the terminal's width (``COLUMNS``, else 120),
+    or to the narrowest it can fold to, whichever is wider: numbers formatted by
+    ``digits``, whole and right-aligned, so their figures line up; names fold; no colour
+    unless stdout is a terminal."""
+    import io
+    import shutil
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool for c in frame]
+    cells = [
+        [digits(v) if right else _cell(v) for v in frame[column]]
+        for column, right in zip(frame.columns, numeric, strict=True)
+    ]
+    for column, right, values in zip(frame.columns, numeric, cells, strict=True):
+        # numbers and short words keep their width; names fold where the terminal is too
+        # narrow for them
+        longest = max(*map(len, values), 1)
+        whole = right or longest <= 8
+        table.add_column(
+            str(column),
+            justify="right" if right else "left",
+            overflow="fold",
+            no_wrap=whole,
+            min_width=max(longest, len(str(column))) if whole else 8,
+        )
+    for row in zip(*cells, strict=True):
+        table.add_row(*map(Text, row))  # Text: "[agent-a]" is a name, not rich markup
+    out = io.StringIO()
+    tty = sys.stdout.isatty()
+    console = Console(
+        file=out,
+        width=shutil.get_terminal_size((120, 24)).columns,
+        color_system="auto" if tty else None,
+        force_terminal=tty,
+        highlight=False,
+    )
+    # narrower than the table can fold to, it is printed at that width: nothing is cut
+    # (each column's least width, and three characters between columns)
+    narrowest = sum(c.min_width for c in table.columns) + 3 * (len(table.columns) - 1)
+    console.width = max(console.width, narrowest)
+    console.print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def summary_table(summary, posterior, threshold) -> str:
+    level = summary["level"].iloc[0] if len(summary) else posterior.level
+    shown = {
+        "agent": "agent",
+        "task": "task",
+        "method": "method",
+        "mean": "mean",
+        "median": "median",
+        "upper": f"upper ({level:g})",
+    }
+    if threshold is not None:
+        shown["prob_above"] = f"P(P>{threshold:g})"
+    shown["cp_upper"] = "cp_upper"
+    if posterior.is_mcmc:  # an exact fit has no diagnostics to pass
+        shown["diagnostics_ok"] = "ok"
+    if not summary["observed"].all():  # a crossed fit's predictions
+        shown["observed"] = "run"
+    frame = summary[list(shown)].rename(columns=shown)
+    if "run" in frame:
+        frame["run"] = frame["run"].map({True: "yes", False: "PREDICTED"})
+    if "ok" in frame:
+        frame["ok"] = frame["ok"].map(lambda ok: "-" if pd.isna(ok) else str(bool(ok)).lower())
+    text = [terminal_table(frame)]
+    header = (
+        f"model {posterior.spec.name} on {posterior.evidence.source} "
+        f"(one-sided bounds at level {level:g})"
+    )
+    shared: dict[str, list[str]] = {}  # identical provenance is printed once
+    for r in summary.to_dict("records"):
+        shared.setdefault(r["provenance"], []).append(f"{r['task']} ({r['agent']})")
+    notes = []
+    for provenance, names in shared.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        notes.append(f"  {shown}: {provenance}")
+    return "\n".join([header, "", *text, "", "provenance:", *notes])
+
+
+def plain(value) -> str:
+    """A plan's value for reading: numbers to four figures, or from 1,000 on whole with
+    thousands separators; lists item by item."""
+    if isinstance(value, list | tuple):
+        return ", ".join(map(plain, value))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int) and value >= 2**53:  # past a double's whole numbers
+        return f"about {Decimal(value):.3e}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return format_number(value)
+
+
+def diagnostics_text(posterior) -> str:
+    """One paragraph on the MCMC diagnostics ('' for exact fits)."""
+    diagnostics = posterior.diagnostics
+    if diagnostics is None:
+        return ""
+    if diagnostics.ok:
+        return "diagnostics: all checks passed (R-hat, bulk and tail ESS, divergences, E-BFMI)"
+    lines = ["diagnostics FAILED: the estimates are unreliable (diagnostics_ok = false)"]
+    lines += [f"  - {message}" for message in diagnostics.messages]
+    lines.append(f"most likely to help: {diagnostics.advice}")
+    return "\n".join(lines)
+
+
+def check_text(checks, assumption) -> str:
+    lines = []
+    if len(checks):
+        flagged = int(checks["flagged"].sum())
+        lines.append(
+            f"posterior predictive checks: {flagged} of {len(checks)} observed cells "
+            "flagged (p < 0.025 or > 0.975)"
+        )
+        for row in checks[checks["flagged"]].head(10).itertuples():
+            lines.append(
+                f"  - {row.task} ({row.agent}) {row.evidence} {row.cell}: "
+                f"{row.successes}/{row.trials}, p = {row.p_value:.3g}"
+            )
+    if len(assumption):
+        bad = assumption[assumption["contradicted"]]
+        head = (
+            f"milestone-assumption check: {len(bad)} of {len(assumption)} tasks with "
+            "milestone and end-to-end data contradict the milestones"
+        )
+        if not assumption["doubtful"].any() and len(bad):  # a model that accounts for paths
+            head += " (the model accounts for other paths: evidence about them, no warning)"
+        lines.append(head)
+        lines += [f"  - {message}" for message in bad["message"]]
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""The whole job, from Python as from the command line: read the evidence in whichever form
+it comes, fit, check, and write a run folder (``run``); or report (``report``).
+
+``bayes_eval.run(evidence, model, out=...)`` does what ``bayes-eval fit EVIDENCE --model
+MODEL --out DIR`` does, and ``bayes_eval.report`` what ``bayes-eval report`` does; the
+command line only translates its flags into these calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
+from bayes_eval.errors import InputError
+from bayes_eval.evidence.formats import INSPECT_OPTIONS, detect_format
+from bayes_eval.evidence.table import Evidence
+from bayes_eval.fit import fit
+from bayes_eval.outputs.report import Report, build_report
+from bayes_eval.outputs.runfolder import write_run
+from bayes_eval.results.posterior import Posterior, load_posterior
+from bayes_eval.specs import check_probability
+
+__all__ = [
+    "Run",
+    "load_or_fit",
+    "read_evidence",
+    "report",
+    "run",
+    "write_run_folder",
+]
+
+
+@dataclass
+class Run:
+    """What ``run`` did: the fit, its summary, its checks and the files it wrote."""
+
+    posterior: Posterior
+    summary: pd.DataFrame
+    checks: FitChecks
+    written: list[str] = field(default_factory=list)
+
+
+def read_evidence(
+    paths,
+    *,
+    input_format: str | None = None,
+    keep_columns: bool = False,
+    sum_duplicates: bool = False,
+    cluster: str | None = None,
+    notes: list | None = None,
+    **inspect,
+) -> Evidence:
+    """The evidence in ``paths``: an evidence table, a run file or Inspect logs.
+
+    Parameters
+    ----------
+    paths : path or list of paths
+        One table or run file, or Inspect logs (files or folders).
+    input_format : str, optional
+        One of ``evidence.formats.INPUT_FORMATS``; by default what the paths show
+        (``evidence.formats.detect_format``).
+    keep_columns, sum_duplicates : bool
+        An evidence table's options (``bayes_eval.load_evidence``).
+    cluster : str, optional
+        Which runs share a cluster, for run files and Inspect logs.
+    notes : list, optional
+        Receives one line per note on the evidence read.
+    **inspect
+        Inspect logs' options (``evidence.formats.INSPECT_OPTIONS``;
+        ``bayes_eval.read_inspect``).
+    """
+    from bayes_eval.evidence.inspect_logs import read_inspect
+    from bayes_eval.evidence.runs import read_runs
+    from bayes_eval.evidence.table import load_evidence
+
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    source = detect_format(paths, input_format)
+    unknown = [name for name in inspect if name not in INSPECT_OPTIONS]
+    if unknown:
+        raise TypeError(f"read_evidence() got an unexpected keyword argument '{unknown[0]}'")
+    given = [name for name in INSPECT_OPTIONS if inspect.get(name) is not None]
+    if given and source != "inspect":
+        raise InputError(f"{given[0]}: applies to Inspect logs, not to {source} input")
+    if source != "evidence" and (keep_columns or sum_duplicates):
+        name = "keep_columns" if keep_columns else "sum_duplicates"
+        raise InputError(f"{name}: applies to an evidence table, not to {source} input")
+    if source == "inspect":
+        inspect = {"agent_from": "model", "task_from": "sample", **_given(inspect)}
+        return read_inspect(paths, cluster=cluster, notes=notes, **inspect)
+    if len(paths) > 1:
+        raise InputError(f"{source} input: one file at a time (several are for Inspect logs)")
+    if source == "evidence":
+        if cluster is not None:
+            raise InputError(
+                "cluster: applies to run files and Inspect logs; an evidence table marks "
+                "clusters in its own cluster column"
+            )
+        return load_evidence(
+            paths[0], keep_columns=keep_columns, sum_duplicates=sum_duplicates, notes=notes
+        )
+    return read_runs(paths[0], source, cluster=cluster, notes=notes)
+
+
+def _given(options: dict) -> dict:
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def run(
+    evidence,
+    model="phuong_chain",
+    *,
+    out=None,
+    threshold=None,
+    level=None,
+    seed=None,
+    sampler=None,
+    log=None,
+    agents=None,
+    tasks=None,
+    predict=(),
+    notes=None,
+) -> Run:
+    """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
+
+    Parameters
+    ----------
+    evidence : path, DataFrame or Evidence
+        As ``bayes_eval.fit`` takes it (``read_evidence`` reads the other forms).
+    model, level, seed, sampler, log, agents, tasks, predict, notes
+        As for ``bayes_eval.fit``.
+    out : path, optional
+        The run folder: ``posterior.nc``, ``summary.csv``, ``ppc.csv``,
+        ``milestone_check.csv``, the figures and, with ``threshold``, the safety report;
+        written whole or not at all (``bayes_eval.outputs.runfolder``).
+    threshold : float, optional
+        The ``tau`` of ``prob_above`` and of the report's verdicts.
+
+    A check, the report or a figure that fails after the fit is reported in
+    ``Run.checks.failed``; the fit, its summary and the other checks are kept.
+    """
+    from bayes_eval.outputs.runfolder import check_out
+
+    if threshold is not None:
+        threshold = check_probability(threshold, "threshold")
+    out = None if out is None else check_out(Path(out))
+    posterior = fit(
+        evidence,
+        model,
+        level=level,
+        seed=seed,
+        notes=notes,
+        sampler=sampler,
+        log=log,
+        agents=agents,
+        tasks=tasks,
+        predict=predict,
+    )
+    summary = posterior.summary(threshold=threshold)
+    checks = check_fit(posterior)
+    written = [] if out is None else write_run_folder(out, posterior, summary, checks, threshold)
+    return Run(posterior, summary, checks, written)
+
+
+def write_run_folder(out, posterior, summary, checks: FitChecks, threshold=None) -> list[str]:
+    """Write a fit's run folder and return its files' names; a report or figure that
+    fails is reported in ``checks.failed`` (the fit, its summary and its checks are
+    written all the same)."""
+    from bayes_eval.outputs.plots import forest_plot, ppc_plot
+
+    def figures(staging: Path) -> None:
+        if threshold is not None:  # the report (its verdicts need the threshold) draws
+            build_report(posterior, threshold, checks=checks).write(staging)
+        else:  # the pairs run (a crossed fit's predictions are in the summary)
+            forest_plot(summary[summary["observed"]], staging / "forest.png", threshold)
+            if len(checks.predictive):
+                ppc_plot(posterior, checks.predictive, staging / "ppc.png")
+
+    def write(staging: Path) -> None:
+        posterior.to_netcdf(staging / "posterior.nc")
+        summary.to_csv(staging / "summary.csv", index=False)
+        checks.predictive.to_csv(staging / "ppc.csv", index=False)
+        if len(checks.assumption):
+            checks.assumption.to_csv(staging / "milestone_check.csv", index=False)
+        guarded("the report and figures", checks.failed, figures, staging)
+
+    return write_run(Path(out), write, command="fit")
+
+
+def load_or_fit(source, *, model=None, level=None, seed=None, log=None) -> Posterior:
+    """A ``Posterior`` from a ``bayes-eval fit --out`` folder or ``posterior.nc`` file, or
+    fitted to an evidence table (path, DataFrame or Evidence)."""
+    if isinstance(source, str | Path) and (Path(source).is_dir() or str(source).endswith(".nc")):
+        if model is not None:
+            raise InputError("model: a fitted run folder already has its model")
+        return load_posterior(source)
+    return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
+
+
+def report(
+    source,
+    threshold: float,
+    *,
+    model=None,
+    level=None,
+    seed=None,
+    out=None,
+    allow_extrapolated: bool = False,
+    log=None,
+) -> Report:
+    """Fit (or load) and report.
+
+    Parameters
+    ----------
+    source : path, DataFrame or Evidence
+        An evidence table, or a folder written by ``bayes-eval fit --out``.
+    threshold : float
+        The ``tau`` of the question ``P < tau``.
+    model, level, seed, log
+        As for ``bayes_eval.fit`` (``model`` only for evidence; default ``phuong_chain``).
+    out : path, optional
+        Folder to write ``report.html``, ``report.md`` and the figures into.
+    allow_extrapolated : bool
+        Let a bound below its floor decide ``below`` (``outputs.report.verdicts``); the
+        report says so.
+    """
+    threshold = check_probability(threshold, "threshold")
+    posterior = load_or_fit(source, model=model, level=level, seed=seed, log=log)
+    result = build_report(
+        posterior,
+        threshold,
+        level,
+        checks=check_fit(posterior, keep_going=False),
+        allow_extrapolated=allow_extrapolated,
+    )
+    if out is not None:
+        result.write(out)
+    return result
