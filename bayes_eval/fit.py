@@ -160,8 +160,8 @@ def fit_per_agent(
     spec = load_spec(model)
     if model_of(spec).family == CROSSED:
         raise InputError(
-            f"--by agent: model {spec.name} is crossed: it links agents through their "
-            "abilities and fits them together; fit without --by"
+            f"fit_per_agent: model {spec.name} is crossed: it links agents through their "
+            "abilities and fits them together (fit, without --by agent)"
         )
     level, seed = _settings(spec, level, seed, sampler)
     _check_clusters(evidence, spec)
@@ -226,11 +226,11 @@ def _settings(spec, level, seed, sampler) -> tuple[float, int]:
     seed = spec.seed if seed is None else check_sampler({"seed": seed}, "seed")["seed"]
     if sampler and spec.exact:
         raise InputError(
-            f"--{next(iter(sampler)).replace('_', '-')}: MCMC settings apply to pooled models "
+            f"{next(iter(sampler))}: MCMC settings apply to pooled models "
             f"only; model {spec.name} is exact (conjugate)"
         )
     if sampler and sampler.get("engine", "nutpie") not in MCMC_ENGINES:
-        raise InputError(f"--engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
+        raise InputError(f"engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
     check_sampler(sampler or {}, "sampler")
     return level, seed
 
@@ -240,8 +240,8 @@ def side_tables(spec, agents, tasks, predict) -> dict:
     given to another model is an error."""
     given = {"agent": agents, "task": tasks}
     if NEW_AGENTS not in model_of(spec).predicts:
-        named = [f"--{key}s" for key, value in given.items() if value is not None]
-        named += ["--predict-agent"] if predict else []
+        named = [f"{key}s" for key, value in given.items() if value is not None]
+        named += ["predict"] if predict else []
         if named:
             raise InputError(
                 f"{named[0]}: covariates and predictions apply to crossed models (pooling "

@@ -72,10 +72,10 @@ def parse_prior(text: str) -> tuple[float, float]:
         a, b = (float(p) for p in parts)
     except ValueError:
         raise InputError(
-            f"--prior: '{text}' is not uniform, jeffreys or ALPHA,BETA (two numbers)"
+            f"prior: '{text}' is not uniform, jeffreys or ALPHA,BETA (two numbers)"
         ) from None
     if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
-        raise InputError(f"--prior: {text}: both Beta shapes must be positive and finite")
+        raise InputError(f"prior: {text}: both Beta shapes must be positive and finite")
     return a, b
 
 
@@ -276,7 +276,7 @@ def milestone_trials(
     task_rate = float(np.prod(rates))
     if task_rate >= threshold:
         raise InputError(
-            f"--milestone-rates: their product {task_rate:.3g} is not below the threshold "
+            f"rates: their product {task_rate:.3g} is not below the threshold "
             f"{threshold:g}; no number of trials certifies P < {threshold:g}"
         )
     uniforms = np.random.default_rng(seed).uniform(size=(simulations, rates.size))
@@ -409,7 +409,7 @@ def next_run(
         costs = [1.0] * alpha.size if costs is None else list(costs)
         if len(costs) != alpha.size:
             raise InputError(
-                f"--cost: {len(costs)} costs given, task '{task}' has {alpha.size} milestones"
+                f"costs: {len(costs)} costs given, task '{task}' has {alpha.size} milestones"
             )
         candidates = [(f"milestone {m + 1}", m, c) for m, c in enumerate(costs)]
         candidates.append((END_TO_END_ROUTE, None, end_to_end_cost))
@@ -467,10 +467,10 @@ def _position(posterior, agent, task) -> tuple[int, int]:
     agents, tasks = list(posterior.coords[AGENT]), list(posterior.coords[TASK])
     if agent is None:
         if len(agents) != 1:
-            raise InputError(f"--agent: the fit has {len(agents)} agents; name one of {agents}")
+            raise InputError(f"agent: the fit has {len(agents)} agents; name one of {agents}")
         agent = agents[0]
     if agent not in agents:
-        raise InputError(f"--agent: no agent '{agent}' in the fit; agents: {', '.join(agents)}")
+        raise InputError(f"agent: no agent '{agent}' in the fit; agents: {', '.join(agents)}")
     if task not in tasks:
-        raise InputError(f"--task: no task '{task}' in the fit; tasks: {', '.join(tasks)}")
+        raise InputError(f"task: no task '{task}' in the fit; tasks: {', '.join(tasks)}")
     return agents.index(agent), tasks.index(task)

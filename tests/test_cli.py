@@ -341,3 +341,36 @@ def test_terminal_tables_fit_the_terminal(capsys, monkeypatch, columns):
             if pd.notna(u)
         }
         assert len(ends) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("out: x exists and is not a folder", "--out: x exists and is not a folder"),
+        ("workers and scheduler: give one", "--workers and --scheduler: give one"),
+        ("workers/scheduler: not installed", "--workers/--scheduler: not installed"),
+        ("predict model,x=1: start with a name", "--predict-agent model,x=1: start with a name"),
+        ("input_format: 'x' is not one of", "--from: 'x' is not one of"),
+        ("fit_per_agent: model crossed", "--by agent: model crossed"),
+        ("data/tasks.csv: row 2, column task: empty", "data/tasks.csv: row 2, column task: empty"),
+        ("engine numpyro needs JAX and numpyro: pip", "engine numpyro needs JAX and numpyro: pip"),
+        ("level: 1.2 must lie", "level: 1.2 must lie"),
+        ("forecast next year: not a date", "--forecast next year: not a date"),
+        ("model phuong2024 is exact: no MCMC", "model phuong2024 is exact: no MCMC"),
+    ],
+)
+def test_the_library_names_parameters_and_the_command_line_flags(message, shown):
+    """A head that is a parameter, parameters joined by '/' or 'and', or a parameter and
+    its value is read as flags; a path, prose or an unknown name is left alone."""
+    from bayes_eval.cli.options import as_flags
+
+    assert as_flags(message) == shown
+
+
+def test_a_library_error_reaches_the_terminal_with_its_flag(capsys, tmp_path):
+    """bayes_eval.fit names ``agents``; bayes-eval fit names ``--agents``."""
+    agents = tmp_path / "agents.csv"
+    agents.write_text("agent,release_date\nagent-a,2024-01-01\n")
+    status, out, err = run(capsys, "fit", EXAMPLE, "--model", "end_to_end", "--agents", str(agents))
+    assert status == 2 and out == ""
+    assert err.startswith("error: --agents: covariates and predictions apply to crossed models")

@@ -380,7 +380,7 @@ def _evidence(**columns):
         (
             {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
             {"predict": ["c,speed=3"]},
-            "--predict-agent c,speed=3: 'speed' is not an agent covariate",
+            "predict c,speed=3: 'speed' is not an agent covariate",
         ),
         (
             {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
@@ -390,7 +390,7 @@ def _evidence(**columns):
         (
             {"release": [1, 1, 2, 2], "minutes": [1, 2, 1, 2]},
             {"predict": ["c"]},
-            "--predict-agent c: give release=...",
+            "predict c: give release=...",
         ),
     ],
 )
@@ -416,7 +416,8 @@ def test_bad_covariate_specs_are_refused(tmp_path, body, message):
 
 
 def test_covariates_given_to_another_model_are_refused():
-    with pytest.raises(InputError, match="--agents: covariates and predictions apply to crossed"):
+    """From Python the error names the parameter; the command line names its flag."""
+    with pytest.raises(InputError, match="^agents: covariates and predictions apply to crossed"):
         bayes_eval.fit(_evidence(), "end_to_end", agents=pd.DataFrame({"agent": ["a"]}))
 
 

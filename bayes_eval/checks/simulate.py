@@ -190,7 +190,7 @@ def end_to_end_rates(rates: np.ndarray, violation: str, strength: float) -> np.n
         return np.prod(rates + (1 - rates) * strength, axis=1)
     if violation == "order":
         return np.prod(rates * (1 + strength * (1 - rates)), axis=1)
-    raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
+    raise InputError(f"violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
 
 
 def paths_study(
@@ -234,12 +234,12 @@ def paths_study(
     from bayes_eval.specs import load_spec
 
     if violation not in VIOLATIONS:
-        raise InputError(f"--violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
+        raise InputError(f"violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
     specs = [load_spec(m) for m in models]
     for spec in specs:
         if spec.kind not in ("milestone", "joint"):
             raise InputError(
-                f"--models: {spec.name} fits {spec.kind} evidence; the study needs milestone "
+                f"models: {spec.name} fits {spec.kind} evidence; the study needs milestone "
                 "or joint models"
             )
     rng = np.random.default_rng(seed)

@@ -151,13 +151,48 @@ FLAGS = {
     "task_from": "--task-from",
     "model": "--model",
     "threshold": "--threshold",
+    "fit_per_agent": "--by agent",
+    "engine": "--engine",
+    "draws": "--draws",
+    "tune": "--tune",
+    "chains": "--chains",
+    "target_accept": "--target-accept",
+    "agents": "--agents",
+    "tasks": "--tasks",
+    "predict": "--predict-agent",
+    "forecast": "--forecast",
+    "violation": "--violation",
+    "models": "--models",
+    "workers": "--workers",
+    "scheduler": "--scheduler",
+    "out": "--out",
+    "prior": "--prior",
+    "rates": "--milestone-rates",
+    "costs": "--cost",
+    "agent": "--agent",
+    "task": "--task",
 }
-
-
+# The parameters whose errors name the value given after them (``forecast next year``).
+VALUED = ("predict", "forecast")
 def as_flags(message: str) -> str:
-    """An error's message with the library parameter it starts with named as its flag."""
+    """An error's message with the library parameters its head names read as their flags.
+
+    The head is the text before the first ``": "``: a parameter (``out``), parameters
+    joined by ``/`` or ``and`` (``workers and scheduler``), or a parameter and the value
+    it was given (``predict NAME``, for the parameters in ``VALUED``); any other head is
+    left as it is.
+    """
     head, colon, rest = message.partition(": ")
-    return FLAGS[head] + colon + rest if colon and head in FLAGS else message
+    words = head.split(" ")
+    names = words[0].split("/")
+    if not colon or not all(name in FLAGS for name in names):
+        return message
+    if len(words) == 3 and words[1] == "and" and words[2] in FLAGS:
+        words[2] = FLAGS[words[2]]
+    elif len(words) > 1 and words[0] not in VALUED:
+        return message
+    words[0] = "/".join(FLAGS[name] for name in names)
+    return " ".join(words) + colon + rest
 
 
 def sweep_arguments(parser, when: str = "") -> None:

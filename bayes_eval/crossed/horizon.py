@@ -223,7 +223,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
                 )
         forecasts = pd.DataFrame(records)
     elif forecast:
-        raise InputError("--forecast: the fit has no date covariate of the agents to trend on")
+        raise InputError("forecast: the fit has no date covariate of the agents to trend on")
     date_column = None if date_at is None else agent_terms[date_at]
     return HorizonResult(
         table, trend, forecasts, term.column, interval, notes, date_column, (shortest, longest)
@@ -233,4 +233,4 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
 def _year(text: str) -> float:
     from bayes_eval.evidence.covariates import decimal_year
 
-    return decimal_year(text.strip(), f"--forecast {text}")
+    return decimal_year(text.strip(), f"forecast {text}")

@@ -187,7 +187,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
     for name in names:
         if name in layout.agents:
             raise InputError(
-                f"--predict-agent {name}: '{name}' is an agent of the evidence, predicted "
+                f"predict {name}: '{name}' is an agent of the evidence, predicted "
                 "from its runs already; give the new agent another name"
             )
     pair_task = np.array([layout.tasks.index(t) for _, t in layout.pairs], dtype=np.int64)

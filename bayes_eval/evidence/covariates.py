@@ -269,7 +269,7 @@ def predicted_agents(texts, covariates: Covariates) -> tuple[list[str], np.ndarr
     names, rows = [], []
     columns = list(dict.fromkeys(t.column for t in covariates.agent_terms))
     for text in texts:
-        where = f"--predict-agent {text}"
+        where = f"predict {text}"
         name, *pairs = [part.strip() for part in text.split(",")]
         if not name or "=" in name:
             raise InputError(f"{where}: start with the agent's name (name,column=value,...)")

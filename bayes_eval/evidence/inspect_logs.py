@@ -94,15 +94,15 @@ def read_inspect(
         raise InputError(INSTALL) from None
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     notes = [] if notes is None else notes
-    _check_choice(agent_from, AGENT_FROM, "agent-from")
-    _check_choice(task_from, TASK_FROM, "task-from")
+    _check_choice(agent_from, AGENT_FROM, "agent_from")
+    _check_choice(task_from, TASK_FROM, "task_from")
     if cluster is not None:
         _check_choice(cluster, CLUSTER_FROM, "cluster")
     if success_threshold is not None and not math.isfinite(float(success_threshold)):
-        raise InputError(f"--success-threshold: {success_threshold} is not a finite number")
+        raise InputError(f"success_threshold: {success_threshold} is not a finite number")
     milestones = list(milestones) if milestones else None
     if milestones is not None and len(set(milestones)) != len(milestones):
-        raise InputError(f"--milestones: a key is named twice ({', '.join(milestones)})")
+        raise InputError(f"milestones: a key is named twice ({', '.join(milestones)})")
     runs, seen = [], {}
     files = _log_files(paths)
     for path in files:
@@ -177,7 +177,7 @@ def read_inspect(
 def _check_choice(value: str, choices, option: str) -> None:
     if value in choices or (value.startswith("metadata:") and len(value) > len("metadata:")):
         return
-    raise InputError(f"--{option}: '{value}' is not one of {', '.join(choices)} or metadata:KEY")
+    raise InputError(f"{option}: '{value}' is not one of {', '.join(choices)} or metadata:KEY")
 
 
 def _source(paths) -> str:

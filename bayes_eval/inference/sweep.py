@@ -89,12 +89,12 @@ def run_sweep(
                 on_result(index, results[-1])
         return results
     if workers is not None and scheduler is not None:
-        raise InputError("--workers and --scheduler: give one (a local cluster or a running one)")
+        raise InputError("workers and scheduler: give one (a local cluster or a running one)")
     try:
         import distributed
     except ImportError:
         raise InputError(
-            f"--workers/--scheduler need dask.distributed: {DISTRIBUTED_INSTALL}"
+            f"workers/scheduler: dask.distributed is not installed ({DISTRIBUTED_INSTALL})"
         ) from None
     with _client(distributed, workers, scheduler) as client:
         data = client.scatter(shared, broadcast=True) if shared is not None else None
@@ -143,12 +143,12 @@ def _client(distributed, workers, scheduler):
         try:
             client = distributed.Client(scheduler, timeout="20s")
         except OSError as exc:
-            raise InputError(f"--scheduler: cannot reach {scheduler} ({exc})") from None
+            raise InputError(f"scheduler: cannot reach {scheduler} ({exc})") from None
         with client:
             yield client
         return
     if workers < 1:
-        raise InputError(f"--workers: {workers} must be at least 1")
+        raise InputError(f"workers: {workers} must be at least 1")
     # A replicate's failure reaches the caller through its future; what the cluster logs
     # besides (a restarted worker, the progress bar's feed cancelled at shutdown) is noise.
     cluster = distributed.LocalCluster(

@@ -45,11 +45,11 @@ EARLIER_OUTPUTS = {
 def check_out(out: Path) -> Path:
     """``out`` if a run may be written there (before any work is done); else InputError."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out} exists and is not a folder")
+        raise InputError(f"out: {out} exists and is not a folder")
     if not out.parent.is_dir():
-        raise InputError(f"--out: parent folder {out.parent} does not exist")
+        raise InputError(f"out: parent folder {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise InputError(f"--out: cannot write in {out.parent} (permission denied)")
+        raise InputError(f"out: cannot write in {out.parent} (permission denied)")
     if out.is_dir() and not is_run(out):
         foreign = sorted(p.name for p in out.iterdir())
         if foreign:
@@ -57,7 +57,7 @@ def check_out(out: Path) -> Path:
                 f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
             )
             raise InputError(
-                f"--out: {out} holds files that bayes-eval did not write ({shown}); give a "
+                f"out: {out} holds files that bayes-eval did not write ({shown}); give a "
                 "new or empty folder, or an earlier bayes-eval run to replace"
             )
     return out
