@@ -138,3 +138,15 @@ def test_no_module_is_longer_than_700_lines_and_each_command_is_thin():
     assert not {path.name: n for path, n in lengths.items() if n > 700}
     for name in COMMAND_MODULES:
         assert lengths[PACKAGE / "cli" / f"{name}.py"] < 200, name
+
+
+def test_the_console_script_names_a_function_that_exists():
+    """``bayes-eval`` is the function ``[project.scripts]`` names, importable as named (a
+    moved module breaks the installed command, which the tests otherwise reach through
+    ``main`` or ``python -m bayes_eval``)."""
+    import importlib
+
+    from bayes_eval.cli.main import main
+
+    module, _, name = PYPROJECT["project"]["scripts"]["bayes-eval"].partition(":")
+    assert getattr(importlib.import_module(module), name) is main

@@ -42,7 +42,7 @@ def progress_log(args):
 def reading_options(command) -> None:
     """How evidence is read: its format, clusters, kept columns, summed batches, and the
     mapping of Inspect logs."""
-    reading = command.add_argument_group("reading (README: Reading results where they live)")
+    reading = command.add_argument_group("reading (docs/reading.md)")
     reading.add_argument(
         "--from",
         dest="input_format",

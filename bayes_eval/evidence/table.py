@@ -190,7 +190,7 @@ def load_evidence(
     Parameters
     ----------
     source : str, pathlib.Path or pandas.DataFrame
-        The tidy table (columns in the README, Evidence). A text table is comma-separated;
+        The tidy table (its columns: docs/evidence.md). A text table is comma-separated;
         a ``.tsv`` or ``.tab`` file tab-separated; a header with no comma but tabs or
         semicolons is read with that delimiter (and a note says so).
     name : str, optional
