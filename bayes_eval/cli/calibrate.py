@@ -9,9 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.cli.options import FORMATS, same_folder, whole
-from bayes_eval.constants import (
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
 from bayes_eval.results.summary import format_number

@@ -23,10 +23,7 @@ from bayes_eval.cli.options import (
     whole,
 )
 from bayes_eval.cli.terminal import check_text, print_summary, summary_table, verdict_text
-from bayes_eval.constants import (
-    MCMC_ENGINES,
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
 
@@ -77,7 +74,7 @@ def arguments(commands) -> None:
 
 
 def run(args) -> int:
-    from bayes_eval.pipeline import run
+    from bayes_eval import pipeline
     from bayes_eval.specs import check_level, check_probability
 
     level = None if args.level is None else check_level(args.level, "--level")
@@ -92,7 +89,7 @@ def run(args) -> int:
     if sweep["workers"] is not None or sweep["scheduler"] is not None:
         option = "--workers" if sweep["workers"] is not None else "--scheduler"
         raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
-    done = run(
+    done = pipeline.run(
         evidence_of(args.evidence, args, notes),
         args.model,
         out=out,

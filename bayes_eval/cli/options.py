@@ -9,9 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from bayes_eval.constants import (
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
 from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
@@ -174,6 +172,8 @@ FLAGS = {
 }
 # The parameters whose errors name the value given after them (``forecast next year``).
 VALUED = ("predict", "forecast")
+
+
 def as_flags(message: str) -> str:
     """An error's message with the library parameters its head names read as their flags.
 

@@ -9,12 +9,7 @@ import pandas as pd
 
 from bayes_eval.cli.options import FORMATS, fraction, positive, whole
 from bayes_eval.cli.terminal import plain, terminal_table
-from bayes_eval.constants import (
-    DEFAULT_LEVEL,
-    PLAN_MAX_TRIALS,
-    PLAN_POWER,
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.results.summary import format_number
 

@@ -16,9 +16,7 @@ from bayes_eval.cli.options import (
     same_folder,
     whole,
 )
-from bayes_eval.constants import (
-    SAMPLER_LIMITS,
-)
+from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
 
