@@ -15,7 +15,7 @@ import pandas as pd
 
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.formats import INSPECT_OPTIONS, detect_format
+from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence
 from bayes_eval.fit import fit
 from bayes_eval.outputs.report import Report, build_report
@@ -25,6 +25,7 @@ from bayes_eval.specs import check_probability
 
 __all__ = [
     "Run",
+    "conclude",
     "load_or_fit",
     "read_evidence",
     "report",
@@ -50,8 +51,12 @@ def read_evidence(
     keep_columns: bool = False,
     sum_duplicates: bool = False,
     cluster: str | None = None,
+    scorer: str | None = None,
+    success_threshold: float | None = None,
+    milestones=None,
+    agent_from: str | None = None,
+    task_from: str | None = None,
     notes: list | None = None,
-    **inspect,
 ) -> Evidence:
     """The evidence in ``paths``: an evidence table, a run file or Inspect logs.
 
@@ -66,11 +71,11 @@ def read_evidence(
         An evidence table's options (``bayes_eval.load_evidence``).
     cluster : str, optional
         Which runs share a cluster, for run files and Inspect logs.
+    scorer, success_threshold, milestones, agent_from, task_from
+        Inspect logs' options, as ``bayes_eval.read_inspect`` takes them (``agent_from``
+        ``"model"`` and ``task_from`` ``"sample"`` unless given); refused for other input.
     notes : list, optional
         Receives one line per note on the evidence read.
-    **inspect
-        Inspect logs' options (``evidence.formats.INSPECT_OPTIONS``;
-        ``bayes_eval.read_inspect``).
     """
     from bayes_eval.evidence.inspect_logs import read_inspect
     from bayes_eval.evidence.runs import read_runs
@@ -78,17 +83,21 @@ def read_evidence(
 
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     source = detect_format(paths, input_format)
-    unknown = [name for name in inspect if name not in INSPECT_OPTIONS]
-    if unknown:
-        raise TypeError(f"read_evidence() got an unexpected keyword argument '{unknown[0]}'")
-    given = [name for name in INSPECT_OPTIONS if inspect.get(name) is not None]
+    inspect = dict(
+        scorer=scorer,
+        success_threshold=success_threshold,
+        milestones=milestones,
+        agent_from=agent_from,
+        task_from=task_from,
+    )
+    given = [name for name, value in inspect.items() if value is not None]
     if given and source != "inspect":
         raise InputError(f"{given[0]}: applies to Inspect logs, not to {source} input")
     if source != "evidence" and (keep_columns or sum_duplicates):
         name = "keep_columns" if keep_columns else "sum_duplicates"
         raise InputError(f"{name}: applies to an evidence table, not to {source} input")
     if source == "inspect":
-        inspect = {"agent_from": "model", "task_from": "sample", **_given(inspect)}
+        inspect.update(agent_from=agent_from or "model", task_from=task_from or "sample")
         return read_inspect(paths, cluster=cluster, notes=notes, **inspect)
     if len(paths) > 1:
         raise InputError(f"{source} input: one file at a time (several are for Inspect logs)")
@@ -102,10 +111,6 @@ def read_evidence(
             paths[0], keep_columns=keep_columns, sum_duplicates=sum_duplicates, notes=notes
         )
     return read_runs(paths[0], source, cluster=cluster, notes=notes)
-
-
-def _given(options: dict) -> dict:
-    return {name: value for name, value in options.items() if value is not None}
 
 
 def run(
@@ -158,6 +163,12 @@ def run(
         tasks=tasks,
         predict=predict,
     )
+    return conclude(posterior, out=out, threshold=threshold)
+
+
+def conclude(posterior, *, out=None, threshold=None) -> Run:
+    """What ``run`` does once the fit is made: its summary, its checks (``check_fit``) and,
+    with ``out``, its run folder (``write_run_folder``)."""
     summary = posterior.summary(threshold=threshold)
     checks = check_fit(posterior)
     written = [] if out is None else write_run_folder(out, posterior, summary, checks, threshold)

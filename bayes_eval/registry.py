@@ -135,7 +135,10 @@ def model_of(spec) -> Model:
 HIERARCHY = ("task_mean", "task_concentration")
 CROSSED_PRIORS = ("ability_mean", "ability_scale", "difficulty_scale")
 COVARIATE_PRIORS = ("coefficient", "group_scale", "cluster_concentration")
+# Why a bound differs from the milestone method's, by the evidence a model reads.
 POOLED_MILESTONES = "pooling draws each milestone rate towards the task's and agent's others"
+READS_END_TO_END = "it reads end-to-end runs, which count every path to success"
+READS_STEPS = "it reads expert-guided steps, which follow the expert's path"
 
 register(
     Model(
@@ -144,7 +147,7 @@ register(
         uses=(END_TO_END,),
         priors=("end_to_end",),
         builder="bayes_eval.exact.builders:end_to_end",
-        differs="it reads end-to-end runs, which count every path to success",
+        differs=READS_END_TO_END,
     )
 )
 register(
@@ -164,7 +167,7 @@ register(
         uses=(EXPERT_COMPLETION,),
         priors=("step",),
         builder="bayes_eval.exact.builders:expert_completion",
-        differs="it reads expert-guided steps, which follow the expert's path",
+        differs=READS_STEPS,
     )
 )
 register(
@@ -187,7 +190,7 @@ register(
         clustered=True,
         builder="bayes_eval.pooled.models:end_to_end_model",
         clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",
-        differs="it reads end-to-end runs, which count every path to success",
+        differs=READS_END_TO_END,
     )
 )
 register(
@@ -210,7 +213,7 @@ register(
         uses=(EXPERT_COMPLETION,),
         priors=(*HIERARCHY, "step_concentration"),
         builder="bayes_eval.pooled.models:hierarchy_model",
-        differs="it reads expert-guided steps, which follow the expert's path",
+        differs=READS_STEPS,
     )
 )
 register(
@@ -253,7 +256,7 @@ register(
             "tables per family, and in up to 4.6% on one table: a table's misses share its "
             "estimated abilities (docs/coverage.md)."
         ),
-        differs="it reads end-to-end runs, which count every path to success",
+        differs=READS_END_TO_END,
     )
 )
 register(

@@ -124,10 +124,9 @@ def run(args) -> int:
 def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> int:
     """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
     as it finishes (``agents.csv`` says which folder is whose), and printed together."""
-    from bayes_eval.checks.fitted import check_fit
     from bayes_eval.fit import fit_per_agent
     from bayes_eval.outputs.runfolder import folder_names
-    from bayes_eval.pipeline import write_run_folder
+    from bayes_eval.pipeline import conclude
 
     given = [name for name in ("agents", "tasks") if getattr(args, name) is not None]
     if given or args.predict_agent:
@@ -149,12 +148,10 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> 
                 lambda staging: index.to_csv(staging / "agents.csv", index=False),
                 command="fit --by agent",
             )
-        summary = posterior.summary(threshold=threshold)
-        checks = check_fit(posterior)
-        if out is not None:
-            write_run_folder(out / folders[agent], posterior, summary, checks, threshold)
-        lines = check_text(checks.predictive, checks.assumption)
-        fitted[agent] = (posterior, summary, lines, checks.failed)
+        folder = None if out is None else out / folders[agent]
+        done = conclude(posterior, out=folder, threshold=threshold)
+        lines = check_text(done.checks.predictive, done.checks.assumption)
+        fitted[agent] = (posterior, done.summary, lines, done.checks.failed)
 
     fit_per_agent(
         evidence,

@@ -54,9 +54,8 @@ def run(args) -> int:
     else:
         options = ("keep_columns", "sum_duplicates", "input_format", "cluster", *INSPECT_OPTIONS)
         given = next((o for o in options if getattr(args, o) not in (None, False)), None)
-        if given is not None:
-            flag = "--from" if given == "input_format" else f"--{given.replace('_', '-')}"
-            raise InputError(f"{flag}: applies to evidence to fit, not to a fitted run")
+        if given is not None:  # main reads the parameter as its flag (options.as_flags)
+            raise InputError(f"{given}: applies to evidence to fit, not to a fitted run")
     result = report(
         source,
         threshold,

@@ -315,8 +315,7 @@ def build_report(
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
     report fits nothing itself.
     """
-    assumption, milestone_method = checks.assumption, checks.milestone_method
-    checks = checks.predictive
+    predictive, assumption = checks.predictive, checks.assumption
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
     # A crossed fit's pairs never run are predictions: reported apart, without a verdict.
@@ -325,11 +324,13 @@ def build_report(
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
     table[["verdict", "reason"]] = verdicts(
-        summary, assumption, threshold, checks, allow_extrapolated
+        summary, assumption, threshold, predictive, allow_extrapolated
     )
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
-    figures = _figures(posterior, summary, checks, threshold)
-    sections = _sections(posterior, table, assumption, checks, milestone_method, threshold, level)
+    figures = _figures(posterior, summary, predictive, threshold)
+    sections = _sections(
+        posterior, table, assumption, predictive, checks.milestone_method, threshold, level
+    )
     if len(predictions):
         sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(
