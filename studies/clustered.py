@@ -16,8 +16,9 @@ is 0.975. Run::
 
     python studies/clustered.py --replications 100 --out studies/results
 
-prints the README's table and the coverage by the size of the true ``P``, and writes every
-bound to ``clustered_bounds.csv`` in ``--out`` (``--summarise`` reprints the tables from it).
+prints the table of docs/reading.md (How much clustered runs matter) and the coverage
+by the size of the true ``P``, and writes every bound to ``clustered_bounds.csv`` in
+``--out`` (``--summarise`` reprints the tables from it).
 """
 
 from __future__ import annotations

@@ -259,7 +259,7 @@ def run(runs: Path, dates: Path, seed: int, log=None) -> dict:
 
 
 def summary(results) -> dict:
-    """The figures the README quotes."""
+    """The figures docs/crossed.md quotes."""
     cells = results["held_out"]["cells"]
     return {
         **{f"coverage_{level:g}": float(cells[f"covered_{level:g}"].mean()) for level in LEVELS},

@@ -13,7 +13,7 @@ size and model: how often the held-out rate lies above the 97.5% bound, the cove
 the central 95% predictive interval, PIT uniformity and the diagnostics; writes the
 table and a PIT histogram per row. ``DIR`` holds ``metr_runs.csv`` and
 ``taubench_gpt4o_airline.csv`` (public run-level results the project does not ship; see
-the README, Real ground truth). Skips (exit 0) when the data folder is absent.
+docs/studies.md, Real ground truth). Skips (exit 0) when the data folder is absent.
 """
 
 from __future__ import annotations

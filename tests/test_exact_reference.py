@@ -1,10 +1,11 @@
 """Exact tails and exceedance probabilities against independent high-precision references.
 
-The claim (README, "How the numbers are computed"): each quantile of ``X = -log P`` is within
-``QUANTILE_TOLERANCE * min(1, X)`` of the truth, so both ``P`` and ``1 - P`` carry a
-relative error of at most 1e-4, from level 0.5 to 1 - 1e-12; and ``P(P > tau)`` is the
-exact probability at a threshold within that distance of ``tau``. Each check brackets
-the answer: ``F(x - d) <= q <= F(x + d)``, with ``F`` from ``tests/reference.py``.
+The claim (docs/models.md, "How the exact numbers are computed"): each quantile of
+``X = -log P`` is within ``QUANTILE_TOLERANCE * min(1, X)`` of the truth, so both ``P``
+and ``1 - P`` carry a relative error of at most 1e-4, from level 0.5 to 1 - 1e-12; and
+``P(P > tau)`` is the exact probability at a threshold within that distance of ``tau``.
+Each check brackets the answer: ``F(x - d) <= q <= F(x + d)``, with ``F`` from
+``tests/reference.py``.
 """
 
 import math
