@@ -19,12 +19,14 @@ from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
 from bayes_eval.plan import zero_success_trials as plan_zero_success
 from bayes_eval.results.posterior import Posterior, load_posterior
+from bayes_eval.settings import SamplerSettings
 from bayes_eval.specs import Spec, load_spec, shipped_specs
 
 __all__ = [
     "Evidence",
     "InputError",
     "Posterior",
+    "SamplerSettings",
     "Spec",
     "calibrate",
     "fit",

@@ -20,8 +20,6 @@ GOLDEN = "golden_solution"
 # Credible level used when neither the spec nor the user gives one.
 DEFAULT_LEVEL = 0.975
 
-# MCMC settings a pooled spec does not give (the shipped specs give them all).
-SAMPLER_DEFAULTS = {"draws": 2000, "tune": 1000, "chains": 4, "target_accept": 0.9}
 # Inclusive ranges of the whole-number sampler settings (spec and command line): beyond
 # them a fit would not end or not fit in memory; seeds are what numpy and nutpie take.
 SAMPLER_LIMITS = {

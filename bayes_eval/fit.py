@@ -8,18 +8,15 @@ model (``bayes_eval.crossed``). ``fit_per_agent`` fits one agent at a time.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import (
-    MCMC_ENGINES,
-)
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, load_evidence
+from bayes_eval.messages import collected, note, progress
 from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
-from bayes_eval.specs import check_level, check_sampler, load_spec
+from bayes_eval.settings import EXACT_ENGINE, SamplerSettings, check_seed
+from bayes_eval.specs import check_level, load_spec
 
 __all__ = ["fit", "fit_per_agent", "side_tables", "usable_rows"]
 
@@ -30,14 +27,15 @@ def fit(
     *,
     level=None,
     seed=None,
-    notes=None,
     sampler=None,
-    log=None,
     agents=None,
     tasks=None,
     predict=(),
 ):
     """Fit a model to evidence.
+
+    The rows a model leaves out, and why, are notes on ``logging.getLogger("bayes_eval")``;
+    a pooled fit's progress goes to ``bayes_eval.progress`` (``bayes_eval.messages``).
 
     Parameters
     ----------
@@ -49,13 +47,9 @@ def fit(
         One-sided credible level; defaults to the spec's.
     seed : int, optional
         Seed of the posterior draws; defaults to the spec's.
-    notes : list, optional
-        Receives one line per group of evidence rows the model left out, and why.
-    sampler : dict, optional
+    sampler : dict or SamplerSettings, optional
         Overrides of a pooled spec's ``[sampler]`` (engine, draws, tune, chains,
-        target_accept).
-    log : file, optional
-        Where a pooled fit writes its progress lines (for example ``sys.stderr``).
+        target_accept), or settings to use whole (``bayes_eval.SamplerSettings``).
     agents, tasks : path or DataFrame, optional
         Crossed models: side tables of covariates, one row per agent (column ``agent``)
         or task (column ``task``).
@@ -76,20 +70,20 @@ def fit(
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    level, seed = _settings(spec, level, seed, sampler)
+    level, seed, sampler = _settings(spec, level, seed, sampler)
     side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
-    by_pair = usable_rows(evidence, spec, notes)
+    by_pair = usable_rows(evidence, spec)
     model = model_of(spec)
     if model.family == CROSSED:
         from bayes_eval.crossed.model import design_of, fit_crossed
 
         design = design_of(by_pair, spec, evidence, side, predict)
-        return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler, log=log)
+        return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler)
     if model.family != EXACT:
         from bayes_eval.pooled.sampling import fit_pooled
 
-        return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler, log=log)
+        return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler)
     build = model.build()
     estimates = [
         build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()
@@ -102,7 +96,6 @@ def fit(
         evidence,
         used & ~table.index.isin(taken),
         f"{spec.name} rests those tasks on other evidence (see provenance)",
-        notes,
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
 
@@ -113,12 +106,10 @@ def fit_per_agent(
     *,
     level=None,
     seed=None,
-    notes=None,
     sampler=None,
     workers=None,
     scheduler=None,
     on_fit=None,
-    log=None,
 ) -> dict:
     """Fit each agent (or checkpoint) on its own rows, as a sweep of independent fits.
 
@@ -129,17 +120,14 @@ def fit_per_agent(
 
     Parameters
     ----------
-    evidence, model, level, seed, notes, sampler
-        As for ``fit``; a note names its agent.
+    evidence, model, level, seed, sampler
+        As for ``fit``; a note names its agent, and each fit done is a progress line.
     workers : int, optional
         Fit on a local dask cluster of this many worker processes.
     scheduler : str, optional
         Fit on the running dask cluster at this address.
     on_fit : callable, optional
         ``on_fit(agent, posterior)``, called as each fit finishes (in that order).
-    log : file, optional
-        Where the sweep reports each fit done (serially, each fit's progress too), and
-        dask draws its progress bar.
 
     Returns
     -------
@@ -161,9 +149,9 @@ def fit_per_agent(
     if model_of(spec).family == CROSSED:
         raise InputError(
             f"fit_per_agent: model {spec.name} is crossed: it links agents through their "
-            "abilities and fits them together (fit, without --by agent)"
+            "abilities and fits them together, in one fit"
         )
-    level, seed = _settings(spec, level, seed, sampler)
+    level, seed, sampler = _settings(spec, level, seed, sampler)
     _check_clusters(evidence, spec)
     agents = list(dict.fromkeys(evidence.table["agent"]))
     parts = []
@@ -178,61 +166,52 @@ def fit_per_agent(
             source=f"{evidence.source} (agent '{agent}')",
             clusters=clusters,
         )
-        agent_notes: list[str] = []
-        usable_rows(part, spec, agent_notes)
-        if notes is not None:
-            notes.extend(f"agent '{agent}': {note}" for note in agent_notes)
+        with collected() as agent_notes:
+            usable_rows(part, spec)
+        for text in agent_notes:
+            note(f"agent '{agent}': {text}")
         parts.append(part)
 
     def done(index, posterior):
-        if log is not None:
-            print(f"fitted agent '{agents[index]}' ({index + 1} of {len(agents)})", file=log)
+        progress(f"fitted agent '{agents[index]}' ({index + 1} of {len(agents)})")
         if on_fit is not None:
             on_fit(agents[index], posterior)
 
-    serial = workers is None and scheduler is None  # a worker cannot write on ``log``
-    setup = dict(
-        parts=parts, spec=spec, level=level, seed=seed, sampler=sampler, log=log if serial else None
-    )
+    setup = dict(parts=parts, spec=spec, level=level, seed=seed, sampler=sampler)
     fits = run_sweep(
-        _agent_fit,
-        len(parts),
-        setup,
-        workers=workers,
-        scheduler=scheduler,
-        on_result=done,
-        log=log,
+        _agent_fit, len(parts), setup, workers=workers, scheduler=scheduler, on_result=done
     )
     return dict(zip(agents, fits, strict=True))
 
 
 def _agent_fit(index: int, setup: dict):
-    """One agent's fit of ``fit_per_agent``."""
-    return fit(
-        setup["parts"][index],
-        setup["spec"],
-        level=setup["level"],
-        seed=setup["seed"],
-        notes=[],  # reported when the rows were checked
-        sampler=setup["sampler"],
-        log=setup["log"],
-    )
-
-
-def _settings(spec, level, seed, sampler) -> tuple[float, int]:
-    """The level and seed of a fit (the spec's unless given), and the MCMC overrides
+    """One agent's fit of ``fit_per_agent``; its notes were made when the rows were
     checked."""
-    level = spec.level if level is None else check_level(level, "level")
-    seed = spec.seed if seed is None else check_sampler({"seed": seed}, "seed")["seed"]
-    if sampler and spec.exact:
-        raise InputError(
-            f"{next(iter(sampler))}: MCMC settings apply to pooled models "
-            f"only; model {spec.name} is exact (conjugate)"
+    with collected():
+        return fit(
+            setup["parts"][index],
+            setup["spec"],
+            level=setup["level"],
+            seed=setup["seed"],
+            sampler=setup["sampler"],
         )
-    if sampler and sampler.get("engine", "nutpie") not in MCMC_ENGINES:
-        raise InputError(f"engine: '{sampler['engine']}' is not one of {', '.join(MCMC_ENGINES)}")
-    check_sampler(sampler or {}, "sampler")
-    return level, seed
+
+
+def _settings(spec, level, seed, sampler) -> tuple[float, int, SamplerSettings]:
+    """The level, seed and sampler settings of a fit: the spec's, with those given in
+    their place (MCMC settings for MCMC models only)."""
+    level = spec.level if level is None else check_level(level, "level")
+    seed = spec.seed if seed is None else check_seed(seed)
+    settings = spec.sampler.updated(sampler)
+    if spec.exact and settings != spec.sampler:
+        named = next(iter(sampler)) if isinstance(sampler, dict) else "sampler"
+        raise InputError(
+            f"{named}: MCMC settings apply to pooled models only; model {spec.name} is "
+            "exact (conjugate)"
+        )
+    if settings.engine == EXACT_ENGINE and not spec.exact:
+        raise InputError(f"engine: '{EXACT_ENGINE}' is for exact models; {spec.name} is MCMC")
+    return level, seed, settings
 
 
 def side_tables(spec, agents, tasks, predict) -> dict:
@@ -280,13 +259,13 @@ def _cluster_spec(spec) -> str:
     return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
 
-def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:
+def usable_rows(evidence, spec) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:
     """The rows a model uses, as ``{(agent, task): {method: rows sorted by run, step}}``.
 
     A task the model cannot use (no rows of a method it reads, or, for ``joint``, no
     milestone rows) is left out with one note naming every such task and why; rows of
-    methods the model does not read are noted too. Notes go to ``notes`` or, without it,
-    out as a ``UserWarning``, so nothing disappears silently.
+    methods the model does not read are noted too (``bayes_eval.messages.note``), so
+    nothing disappears silently.
 
     Raises
     ------
@@ -296,7 +275,7 @@ def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, p
     evidence = load_evidence(evidence)
     model = model_of(spec)
     used = evidence.table["method"].isin(model.uses)
-    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them", notes)
+    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them")
     by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
     ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
     for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
@@ -312,11 +291,7 @@ def usable_rows(evidence, spec, notes=None) -> dict[tuple[str, str], dict[str, p
     why = f"no {wanted} rows, which model {spec.name} needs"
     if not usable:
         raise InputError(f"{evidence.source}: no task is usable: {_named(missing)} ({why})")
-    line = f"left out {len(missing)} task(s) the model cannot use ({why}): {_named(missing)}"
-    if notes is None:
-        warnings.warn(f"{evidence.source}: {line}", UserWarning, stacklevel=2)
-    else:
-        notes.append(line)
+    note(f"left out {len(missing)} task(s) the model cannot use ({why}): {_named(missing)}")
     return usable
 
 
@@ -326,12 +301,12 @@ def _named(pairs: list[tuple[str, str]], shown: int = 10) -> str:
     return names + (f" and {len(pairs) - shown} more" if len(pairs) > shown else "")
 
 
-def _report_left_out(evidence: Evidence, mask, why: str, notes) -> None:
-    if notes is None or not np.any(mask):
+def _report_left_out(evidence: Evidence, mask, why: str) -> None:
+    if not np.any(mask):
         return
     left = evidence.table[mask]
     for method, rows in left.groupby("method", sort=False):
         numbers = rows["row"].tolist()
         shown = ", ".join(map(str, numbers[:6])) + (", ..." if len(numbers) > 6 else "")
         count = int(rows["n_rows"].sum())
-        notes.append(f"left out {count} {method} row(s) (rows {shown}): {why}")
+        note(f"left out {count} {method} row(s) (rows {shown}): {why}")

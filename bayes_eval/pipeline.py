@@ -56,7 +56,6 @@ def read_evidence(
     milestones=None,
     agent_from: str | None = None,
     task_from: str | None = None,
-    notes: list | None = None,
 ) -> Evidence:
     """The evidence in ``paths``: an evidence table, a run file or Inspect logs.
 
@@ -74,8 +73,6 @@ def read_evidence(
     scorer, success_threshold, milestones, agent_from, task_from
         Inspect logs' options, as ``bayes_eval.read_inspect`` takes them (``agent_from``
         ``"model"`` and ``task_from`` ``"sample"`` unless given); refused for other input.
-    notes : list, optional
-        Receives one line per note on the evidence read.
     """
     from bayes_eval.evidence.inspect_logs import read_inspect
     from bayes_eval.evidence.runs import read_runs
@@ -98,7 +95,7 @@ def read_evidence(
         raise InputError(f"{name}: applies to an evidence table, not to {source} input")
     if source == "inspect":
         inspect.update(agent_from=agent_from or "model", task_from=task_from or "sample")
-        return read_inspect(paths, cluster=cluster, notes=notes, **inspect)
+        return read_inspect(paths, cluster=cluster, **inspect)
     if len(paths) > 1:
         raise InputError(f"{source} input: one file at a time (several are for Inspect logs)")
     if source == "evidence":
@@ -107,10 +104,8 @@ def read_evidence(
                 "cluster: applies to run files and Inspect logs; an evidence table marks "
                 "clusters in its own cluster column"
             )
-        return load_evidence(
-            paths[0], keep_columns=keep_columns, sum_duplicates=sum_duplicates, notes=notes
-        )
-    return read_runs(paths[0], source, cluster=cluster, notes=notes)
+        return load_evidence(paths[0], keep_columns=keep_columns, sum_duplicates=sum_duplicates)
+    return read_runs(paths[0], source, cluster=cluster)
 
 
 def run(
@@ -122,11 +117,9 @@ def run(
     level=None,
     seed=None,
     sampler=None,
-    log=None,
     agents=None,
     tasks=None,
     predict=(),
-    notes=None,
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -134,8 +127,8 @@ def run(
     ----------
     evidence : path, DataFrame or Evidence
         As ``bayes_eval.fit`` takes it (``read_evidence`` reads the other forms).
-    model, level, seed, sampler, log, agents, tasks, predict, notes
-        As for ``bayes_eval.fit``.
+    model, level, seed, sampler, agents, tasks, predict
+        As for ``bayes_eval.fit`` (notes and progress go to ``logging`` as there).
     out : path, optional
         The run folder: ``posterior.nc``, ``summary.csv``, ``ppc.csv``,
         ``milestone_check.csv``, the figures and, with ``threshold``, the safety report;
@@ -156,9 +149,7 @@ def run(
         model,
         level=level,
         seed=seed,
-        notes=notes,
         sampler=sampler,
-        log=log,
         agents=agents,
         tasks=tasks,
         predict=predict,
@@ -200,14 +191,14 @@ def write_run_folder(out, posterior, summary, checks: FitChecks, threshold=None)
     return write_run(Path(out), write, command="fit")
 
 
-def load_or_fit(source, *, model=None, level=None, seed=None, log=None) -> Posterior:
+def load_or_fit(source, *, model=None, level=None, seed=None) -> Posterior:
     """A ``Posterior`` from a ``bayes-eval fit --out`` folder or ``posterior.nc`` file, or
     fitted to an evidence table (path, DataFrame or Evidence)."""
     if isinstance(source, str | Path) and (Path(source).is_dir() or str(source).endswith(".nc")):
         if model is not None:
             raise InputError("model: a fitted run folder already has its model")
         return load_posterior(source)
-    return fit(source, model or "phuong_chain", level=level, seed=seed, log=log)
+    return fit(source, model or "phuong_chain", level=level, seed=seed)
 
 
 def report(
@@ -219,7 +210,6 @@ def report(
     seed=None,
     out=None,
     allow_extrapolated: bool = False,
-    log=None,
 ) -> Report:
     """Fit (or load) and report.
 
@@ -229,7 +219,7 @@ def report(
         An evidence table, or a folder written by ``bayes-eval fit --out``.
     threshold : float
         The ``tau`` of the question ``P < tau``.
-    model, level, seed, log
+    model, level, seed
         As for ``bayes_eval.fit`` (``model`` only for evidence; default ``phuong_chain``).
     out : path, optional
         Folder to write ``report.html``, ``report.md`` and the figures into.
@@ -238,7 +228,7 @@ def report(
         report says so.
     """
     threshold = check_probability(threshold, "threshold")
-    posterior = load_or_fit(source, model=model, level=level, seed=seed, log=log)
+    posterior = load_or_fit(source, model=model, level=level, seed=seed)
     result = build_report(
         posterior,
         threshold,

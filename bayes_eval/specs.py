@@ -9,11 +9,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import DEFAULT_LEVEL, MCMC_ENGINES, SAMPLER_LIMITS
+from bayes_eval.constants import DEFAULT_LEVEL, MCMC_ENGINES
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 from bayes_eval.registry import MODELS
 from bayes_eval.resources import shipped_dir
+from bayes_eval.settings import EXACT_ENGINE, SamplerSettings, check_seed
 
 __all__ = [
     "Prior",
@@ -49,7 +50,6 @@ COVARIATE_KEYS = ("agent", "task", "task_group", "length")
 # intercept and coefficients (logit scale) Normal ones.
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
 NORMAL_ROLES = ("ability_mean", "coefficient")
-EXACT_ENGINES = ("exact",)
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ class Spec:
     name, kind, pooling, description : str
     priors : dict of str to Prior
         By role: ``end_to_end``, ``milestone`` or ``step``.
-    sampler : dict
-        Engine settings (``engine``, ``draws``, ``seed``, ...).
+    sampler : SamplerSettings
+        How the model samples (``engine``, ``draws``, ...; ``bayes_eval.settings``).
     level : float
         Default one-sided credible level of the reported bounds.
     source : str
@@ -108,21 +108,17 @@ class Spec:
     pooling: str
     description: str
     priors: dict[str, Prior]
-    sampler: dict = field(default_factory=dict)
+    sampler: SamplerSettings = field(default_factory=SamplerSettings)
     level: float = DEFAULT_LEVEL
     source: str = ""
     text: str = ""
     covariates: dict = field(default_factory=dict)
+    seed: int = DEFAULT_SEED
 
     @property
     def draws(self) -> int:
         """Posterior draws to keep."""
-        return int(self.sampler.get("draws", DEFAULT_EXACT_DRAWS))
-
-    @property
-    def seed(self) -> int:
-        """Default random seed."""
-        return int(self.sampler.get("seed", DEFAULT_SEED))
+        return self.sampler.draws
 
     @property
     def exact(self) -> bool:
@@ -196,20 +192,6 @@ def _number(value, what: str) -> float:
         raise InputError(f"{what}: '{value}' is not a number") from None
 
 
-def check_sampler(settings: dict, where: str) -> dict:
-    """Validate sampler settings (a spec's ``[sampler]`` or a fit's overrides): whole
-    numbers within ``SAMPLER_LIMITS`` and a target_accept strictly between 0 and 1."""
-    for key, (low, high) in SAMPLER_LIMITS.items():
-        if key in settings:
-            value = _get(where, settings, key, int)
-            if not low <= value <= high:
-                raise InputError(f"{where}: {key} ({value}) must lie between {low} and {high}")
-    if "target_accept" in settings:
-        value = _get(where, settings, "target_accept", float)
-        check_probability(value, f"{where} target_accept")
-    return settings
-
-
 def _unknown_keys(where: str, table: dict, allowed) -> None:
     for key in table:
         if key not in allowed:
@@ -271,16 +253,21 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
         priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=pooling == "none")
-    sampler = dict(_get(source, data, "sampler", dict, required=False) or {})
-    _unknown_keys(f"{source} [sampler]", sampler, SAMPLER_KEYS)
-    engines = EXACT_ENGINES if pooling == "none" else MCMC_ENGINES
-    engine = sampler.setdefault("engine", engines[0])
+    table = dict(_get(source, data, "sampler", dict, required=False) or {})
+    _unknown_keys(f"{source} [sampler]", table, SAMPLER_KEYS)
+    try:
+        seed = check_seed(table.pop("seed", DEFAULT_SEED))
+    except InputError as exc:
+        raise InputError(f"{source} [sampler] {exc}") from None
+    engines = (EXACT_ENGINE,) if pooling == "none" else MCMC_ENGINES
+    engine = table.setdefault("engine", engines[0])
     if engine not in engines:
         raise InputError(
             f"{source} [sampler]: engine '{engine}' does not fit {kind}/{pooling}; "
             f"use one of: {', '.join(engines)}"
         )
-    check_sampler(sampler, f"{source} [sampler]")
+    exact = {"draws": DEFAULT_EXACT_DRAWS} if pooling == "none" else {}
+    sampler = SamplerSettings.from_table(table, f"{source} [sampler]", defaults=exact)
     report = _get(source, data, "report", dict, required=False) or {}
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
     level = DEFAULT_LEVEL
@@ -288,7 +275,9 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         level = check_level(
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
-    return Spec(name, kind, pooling, description, priors, sampler, level, source, text, covariates)
+    return Spec(
+        name, kind, pooling, description, priors, sampler, level, source, text, covariates, seed
+    )
 
 
 def _covariates(source: str, data: dict, pooling: str) -> dict:

@@ -40,7 +40,7 @@ def built_model(model: str, table):
 
     engines.compile_nutpie = keep
     try:
-        bayes_eval.fit(table, model, sampler={"draws": 20, "tune": 20, "chains": 1}, log=None)
+        bayes_eval.fit(table, model, sampler={"draws": 20, "tune": 20, "chains": 1})
     finally:
         engines.compile_nutpie = compile_nutpie
     return built[-1]

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import ESS_MIN, RHAT_MAX
+from bayes_eval.messages import collected
 
 LEVEL = 0.975
 
@@ -65,7 +66,8 @@ def ours(evidence, cells: pd.DataFrame, seed: int) -> dict:
     from bayes_eval import fit
 
     start = time.perf_counter()
-    posterior = fit(evidence, "crossed", seed=seed, notes=[], log=None)
+    with collected():  # the benchmark's notes
+        posterior = fit(evidence, "crossed", seed=seed)
     seconds = time.perf_counter() - start
     table = posterior.diagnostics.table
     summary = posterior.summary().merge(cells, on=["agent", "task"])

@@ -54,7 +54,7 @@ def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     from bayes_eval.specs import load_spec
 
     spec = load_spec(model_name)
-    layout = build_layout(usable_rows(load_evidence(table), spec, []), spec)
+    layout = build_layout(usable_rows(load_evidence(table), spec), spec)
     model = model_of(spec).build()(layout, spec, choose_form(layout, spec))
     inputs = model.value_vars
     logp = model.logp()

@@ -169,7 +169,7 @@ def main() -> None:
     from bayes_eval.pooled.layout import build_layout
 
     spec = bayes_eval.load_spec("hierarchical")
-    target = float(spec.sampler["target_accept"])
+    target = spec.sampler.target_accept
     for trials in args.trials:
         data = simulate(args.tasks, args.milestones, args.seed, trials, args.mean)
         layout = build_layout(usable_rows(data, spec), spec)

@@ -94,7 +94,7 @@ def main() -> None:
                 chains=CHAINS,
                 seed=args.seed,
                 progress_bar=False,
-                target_accept=float(spec.sampler["target_accept"]),
+                target_accept=spec.sampler.target_accept,
             )
             seconds = time.perf_counter() - start
             result = diagnose(trace)

@@ -59,6 +59,7 @@ from scipy import special
 from bayes_eval import fit
 from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.inference.sweep import place_arguments, run_sweep
+from bayes_eval.messages import collected
 
 FAMILIES = ("logit_normal", "beta", "zero_inflated")
 MODELS = (
@@ -195,15 +196,10 @@ def one_fit(model: str, table: dict, seed: int, level: float) -> pd.DataFrame:
     covariates = (
         dict(agents=table["agents"], tasks=table["tasks"]) if model == "time_horizon" else {}
     )
-    posterior = fit(
-        evidence_for(model, table["evidence"]),
-        model,
-        level=level,
-        seed=seed,
-        notes=[],
-        log=None,
-        **covariates,
-    )
+    with collected():  # the simulated tables' notes
+        posterior = fit(
+            evidence_for(model, table["evidence"]), model, level=level, seed=seed, **covariates
+        )
     seconds = time.perf_counter() - start
     summary, diagnostics = posterior.summary(), posterior.diagnostics
     columns = ["agent", "task", "upper", "extrapolated", "diagnostics_ok"]

@@ -45,6 +45,7 @@ from scipy import optimize, special, stats
 from bayes_eval import fit, read_runs
 from bayes_eval.crossed.horizon import horizons
 from bayes_eval.evidence.table import load_evidence
+from bayes_eval.messages import showing_progress
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 RICH = 20  # a data-rich agent has at least this many successes and this many failures
@@ -64,14 +65,14 @@ def metr_evidence(runs: Path, keep=None, drop_agent=None):
     return load_evidence(table.loc[mask, columns].reset_index(drop=True), keep_columns=True)
 
 
-def held_out(runs: Path, dates: Path, seed: int, log) -> dict:
+def held_out(runs: Path, dates: Path, seed: int) -> dict:
     """Part (a): coverage and log scores on held-out cells."""
     cells = metr_evidence(runs).table
     rng = np.random.default_rng(seed)
     held = rng.random(len(cells)) < 0.2
     train, test = cells[~held], cells[held]
     keep = list(zip(train["agent"], train["task"], strict=True))
-    posterior = fit(metr_evidence(runs, keep=keep), "time_horizon", agents=dates, log=log)
+    posterior = fit(metr_evidence(runs, keep=keep), "time_horizon", agents=dates)
     draws = posterior.draws
     p_task = draws["p_task"].values.reshape(-1, draws.sizes["agent"], draws.sizes["task"])
     agents, tasks = list(draws["agent"].values), list(draws["task"].values)
@@ -136,7 +137,7 @@ def _logistic_fits(runs: pd.DataFrame, keep=None, weighted=False) -> dict:
     return out
 
 
-def leave_latest_out(runs: Path, dates: Path, full, log) -> pd.DataFrame:
+def leave_latest_out(runs: Path, dates: Path, full) -> pd.DataFrame:
     """Part (b): the latest agent's horizon predicted from its release date alone."""
     release = pd.read_csv(dates)
     latest = release.sort_values("release_date").iloc[-1]
@@ -146,7 +147,6 @@ def leave_latest_out(runs: Path, dates: Path, full, log) -> pd.DataFrame:
         "time_horizon",
         agents=dates,
         predict=[f"{name},release_date={latest['release_date']}"],
-        log=log,
     )
     predicted = horizons(posterior).agents.set_index("agent").loc[name]
     observed = full.set_index("agent").loc[name]
@@ -231,7 +231,8 @@ def main(argv=None) -> int:
     runs, dates = Path(args.runs), Path(args.dates)
     start = time.perf_counter()
     pd.set_option("display.width", 200)
-    results = run(runs, dates, args.seed, log=sys.stderr)
+    with showing_progress(sys.stderr):
+        results = run(runs, dates, args.seed)
     print(report(results))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.out:
@@ -244,16 +245,16 @@ def main(argv=None) -> int:
     return 0
 
 
-def run(runs: Path, dates: Path, seed: int, log=None) -> dict:
+def run(runs: Path, dates: Path, seed: int) -> dict:
     """All three parts; returns their tables and the fits' diagnostics."""
-    part_a = held_out(runs, dates, seed, log)
-    full = fit(metr_evidence(runs), "time_horizon", agents=dates, log=log)
+    part_a = held_out(runs, dates, seed)
+    full = fit(metr_evidence(runs), "time_horizon", agents=dates)
     result = horizons(full, forecast=["2025-06-01"])
     return {
         "held_out": part_a,
         "full": full,
         "full_horizons": result,
-        "latest": leave_latest_out(runs, dates, result.agents, log),
+        "latest": leave_latest_out(runs, dates, result.agents),
         "comparison": against_logistic(runs, result),
     }
 

@@ -24,6 +24,7 @@ from bound_coverage import FAMILIES, evidence_for, simulate_table
 from scipy import special
 
 from bayes_eval import fit
+from bayes_eval.messages import collected
 
 
 def milestone_tails(model: str, family: str, seed: int, above: float, level: float = 0.975):
@@ -31,7 +32,8 @@ def milestone_tails(model: str, family: str, seed: int, above: float, level: flo
     pair's and the milestone's bounds missed; the pairs above ``above`` flagged."""
     rng = np.random.default_rng(seed + 1000 * FAMILIES.index(family))
     table = simulate_table(family, 10, 60, 8, rng)
-    posterior = fit(evidence_for(model, table["evidence"]), model, seed=seed, notes=[], log=None)
+    with collected():  # the simulated tables' notes
+        posterior = fit(evidence_for(model, table["evidence"]), model, seed=seed)
     draws = posterior.tree["posterior"]["p_milestone"]
     mean = draws.mean(("chain", "draw")).to_series().rename("mean")
     bound = draws.quantile(level, ("chain", "draw")).to_series().rename("bound")

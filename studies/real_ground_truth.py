@@ -56,7 +56,7 @@ def study(runs, name, sizes, repetitions, seed):
             for rep in range(repetitions):
                 evidence, truth = split(runs, size, rng)
                 print(f"{name}: {size} runs, {model}, split {rep + 1}", file=sys.stderr)
-                posterior = fit(evidence, model, seed=seed + rep, log=None)
+                posterior = fit(evidence, model, seed=seed + rep)
                 result = calibrate(posterior, truth, seed=seed + rep)
                 ok = posterior.summary()["diagnostics_ok"]
                 results.append((result, bool(ok.fillna(True).all())))

@@ -34,6 +34,7 @@ from bayes_eval import fit
 from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.inference.sweep import place_arguments, run_sweep
+from bayes_eval.messages import collected
 
 MODELS = ("hierarchical", "joint", "ecr_pooled", "end_to_end_pooled")
 
@@ -51,7 +52,8 @@ def evidence_for(model: str, table: pd.DataFrame) -> pd.DataFrame:
 def one_fit(model: str, table: pd.DataFrame, seed: int) -> dict:
     """Fit at the defaults; the gate's outcome, the worst quantities, attempts and time."""
     start = time.perf_counter()
-    posterior = fit(evidence_for(model, table), model, seed=seed, notes=[], log=None)
+    with collected():  # the simulated tables' notes
+        posterior = fit(evidence_for(model, table), model, seed=seed)
     seconds = time.perf_counter() - start
     diagnostics = posterior.diagnostics
     provenance = str(posterior.summary()["provenance"].iloc[0])

@@ -58,7 +58,7 @@ def test_pit_uniform_when_well_specified_and_not_under_bypass():
     """The issue's criterion: uniform at the 1% level on data drawn from the model's own
     prior; the milestone method's miscalibration detected when a bypass path exists."""
     results = paths_study(
-        models=("mats2024",), tasks=300, milestones=2, strengths=(0.0, 0.2), seed=1, log=None
+        models=("mats2024",), tasks=300, milestones=2, strengths=(0.0, 0.2), seed=1
     ).set_index("strength")
     assert results.loc[0.0, "pit_ks_p_value"] > 0.01
     assert results.loc[0.2, "pit_ks_p_value"] < 0.01

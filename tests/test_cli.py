@@ -240,7 +240,10 @@ POOLED = str(example_evidence().parent / "example_pooled.csv")
 
 MCMC_BAD_ARGS = [
     (["fit", EXAMPLE, "--draws", "100"], "--draws: MCMC settings apply to pooled models only"),
-    (["fit", POOLED, "--model", "hierarchical", "--draws", "0"], "--draws: 0 must be >= 1"),
+    (
+        ["fit", POOLED, "--model", "hierarchical", "--draws", "0"],
+        "--draws: 0 must lie between 1 and 1000000",
+    ),
     (["fit", POOLED, "--model", "hierarchical", "--chains", "x"], "--chains: 'x' is not a whole"),
     (
         ["fit", POOLED, "--model", "hierarchical", "--target-accept", "1"],

@@ -15,6 +15,7 @@ import bayes_eval
 from bayes_eval import InputError, load_evidence
 from bayes_eval.checks.sbc import sbc
 from bayes_eval.crossed.horizon import horizons, success_offset
+from bayes_eval.messages import collected
 from bayes_eval.specs import load_spec
 
 SMALL = {"draws": 500, "tune": 500, "chains": 4}
@@ -306,7 +307,8 @@ def test_one_run_per_cluster_is_the_unclustered_crossed_model(model):
 
     def model_of(frame):
         evidence = load_evidence(frame.reset_index(drop=True))
-        design = design_of(usable_rows(evidence, spec, notes=[]), spec, evidence)
+        with collected():
+            design = design_of(usable_rows(evidence, spec), spec, evidence)
         return build_model(design, spec)
 
     plain, clustered = model_of(runs.drop(columns="cluster")), model_of(runs)
@@ -468,7 +470,7 @@ def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():
     difficulties' form, the next flips it; each from its own seed, all named."""
     table, _ = _design(seed=3, agents=3, tasks=6, missing=0.0, zero_agent=False)
     starved = {"draws": 20, "tune": 20, "chains": 2}
-    posterior = bayes_eval.fit(table, "crossed", sampler=starved, seed=11, log=None)
+    posterior = bayes_eval.fit(table, "crossed", sampler=starved, seed=11)
     assert not posterior.diagnostics.ok
     provenance = posterior.summary()["provenance"].iloc[0]
     forms = re.findall(r"attempt (\d) nutpie [^:]*?difficulties zero-sum ([a-z-]+)", provenance)

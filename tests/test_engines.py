@@ -27,7 +27,7 @@ def _within_mcse(first, second, limit=3.0):
 
 def _both(table, model, sampler):
     return [
-        bayes_eval.fit(table, model, sampler={**sampler, "engine": e}, log=None)
+        bayes_eval.fit(table, model, sampler={**sampler, "engine": e})
         for e in ("nutpie", "numpyro")
     ]
 
@@ -88,7 +88,6 @@ def test_auto_names_its_reason_in_the_provenance():
         table.assign(trials=3),
         "end_to_end_pooled",
         sampler={"engine": "auto", "draws": 200, "tune": 200},
-        log=None,
     )
     assert "engine chosen by auto: no GPU" in post.summary()["provenance"].iloc[0]
 

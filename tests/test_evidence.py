@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from bayes_eval import InputError, load_evidence
+from bayes_eval.messages import collected
 
 HEADER = (
     "agent,task,method,step,run,milestone,successes,trials,success,chosen_index,logprob,grading"
@@ -215,10 +216,10 @@ def test_tab_and_semicolon_tables_read_as_the_comma_table(tmp_path, name, delimi
     semicolon is read with it, and a note says so."""
     comma = load_evidence(write(tmp_path, GOOD, name="comma.csv"))
     lines = [line.replace(",", delimiter) for line in GOOD]
-    notes = []
-    other = load_evidence(
-        write(tmp_path, lines, header=HEADER.replace(",", delimiter), name=name), notes=notes
-    )
+    with collected() as notes:
+        other = load_evidence(
+            write(tmp_path, lines, header=HEADER.replace(",", delimiter), name=name)
+        )
     assert other.hash == comma.hash
     assert (notes == []) if note is None else (len(notes) == 1 and note in notes[0])
 
@@ -238,8 +239,8 @@ def test_columns_outside_the_format_are_noted_or_kept(tmp_path):
         "a,t1,end_to_end,,,,,,0,,,,day 2,ann",
         "a,t2,end_to_end,,,,3,10,,,,,,bob",
     ]
-    notes = []
-    plain = load_evidence(write(tmp_path, lines, header=header), notes=notes)
+    with collected() as notes:
+        plain = load_evidence(write(tmp_path, lines, header=header))
     assert plain.kept == () and "notes" not in plain.table
     assert notes == [
         f"{tmp_path / 'e.csv'}: ignored columns notes, owner (not part of the "

@@ -1,5 +1,6 @@
 """Each shipped exact model on small tables with hand-worked answers."""
 
+import logging
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from scipy import integrate, optimize, stats
 import bayes_eval
 from bayes_eval import InputError, load_posterior
 from bayes_eval.exact.expert import step_bits, unguided_bits
+from bayes_eval.messages import collected
 
 
 def table(*rows):
@@ -129,8 +131,8 @@ def test_chain_rungs():
         e2e("z", 0, 15),  # nothing else: e2e posterior
         ms("n", 1, 0, 20),  # no fallback: no estimate
     )
-    notes = []
-    summary = bayes_eval.fit(evidence, notes=notes).summary()
+    with collected() as notes:
+        summary = bayes_eval.fit(evidence).summary()
     e = row_of(summary, "e")
     assert e["method"] == "end_to_end" and e["mean"] == pytest.approx(3 / 12)
     assert "rung end_to_end" in e["provenance"]
@@ -152,18 +154,21 @@ def test_chain_rungs():
     assert any("left out 1 milestone row(s)" in note for note in notes)  # task e's milestone
 
 
-def test_tasks_a_model_cannot_use_are_left_out_by_name():
+def test_tasks_a_model_cannot_use_are_left_out_by_name(caplog):
     evidence = table(e2e("a", 1, 5), ms("b", 1, 2, 5), ms("c", 1, 4, 5))
-    notes = []
-    summary = bayes_eval.fit(evidence, "end_to_end", notes=notes).summary()
+    with collected() as notes:
+        summary = bayes_eval.fit(evidence, "end_to_end").summary()
     assert summary["task"].tolist() == ["a"]
     assert notes == [
         "left out 2 milestone row(s) (rows 3, 4): model end_to_end (end_to_end) does not use them",
         "left out 2 task(s) the model cannot use (no end_to_end rows, which model end_to_end "
         "needs): task 'b' (agent 'agent'), task 'c' (agent 'agent')",
     ]
-    with pytest.warns(UserWarning, match="DataFrame: left out 2 task.*task 'b'.*task 'c'"):
-        bayes_eval.fit(evidence, "end_to_end")  # without a notes list: a warning, not silence
+    with caplog.at_level(logging.WARNING, logger="bayes_eval"):
+        bayes_eval.fit(evidence, "end_to_end")  # not collected: a warning on the logger
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("bayes_eval", "WARNING", note) for note in notes
+    ]
 
 
 def test_a_table_with_no_usable_task_names_every_task_first_ten_then_a_count():

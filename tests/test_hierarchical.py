@@ -15,6 +15,7 @@ from bayes_eval.checks.assumption import milestone_assumption
 from bayes_eval.checks.fitted import check_fit
 from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
 from bayes_eval.inference.retry import fit_attempts
+from bayes_eval.messages import collected
 from bayes_eval.outputs.report import UNRELIABLE, build_report
 from bayes_eval.results.predictive import predictive_checks
 
@@ -181,7 +182,7 @@ def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
             for m, k in enumerate(rng.binomial(100, rates[t]))
         ]
     )
-    posterior = bayes_eval.fit(frame, "hierarchical", seed=2, log=None)
+    posterior = bayes_eval.fit(frame, "hierarchical", seed=2)
     provenance = str(posterior.summary()["provenance"].iloc[0])
     assert "task means non-centred; seed 2" in provenance
     assert "kept attempt" not in provenance and fit_attempts(provenance) == 1
@@ -272,10 +273,8 @@ def test_tasks_without_milestones_are_left_out_by_name():
         [dict(task=t, method="end_to_end", successes=3, trials=20) for t in ("x1", "x2")]
     )
     for model in ("hierarchical", "joint"):
-        notes = []
-        posterior = bayes_eval.fit(
-            pd.concat([frame, only_e2e]), model, sampler=SMALL, notes=notes, log=None
-        )
+        with collected() as notes:
+            posterior = bayes_eval.fit(pd.concat([frame, only_e2e]), model, sampler=SMALL)
         summary = posterior.summary()
         assert sorted(summary["task"]) == sorted(frame["task"].unique())
         assert summary["floor_upper"].isna().all() and summary["extrapolated"].isna().all()
@@ -542,6 +541,7 @@ def test_every_form_of_a_rate_samples_its_beta_prior():
 
     from bayes_eval.inference.engines import Engine, sample
     from bayes_eval.pooled.models import _beta_parts
+    from bayes_eval.settings import SamplerSettings
 
     a = np.array([4.0, 0.6, 5.0, 0.3])
     b = np.array([2.0, 3.0, 0.3, 5.0])
@@ -549,8 +549,8 @@ def test_every_form_of_a_rate_samples_its_beta_prior():
         log_a, log_b = pt.as_tensor(np.log(a)), pt.as_tensor(np.log(b))
         centred = np.array([True, False, True, False])
         _beta_parts(pm, "p", log_a, log_b, centred, "rate", np.array([0, 0, 1, -1], np.int8))
-    settings = {"engine": "nutpie", "draws": 1000, "tune": 500, "chains": 4, "target_accept": 0.8}
-    p = sample(model, Engine("nutpie", "cpu"), settings, 0, None, ("beta forms",))["posterior"]["p"]
+    settings = SamplerSettings("nutpie", draws=1000, tune=500, chains=4, target_accept=0.8)
+    p = sample(model, Engine("nutpie", "cpu"), settings, 0, ("beta forms",))["posterior"]["p"]
     assert {v.name for v in model.value_vars} == {"p_logit", "p_z", "p_upper", "p_lower"}
     for i in range(4):
         draws = p.isel(rate=i).values
@@ -640,7 +640,7 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
             for m in (1, 2)
         ]
     spec = bayes_eval.load_spec(model)
-    layout = build_layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec, []), spec)
+    layout = build_layout(usable_rows(load_evidence(pd.DataFrame(rows)), spec), spec)
     built = model_of(spec).build()(layout, spec, choose_form(layout, spec))
     logp = built.logp()
     inputs = built.value_vars

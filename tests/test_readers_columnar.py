@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bayes_eval import InputError, read_runs
 from bayes_eval.evidence import columnar
+from bayes_eval.messages import collected
 
 
 def _row_by_row(monkeypatch):
@@ -19,9 +20,9 @@ def _row_by_row(monkeypatch):
 
 def _outcome(path, run_format, cluster):
     """(evidence table, clusters, notes) or the error's text."""
-    notes = []
     try:
-        evidence = read_runs(path, run_format, cluster=cluster, notes=notes)
+        with collected() as notes:
+            evidence = read_runs(path, run_format, cluster=cluster)
     except InputError as exc:
         return str(exc)
     return evidence.table, evidence.clusters, notes, evidence.hash

@@ -183,7 +183,7 @@ def test_clusters_from_sample_metadata(logs):
     [
         (["--scorer", "nope"], "no scorer named 'nope'; the log's scorers: verdict, progress"),
         (["--scorer", "progress"], "sample 0, epoch 1, scorer progress: numeric score 0.25 ne"),
-        (["--scorer", "stages"], "is dict-valued: --milestones KEY1,KEY2,... reads"),
+        (["--scorer", "stages"], "is dict-valued: --milestones, naming its keys in order, re"),
         (["--scorer", "stages", "--milestones", "recon,loot"], "no milestone key 'loot' (its "),
         ([], "the log has several scorers (verdict, progress, stages); name one with --scorer"),
         (["--scorer", "verdict", "--task-from", "metadata:difficulty"], "no metadata key 'dif"),
@@ -195,6 +195,11 @@ def test_bad_mappings_are_one_located_line(logs, capsys, args, message):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.splitlines()) == 1
     assert message in err
+
+
+def test_the_library_names_its_parameters_where_the_command_line_names_flags(logs):
+    with pytest.raises(InputError, match="several scorers .*; name one with `scorer`$"):
+        read_inspect(logs)
 
 
 def test_truncated_and_duplicated_logs_are_refused(logs, tmp_path, capsys):

@@ -10,6 +10,7 @@ import pytest
 from bayes_eval import InputError, load_evidence, read_runs
 from bayes_eval.cli.main import main
 from bayes_eval.evidence.runs import run_rows
+from bayes_eval.messages import collected
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -66,8 +67,8 @@ def test_per_run_table_with_milestone_steps_and_run_ids(tmp_path):
         "agent,task,step,run,success,notes\n"
         "A,t1,,r1,1,x\nA,t1,,r2,0,\nA,t1,1,m1,1,\nA,t1,1,m2,1,\nA,t1,2,m3,0,\n,t2,,r9,true,\n"
     )
-    notes = []
-    evidence = read_runs(path, notes=notes)
+    with collected() as notes:
+        evidence = read_runs(path)
     assert _counts(evidence) == {
         ("A", "t1", "end_to_end", -1): (1, 2),
         ("A", "t1", "milestone", 1): (2, 2),

@@ -16,6 +16,7 @@ from scipy import stats
 
 from bayes_eval import registry
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+from bayes_eval.messages import collected
 from bayes_eval.registry import CROSSED, EXACT, MODELS, POOLED, Model, register, resolve
 from bayes_eval.specs import load_spec, shipped_specs
 
@@ -99,8 +100,8 @@ def test_the_registry_decides_which_rows_and_runs_a_model_takes(own_registry, tm
         'schema_version = 1\nname = "toy"\nkind = "toy"\n[priors.end_to_end]\ndist = "Beta"\n'
         'alpha = 1.0\nbeta = 1.0\nreason = "uniform"\n'
     )
-    notes = []
-    posterior = bayes_eval.fit(ROOT / "data" / "example_evidence.csv", spec, notes=notes)
+    with collected() as notes:
+        posterior = bayes_eval.fit(ROOT / "data" / "example_evidence.csv", spec)
     assert any("model toy (toy) does not use them" in note for note in notes)
     upper = posterior.summary()["upper"].dropna().to_numpy()
     assert np.all((upper > 0) & (upper < 1))

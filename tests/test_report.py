@@ -14,6 +14,7 @@ import pytest
 import bayes_eval
 from bayes_eval.checks.fitted import check_fit
 from bayes_eval.cli.main import main
+from bayes_eval.messages import collected
 from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
 from bayes_eval.resources import example_evidence
 
@@ -251,15 +252,17 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
     posterior = bayes_eval.fit(EXAMPLE)
     milestones = check_fit(posterior).milestone_method
     compared = milestone_comparison(posterior, result.table, 0.975, milestones)
-    mats = bayes_eval.fit(EXAMPLE, "mats2024", notes=[]).summary().set_index(["agent", "task"])
+    with collected():
+        mats = bayes_eval.fit(EXAMPLE, "mats2024").summary().set_index(["agent", "task"])
     assert len(compared) == len(mats)
     for row in compared.to_dict("records"):
         upper = mats.loc[(row["agent"], row["task"]), "upper"]
         assert float(row["milestone method upper (0.975)"]) == pytest.approx(upper, rel=1e-3)
         assert row["why they differ"].startswith("the chain rests each task")
     assert "The milestone method beside this model" in result.markdown
-    with pytest.warns(UserWarning, match="left out 2 task"):  # the tasks without milestones
+    with collected() as notes:
         own = bayes_eval.report(EXAMPLE, 0.05, model="mats2024")
+    assert any("left out 2 task" in note for note in notes)  # the tasks without milestones
     assert "The milestone method beside this model" not in own.markdown
     checks = result.table.set_index(["agent", "task"])["milestone_check"]
     assert checks[("agent-b", "credential_harvest")] == "not informative: 0 end-to-end successes"

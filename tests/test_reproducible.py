@@ -35,8 +35,8 @@ def write_fit(path: Path, warm_up: bool = False) -> None:
     structure with other counts and a table of another structure."""
     if warm_up:
         for other in (TABLE.assign(successes=[0, 1, 0, 2, 1, 0, 1]), TABLE.iloc[:5]):
-            bayes_eval.fit(other, MODEL, seed=3, sampler=SAMPLER, log=None)
-    bayes_eval.fit(TABLE, MODEL, seed=SEED, sampler=SAMPLER, log=None).to_netcdf(path)
+            bayes_eval.fit(other, MODEL, seed=3, sampler=SAMPLER)
+    bayes_eval.fit(TABLE, MODEL, seed=SEED, sampler=SAMPLER).to_netcdf(path)
 
 
 def _in_a_new_process(path: Path, compile_dir: Path, warm_up: bool = False) -> None:
@@ -65,7 +65,7 @@ def test_a_fit_writes_the_same_bytes_wherever_it_runs(tmp_path, dask_scheduler):
     write_fit(files["this test process"])
     with distributed.Client(dask_scheduler) as client:
         on_worker = client.submit(
-            bayes_eval.fit, TABLE, MODEL, seed=SEED, sampler=SAMPLER, log=None, pure=False
+            bayes_eval.fit, TABLE, MODEL, seed=SEED, sampler=SAMPLER, pure=False
         )
         on_worker.result().to_netcdf(files["a dask worker"])
     reference = files["fresh process, empty compile cache"].read_bytes()

@@ -101,7 +101,7 @@ def test_bad_simulate_arguments(capsys, args, message):
 
 @pytest.mark.slow
 def test_joint_keeps_its_bounds_where_the_milestone_method_fails():
-    results = paths_study(strengths=(0.2,), tasks=30, seed=2, log=None)
+    results = paths_study(strengths=(0.2,), tasks=30, seed=2)
     failure = results.set_index(["model", "subset"])["failure_rate"]
     assert failure[("mats2024", "all")] > 0.5
     assert failure[("joint", "milestones only")] <= 0.1  # the 9 in 10

@@ -48,7 +48,7 @@ def test_published_priors():
         (BASE + "[report]\nlevel = nan\n", "'level' must be a finite number, got nan"),
         (BASE + "[report]\nlevl = 0.9\n", "unknown key 'levl' (did you mean 'level'?)"),
         (BASE + '[sampler]\nengine = "magic"\n', "engine 'magic' does not fit milestone/none"),
-        (BASE + "[sampler]\ndraws = 0\n", "draws (0) must lie between 1 and 1000000"),
+        (BASE + "[sampler]\ndraws = 0\n", "[sampler] draws: 0 must lie between 1 and 1000000"),
         (
             BASE.replace('kind = "milestone"\n', 'kind = "milestone"\npooling = "tasks"\n'),
             "pooling 'tasks' is not available for kind milestone",

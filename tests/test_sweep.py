@@ -134,13 +134,13 @@ def test_what_a_local_worker_prints_stays_off_stdout(capfd):
 def test_the_simulation_studies_give_the_serial_results_on_a_cluster(dask_scheduler):
     from bayes_eval.checks.simulate import paths_study, variance_sweep
 
-    variance = dict(replications=5000, seed=4, log=None)
+    variance = dict(replications=5000, seed=4)
     serial = variance_sweep([1, 3], 0.01, [5, 20], **variance)
     assert len(serial) == 4
     pd.testing.assert_frame_equal(
         variance_sweep([1, 3], 0.01, [5, 20], scheduler=dask_scheduler, **variance), serial
     )
-    paths = dict(strengths=(0.0, 0.3), models=("mats2024",), tasks=6, seed=2, log=None)
+    paths = dict(strengths=(0.0, 0.3), models=("mats2024",), tasks=6, seed=2)
     serial = paths_study(**paths)
     assert list(serial["strength"]) == [0.0, 0.3]
     pd.testing.assert_frame_equal(paths_study(scheduler=dask_scheduler, **paths), serial)

@@ -16,6 +16,7 @@ from bayes_eval.checks.assumption import COLUMNS as ASSUMPTION_COLUMNS
 from bayes_eval.checks.assumption import milestone_assumption
 from bayes_eval.errors import InputError
 from bayes_eval.fit import fit
+from bayes_eval.messages import collected
 from bayes_eval.results.predictive import COLUMNS as PREDICTIVE_COLUMNS
 from bayes_eval.results.predictive import predictive_checks
 
@@ -91,6 +92,7 @@ def _milestone_method(posterior):
     if spec.kind == "milestone" and spec.exact:
         return None
     try:
-        return fit(posterior.evidence, MILESTONE_METHOD_SPEC, level=posterior.level, notes=[])
+        with collected():  # the fit's own notes said what its rows are
+            return fit(posterior.evidence, MILESTONE_METHOD_SPEC, level=posterior.level)
     except InputError:  # no task with milestone runs
         return None

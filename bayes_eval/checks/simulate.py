@@ -15,12 +15,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pandas as pd
 
 from bayes_eval.errors import InputError
+from bayes_eval.messages import progress
 
 __all__ = [
     "CAPTURE_THE_FLAG",
@@ -120,7 +119,6 @@ def variance_sweep(
     seed: int = 0,
     workers: int | None = None,
     scheduler: str | None = None,
-    log=sys.stderr,
 ) -> pd.DataFrame:
     """``variance_study`` at every (trials, milestones) pair, one row each, serially or on
     a dask cluster (``workers``, ``scheduler``: ``bayes_eval.inference.sweep.run_sweep``). Every
@@ -130,9 +128,8 @@ def variance_sweep(
     designs = [(m, n) for n in trials for m in milestones]
 
     def done(index, _record):
-        if log is not None:
-            m, n = designs[index]
-            print(f"variance: {m} milestones, {n} trials done", file=log, flush=True)
+        m, n = designs[index]
+        progress(f"variance: {m} milestones, {n} trials done")
 
     setup = dict(designs=designs, rate=end_to_end_rate, replications=replications, seed=seed)
     records = run_sweep(
@@ -142,7 +139,6 @@ def variance_sweep(
         workers=workers,
         scheduler=scheduler,
         on_result=done,
-        log=log,
     )
     return pd.DataFrame(records)
 
@@ -207,7 +203,6 @@ def paths_study(
     seed: int = 0,
     workers: int | None = None,
     scheduler: str | None = None,
-    log=sys.stderr,
 ) -> pd.DataFrame:
     """Calibrate milestone-based models on tasks that violate the milestone assumption.
 
@@ -278,17 +273,12 @@ def paths_study(
     fits = [(data, spec) for data in datasets for spec in specs]
 
     def done(index, _rows):
-        if log is not None:
-            (strength, *_), spec = fits[index]
-            print(
-                f"paths: {violation} {strength:g}, {spec.name} done ({index + 1} of {len(fits)})",
-                file=log,
-                flush=True,
-            )
+        (strength, *_), spec = fits[index]
+        progress(f"paths: {violation} {strength:g}, {spec.name} done ({index + 1} of {len(fits)})")
 
     setup = dict(fits=fits, violation=violation, with_e2e=with_e2e, seed=seed)
     rows = run_sweep(
-        _paths_fit, len(fits), setup, workers=workers, scheduler=scheduler, on_result=done, log=log
+        _paths_fit, len(fits), setup, workers=workers, scheduler=scheduler, on_result=done
     )
     return pd.DataFrame([row for fit_rows in rows for row in fit_rows])
 
@@ -302,7 +292,7 @@ def _paths_fit(index: int, setup: dict) -> list[dict]:
     with_e2e, seed = setup["with_e2e"], setup["seed"]
     uses_e2e = spec.kind == "joint"
     evidence = pd.concat([milestone_rows, e2e_rows]) if uses_e2e else milestone_rows
-    posterior = fit(evidence, spec, seed=seed, log=None)
+    posterior = fit(evidence, spec, seed=seed)
     subsets = {"all": np.ones(with_e2e.size, dtype=bool)}
     if uses_e2e:
         subsets["milestones only"] = ~with_e2e

@@ -15,7 +15,6 @@ from bayes_eval.cli.options import (
     QUIET_HELP,
     crossed_options,
     evidence_of,
-    progress_log,
     reading_options,
     sampler_of,
     sweep_arguments,
@@ -83,28 +82,23 @@ def run(args) -> int:
     sampler = sampler_of(args)
     sweep = sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
-    notes: list[str] = []
     if args.by is not None:
-        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes)
+        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out)
     if sweep["workers"] is not None or sweep["scheduler"] is not None:
         option = "--workers" if sweep["workers"] is not None else "--scheduler"
         raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
     done = pipeline.run(
-        evidence_of(args.evidence, args, notes),
+        evidence_of(args.evidence, args),
         args.model,
         out=out,
         threshold=threshold,
         level=level,
         seed=seed,
-        notes=notes,
         sampler=sampler,
-        log=progress_log(args),
         agents=args.agents,
         tasks=args.tasks,
         predict=args.predict_agent,
     )
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
     posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
     lines = check_text(checks.predictive, checks.assumption)
     verdict = verdict_text(posterior, lines, checks.failed)
@@ -121,7 +115,7 @@ def run(args) -> int:
     return 0
 
 
-def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> int:
+def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out) -> int:
     """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
     as it finishes (``agents.csv`` says which folder is whose), and printed together."""
     from bayes_eval.fit import fit_per_agent
@@ -135,7 +129,7 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> 
             f"{option}: covariates and predictions belong to crossed models, which fit "
             "agents together; --by agent fits each alone"
         )
-    evidence = evidence_of(args.evidence, args, notes)
+    evidence = evidence_of(args.evidence, args)
     agents = list(dict.fromkeys(evidence.table["agent"]))
     folders = dict(zip(agents, folder_names(agents), strict=True))
     fitted = {}
@@ -158,14 +152,10 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, notes) -> 
         args.model,
         level=level,
         seed=seed,
-        notes=notes,
         sampler=sampler,
         on_fit=keep,
-        log=progress_log(args),
         **sweep,
     )
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
     verdicts = {}
     for agent, (posterior, _, lines, failed) in fitted.items():
         verdicts[agent] = verdict_text(posterior, lines, failed)

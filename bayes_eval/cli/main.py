@@ -1,7 +1,9 @@
 """``bayes-eval``: the command line.
 
 Errors are one line on stderr starting ``error:``; exit status 2 for bad input or
-usage, 1 for a failed command; no traceback unless ``--debug``. Each command is a module
+usage, 1 for a failed command; no traceback unless ``--debug``. The library's notes
+(``bayes_eval.messages``) follow a command that succeeded, one ``note:`` line each; its
+progress shows on stderr when that is a terminal (unless ``--quiet``). Each command is a module
 of this folder: ``arguments(commands)`` adds its flags, ``run(args)`` translates them into
 calls of the library and returns the exit status.
 """
@@ -9,6 +11,7 @@ calls of the library and returns the exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -19,6 +22,7 @@ from bayes_eval.cli import calibrate, check, example, fit, horizon, plan, report
 from bayes_eval.cli.options import Parser, as_flags
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
+from bayes_eval.messages import collected, showing_progress
 
 EPILOG = """\
 start here:
@@ -77,12 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         _parser().print_help()
         return 0
     debug = "--debug" in argv
-    with interrupts.raising(), warnings.catch_warnings():
+    with interrupts.raising(), warnings.catch_warnings(), collected() as notes:
         if not debug:  # a warning is for the developer; the user gets notes and errors
             warnings.simplefilter("ignore")
         try:
             args = _parser().parse_args(argv)
-            return COMMANDS[args.command](args)
+            with _progress(args):
+                status = COMMANDS[args.command](args)
+            for text in notes:
+                print(f"note: {text}", file=sys.stderr)
+            return status
         except interrupts.Interrupted as exc:  # stop at once: no retry, no partial output
             if debug:
                 traceback.print_exc()
@@ -102,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             command = next((a for a in argv if not a.startswith("-")), "bayes-eval")
             print(f"error: {command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
+
+
+def _progress(args):
+    """Progress on stderr where it is a terminal and the command is not ``--quiet``."""
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    return showing_progress(sys.stderr)
 
 
 if __name__ == "__main__":

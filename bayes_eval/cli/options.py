@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
+import re
 from pathlib import Path
 
-from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
 from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
@@ -30,11 +29,6 @@ FORMATS = ("table", "csv", "json")
 
 # --workers: worker processes of a local dask cluster (each one process of this machine).
 MAX_WORKERS = 256
-
-
-def progress_log(args):
-    """Where a pooled fit reports compiling and sampling: stderr when it is a terminal."""
-    return None if args.quiet or not sys.stderr.isatty() else sys.stderr
 
 
 def reading_options(command) -> None:
@@ -104,7 +98,7 @@ def crossed_options(command) -> None:
     )
 
 
-def evidence_of(paths, args, notes: list):
+def evidence_of(paths, args):
     """The evidence in ``paths`` (one table or run file, or Inspect logs), read as the
     command line's options say (``bayes_eval.pipeline.read_evidence``)."""
     from bayes_eval.pipeline import read_evidence
@@ -130,7 +124,6 @@ def evidence_of(paths, args, notes: list):
         keep_columns=args.keep_columns,
         sum_duplicates=args.sum_duplicates,
         cluster=args.cluster,
-        notes=notes,
         **inspect,
     )
 
@@ -170,18 +163,21 @@ FLAGS = {
     "agent": "--agent",
     "task": "--task",
 }
+# A parameter named in the body of a message.
+PARAMETER = re.compile(r"`([a-z_]+)`")
 # The parameters whose errors name the value given after them (``forecast next year``).
 VALUED = ("predict", "forecast")
 
 
 def as_flags(message: str) -> str:
-    """An error's message with the library parameters its head names read as their flags.
+    """An error's message with the library parameters it names read as their flags.
 
     The head is the text before the first ``": "``: a parameter (``out``), parameters
     joined by ``/`` or ``and`` (``workers and scheduler``), or a parameter and the value
     it was given (``predict NAME``, for the parameters in ``VALUED``); any other head is
-    left as it is.
+    left as it is. In the rest, a parameter in backquotes (```scorer```) is its flag.
     """
+    message = PARAMETER.sub(lambda found: FLAGS.get(found[1], found[0]), message)
     head, colon, rest = message.partition(": ")
     words = head.split(" ")
     names = words[0].split("/")
@@ -241,18 +237,21 @@ def whole(text: str | None, option: str, minimum: int, maximum: int = INT64_MAX)
 
 
 def sampler_of(args) -> dict:
-    """The MCMC overrides given on the command line, validated."""
-    from bayes_eval.specs import check_probability
+    """The MCMC overrides given on the command line, checked before any work by
+    ``SamplerSettings`` (whose errors ``main`` reads as these flags)."""
+    from bayes_eval.settings import SamplerSettings
 
     out = {
         "engine": args.engine,
-        "draws": whole(args.draws, "--draws", *SAMPLER_LIMITS["draws"]),
-        "tune": whole(args.tune, "--tune", *SAMPLER_LIMITS["tune"]),
-        "chains": whole(args.chains, "--chains", *SAMPLER_LIMITS["chains"]),
+        "draws": whole(args.draws, "--draws", 0),
+        "tune": whole(args.tune, "--tune", 0),
+        "chains": whole(args.chains, "--chains", 0),
     }
     if args.target_accept is not None:
-        out["target_accept"] = check_probability(args.target_accept, "--target-accept")
-    return {key: value for key, value in out.items() if value is not None}
+        out["target_accept"] = real(args.target_accept, "--target-accept")
+    out = {key: value for key, value in out.items() if value is not None}
+    SamplerSettings().updated(out)
+    return out
 
 
 def fraction(text: str, option: str) -> float:

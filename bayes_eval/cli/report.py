@@ -4,14 +4,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from bayes_eval.cli.options import (
     INSPECT_OPTIONS,
     QUIET_HELP,
     evidence_of,
-    progress_log,
     reading_options,
     same_folder,
     whole,
@@ -48,9 +46,9 @@ def run(args) -> int:
     level = None if args.level is None else check_level(args.level, "--level")
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     out = check_out(Path(args.out))
-    source, notes = Path(args.source), []
+    source = Path(args.source)
     if not ((source / "posterior.nc").is_file() or source.suffix == ".nc"):
-        source = evidence_of(source, args, notes)
+        source = evidence_of(source, args)
     else:
         options = ("keep_columns", "sum_duplicates", "input_format", "cluster", *INSPECT_OPTIONS)
         given = next((o for o in options if getattr(args, o) not in (None, False)), None)
@@ -63,10 +61,7 @@ def run(args) -> int:
         level=level,
         seed=seed,
         allow_extrapolated=args.allow_extrapolated,
-        log=progress_log(args),
     )
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))
     )

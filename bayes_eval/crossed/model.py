@@ -41,7 +41,6 @@ ability_scale z`` with ``z`` drawn anew per posterior draw.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -53,7 +52,6 @@ from bayes_eval.constants import (
     EBFMI_MIN,
     END_TO_END,
     MILESTONE,
-    SAMPLER_DEFAULTS,
     TASK,
 )
 from bayes_eval.errors import InputError
@@ -461,12 +459,11 @@ def _array_add_at(values, index, size) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, log=sys.stderr):
+def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group."""
     from bayes_eval.results.posterior import Posterior
 
-    settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout, cov = design.layout, design.covariates
 
     def finish(draws):
@@ -494,9 +491,8 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler=None, lo
         build,
         finish,
         CrossedForm(design.centred, design.centred_tasks),
-        settings,
+        sampler,
         seed,
-        log,
         key,
         cells=layout.n.size + layout.e2e_n.size,
     )

@@ -28,6 +28,7 @@ from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, SourceRow, as_real, join_distinct
 from bayes_eval.files import check_readable
+from bayes_eval.messages import collected, note
 
 __all__ = ["kept_text", "read_counts"]
 
@@ -35,7 +36,7 @@ BATCH_BYTES = 1 << 20  # CSV block size: a batch of about 30k short rows
 INVALID = object()  # a distinct value that breaks a rule
 
 
-def read_counts(path: Path, label: str, fields, cluster, agent, agent_optional, notes, check):
+def read_counts(path: Path, label: str, fields, cluster, agent, agent_optional, check):
     """The file's runs as validated ``Evidence`` (counts per cell), or None where the
     row-by-row reader must decide.
 
@@ -50,15 +51,15 @@ def read_counts(path: Path, label: str, fields, cluster, agent, agent_optional, 
         The agent of rows whose format has no agent field, or whose agent is empty.
     agent_optional : bool
         Whether an empty agent takes ``agent`` (else it is an error).
-    notes : list
-        Receives the header's notes (ignored columns, delimiter) where the file is read
-        here.
     check : callable
-        ``check(label, header, notes)`` vets the header as the row-by-row reader does.
+        ``check(label, header)`` vets the header as the row-by-row reader does.
+
+    The header's notes (ignored columns, delimiter) are made only where the file is read
+    here: else the row-by-row reader makes them.
     """
     check_readable(path, label)
     with _system_memory_pool():
-        return _read_counts(path, label, fields, cluster, agent, agent_optional, notes, check)
+        return _read_counts(path, label, fields, cluster, agent, agent_optional, check)
 
 
 @contextlib.contextmanager
@@ -75,12 +76,12 @@ def _system_memory_pool():
         pa.set_memory_pool(previous)
 
 
-def _read_counts(path, label, fields, cluster, agent, agent_optional, notes, check):
-    found = []  # the header's notes, kept only where the file is read here
-    if path.suffix.lower() in (".parquet", ".pq"):
-        batches = _parquet_batches(path, label, found, check)
-    else:
-        batches = _csv_batches(path, label, found, check, fields.run)
+def _read_counts(path, label, fields, cluster, agent, agent_optional, check):
+    with collected() as found:  # the header's notes, passed on only where read here
+        if path.suffix.lower() in (".parquet", ".pq"):
+            batches = _parquet_batches(path, label, check)
+        else:
+            batches = _csv_batches(path, label, check, fields.run)
     if batches is None:
         return None
     columns = _columns(fields, cluster)
@@ -120,7 +121,8 @@ def _read_counts(path, label, fields, cluster, agent, agent_optional, notes, che
         return None
     evidence = _evidence(_cells(totals, values, cell), label, cluster)
     if evidence is not None:
-        notes.extend(found)
+        for text in found:
+            note(text)
     return evidence
 
 
@@ -138,7 +140,7 @@ def _columns(fields, cluster) -> dict:
     return out
 
 
-def _csv_batches(path, label, notes, check, run):
+def _csv_batches(path, label, check, run):
     """The file's batches as dictionary-encoded text columns, after the header's checks;
     None where row numbers would not be line numbers or the text is not plain."""
     import pyarrow as pa
@@ -163,9 +165,9 @@ def _csv_batches(path, label, notes, check, run):
         header_text = first.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
         return None
-    delimiter = sniff_delimiter(header_text, path.suffix.lower(), label, notes)
+    delimiter = sniff_delimiter(header_text, path.suffix.lower(), label)
     header = [c.strip() for c in next(csv.reader([header_text], delimiter=delimiter))]
-    check(label, header, notes)
+    check(label, header)
     text = pa.dictionary(pa.int32(), pa.string())
     try:  # the first block is parsed on opening
         reader = pacsv.open_csv(
@@ -196,7 +198,7 @@ def _counted(batches, expected):
         yield None
 
 
-def _parquet_batches(path, label, notes, check):
+def _parquet_batches(path, label, check):
     import pyarrow.parquet as pq
 
     try:
@@ -204,7 +206,7 @@ def _parquet_batches(path, label, notes, check):
     except Exception:  # pyarrow raises many types for a non-Parquet file
         return None
     header = [str(name) for name in file.schema_arrow.names]
-    check(label, header, notes)
+    check(label, header)
     return file.iter_batches(batch_size=1 << 15)
 
 

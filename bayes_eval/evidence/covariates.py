@@ -180,7 +180,7 @@ def read_side_table(table, key: str) -> pd.DataFrame:
         table = table.set_axis(range(2, len(table) + 2))  # spreadsheet rows
     else:
         label = str(table)
-        table = read_table(Path(table), label, [], check_header=check_header)
+        table = read_table(Path(table), label, check_header=check_header)
     check_header(label, list(table.columns))  # a DataFrame or Parquet table: not vetted yet
     if table.empty:
         raise InputError(f"{label}: the table has no rows")
@@ -334,10 +334,9 @@ def _column(column, key, names, evidence, side, sources) -> list[tuple[str, str]
             out.append(("" if pd.isna(value) else str(value).strip(), f"row {row}"))
         return _present(out, table.attrs["source"], column)
     if column not in evidence.kept:
-        flag = "--agents" if key == "agent" else "--tasks"
         raise InputError(
             f"{evidence.source}: column {column}: the spec names it as a {key} covariate, "
-            f"and neither the evidence (read with --keep-columns) nor a {flag} table has it"
+            f"and neither the evidence (read with `keep_columns`) nor a `{key}s` table has it"
         )
     sources[column] = evidence.source
     rows = evidence.table

@@ -34,6 +34,7 @@ import pandas as pd
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, first_line, validate_frame
+from bayes_eval.messages import note
 
 __all__ = ["read_inspect"]
 
@@ -55,7 +56,6 @@ def read_inspect(
     agent_from: str = "model",
     task_from: str = "sample",
     cluster: str | None = None,
-    notes: list | None = None,
 ) -> Evidence:
     """Read Inspect AI logs as validated evidence, one trial per sample epoch.
 
@@ -73,9 +73,6 @@ def read_inspect(
     task_from : {"sample", "task", "metadata:KEY"}
     cluster : {"sample", "log", "metadata:KEY"}, optional
         Marks runs that share a sample, a log or a metadata value as correlated.
-    notes : list, optional
-        Receives one line per thing the reading did that the user should know: samples
-        left out (and why), and what was read.
 
     Returns
     -------
@@ -93,7 +90,6 @@ def read_inspect(
     except ImportError:
         raise InputError(INSTALL) from None
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
-    notes = [] if notes is None else notes
     _check_choice(agent_from, AGENT_FROM, "agent_from")
     _check_choice(task_from, TASK_FROM, "task_from")
     if cluster is not None:
@@ -144,7 +140,7 @@ def read_inspect(
                 continue
             if not isinstance(score.value, dict):
                 raise InputError(
-                    f"{where}: --milestones needs a dict-valued score, not '{score.value}'"
+                    f"{where}: `milestones` needs a dict-valued score, not '{score.value}'"
                 )
             for step, key in enumerate(milestones, start=1):
                 if key not in score.value:
@@ -153,20 +149,18 @@ def read_inspect(
                 flag = _flag(score.value[key], success_threshold, f"{where}, key {key}")
                 runs.append(base | {"method": MILESTONE_METHOD, "step": step, "success": flag})
         if errors or unscored:
-            notes.append(
+            note(
                 f"{label}: left out {errors} sample epoch{'s' * (errors != 1)} that ended in an "
                 f"error and {unscored} without a '{name}' score, of {len(samples)}"
             )
         if log.status != "success":
-            notes.append(
-                f"{label}: the eval's status is '{log.status}'; its finished samples are read"
-            )
+            note(f"{label}: the eval's status is '{log.status}'; its finished samples are read")
     if not runs:
         raise InputError(f"{_source(paths)}: no scored runs in {len(files)} Inspect log(s)")
     frame = pd.DataFrame(runs)
     if cluster is None:
         frame = frame.drop(columns="cluster")
-    notes.append(
+    note(
         f"read {len(runs)} {'milestone ' if milestones else ''}runs of "
         f"{frame['agent'].nunique()} agent(s) on {frame['task'].nunique()} task(s) from "
         f"{len(files)} Inspect log(s)"
@@ -225,7 +219,7 @@ def _scorer(label: str, samples, scorer: str | None) -> str:
     if not names:
         raise InputError(f"{label}: no sample has a score; nothing to read")
     raise InputError(
-        f"{label}: the log has several scorers ({', '.join(names)}); name one with --scorer"
+        f"{label}: the log has several scorers ({', '.join(names)}); name one with `scorer`"
     )
 
 
@@ -290,7 +284,7 @@ def _flag(value, threshold: float | None, where: str) -> int:
         if value.strip().upper() != "P":
             raise InputError(
                 f"{where}: '{value}' is not a success flag (C, I, N, true/false, or a number "
-                "with --success-threshold)"
+                "with `success_threshold`)"
             )
         value = 0.5  # partial credit, as Inspect's value_to_float reads it
     if isinstance(value, int | float | np.integer | np.floating):
@@ -298,13 +292,13 @@ def _flag(value, threshold: float | None, where: str) -> int:
             raise InputError(f"{where}: score {value} is not a finite number")
         if threshold is None:
             raise InputError(
-                f"{where}: numeric score {value} needs --success-threshold (success: score "
+                f"{where}: numeric score {value} needs `success_threshold` (success: score "
                 ">= threshold)"
             )
         return int(value >= threshold)
     if isinstance(value, dict):
         raise InputError(
-            f"{where}: score {value!r} is dict-valued: --milestones KEY1,KEY2,... reads "
-            "milestones from its keys"
+            f"{where}: score {value!r} is dict-valued: `milestones`, naming its keys in "
+            "order, reads milestones from it"
         )
     raise InputError(f"{where}: score {value!r} is not a success flag")

@@ -32,6 +32,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence import columnar
 from bayes_eval.evidence.table import Evidence, SourceRow, read_table, validate_frame
 from bayes_eval.files import read_text
+from bayes_eval.messages import note
 
 __all__ = ["RUN_FORMATS", "read_runs", "run_rows"]
 
@@ -60,7 +61,7 @@ OPTIONAL = {"runs": ("agent", "run", "step")}  # fields a format's file may leav
 
 
 def read_runs(
-    path, run_format: str = "runs", *, cluster: str | None = None, agent=None, notes=None
+    path, run_format: str = "runs", *, cluster: str | None = None, agent=None
 ) -> Evidence:
     """Read a run-level results file as validated evidence.
 
@@ -75,8 +76,6 @@ def read_runs(
         runs of a cluster as over-dispersed.
     agent : str, optional
         Agent name for a format without an agent field (default: the file's stem).
-    notes : list, optional
-        Receives one line per thing the reading did that the user should know.
 
     Returns
     -------
@@ -97,12 +96,11 @@ def read_runs(
             cluster,
             _default_agent(Path(path), fields, agent),
             run_format in OPTIONAL,
-            [] if notes is None else notes,
-            lambda label, header, found: _check_columns(label, header, run_format, cluster, found),
+            lambda label, header: _check_columns(label, header, run_format, cluster),
         )
         if evidence is not None:
             return evidence
-    rows = run_rows(path, run_format, cluster=cluster, agent=agent, notes=notes)
+    rows = run_rows(path, run_format, cluster=cluster, agent=agent)
     kept = tuple(c for c in RUN_FORMATS[run_format].kept if c in rows.columns)
     frame = rows.drop(columns="run")
     if cluster is None:
@@ -110,9 +108,7 @@ def read_runs(
     return validate_frame(frame, str(path), from_file=True, kept=kept)
 
 
-def run_rows(
-    path, run_format: str, *, cluster: str | None = None, agent=None, notes=None
-) -> pd.DataFrame:
+def run_rows(path, run_format: str, *, cluster: str | None = None, agent=None) -> pd.DataFrame:
     """One evidence row per run (``agent``, ``task``, ``method``, ``step``, ``success``,
     ``run``, ``cluster`` and the format's kept fields), indexed by its source row (the
     line of a JSONL file), in file order. Parameters and errors as ``read_runs``."""
@@ -120,7 +116,6 @@ def run_rows(
         raise InputError(f"unknown run format '{run_format}'; known: {', '.join(RUN_FORMATS)}")
     fields = RUN_FORMATS[run_format]
     path, label = Path(path), str(path)
-    notes = [] if notes is None else notes
     if run_format == "metr-jsonl":
         records, unit = _json_lines(path, label), "line"
         for number, record in records:
@@ -128,11 +123,11 @@ def run_rows(
                 if name not in record:
                     raise InputError(f"{label}: line {number}, field {name}: missing")
     else:
-        table = read_table(path, label, notes, check_header=lambda *_: None)
+        table = read_table(path, label, check_header=lambda *_: None)
         if path.suffix.lower() in (".parquet", ".pq"):  # numbered as a spreadsheet would
             table.index = range(2, table.shape[0] + 2)
         header = [str(c) for c in table.columns]
-        _check_columns(label, header, run_format, cluster, notes)
+        _check_columns(label, header, run_format, cluster)
         records, unit = list(zip(table.index, table.to_dict("records"), strict=True)), "row"
     if not records:
         raise InputError(f"{label}: the file has no runs")
@@ -169,7 +164,7 @@ def _needed(run_format: str, cluster: str | None) -> list[str]:
     return needed + ([cluster] if cluster is not None else [])
 
 
-def _check_columns(label, header, run_format, cluster, notes) -> None:
+def _check_columns(label, header, run_format, cluster) -> None:
     """A column named twice or a missing field is an error; columns outside the ``runs``
     format are ignored, with a note."""
     seen = set()
@@ -186,7 +181,7 @@ def _check_columns(label, header, run_format, cluster, notes) -> None:
         known = {fields.agent, fields.task, fields.success, fields.run, fields.step, cluster}
         extra = [c for c in header if c not in known]
         if extra:
-            notes.append(
+            note(
                 f"{label}: ignored column{'s' * (len(extra) > 1)} {', '.join(extra)} (not "
                 "part of the runs format)"
             )

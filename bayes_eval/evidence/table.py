@@ -37,6 +37,7 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.files import check_readable, read_text
+from bayes_eval.messages import note
 
 __all__ = [
     "Evidence",
@@ -183,7 +184,6 @@ def load_evidence(
     name: str | None = None,
     keep_columns: bool = False,
     sum_duplicates: bool = False,
-    notes: list | None = None,
 ) -> Evidence:
     """Read and validate evidence from a CSV, TSV or Parquet path, or a DataFrame.
 
@@ -192,7 +192,8 @@ def load_evidence(
     source : str, pathlib.Path or pandas.DataFrame
         The tidy table (its columns: docs/evidence.md). A text table is comma-separated;
         a ``.tsv`` or ``.tab`` file tab-separated; a header with no comma but tabs or
-        semicolons is read with that delimiter (and a note says so).
+        semicolons is read with that delimiter (and a note says so:
+        ``bayes_eval.messages``).
     name : str, optional
         How to name the source in messages (defaults to the path or ``"DataFrame"``).
     keep_columns : bool
@@ -202,9 +203,6 @@ def load_evidence(
     sum_duplicates : bool
         Add up count rows of the same cell (batches run on different days); without
         it a repeated cell is an error.
-    notes : list, optional
-        Receives one line per thing the reading did that the user should know.
-
     Returns
     -------
     Evidence
@@ -216,18 +214,17 @@ def load_evidence(
     """
     if isinstance(source, Evidence):
         return source
-    notes = [] if notes is None else notes
     if isinstance(source, pd.DataFrame):
         label = name or "DataFrame"
         frame, from_file = source, False
     else:
         label = name or str(source)
         path = Path(source)
-        frame = read_table(path, label, notes)
+        frame = read_table(path, label)
         from_file = path.suffix.lower() not in (".parquet", ".pq")
     extra = _check_header(label, [str(c) for c in frame.columns])
     if extra and not keep_columns:
-        notes.append(
+        note(
             f"{label}: ignored column{'s' * (len(extra) > 1)} {', '.join(extra)} (not part "
             "of the evidence format; --keep-columns carries them into the summary)"
         )
@@ -243,7 +240,7 @@ def load_evidence(
 # ---------------------------------------------------------------------------
 
 
-def read_table(path: Path, label: str, notes: list, check_header=None) -> pd.DataFrame:
+def read_table(path: Path, label: str, check_header=None) -> pd.DataFrame:
     """The rows of a CSV, TSV or Parquet table as text (Parquet: as typed), indexed by
     their spreadsheet row number; ``check_header(label, columns)`` vets the header
     (default: the evidence format's)."""
@@ -258,7 +255,7 @@ def read_table(path: Path, label: str, notes: list, check_header=None) -> pd.Dat
     text = read_text(path, label)
     if "\x00" in text:
         raise InputError(f"{label}: not a text table (binary content)")
-    delimiter = sniff_delimiter(text, suffix, label, notes)
+    delimiter = sniff_delimiter(text, suffix, label)
     # Rows are numbered as a spreadsheet numbers them: one per record, blank ones
     # included, so a line break inside quotes does not shift the rows after it.
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
@@ -290,7 +287,7 @@ def read_table(path: Path, label: str, notes: list, check_header=None) -> pd.Dat
 DELIMITERS = {"\t": "tab", ";": "semicolon"}
 
 
-def sniff_delimiter(text: str, suffix: str, label: str, notes: list) -> str:
+def sniff_delimiter(text: str, suffix: str, label: str) -> str:
     """Tab for ``.tsv`` and ``.tab`` files; otherwise a comma, unless the header has no
     comma and only one of tab and semicolon, which is then the delimiter (with a note)."""
     if suffix in (".tsv", ".tab"):
@@ -299,7 +296,7 @@ def sniff_delimiter(text: str, suffix: str, label: str, notes: list) -> str:
     found = [d for d in DELIMITERS if d in header]
     if "," in header or len(found) != 1:
         return ","
-    notes.append(f"{label}: read as {DELIMITERS[found[0]]}-separated (the header has no comma)")
+    note(f"{label}: read as {DELIMITERS[found[0]]}-separated (the header has no comma)")
     return found[0]
 
 

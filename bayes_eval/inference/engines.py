@@ -37,6 +37,7 @@ from pathlib import Path
 
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
+from bayes_eval.messages import progress, progress_shown
 
 __all__ = [
     "Engine",
@@ -156,7 +157,7 @@ def _configure_jax() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-def sample(model, engine: Engine, settings: dict, seed: int, log, key):
+def sample(model, engine: Engine, settings, seed: int, key):
     """Sample ``model`` with NUTS on ``engine``; the trace as a ``DataTree`` (posterior,
     sample_stats), without wall-clock attributes.
 
@@ -164,17 +165,16 @@ def sample(model, engine: Engine, settings: dict, seed: int, log, key):
     ----------
     model : pymc.Model
     engine : Engine
-    settings : dict
-        ``draws``, ``tune``, ``chains``, ``target_accept``.
+    settings : SamplerSettings
+        Its ``draws``, ``tune``, ``chains`` and ``target_accept`` (the engine is
+        ``engine``).
     seed : int
-    log : file or None
-        Where progress lines go; the samplers' own bars show only on a terminal.
     key : tuple
         The model's structure, for nutpie's compiled-model cache.
     """
-    draws, tune, chains = int(settings["draws"]), int(settings["tune"]), int(settings["chains"])
-    target = float(settings["target_accept"])
-    bar = log is not None and log.isatty()
+    draws, tune, chains = settings.draws, settings.tune, settings.chains
+    target = settings.target_accept
+    bar = progress_shown()
     # a sampler that catches KeyboardInterrupt returns its draws so far, which would be
     # diagnosed and refitted; Interrupted stops the fit instead
     with warnings.catch_warnings(), interrupts.raising(), _pymc_quiet():
@@ -182,14 +182,11 @@ def sample(model, engine: Engine, settings: dict, seed: int, log, key):
         compiled = None
         if engine.name == "nutpie":
             data = {v.name: v.get_value() for v in model.data_vars}
-            compiled = nutpie_compiled(key, lambda: model, log).with_data(**data)
-        if log is not None:
-            print(
-                f"sampling: {engine.describe()}, {chains} chains x ({tune} tune + {draws} "
-                f"draws), target_accept {target:g} ...",
-                file=log,
-                flush=True,
-            )
+            compiled = nutpie_compiled(key, lambda: model).with_data(**data)
+        progress(
+            f"sampling: {engine.describe()}, {chains} chains x ({tune} tune + {draws} "
+            f"draws), target_accept {target:g} ..."
+        )
         start = time.perf_counter()
         if engine.name == "nutpie":
             import nutpie
@@ -228,8 +225,7 @@ def sample(model, engine: Engine, settings: dict, seed: int, log, key):
                         else {"cores": 1}
                     ),
                 )
-    if log is not None:
-        print(f"sampling: done in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+    progress(f"sampling: done in {time.perf_counter() - start:.1f} s")
     return _without_clock(trace)
 
 
@@ -273,17 +269,15 @@ def compile_nutpie(model):
         return nutpie.compile_pymc_model(model)
 
 
-def nutpie_compiled(key, build, log=None):
+def nutpie_compiled(key, build):
     """The nutpie model compiled for the structure ``key``, from this process's cache; on a
     miss ``build()`` gives the PyMC model to compile. Its data are the built model's:
     ``with_data`` puts others in place."""
     if key not in _COMPILED:
         if len(_COMPILED) >= COMPILE_CACHE_SIZE:
             _COMPILED.pop(next(iter(_COMPILED)))
-        if log is not None:
-            print(f"compiling the model (numba; {COMPILE_NOTICE}) ...", file=log, flush=True)
+        progress(f"compiling the model (numba; {COMPILE_NOTICE}) ...")
         start = time.perf_counter()
         _COMPILED[key] = compile_nutpie(build())
-        if log is not None:
-            print(f"compiled in {time.perf_counter() - start:.1f} s", file=log, flush=True)
+        progress(f"compiled in {time.perf_counter() - start:.1f} s")
     return _COMPILED[key]

@@ -9,17 +9,26 @@ why. The pooled and crossed models share it.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RETRY_TARGET_ACCEPT, RHAT_MAX
+from bayes_eval.constants import (
+    EBFMI_MIN,
+    ESS_MIN,
+    RETRY_TARGET_ACCEPT,
+    RHAT_MAX,
+    SAMPLER_LIMITS,
+)
 from bayes_eval.inference.diagnostics import diagnose
+from bayes_eval.messages import progress
 
 __all__ = ["fit_attempts", "sample_until_diagnosed"]
 
 
-def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells):
+def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
-    The engine is chosen once (``engines.choose_engine``: ``auto`` says why on ``log``).
+    The engine is chosen once (``engines.choose_engine``: ``auto`` says why, as
+    progress).
     The first fit uses ``form``, ``settings`` and ``seed``; if it fails, it is refitted with
     ``_retry_settings`` in the forms ``form.refits`` names (the same form, then the other
     one), one after another until one passes, attempt ``i`` (from 0) with seed
@@ -32,10 +41,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
     finish : callable
         ``finish(draws)`` returns the posterior Dataset (rates drawn back, coordinates).
     form : Form
-    settings : dict
-        Sampler settings (engine, draws, tune, chains, target_accept).
+    settings : SamplerSettings
     seed : int
-    log : file or None
     key : tuple
         The model's structure, for the compiled-model cache (``model_structure``).
     cells : int
@@ -53,18 +60,17 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
 
     from bayes_eval.inference.engines import choose_engine, sample
 
-    engine = choose_engine(settings["engine"], cells)
-    if engine.reason and log is not None:
-        print(f"engine: {engine.name}, chosen by auto: {engine.reason}", file=log, flush=True)
-    settings = {**settings, "engine": engine}
+    engine = choose_engine(settings.engine, cells)
+    if engine.reason:
+        progress(f"engine: {engine.name}, chosen by auto: {engine.reason}")
 
     def run(form, tried, attempt):
         # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
         # (its step size collapsed) would otherwise be stuck again in the same place
-        trace = sample(build(form), engine, tried, seed + attempt, log, key=(*key, form.key()))
+        trace = sample(build(form), engine, tried, seed + attempt, key=(*key, form.key()))
         draws = finish(trace["posterior"].to_dataset())
         stats = trace["sample_stats"].to_dataset()
-        stats.attrs["target_accept"] = float(tried["target_accept"])
+        stats.attrs["target_accept"] = tried.target_accept
         groups = {"posterior": draws, "sample_stats": stats}
         return groups, diagnose(xr.DataTree.from_dict(groups))
 
@@ -76,7 +82,9 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
         fits.append((*run(form, tried, attempt), form, tried))
         failed = fits[-1][1].messages
         reseeded = f", seed {seed + attempt}" if attempt else ""
-        attempts.append(f"{_attempt(form, tried)}{reseeded}: " + ("; ".join(failed) or "passed"))
+        attempts.append(
+            f"{_attempt(form, tried, engine)}{reseeded}: " + ("; ".join(failed) or "passed")
+        )
         if not failed:
             break
         if len(fits) == 1:
@@ -87,12 +95,10 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
                 for other in form.refits(fits[0][1])
                 if other.key() != form.key() or retry != settings
             ]
-        if plans and log is not None:
-            print(
+        if plans:
+            progress(
                 f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
-                f"{_attempt(*plans[0])}",
-                file=log,
-                flush=True,
+                f"{_attempt(*plans[0], engine)}"
             )
     best = min(range(len(fits)), key=lambda i: _badness(fits[i][1]))
     groups, diagnostics, form, tried = fits[best]
@@ -103,15 +109,14 @@ def sample_until_diagnosed(build, finish, form, settings, seed, log, key, cells)
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
     chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
-    return groups, _attempt(form, tried) + record + chosen
+    return groups, _attempt(form, tried, engine) + record + chosen
 
 
-def _attempt(form, settings) -> str:
-    """One fit's sampler settings and form, as the provenance names them."""
-    engine = settings["engine"]
+def _attempt(form, settings, engine) -> str:
+    """One fit's sampler settings, engine and form, as the provenance names them."""
     text = (
-        f"{engine.name} ({engine.device}) {settings['chains']} chains x {settings['draws']} draws "
-        f"(tune {settings['tune']}, target_accept {settings['target_accept']:g})"
+        f"{engine.name} ({engine.device}) {settings.chains} chains x {settings.draws} draws "
+        f"(tune {settings.tune}, target_accept {settings.target_accept:g})"
     )
     return text + (f", {form.describe()}" if form.flippable else "")
 
@@ -123,17 +128,17 @@ def fit_attempts(provenance: str) -> int:
     return int(found.group(1)) if found else 1
 
 
-def _retry_settings(diagnostics, settings) -> dict:
+def _retry_settings(diagnostics, settings):
     """The settings of the refit: target_accept raised to 0.99 where the fit diverged (or
     its energy was explored poorly), the draws doubled where an ESS fell short or the
-    chains disagreed."""
-    out = dict(settings)
+    chains disagreed (within ``SAMPLER_LIMITS``)."""
+    out = settings
     if diagnostics.divergences or min(diagnostics.ebfmi, default=1.0) < EBFMI_MIN:
-        out["target_accept"] = max(RETRY_TARGET_ACCEPT, float(settings["target_accept"]))
+        out = replace(out, target_accept=max(RETRY_TARGET_ACCEPT, settings.target_accept))
     table = diagnostics.table
     short = (table[["ess_bulk", "ess_tail"]] < ESS_MIN).any(axis=None)
     if short or (table["r_hat"] > RHAT_MAX).any():
-        out["draws"] = 2 * int(settings["draws"])
+        out = replace(out, draws=min(2 * settings.draws, SAMPLER_LIMITS["draws"][1]))
     return out
 
 

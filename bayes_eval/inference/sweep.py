@@ -20,6 +20,7 @@ import sys
 import threading
 
 from bayes_eval.errors import InputError
+from bayes_eval.messages import progress_shown
 
 __all__ = ["place_arguments", "replicate_rng", "run_sweep"]
 
@@ -49,7 +50,6 @@ def run_sweep(
     workers=None,
     scheduler=None,
     on_result=None,
-    log=sys.stderr,
 ):
     """``[task(i, shared) for i in range(count)]``, serially or on a dask cluster.
 
@@ -67,8 +67,6 @@ def run_sweep(
     on_result : callable, optional
         ``on_result(index, result)``, called in this process as each replicate finishes
         (in the order they finish), to keep what a long sweep has done.
-    log : file or None
-        Where dask's progress bar draws, on a terminal only.
 
     Returns
     -------
@@ -108,8 +106,8 @@ def run_sweep(
         )
         index = {future.key: i for i, future in enumerate(futures)}
         bar = None
-        if log is not None and log.isatty():
-            bar = threading.Thread(target=_progress, args=(distributed, futures, log), daemon=True)
+        if progress_shown():
+            bar = threading.Thread(target=_progress, args=(distributed, futures), daemon=True)
             bar.start()
         results = [None] * count
         for future, result in distributed.as_completed(futures, with_results=True):
@@ -131,9 +129,9 @@ def _replicate(index: int, task, shared, own_stdout: bool):
     return task(index, shared)
 
 
-def _progress(distributed, futures, log):
-    """Dask's progress bar, drawn on ``log`` (it draws on stdout) until the sweep ends."""
-    with contextlib.redirect_stdout(log):
+def _progress(distributed, futures):
+    """Dask's progress bar, drawn on stderr (it draws on stdout) until the sweep ends."""
+    with contextlib.redirect_stdout(sys.stderr):
         distributed.progress(futures)
 
 

@@ -9,12 +9,11 @@ provenance names every attempt and which one was kept and why.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_eval.constants import AGENT, MILESTONE, RUN, SAMPLER_DEFAULTS, STEP, TASK
+from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.models import model_structure
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["fit_pooled"]
 
 
-def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.stderr):
+def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
     """Fit a pooled spec with MCMC and return a ``Posterior`` carrying its draws.
 
     Parameters
@@ -38,16 +37,13 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
     spec : Spec
     level : float
     seed : int
-    sampler : dict, optional
-        Overrides of the spec's ``[sampler]`` (engine, draws, tune, chains,
-        target_accept).
-    log : file, optional
-        Where progress lines go (stderr); None for silence.
+    sampler : SamplerSettings
+        The spec's, with the fit's overrides in place (``fit``); progress goes to
+        ``bayes_eval.progress``.
     """
 
     from bayes_eval.results.posterior import Posterior
 
-    settings = {**SAMPLER_DEFAULTS, **spec.sampler, **(sampler or {})}
     layout = build_layout(by_pair, spec, evidence.clusters)
     build = model_of(spec).build(clustered=layout.clusters is not None)
 
@@ -65,9 +61,8 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler=None, log=sys.st
         lambda form: build(layout, spec, form),
         finish,
         choose_form(layout, spec),
-        settings,
+        sampler,
         seed,
-        log,
         model_structure(layout, spec),
         cells=layout.n.size + layout.e2e_n.size,
     )

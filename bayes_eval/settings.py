@@ -1,0 +1,112 @@
+"""The sampler's settings: one frozen object, checked once, when it is made.
+
+A spec's ``[sampler]`` table becomes a ``SamplerSettings``; a fit's overrides (a mapping
+from Python, the flags on the command line) make a new one from it with
+``SamplerSettings.updated``. Everything below the front door (the pooled and crossed
+fits, the retry loop, the engines) reads settings already known good.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
+from bayes_eval.errors import InputError
+
+__all__ = ["EXACT_ENGINE", "SamplerSettings", "check_seed"]
+
+# The engine of conjugate models: exact posteriors, no MCMC.
+EXACT_ENGINE = "exact"
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """How a fit samples, checked when made.
+
+    Attributes
+    ----------
+    engine : str
+        ``exact`` for conjugate models; else one of ``nutpie``, ``pymc``, ``numpyro`` or
+        ``auto`` (``bayes_eval.inference.engines.choose_engine``).
+    draws : int
+        Draws kept per chain (MCMC), or from an exact posterior.
+    tune : int
+        Warm-up draws per chain (MCMC).
+    chains : int
+        Chains (MCMC).
+    target_accept : float
+        NUTS's target acceptance rate, strictly between 0 and 1.
+
+    Raises
+    ------
+    InputError
+        An unknown engine, a number that is not whole or lies outside its range
+        (``constants.SAMPLER_LIMITS``), or a target_accept outside (0, 1); the message
+        names the setting.
+    """
+
+    engine: str = MCMC_ENGINES[0]
+    draws: int = 2000
+    tune: int = 1000
+    chains: int = 4
+    target_accept: float = 0.9
+
+    def __post_init__(self) -> None:
+        engines = (EXACT_ENGINE, *MCMC_ENGINES)
+        if self.engine not in engines:
+            raise InputError(f"engine: '{self.engine}' is not one of {', '.join(engines)}")
+        for name in ("draws", "tune", "chains"):
+            object.__setattr__(self, name, _whole(getattr(self, name), name))
+        target = self.target_accept
+        if isinstance(target, bool) or not isinstance(target, numbers.Real):
+            raise InputError(f"target_accept: {target!r} is not a number")
+        if not 0 < target < 1:  # nan too
+            raise InputError(f"target_accept: {target:g} must lie strictly between 0 and 1")
+        object.__setattr__(self, "target_accept", float(target))
+
+    @classmethod
+    def from_table(cls, table: Mapping, where: str, defaults: Mapping = ()) -> SamplerSettings:
+        """Settings from a mapping of some of them (a spec's ``[sampler]``), the rest
+        from ``defaults`` or the class's; errors start with ``where``."""
+        try:
+            return cls(**{**dict(defaults), **_known(table)})
+        except InputError as exc:
+            raise InputError(f"{where} {exc}") from None
+
+    def updated(self, overrides: Mapping | SamplerSettings | None) -> SamplerSettings:
+        """These settings with ``overrides`` in place: a mapping of some of them, or
+        settings to use whole; None keeps these."""
+        if overrides is None:
+            return self
+        if isinstance(overrides, SamplerSettings):
+            return overrides
+        if not isinstance(overrides, Mapping):
+            raise InputError(
+                f"sampler: {overrides!r} is not a mapping of settings or a SamplerSettings"
+            )
+        return replace(self, **_known(overrides))
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """A seed numpy and nutpie take: a whole number in ``SAMPLER_LIMITS["seed"]``."""
+    return _whole(value, name)
+
+
+def _known(table: Mapping) -> dict:
+    """``table``, refused where it names a setting that does not exist."""
+    allowed = [f.name for f in fields(SamplerSettings)]
+    for key in table:
+        if key not in allowed:
+            raise InputError(f"sampler: unknown setting '{key}'; allowed: {', '.join(allowed)}")
+    return dict(table)
+
+
+def _whole(value, name: str) -> int:
+    low, high = SAMPLER_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name}: {value!r} is not a whole number")
+    if not low <= value <= high:
+        raise InputError(f"{name}: {value} must lie between {low} and {high}")
+    return int(value)  # numpy's integers too
