@@ -18,6 +18,7 @@ from bayes_eval.plan import expected_trials as plan_expected_trials
 from bayes_eval.plan import milestone_trials as plan_milestones
 from bayes_eval.plan import next_run as plan_next_run
 from bayes_eval.plan import zero_success_trials as plan_zero_success
+from bayes_eval.resources import shipped_datasets
 from bayes_eval.results.posterior import Posterior, load_posterior
 from bayes_eval.settings import SamplerSettings
 from bayes_eval.specs import Spec, load_spec, shipped_specs
@@ -43,5 +44,6 @@ __all__ = [
     "read_runs",
     "report",
     "run",
+    "shipped_datasets",
     "shipped_specs",
 ]

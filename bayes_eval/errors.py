@@ -9,7 +9,7 @@ class InputError(ValueError):
     space) is written as its escape, ``\\n``, ``\\r``, ``\\t``, ``\\u200b``.
     """
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         super().__init__("".join(c if c.isprintable() else _escape(c) for c in str(message)))
 
 

@@ -8,30 +8,36 @@ model (``bayes_eval.crossed``). ``fit_per_agent`` fits one agent at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.table import Evidence, load_evidence
+from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
 from bayes_eval.messages import collected, note, progress
 from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
-from bayes_eval.settings import EXACT_ENGINE, SamplerSettings, check_seed
-from bayes_eval.specs import check_level, load_spec
+from bayes_eval.settings import EXACT_ENGINE, SamplerInput, SamplerSettings, check_seed
+from bayes_eval.specs import ModelSource, check_level, load_spec
+
+if TYPE_CHECKING:
+    from bayes_eval.results.posterior import Posterior
 
 __all__ = ["fit", "fit_per_agent", "side_tables", "usable_rows"]
 
 
 def fit(
-    evidence,
-    model="phuong_chain",
+    evidence: TableSource | Evidence,
+    model: ModelSource = "phuong_chain",
     *,
-    level=None,
-    seed=None,
-    sampler=None,
-    agents=None,
-    tasks=None,
-    predict=(),
-):
+    level: float | None = None,
+    seed: int | None = None,
+    sampler: SamplerInput = None,
+    agents: TableSource | None = None,
+    tasks: TableSource | None = None,
+    predict: Sequence[str] = (),
+) -> Posterior:
     """Fit a model to evidence.
 
     The rows a model leaves out, and why, are notes on ``logging.getLogger("bayes_eval")``;
@@ -48,8 +54,10 @@ def fit(
     seed : int, optional
         Seed of the posterior draws; defaults to the spec's.
     sampler : dict or SamplerSettings, optional
-        Overrides of a pooled spec's ``[sampler]`` (engine, draws, tune, chains,
-        target_accept), or settings to use whole (``bayes_eval.SamplerSettings``).
+        Overrides of a pooled spec's ``[sampler]`` by name (engine, draws, tune,
+        chains, target_accept; PyMC's ``nuts_sampler`` and ``random_seed`` mean
+        ``engine`` and ``seed``), or settings to use whole (``bayes_eval.SamplerSettings``).
+        An unknown name is refused.
     agents, tasks : path or DataFrame, optional
         Crossed models: side tables of covariates, one row per agent (column ``agent``)
         or task (column ``task``).
@@ -101,16 +109,16 @@ def fit(
 
 
 def fit_per_agent(
-    evidence,
-    model="phuong_chain",
+    evidence: TableSource | Evidence,
+    model: ModelSource = "phuong_chain",
     *,
-    level=None,
-    seed=None,
-    sampler=None,
-    workers=None,
-    scheduler=None,
-    on_fit=None,
-) -> dict:
+    level: float | None = None,
+    seed: int | None = None,
+    sampler: SamplerInput = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    on_fit: Callable[[str, Posterior], object] | None = None,
+) -> dict[str, Posterior]:
     """Fit each agent (or checkpoint) on its own rows, as a sweep of independent fits.
 
     Each agent's fit is exactly ``fit`` of that agent's rows with the same seed, whatever
@@ -201,6 +209,12 @@ def _settings(spec, level, seed, sampler) -> tuple[float, int, SamplerSettings]:
     """The level, seed and sampler settings of a fit: the spec's, with those given in
     their place (MCMC settings for MCMC models only)."""
     level = spec.level if level is None else check_level(level, "level")
+    if isinstance(sampler, Mapping) and "random_seed" in sampler:  # PyMC's name for it
+        sampler = dict(sampler)
+        given = check_seed(sampler.pop("random_seed"), "random_seed")
+        if seed is not None and seed != given:
+            raise InputError(f"random_seed: {given} and seed {seed}: give the seed once")
+        seed = given
     seed = spec.seed if seed is None else check_seed(seed)
     settings = spec.sampler.updated(sampler)
     if spec.exact and settings != spec.sampler:

@@ -8,6 +8,7 @@ command line only translates its flags into these calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,12 +17,13 @@ import pandas as pd
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
-from bayes_eval.evidence.table import Evidence
+from bayes_eval.evidence.table import Evidence, PathLike, TableSource
 from bayes_eval.fit import fit
 from bayes_eval.outputs.report import Report, build_report
 from bayes_eval.outputs.runfolder import write_run
 from bayes_eval.results.posterior import Posterior, load_posterior
-from bayes_eval.specs import check_probability
+from bayes_eval.settings import SamplerInput
+from bayes_eval.specs import ModelSource, check_probability
 
 __all__ = [
     "Run",
@@ -45,7 +47,7 @@ class Run:
 
 
 def read_evidence(
-    paths,
+    paths: PathLike | Sequence[PathLike],
     *,
     input_format: str | None = None,
     keep_columns: bool = False,
@@ -53,7 +55,7 @@ def read_evidence(
     cluster: str | None = None,
     scorer: str | None = None,
     success_threshold: float | None = None,
-    milestones=None,
+    milestones: Sequence[str] | None = None,
     agent_from: str | None = None,
     task_from: str | None = None,
 ) -> Evidence:
@@ -109,17 +111,17 @@ def read_evidence(
 
 
 def run(
-    evidence,
-    model="phuong_chain",
+    evidence: TableSource | Evidence,
+    model: ModelSource = "phuong_chain",
     *,
-    out=None,
-    threshold=None,
-    level=None,
-    seed=None,
-    sampler=None,
-    agents=None,
-    tasks=None,
-    predict=(),
+    out: PathLike | None = None,
+    threshold: float | None = None,
+    level: float | None = None,
+    seed: int | None = None,
+    sampler: SamplerInput = None,
+    agents: TableSource | None = None,
+    tasks: TableSource | None = None,
+    predict: Sequence[str] = (),
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -202,13 +204,13 @@ def load_or_fit(source, *, model=None, level=None, seed=None) -> Posterior:
 
 
 def report(
-    source,
+    source: TableSource | Evidence,
     threshold: float,
     *,
-    model=None,
-    level=None,
-    seed=None,
-    out=None,
+    model: ModelSource | None = None,
+    level: float | None = None,
+    seed: int | None = None,
+    out: PathLike | None = None,
     allow_extrapolated: bool = False,
 ) -> Report:
     """Fit (or load) and report.

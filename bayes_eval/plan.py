@@ -23,7 +23,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -39,6 +41,9 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.specs import check_level, check_probability
+
+if TYPE_CHECKING:
+    from bayes_eval.results.posterior import Posterior
 
 __all__ = [
     "PRIORS",
@@ -171,7 +176,9 @@ def trials_to_decide(
     return hi
 
 
-def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"]) -> int:
+def zero_success_trials(
+    threshold: float, level: float, prior: tuple[float, float] = PRIORS["uniform"]
+) -> int:
     """End-to-end trials with no success that certify ``P < threshold`` at ``level``, at
     any threshold.
 
@@ -206,7 +213,11 @@ def zero_success_trials(threshold: float, level: float, prior=PRIORS["uniform"])
 
 
 def expected_trials(
-    rate: float, threshold: float, level: float, prior=PRIORS["uniform"], max_trials=None
+    rate: float,
+    threshold: float,
+    level: float,
+    prior: tuple[float, float] = PRIORS["uniform"],
+    max_trials: int | None = None,
 ) -> dict:
     """Stopping time ``T`` of end-to-end trials run one at a time until certified.
 
@@ -255,10 +266,10 @@ def _needed(threshold, level, prior, limit) -> np.ndarray:
 
 
 def milestone_trials(
-    rates,
+    rates: Sequence[float],
     threshold: float,
     level: float,
-    prior=PRIORS["uniform"],
+    prior: tuple[float, float] = PRIORS["uniform"],
     *,
     power: float = PLAN_POWER,
     simulations: int = PLAN_SIMULATIONS,
@@ -340,13 +351,13 @@ def _end_to_end_power_trials(rate, threshold, level, prior, power) -> int:
 
 
 def next_run(
-    posterior,
+    posterior: Posterior,
     task: str,
     *,
     agent: str | None = None,
-    costs=None,
+    costs: Sequence[float] | None = None,
     end_to_end_cost: float = 1.0,
-    batches=(10, 50),
+    batches: Sequence[int] = (10, 50),
     threshold: float | None = None,
     level: float | None = None,
     simulations: int = PLAN_SIMULATIONS,

@@ -15,10 +15,12 @@ from dataclasses import dataclass, fields, replace
 from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 
-__all__ = ["EXACT_ENGINE", "SamplerSettings", "check_seed"]
+__all__ = ["EXACT_ENGINE", "SamplerInput", "SamplerSettings", "check_seed"]
 
 # The engine of conjugate models: exact posteriors, no MCMC.
 EXACT_ENGINE = "exact"
+# PyMC's names (``pymc.sample``) for the settings they mean here.
+PYMC_NAMES = {"nuts_sampler": "engine"}
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,10 @@ class SamplerSettings:
         except InputError as exc:
             raise InputError(f"{where} {exc}") from None
 
-    def updated(self, overrides: Mapping | SamplerSettings | None) -> SamplerSettings:
-        """These settings with ``overrides`` in place: a mapping of some of them, or
-        settings to use whole; None keeps these."""
+    def updated(self, overrides: SamplerInput) -> SamplerSettings:
+        """These settings with ``overrides`` in place: a mapping of some of them (by
+        these names or PyMC's, ``nuts_sampler`` for ``engine``), or settings to use
+        whole; None keeps these."""
         if overrides is None:
             return self
         if isinstance(overrides, SamplerSettings):
@@ -89,22 +92,34 @@ class SamplerSettings:
         return replace(self, **_known(overrides))
 
 
+# What a fit's ``sampler`` argument may be: overrides by name, or settings used whole.
+SamplerInput = Mapping[str, object] | SamplerSettings | None
+
+
 def check_seed(value, name: str = "seed") -> int:
-    """A seed numpy and nutpie take: a whole number in ``SAMPLER_LIMITS["seed"]``."""
-    return _whole(value, name)
+    """A seed numpy and nutpie take: a whole number in ``SAMPLER_LIMITS["seed"]``;
+    errors name it ``name``."""
+    return _whole(value, name, "seed")
 
 
 def _known(table: Mapping) -> dict:
-    """``table``, refused where it names a setting that does not exist."""
+    """``table`` by these names (PyMC's read as theirs), refused where it names a setting
+    that does not exist or one setting twice."""
     allowed = [f.name for f in fields(SamplerSettings)]
-    for key in table:
-        if key not in allowed:
-            raise InputError(f"sampler: unknown setting '{key}'; allowed: {', '.join(allowed)}")
-    return dict(table)
+    out = {}
+    for key, value in table.items():
+        name = PYMC_NAMES.get(key, key)
+        if name not in allowed:
+            names = ", ".join([*allowed, *PYMC_NAMES])
+            raise InputError(f"sampler: unknown setting '{key}'; allowed: {names}")
+        if name in out:
+            raise InputError(f"sampler: {name} is given twice (as {name} and {key})")
+        out[name] = value
+    return out
 
 
-def _whole(value, name: str) -> int:
-    low, high = SAMPLER_LIMITS[name]
+def _whole(value, name: str, limits: str | None = None) -> int:
+    low, high = SAMPLER_LIMITS[limits or name]
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{name}: {value!r} is not a whole number")
     if not low <= value <= high:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,12 +127,16 @@ class Spec:
         return self.pooling == "none"
 
 
+# What names a model: a shipped spec's name, a spec file, or a Spec.
+ModelSource = str | os.PathLike | Spec
+
+
 def shipped_specs() -> dict[str, Path]:
     """Names and paths of the specs shipped with the package."""
     return {p.stem: p for p in sorted(shipped_dir("models").glob("*.toml"))}
 
 
-def load_spec(spec: str | Path | Spec) -> Spec:
+def load_spec(spec: ModelSource) -> Spec:
     """Load a spec by shipped name (``"phuong2024"``) or by path to a TOML file.
 
     Raises

@@ -70,3 +70,15 @@ def test_settings_given_whole_are_the_ones_a_pooled_fit_runs():
     # the first attempt's settings (a refit, if any, doubles the draws and says so)
     provenance = posterior.summary()["provenance"].iloc[0]
     assert "nutpie (cpu) 2 chains x 150 draws (tune 150, target_accept 0.85)" in provenance
+
+
+def test_pymc_names_mean_what_they_mean_in_pymc():
+    assert SamplerSettings().updated({"nuts_sampler": "pymc"}).engine == "pymc"
+    with pytest.raises(InputError, match="sampler: engine is given twice"):
+        SamplerSettings().updated({"engine": "pymc", "nuts_sampler": "nutpie"})
+    example = bayes_eval.resources.example_evidence()
+    seeded = bayes_eval.fit(example, "phuong2024", sampler={"random_seed": 11})
+    assert seeded.seed == 11  # an exact fit takes it too: its draws' seed
+    assert bayes_eval.fit(example, "phuong2024", seed=11).draws.equals(seeded.draws)
+    with pytest.raises(InputError, match="^random_seed: 12 and seed 11: give the seed once"):
+        bayes_eval.fit(example, "phuong2024", seed=11, sampler={"random_seed": 12})

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,10 @@ from scipy import special, stats
 from bayes_eval.constants import AGENT, CALIBRATION_MAX_TRIALS, END_TO_END, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
+
+if TYPE_CHECKING:
+    from bayes_eval.evidence.table import Evidence, TableSource
+    from bayes_eval.results.posterior import Posterior
 
 __all__ = ["Calibration", "calibrate", "published_calibration", "proportion"]
 
@@ -144,7 +149,13 @@ def proportion(successes: int, trials: int) -> dict:
     }
 
 
-def calibrate(posterior, truth, *, level: float | None = None, seed: int = 0) -> Calibration:
+def calibrate(
+    posterior: Posterior,
+    truth: TableSource | Evidence,
+    *,
+    level: float | None = None,
+    seed: int = 0,
+) -> Calibration:
     """Calibrate ``posterior`` against end-to-end ground truth.
 
     Parameters

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -33,7 +34,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.table import Evidence, first_line, validate_frame
+from bayes_eval.evidence.table import Evidence, PathLike, first_line, validate_frame
 from bayes_eval.messages import note
 
 __all__ = ["read_inspect"]
@@ -48,11 +49,11 @@ CLUSTER_FROM = ("sample", "log")
 
 
 def read_inspect(
-    paths,
+    paths: PathLike | Sequence[PathLike],
     *,
     scorer: str | None = None,
     success_threshold: float | None = None,
-    milestones=None,
+    milestones: Sequence[str] | None = None,
     agent_from: str = "model",
     task_from: str = "sample",
     cluster: str | None = None,

@@ -30,7 +30,13 @@ import pandas as pd
 from bayes_eval.constants import DEFAULT_AGENT, END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import columnar
-from bayes_eval.evidence.table import Evidence, SourceRow, read_table, validate_frame
+from bayes_eval.evidence.table import (
+    Evidence,
+    PathLike,
+    SourceRow,
+    read_table,
+    validate_frame,
+)
 from bayes_eval.files import read_text
 from bayes_eval.messages import note
 
@@ -61,7 +67,11 @@ OPTIONAL = {"runs": ("agent", "run", "step")}  # fields a format's file may leav
 
 
 def read_runs(
-    path, run_format: str = "runs", *, cluster: str | None = None, agent=None
+    path: PathLike,
+    run_format: str = "runs",
+    *,
+    cluster: str | None = None,
+    agent: str | None = None,
 ) -> Evidence:
     """Read a run-level results file as validated evidence.
 

@@ -13,10 +13,12 @@ import difflib
 import hashlib
 import io
 import math
+import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -38,6 +40,9 @@ from bayes_eval.constants import (
 from bayes_eval.errors import InputError
 from bayes_eval.files import check_readable, read_text
 from bayes_eval.messages import note
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "Evidence",
@@ -104,6 +109,12 @@ KEY = ("agent", "task", "method", "milestone", "run", "step")
 CLUSTER_COLUMNS = ("agent", "task", "method", "step", "cluster", "successes", "trials", "row")
 
 
+# What a path to a file may be given as.
+PathLike = str | os.PathLike
+# What the readers and ``fit`` take as a table.
+TableSource = PathLike | pd.DataFrame
+
+
 @dataclass(frozen=True)
 class Evidence:
     """A validated evidence table.
@@ -153,7 +164,7 @@ class Evidence:
         """The normalised rows of one method."""
         return self.table[self.table["method"] == method]
 
-    def counts(self, method: str):
+    def counts(self, method: str) -> xr.Dataset:
         """Successes and trials of a counted method as an ``xarray.Dataset``.
 
         Dims: ``(agent, task)`` for end-to-end, ``(agent, task, milestone)`` for
@@ -179,7 +190,7 @@ class Evidence:
 
 
 def load_evidence(
-    source,
+    source: TableSource | Evidence,
     *,
     name: str | None = None,
     keep_columns: bool = False,

@@ -24,6 +24,7 @@ tasks never pay for them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -38,11 +39,14 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence
+from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
 from bayes_eval.exact.products import BetaProduct, log_beta_draws
 from bayes_eval.files import check_readable
 from bayes_eval.results.predictive import replicate
-from bayes_eval.specs import spec_from_toml
+from bayes_eval.specs import Spec, spec_from_toml
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
 
@@ -80,7 +84,7 @@ class Posterior:
         here); None for exact fits.
     """
 
-    def __init__(self, tree: xr.DataTree, spec, evidence: Evidence):
+    def __init__(self, tree: xr.DataTree, spec: Spec, evidence: Evidence) -> None:
         self._tree = tree
         self.spec = spec
         self.evidence = evidence
@@ -90,6 +94,33 @@ class Posterior:
             from bayes_eval.inference.diagnostics import diagnose
 
             self.diagnostics = diagnose(tree)
+
+    def __repr__(self) -> str:
+        spec, node = self.spec, self._tree["conjugate"]
+        estimated = int((node["method"].values != "").sum())
+        lines = [
+            f"Posterior: model {spec.name} ({spec.kind}, pooling {spec.pooling}), "
+            f"{node.sizes[AGENT]} agent(s) x {node.sizes[TASK]} task(s), {estimated} estimated",
+            f"  evidence {self.evidence.source} (hash {self.evidence.hash[:12]}), "
+            f"level {self.level:g}, seed {self.seed}",
+        ]
+        if self.is_mcmc:
+            sizes = self._tree["posterior"].sizes
+            verdict = "passed" if self.diagnostics.ok else "FAILED: " + self.diagnostics.messages[0]
+            lines.append(
+                f"  MCMC, {sizes['chain']} chains x {sizes['draw']} draws; diagnostics {verdict}"
+            )
+        else:
+            lines.append(f"  exact (conjugate); {spec.draws} draws made when .tree is read")
+        lines.append(f"  groups: {', '.join(self._tree.children)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The text of ``repr`` above xarray's view of the tree (as it stands: an exact
+        fit's draws are not made for it)."""
+        import html
+
+        return f"<pre>{html.escape(repr(self))}</pre>{self._tree._repr_html_()}"
 
     @property
     def draws(self) -> xr.Dataset:
@@ -140,7 +171,9 @@ class Posterior:
         return self._arrays[name]
 
     @classmethod
-    def build(cls, groups: dict, spec, evidence: Evidence, *, level, seed):
+    def build(
+        cls, groups: dict, spec: Spec, evidence: Evidence, *, level: float, seed: int
+    ) -> Posterior:
         """Assemble a fit's tree from its groups, with the evidence and the root attributes."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
@@ -162,7 +195,9 @@ class Posterior:
         return cls(tree, spec, evidence)
 
     @classmethod
-    def from_estimates(cls, estimates, spec, evidence, *, level, seed) -> Posterior:
+    def from_estimates(
+        cls, estimates: list, spec: Spec, evidence: Evidence, *, level: float, seed: int
+    ) -> Posterior:
         """An exact fit: a list of ``fit.Estimate`` laid out as the ``conjugate`` group."""
         agents = list(dict.fromkeys(e.agent for e in estimates))
         tasks = list(dict.fromkeys(e.task for e in estimates))
@@ -235,7 +270,7 @@ class Posterior:
             return None
         return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
-    def summary(self, level: float | None = None, threshold: float | None = None):
+    def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``)."""
         from bayes_eval.results.summary import summarise
 
@@ -243,14 +278,14 @@ class Posterior:
 
     # ------------------------------------------------------------------ files
 
-    def to_netcdf(self, path) -> Path:
+    def to_netcdf(self, path: PathLike) -> Path:
         """Write the whole tree to one NetCDF file (``xarray.open_datatree`` reads it)."""
         path = Path(path)
         self.tree.to_netcdf(path, engine="h5netcdf")
         return path
 
 
-def load_posterior(path) -> Posterior:
+def load_posterior(path: PathLike) -> Posterior:
     """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash differs.
 
     ``path`` is the file, or a folder written by ``bayes-eval fit --out`` (its
