@@ -208,6 +208,7 @@ def test_netcdf_round_trip_and_tamper_refusal(tmp_path):
         "posterior_predictive",
         "observed_data",
         "constant_data",
+        "log_likelihood",
         "conjugate",
         "evidence",
     }

@@ -23,7 +23,7 @@ from bayes_eval.pooled.models import (
     transition,
 )
 
-__all__ = ["mixture_log_product", "pooled_rates"]
+__all__ = ["cell_shapes", "mixture_log_product", "pooled_rates"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -51,13 +51,13 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
     elif layout.clusters is not None:
-        a, b = _cell_shapes(post, layout, counts=False)
+        a, b = cell_shapes(post, layout, counts=False)
         phi = post["kappa_cluster"].values[..., layout.pair_agent[layout.cell_pair]]
         log_p = _clustered_draws(a, b, phi, layout, rng)
         cell_p = np.exp(log_p)
     else:
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
-        log_p = log_beta_draws(*_cell_shapes(post, layout), (), rng)
+        log_p = log_beta_draws(*cell_shapes(post, layout), (), rng)
         cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
     n_factors = int(layout.cell_factor.max())
@@ -157,7 +157,7 @@ def _marginal_draws(post, layout, rng, shape):
     c_m)``.
     """
     agent = layout.pair_agent
-    a, b = _cell_shapes(post, layout)
+    a, b = cell_shapes(post, layout)
     extra_a, extra_b = np.zeros_like(a), np.zeros_like(b)
     bypass_a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     bypass_b = post["kappa_bypass"].values[..., agent] - bypass_a
@@ -193,7 +193,7 @@ def _marginal_draws(post, layout, rng, shape):
     return log_p, bypass_few
 
 
-def _cell_shapes(post, layout, counts=True):
+def cell_shapes(post, layout, counts=True):
     """Per posterior draw, the Beta shapes of every milestone cell's rate given its task
     mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
     mean = post["mu_task"].values[..., layout.cell_pair]

@@ -9,6 +9,7 @@ provenance names every attempt and which one was kept and why.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
+from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.models import model_structure
 from bayes_eval.pooled.rates import pooled_rates
 from bayes_eval.registry import model_of
@@ -72,7 +74,15 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
             "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
         )
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
-    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+    return Posterior.build(
+        groups,
+        spec,
+        evidence,
+        level=level,
+        seed=seed,
+        # a partial, not a lambda: a sweep's workers send the posterior back pickled
+        log_likelihood=functools.partial(log_likelihood, layout=layout, spec=spec),
+    )
 
 
 def _labels(layout, draws) -> dict:

@@ -46,6 +46,8 @@ from bayes_eval.results.predictive import replicate
 from bayes_eval.specs import Spec, spec_from_toml
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
 __all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
@@ -89,6 +91,7 @@ class Posterior:
         self.spec = spec
         self.evidence = evidence
         self._arrays: dict[str, np.ndarray] = {}
+        self._pointwise = None  # see ``build``
         self.diagnostics = None
         if self.is_mcmc:
             from bayes_eval.inference.diagnostics import diagnose
@@ -136,6 +139,10 @@ class Posterior:
         and the predictive groups of any fit."""
         if "posterior_predictive" not in self._tree:
             groups = replicate(self, self.draws, self.seed + 2)
+            pointwise = None if self._pointwise is None else self._pointwise(self.draws)
+            if pointwise is not None:  # a pooled fit's own, in the cells' order
+                cells = groups["observed_data"]["cell"].values
+                groups["log_likelihood"] = pointwise.sel(cell=cells)
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
 
@@ -172,9 +179,20 @@ class Posterior:
 
     @classmethod
     def build(
-        cls, groups: dict, spec: Spec, evidence: Evidence, *, level: float, seed: int
+        cls,
+        groups: dict,
+        spec: Spec,
+        evidence: Evidence,
+        *,
+        level: float,
+        seed: int,
+        log_likelihood: Callable[[xr.Dataset], xr.Dataset | None] | None = None,
     ) -> Posterior:
-        """Assemble a fit's tree from its groups, with the evidence and the root attributes."""
+        """Assemble a fit's tree from its groups, with the evidence and the root attributes.
+
+        ``log_likelihood(draws)``, where given, makes the ``log_likelihood`` group from the
+        posterior draws when the tree is first read (a pooled fit's own forms; it is as
+        large as ``posterior_predictive``, so it waits as that does)."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
         if evidence.clusters is not None:
@@ -192,7 +210,9 @@ class Posterior:
             "level": float(level),
             "seed": int(seed),
         }
-        return cls(tree, spec, evidence)
+        posterior = cls(tree, spec, evidence)
+        posterior._pointwise = log_likelihood
+        return posterior
 
     @classmethod
     def from_estimates(

@@ -31,9 +31,20 @@ from bayes_eval.constants import (
     TASK,
 )
 
-__all__ = ["COLUMNS", "FLAG_HIGH", "FLAG_LOW", "mid_p", "predictive_checks", "replicate"]
+__all__ = [
+    "COLUMNS",
+    "FLAG_HIGH",
+    "FLAG_LOW",
+    "cell_coords",
+    "exact_loo",
+    "mid_p",
+    "predictive_checks",
+    "replicate",
+]
 
 FLAG_LOW, FLAG_HIGH = 0.025, 0.975
+# The prior of an exact model's cell rate, by the cell's evidence.
+PRIOR_ROLES = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
 
 # The columns of the checks' table, one row per observed cell.
 COLUMNS = [
@@ -217,30 +228,68 @@ def _exact_cells(posterior):
             yield row.agent, row.task, row.method, index, row.successes, row.trials, a, b
 
 
+def exact_loo(posterior):
+    """Each observed cell's leave-one-out log predictive density, exactly, for an exact fit.
+
+    In a conjugate model a cell's rate is its own, ``Beta(a0 + k, b0 + n - k)`` after the
+    cell's counts; with the cell left out the rate is back at its prior, so the cell's
+    predictive is ``BetaBinomial(k | n, a0, b0)`` (under the structure the fit used: the
+    rung a chain model chose stays chosen). PSIS-LOO cannot estimate it, because the cell
+    alone informs its rate (its Pareto k is high). NaN where the prior is improper
+    (Haldane's ``Beta(0, 0)``): such a model predicts nothing for a cell it has not seen.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``elpd_loo`` over the ``cell`` dimension of the fit's predictive groups
+        (``cell_coords``), in their order.
+    """
+    import xarray as xr
+
+    cells = list(_exact_cells(posterior))
+    k, n = (np.array([c[i] for c in cells], dtype=float) for i in (4, 5))
+    priors = [posterior.spec.priors[PRIOR_ROLES[c[2]]] for c in cells]
+    a0 = np.array([prior.alpha for prior in priors], dtype=float)
+    b0 = np.array([prior.beta for prior in priors], dtype=float)
+    proper = (a0 > 0) & (b0 > 0)
+    values = np.full(k.shape, np.nan)
+    values[proper] = stats.betabinom.logpmf(k[proper], n[proper], a0[proper], b0[proper])
+    keys = [(method, agent, task, index) for agent, task, method, index, *_ in cells]
+    return xr.DataArray(values, dims="cell", coords=cell_coords(keys), name="elpd_loo")
+
+
+def cell_coords(keys) -> dict:
+    """The coordinates of a ``cell`` dimension, one cell per ``(method, agent, task,
+    position)`` key: ``cell`` names it (``agent / task / method position``), and
+    ``agent``, ``task``, ``evidence`` and ``position`` (milestone or run and step) label it
+    too. The predictive groups and the log-likelihood share them."""
+    labels = {
+        "cell": [
+            f"{agent} / {task} / {method} {index}".strip() for method, agent, task, index in keys
+        ],
+        "agent": [key[1] for key in keys],
+        "task": [key[2] for key in keys],
+        "evidence": [key[0] for key in keys],
+        "position": [key[3] for key in keys],
+    }
+    return {name: ("cell", np.array(values, dtype=str)) for name, values in labels.items()}
+
+
 def replicate(posterior, post, seed: int) -> dict:
     """The predictive groups in ArviZ's layout, over one ``cell`` per observed count.
 
     ``posterior_predictive`` holds ``successes`` replicated per draw of ``post`` (the
     posterior draws), ``observed_data`` the observed ``successes`` and ``constant_data``
-    the ``trials``. The ``cell`` coordinate names each cell; ``agent``, ``task``,
-    ``evidence`` and ``position`` (milestone or run and step) label it too.
+    the ``trials``, labelled by ``cell_coords``. An exact fit also gets its
+    ``log_likelihood``: each cell's binomial log probability given the draw of its rate,
+    the likelihood the conjugate model conditions on (a pooled fit makes its own).
     """
     import xarray as xr
 
     rng = np.random.default_rng(seed)
     cells = _cells(posterior, post)
     clusters = _cluster_sizes(posterior, post)
-    labels = {
-        "cell": [
-            f"{agent} / {task} / {method} {index}".strip()
-            for method, agent, task, index, *_ in cells
-        ],
-        "agent": [c[1] for c in cells],
-        "task": [c[2] for c in cells],
-        "evidence": [c[0] for c in cells],
-        "position": [c[3] for c in cells],
-    }
-    coords = {name: ("cell", np.array(values, dtype=str)) for name, values in labels.items()}
+    coords = cell_coords([c[:4] for c in cells])
     replicated = []
     for method, agent, task, index, _, n, draws in cells:
         p = np.clip(draws, 0.0, 1.0)
@@ -254,11 +303,18 @@ def replicate(posterior, post, seed: int) -> dict:
     values = np.stack(replicated, axis=-1) if cells else np.zeros(shape, dtype=np.int64)
     observed = np.array([c[4] for c in cells], dtype=np.int64)
     trials = np.array([c[5] for c in cells], dtype=np.int64)
-    return {
+    sample = {"chain": post["chain"], "draw": post["draw"]}
+    groups = {
         "posterior_predictive": xr.Dataset(
-            {"successes": (("chain", "draw", "cell"), values)},
-            coords={"chain": post["chain"], "draw": post["draw"], **coords},
+            {"successes": (("chain", "draw", "cell"), values)}, coords={**sample, **coords}
         ),
         "observed_data": xr.Dataset({"successes": ("cell", observed)}, coords=coords),
         "constant_data": xr.Dataset({"trials": ("cell", trials)}, coords=coords),
     }
+    if not posterior.is_mcmc:
+        rates = np.stack([c[6] for c in cells], axis=-1) if cells else np.zeros(shape)
+        log_lik = stats.binom.logpmf(observed, trials, np.clip(rates, 0.0, 1.0))
+        groups["log_likelihood"] = xr.Dataset(
+            {"successes": (("chain", "draw", "cell"), log_lik)}, coords={**sample, **coords}
+        )
+    return groups

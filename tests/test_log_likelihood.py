@@ -1,0 +1,137 @@
+"""The ``log_likelihood`` group: one value per observed cell and draw, the likelihood the
+model conditions on, read by ``arviz_stats.loo`` and ``compare`` unchanged."""
+
+import pickle
+
+import arviz_stats
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import special, stats
+
+import bayes_eval
+from bayes_eval.fit import usable_rows
+from bayes_eval.messages import collected
+from bayes_eval.pooled.layout import build_layout, choose_form
+from bayes_eval.registry import model_of
+from bayes_eval.results.predictive import exact_loo
+
+SMALL = {"draws": 150, "tune": 150, "chains": 2}
+
+
+def _sparse_end_to_end():
+    """Ragged and sparse: one trial in most cells, a missing cell, zero-success rows."""
+    rows = [
+        ("a", "t1", 0, 1), ("a", "t2", 1, 1), ("a", "t3", 0, 1), ("a", "t4", 0, 3),
+        ("b", "t1", 1, 1), ("b", "t2", 0, 1), ("b", "t4", 2, 5),
+        ("c", "t1", 0, 1), ("c", "t2", 0, 1), ("c", "t3", 0, 1), ("c", "t4", 0, 1),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["agent", "task", "successes", "trials"]).assign(
+        method="end_to_end"
+    )
+
+
+def _sparse_milestones():
+    rows = []
+    for agent, tasks in (("a", ("t1", "t2", "t3")), ("b", ("t1", "t3"))):
+        for t, task in enumerate(tasks):
+            for step in (1, 2, 3):
+                k = int((step + t) % 2 == 0) if agent == "a" else 0
+                rows.append((agent, task, "milestone", step, k, 1))
+    return pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+
+
+def _likelihood_potential(posterior, name, chain, draw) -> float:
+    """The model's own likelihood term (a ``pm.Potential``), evaluated by PyMC at one
+    posterior draw of its free variables."""
+    import pytensor.tensor as pt
+
+    spec, evidence = posterior.spec, posterior.evidence
+    with collected():
+        layout = build_layout(usable_rows(evidence, spec), spec)
+    model = model_of(spec).build()(layout, spec, choose_form(layout, spec))
+    point = {}
+    for rv in model.free_RVs:
+        value = posterior.draws[rv.name].values[chain, draw]
+        transform = model.rvs_to_transforms[rv]
+        if transform is not None:
+            value = transform.forward(pt.as_tensor(value), *rv.owner.inputs).eval()
+        point[model.rvs_to_values[rv].name] = value
+    (potential,) = model.replace_rvs_by_values([p for p in model.potentials if p.name == name])
+    return float(model.compile_fn(potential, inputs=model.value_vars)(point))
+
+
+def _log_binomial_coefficients(k, n):
+    return float(
+        np.sum(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1))
+    )
+
+
+def test_an_exact_fit_has_its_binomial_log_likelihood_per_cell():
+    posterior = bayes_eval.fit(_sparse_end_to_end(), "end_to_end")
+    tree = posterior.tree
+    log_lik = tree["log_likelihood"]["successes"]
+    assert log_lik.dims == ("chain", "draw", "cell")
+    assert list(log_lik["cell"].values) == list(tree["observed_data"]["cell"].values)
+    assert log_lik.sizes["cell"] == 11
+    cell = "b / t4 / end_to_end"
+    p = tree["posterior"]["p_task"].sel(agent="b", task="t4").values
+    expected = stats.binom.logpmf(2, 5, p)
+    np.testing.assert_allclose(log_lik.sel(cell=cell).values, expected, rtol=1e-12)
+    loo = arviz_stats.loo(tree)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == 11
+
+
+@pytest.mark.parametrize(
+    ("model", "table", "potential"),
+    [
+        ("end_to_end_pooled", _sparse_end_to_end, "k_end_to_end"),
+        ("hierarchical", _sparse_milestones, "k_cell"),
+    ],
+)
+def test_a_pooled_fit_has_the_marginal_likelihood_it_conditions_on(model, table, potential):
+    posterior = bayes_eval.fit(table(), model, sampler=SMALL, seed=4)
+    posterior = pickle.loads(pickle.dumps(posterior))  # as a sweep's worker sends it back
+    tree = posterior.tree
+    log_lik = tree["log_likelihood"]["successes"]
+    observed, trials = tree["observed_data"]["successes"], tree["constant_data"]["trials"]
+    assert list(log_lik["cell"].values) == list(observed["cell"].values)
+    assert not np.isnan(log_lik.values).any()
+    k, n = observed.values, trials.values
+    for chain, draw in ((0, 0), (1, 77)):
+        # the model's Potential drops the binomial coefficients; ours keeps them
+        expected = _likelihood_potential(posterior, potential, chain, draw)
+        total = float(log_lik.values[chain, draw].sum()) - _log_binomial_coefficients(k, n)
+        assert total == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    loo = arviz_stats.loo(tree)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == k.size
+
+
+def test_compare_ranks_two_fits_of_the_same_cells():
+    table = _sparse_end_to_end()
+    exact = bayes_eval.fit(table, "end_to_end")
+    pooled = bayes_eval.fit(table, "end_to_end_pooled", sampler=SMALL, seed=4)
+    ranked = arviz_stats.compare({"end_to_end": exact.tree, "end_to_end_pooled": pooled.tree})
+    assert sorted(ranked.index) == ["end_to_end", "end_to_end_pooled"]
+    assert np.isclose(ranked["weight"].sum(), 1.0)
+
+
+def test_exact_leave_one_out_is_the_prior_predictive_of_the_cell():
+    """Checked against Monte Carlo over the prior (the refit without the cell leaves its
+    rate at the prior), and against PSIS-LOO where PSIS can see it."""
+    table = _sparse_end_to_end()
+    posterior = bayes_eval.fit(table, "end_to_end")  # Beta(1, 1) prior
+    loo = exact_loo(posterior)
+    assert list(loo["cell"].values) == list(posterior.tree["observed_data"]["cell"].values)
+    rng = np.random.default_rng(0)
+    p = rng.beta(1.0, 1.0, 400_000)
+    for cell, (k, n) in {"b / t4 / end_to_end": (2, 5), "a / t4 / end_to_end": (0, 3)}.items():
+        monte_carlo = np.log(stats.binom.pmf(k, n, p).mean())
+        assert loo.sel(cell=cell).item() == pytest.approx(monte_carlo, abs=0.01)
+    # a one-trial cell under a uniform prior: either outcome has probability 1/2
+    assert loo.sel(cell="a / t1 / end_to_end").item() == pytest.approx(np.log(0.5), rel=1e-12)
+    milestones = pd.DataFrame(
+        dict(task="t", method="milestone", step=[1, 2], successes=[1, 2], trials=[3, 4])
+    )
+    haldane = exact_loo(bayes_eval.fit(milestones, "phuong2024"))  # proper posteriors
+    assert haldane.sizes["cell"] == 2 and np.isnan(haldane.values).all()  # improper prior
