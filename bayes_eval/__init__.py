@@ -8,6 +8,7 @@ Quick use::
 """
 
 from bayes_eval.checks.calibration import calibrate
+from bayes_eval.checks.comparison import Comparison, compare
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.inspect_logs import read_inspect
 from bayes_eval.evidence.runs import read_runs
@@ -24,12 +25,14 @@ from bayes_eval.settings import SamplerSettings
 from bayes_eval.specs import Spec, load_spec, shipped_specs
 
 __all__ = [
+    "Comparison",
     "Evidence",
     "InputError",
     "Posterior",
     "SamplerSettings",
     "Spec",
     "calibrate",
+    "compare",
     "fit",
     "fit_per_agent",
     "load_evidence",

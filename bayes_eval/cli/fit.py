@@ -15,6 +15,7 @@ from bayes_eval.cli.options import (
     QUIET_HELP,
     crossed_options,
     evidence_of,
+    mcmc_options,
     reading_options,
     sampler_of,
     sweep_arguments,
@@ -22,7 +23,7 @@ from bayes_eval.cli.options import (
     whole,
 )
 from bayes_eval.cli.terminal import check_text, print_summary, summary_table, verdict_text
-from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
+from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
 
@@ -58,16 +59,7 @@ def arguments(commands) -> None:
         help="fit each agent (or checkpoint) on its own rows: one run folder each in --out",
     )
     sweep_arguments(fit, "with --by agent")
-    mcmc = fit.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
-    mcmc.add_argument(
-        "--engine",
-        choices=MCMC_ENGINES,
-        help="nutpie, pymc, numpyro (JAX; the jax extra) or auto (says why it chose)",
-    )
-    mcmc.add_argument("--draws", help="draws per chain")
-    mcmc.add_argument("--tune", help="tuning steps per chain")
-    mcmc.add_argument("--chains", help="number of chains")
-    mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
+    mcmc_options(fit)
     fit.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     fit.add_argument("--debug", action="store_true", help="show tracebacks")
 

@@ -18,7 +18,17 @@ import sys
 import traceback
 import warnings
 
-from bayes_eval.cli import calibrate, check, example, fit, horizon, plan, report, simulate
+from bayes_eval.cli import (
+    calibrate,
+    check,
+    compare,
+    example,
+    fit,
+    horizon,
+    plan,
+    report,
+    simulate,
+)
 from bayes_eval.cli.options import Parser, as_flags
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
@@ -63,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 COMMAND_MODULES = {
     "fit": fit,
     "check": check,
+    "compare": compare,
     "calibrate": calibrate,
     "simulate": simulate,
     "report": report,

@@ -9,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+from bayes_eval.constants import MCMC_ENGINES
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
 from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
@@ -84,6 +85,20 @@ def reading_options(command) -> None:
     )
 
 
+def mcmc_options(command) -> None:
+    """The MCMC settings that override a pooled spec's ``[sampler]``."""
+    mcmc = command.add_argument_group("MCMC settings (pooled models only; default: the spec's)")
+    mcmc.add_argument(
+        "--engine",
+        choices=MCMC_ENGINES,
+        help="nutpie, pymc, numpyro (JAX; the jax extra) or auto (says why it chose)",
+    )
+    mcmc.add_argument("--draws", help="draws per chain")
+    mcmc.add_argument("--tune", help="tuning steps per chain")
+    mcmc.add_argument("--chains", help="number of chains")
+    mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
+
+
 def crossed_options(command) -> None:
     crossed = command.add_argument_group("crossed models (covariates and predictions)")
     crossed.add_argument("--agents", help="table of agent covariates (column agent + covariates)")
@@ -141,6 +156,7 @@ FLAGS = {
     "agent_from": "--agent-from",
     "task_from": "--task-from",
     "model": "--model",
+    "fits": "--models",
     "threshold": "--threshold",
     "fit_per_agent": "--by agent",
     "engine": "--engine",

@@ -1,0 +1,198 @@
+"""Which model predicts best: fits ranked by their expected log predictive density,
+leaving one observed cell out.
+
+Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
+
+- an exact (conjugate) fit: exactly, in closed form (``results.predictive.exact_loo``),
+  since PSIS cannot estimate a cell that alone informs its rate;
+- an MCMC fit: PSIS-LOO (``arviz_stats.loo``) of its ``log_likelihood`` group, with the
+  Pareto k of every cell; the cells whose k exceeds 0.7 are counted and named, because
+  the estimate there is unreliable.
+
+Fits are compared only on the cells they all explain (a milestone model and an
+end-to-end model share none); the ranking, differences, their standard errors and the
+stacking weights are ``arviz_stats.compare``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.errors import InputError
+from bayes_eval.results.predictive import exact_loo
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from bayes_eval.results.posterior import Posterior
+
+__all__ = ["Comparison", "compare"]
+
+# Pareto k above which a PSIS estimate is unreliable (Vehtari et al. 2024).
+GOOD_K = 0.7
+# A difference smaller than this many standard errors is read as noise.
+NOISE_SE = 2.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Fits ranked by ``elpd_loo`` on the cells they share.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        ``arviz_stats.compare``'s table, best first (``rank``, ``elpd_diff``, ``dse``,
+        ``p_worse``, ``elpd``, ``se``, ``p``, ``weight``, ...), with ``loo`` (``exact`` or
+        ``PSIS``), ``cells`` (shared) and ``high_k`` (cells with Pareto k above 0.7).
+    pointwise : pandas.DataFrame
+        One row per shared cell: each fit's ``elpd_loo`` and, for MCMC fits, Pareto k.
+    sentence : str
+        The ranking in words.
+    """
+
+    table: pd.DataFrame
+    pointwise: pd.DataFrame
+    sentence: str
+
+
+def compare(fits: Mapping[str, Posterior]) -> Comparison:
+    """Rank fits by their leave-one-cell-out predictive density (the module's estimates).
+
+    Parameters
+    ----------
+    fits : mapping of str to Posterior
+        Two fits or more, by the names the table shows.
+
+    Raises
+    ------
+    InputError
+        Fewer than two fits, an MCMC fit without a ``log_likelihood`` group, or fits
+        that share no observed cell (the message names the model).
+    """
+    import arviz_stats
+
+    if len(fits) < 2:
+        raise InputError(f"fits: give two fits or more to compare ({len(fits)} given)")
+    estimates = {name: _pointwise(name, posterior) for name, posterior in fits.items()}
+    shared = _shared_cells(estimates)
+    elpd = {name: _on_cells(estimate, shared) for name, estimate in estimates.items()}
+    table = arviz_stats.compare(elpd, round_to="none")
+    table["loo"] = [estimates[name]["loo"] for name in table.index]
+    table["cells"] = len(shared)
+    table["high_k"] = [int((elpd[name].pareto_k > GOOD_K).sum()) for name in table.index]
+    pointwise = pd.DataFrame(
+        {f"elpd_loo {name}": elpd[name].elpd_i.values for name in fits}, index=list(shared)
+    )
+    for name in fits:
+        if estimates[name]["loo"] == "PSIS":
+            pointwise[f"pareto_k {name}"] = elpd[name].pareto_k.values
+    return Comparison(table, pointwise.rename_axis("cell"), _sentence(table, pointwise))
+
+
+def _pointwise(name: str, posterior) -> dict:
+    """A fit's ``elpd_loo`` per cell (finite), its Pareto k, its in-sample log predictive
+    density per cell, and its draws, as ``compare`` reads them."""
+    import arviz_stats
+
+    tree = posterior.tree
+    if "log_likelihood" not in tree:
+        raise InputError(
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood "
+            "yet (joint, clustered runs and the crossed models): leave it out"
+        )
+    log_lik = tree["log_likelihood"]["successes"]
+    draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
+    lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
+    cells = log_lik["cell"].values
+    if posterior.is_mcmc:
+        loo = arviz_stats.loo(tree, pointwise=True)
+        elpd_i, pareto_k, kind = loo.elpd_i.values, loo.pareto_k.values, "PSIS"
+    else:
+        elpd_i = exact_loo(posterior).sel(cell=cells).values
+        pareto_k, kind = np.zeros(cells.size), "exact"
+    keep = np.isfinite(elpd_i)  # an improper prior predicts no cell it has not seen
+    frame = pd.DataFrame(
+        dict(elpd_i=elpd_i[keep], pareto_k=pareto_k[keep], lppd=lppd[keep]), index=cells[keep]
+    )
+    improper = int((~keep).sum())
+    return dict(frame=frame, loo=kind, draws=draws, spec=posterior.spec.name, improper=improper)
+
+
+def _logmeanexp(values: np.ndarray) -> np.ndarray:
+    from scipy.special import logsumexp
+
+    return logsumexp(values, axis=0) - np.log(values.shape[0])
+
+
+def _shared_cells(estimates: dict) -> pd.Index:
+    """The cells every fit explains, in the first fit's order; none shared is an error
+    naming the fit that shares least with the others."""
+    indexes = {name: e["frame"].index for name, e in estimates.items()}
+    shared = next(iter(indexes.values()))
+    for index in indexes.values():
+        shared = shared.intersection(index, sort=False)
+    if len(shared):
+        return shared
+    overlap = {
+        name: sum(len(index.intersection(other)) for o, other in indexes.items() if o != name)
+        for name, index in indexes.items()
+    }
+    name = min(overlap, key=overlap.get)
+    why = "they read different evidence"
+    improper = {n: e["improper"] for n, e in estimates.items() if e["improper"]}
+    if improper:
+        named = ", ".join(f"{n} on {count}" for n, count in improper.items())
+        why += f", or an improper prior predicts no cell it has not seen ({named})"
+    raise InputError(
+        f"fits: model {name} ({estimates[name]['spec']}) shares no observed cell with the "
+        f"others ({why}), so leaving one cell out compares nothing"
+    )
+
+
+def _on_cells(estimate: dict, cells: pd.Index):
+    """``arviz_stats``'s LOO result for a fit, on ``cells`` alone."""
+    import xarray as xr
+    from arviz_stats.utils import ELPDDataLOO
+
+    frame = estimate["frame"].loc[cells]
+    values = frame["elpd_i"].to_numpy()
+
+    def on_cells(column) -> xr.DataArray:
+        return xr.DataArray(frame[column].to_numpy(), dims="cell", coords={"cell": cells})
+
+    return ELPDDataLOO(
+        elpd=float(values.sum()),
+        se=float(np.sqrt(values.size * values.var())),
+        p=float((frame["lppd"] - frame["elpd_i"]).sum()),
+        n_samples=int(estimate["draws"]),
+        n_data_points=int(values.size),
+        scale="log",
+        warning=bool((frame["pareto_k"] > GOOD_K).any()),
+        good_k=GOOD_K,
+        elpd_i=on_cells("elpd_i"),
+        pareto_k=on_cells("pareto_k"),
+    )
+
+
+def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
+    best = table.index[0]
+    words = [f"{best} predicts held-out cells best ({len(pointwise)} cells shared)"]
+    for name in table.index[1:]:
+        diff, dse = float(table.at[name, "elpd_diff"]), float(table.at[name, "dse"])
+        if abs(diff) <= NOISE_SE * dse:
+            words.append(f"{name} is within noise of it ({diff:.1f} ± {dse:.1f})")
+        else:
+            words.append(f"{name} predicts worse by {-diff:.1f} ± {dse:.1f}")
+    text = "; ".join(words) + "."
+    unreliable = [f"{name} ({k})" for name, k in table["high_k"].items() if k]
+    if unreliable:
+        text += (
+            f" Pareto k above {GOOD_K} on some cells of {', '.join(unreliable)}: PSIS is "
+            "unreliable there, so read that model's ELPD as uncertain."
+        )
+    return text

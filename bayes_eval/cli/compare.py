@@ -1,0 +1,89 @@
+"""``bayes-eval compare``: rank models by how well each predicts an observed cell left
+out (``bayes_eval.compare``), fitted to one evidence table (``--models``) or read from
+run folders written by ``fit --out``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bayes_eval.cli.options import (
+    FORMATS,
+    QUIET_HELP,
+    evidence_of,
+    mcmc_options,
+    reading_options,
+    sampler_of,
+    whole,
+)
+from bayes_eval.cli.terminal import print_summary, terminal_table
+from bayes_eval.constants import SAMPLER_LIMITS
+from bayes_eval.errors import InputError
+
+# The columns the terminal shows, best model first.
+SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
+
+
+def arguments(commands) -> None:
+    """The command's flags."""
+    compare = commands.add_parser(
+        "compare", help="rank models by how well they predict an observed cell left out"
+    )
+    compare.add_argument(
+        "sources",
+        nargs="+",
+        help="an evidence table (with --models), or run folders written by fit --out",
+    )
+    compare.add_argument(
+        "--models", nargs="+", help="two or more shipped spec names or spec paths to fit"
+    )
+    compare.add_argument("--seed", help="seed of every fit (default: each spec's)")
+    compare.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
+    reading_options(compare)
+    mcmc_options(compare)
+    compare.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+    compare.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def run(args) -> int:
+    from bayes_eval.checks.comparison import compare
+
+    result = compare(_fits(args))
+    table = result.table.rename_axis("model").reset_index()
+    if args.format != "table":
+        print_summary(table, args.format)
+        return 0
+    print(terminal_table(table[["model", *SHOWN]], digits=lambda x: f"{x:.4g}"))
+    print(f"\n{result.sentence}")
+    return 0
+
+
+def _fits(args) -> dict:
+    """The fits to compare, by name: the run folders', or each model's fit to the table."""
+    from bayes_eval.fit import fit
+    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.specs import load_spec
+
+    paths = [Path(source) for source in args.sources]
+    fitted = [path for path in paths if (path / "posterior.nc").is_file() or path.suffix == ".nc"]
+    if fitted:
+        if len(fitted) < len(paths) or args.models:
+            raise InputError(
+                f"{fitted[0]}: compare run folders alone, or one evidence table with --models"
+            )
+        names = [path.name if path.suffix != ".nc" else path.stem for path in paths]
+        if len(set(names)) < len(names):
+            names = [str(path) for path in paths]
+        return {name: load_posterior(path) for name, path in zip(names, paths, strict=True)}
+    if not args.models or len(args.models) < 2:
+        raise InputError("--models: name two models or more to fit to the evidence")
+    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    sampler = sampler_of(args)
+    evidence = evidence_of(args.sources, args)
+    specs = [load_spec(model) for model in args.models]
+    names = [spec.name for spec in specs]
+    if len(set(names)) < len(names):
+        names = list(args.models)
+    return {
+        name: fit(evidence, spec, seed=seed, sampler=None if spec.exact else sampler)
+        for name, spec in zip(names, specs, strict=True)
+    }
