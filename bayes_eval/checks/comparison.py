@@ -181,7 +181,8 @@ def _on_cells(estimate: dict, cells: pd.Index):
 
 def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
     best = table.index[0]
-    words = [f"{best} predicts held-out cells best ({len(pointwise)} cells shared)"]
+    shared = f"{len(pointwise)} cell{'s' * (len(pointwise) != 1)} shared"
+    words = [f"{best} predicts held-out cells best ({shared})"]
     for name in table.index[1:]:
         diff, dse = float(table.at[name, "elpd_diff"]), float(table.at[name, "dse"])
         if abs(diff) <= NOISE_SE * dse:
