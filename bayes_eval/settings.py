@@ -106,15 +106,15 @@ def _known(table: Mapping) -> dict:
     """``table`` by these names (PyMC's read as theirs), refused where it names a setting
     that does not exist or one setting twice."""
     allowed = [f.name for f in fields(SamplerSettings)]
-    out = {}
+    out, given_as = {}, {}
     for key, value in table.items():
         name = PYMC_NAMES.get(key, key)
         if name not in allowed:
             names = ", ".join([*allowed, *PYMC_NAMES])
             raise InputError(f"sampler: unknown setting '{key}'; allowed: {names}")
         if name in out:
-            raise InputError(f"sampler: {name} is given twice (as {name} and {key})")
-        out[name] = value
+            raise InputError(f"sampler: {name} is given twice (as {given_as[name]} and {key})")
+        out[name], given_as[name] = value, key
     return out
 
 
