@@ -18,6 +18,7 @@ from bayes_eval.cli.options import (
 from bayes_eval.cli.terminal import print_summary, terminal_table
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
+from bayes_eval.outputs.runfolder import holds_fit
 
 # The columns the terminal shows, best model first.
 SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
@@ -64,7 +65,7 @@ def _fits(args) -> dict:
     from bayes_eval.specs import load_spec
 
     paths = [Path(source) for source in args.sources]
-    fitted = [path for path in paths if (path / "posterior.nc").is_file() or path.suffix == ".nc"]
+    fitted = [path for path in paths if holds_fit(path)]
     if fitted:
         if len(fitted) < len(paths) or args.models:
             raise InputError(

@@ -16,7 +16,7 @@ from bayes_eval.cli.options import (
 )
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
-from bayes_eval.outputs.runfolder import check_out, write_run
+from bayes_eval.outputs.runfolder import check_out, holds_fit, write_run
 
 
 def arguments(commands) -> None:
@@ -47,7 +47,7 @@ def run(args) -> int:
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     out = check_out(Path(args.out))
     source = Path(args.source)
-    if not ((source / "posterior.nc").is_file() or source.suffix == ".nc"):
+    if not holds_fit(source):
         source = evidence_of(source, args)
     else:
         options = ("keep_columns", "sum_duplicates", "input_format", "cluster", *INSPECT_OPTIONS)

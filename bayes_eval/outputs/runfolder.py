@@ -22,7 +22,7 @@ from pathlib import Path
 from bayes_eval.errors import InputError
 from bayes_eval.inference.interrupts import deferred
 
-__all__ = ["MANIFEST", "check_out", "folder_names", "write_run"]
+__all__ = ["MANIFEST", "check_out", "folder_names", "holds_fit", "write_run"]
 
 MANIFEST = "bayes-eval-run.json"
 STAGING_PREFIX = ".bayes-eval-"
@@ -70,6 +70,12 @@ def is_run(folder: Path) -> bool:
         return True
     names = {p.name for p in folder.iterdir()}
     return "posterior.nc" in names and names <= EARLIER_OUTPUTS
+
+
+def holds_fit(path: Path) -> bool:
+    """Whether ``path`` is a fit to read rather than evidence to fit: a ``posterior.nc``
+    file (by its suffix), or a folder holding one."""
+    return path.suffix == ".nc" or (path / "posterior.nc").is_file()
 
 
 def write_run(out: Path, write, *, command: str, adds_to_run: bool = False) -> list[str]:

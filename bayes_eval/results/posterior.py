@@ -138,8 +138,9 @@ class Posterior:
         """Every group; the first read adds what is still missing: an exact fit's draws,
         and the predictive groups of any fit."""
         if "posterior_predictive" not in self._tree:
-            groups = replicate(self, self.draws, self.seed + 2)
-            pointwise = None if self._pointwise is None else self._pointwise(self.draws)
+            draws = self.draws
+            groups = replicate(self, draws, self.seed + 2)
+            pointwise = None if self._pointwise is None else self._pointwise(draws)
             if pointwise is not None:  # a pooled fit's own, in the cells' order
                 cells = groups["observed_data"]["cell"].values
                 groups["log_likelihood"] = pointwise.sel(cell=cells)
