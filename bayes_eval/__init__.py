@@ -9,6 +9,7 @@ Quick use::
 
 from bayes_eval.checks.calibration import calibrate
 from bayes_eval.checks.comparison import Comparison, compare
+from bayes_eval.checks.holdout import compare_holdout
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.inspect_logs import read_inspect
 from bayes_eval.evidence.runs import read_runs
@@ -33,6 +34,7 @@ __all__ = [
     "Spec",
     "calibrate",
     "compare",
+    "compare_holdout",
     "fit",
     "fit_per_agent",
     "load_evidence",

@@ -17,7 +17,7 @@ stacking weights are ``arviz_stats.compare``'s.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "in_words", "ranked"]
 
 # Pareto k above which a PSIS estimate is unreliable (Vehtari et al. 2024).
 GOOD_K = 0.7
@@ -53,11 +53,15 @@ class Comparison:
         One row per shared cell: each fit's ``elpd_loo`` and, for MCMC fits, Pareto k.
     sentence : str
         The ranking in words.
+    unscored : dict of str to str
+        Models left out of the ranking, and why (``compare_holdout``: a model that
+        predicts no held-out pair).
     """
 
     table: pd.DataFrame
     pointwise: pd.DataFrame
     sentence: str
+    unscored: Mapping[str, str] = field(default_factory=dict)
 
 
 def compare(fits: Mapping[str, Posterior]) -> Comparison:
@@ -74,17 +78,17 @@ def compare(fits: Mapping[str, Posterior]) -> Comparison:
         Fewer than two fits, an MCMC fit without a ``log_likelihood`` group, or fits
         that share no observed cell (the message names the model).
     """
-    import arviz_stats
-
     if len(fits) < 2:
         raise InputError(f"fits: give two fits or more to compare ({len(fits)} given)")
     estimates = {name: _pointwise(name, posterior) for name, posterior in fits.items()}
     shared = _shared_cells(estimates)
     elpd = {name: _on_cells(estimate, shared) for name, estimate in estimates.items()}
-    table = arviz_stats.compare(elpd, round_to="none")
-    table["loo"] = [estimates[name]["loo"] for name in table.index]
-    table["cells"] = len(shared)
-    table["high_k"] = [int((elpd[name].pareto_k > GOOD_K).sum()) for name in table.index]
+    columns = {
+        "loo": {name: estimate["loo"] for name, estimate in estimates.items()},
+        "cells": dict.fromkeys(fits, len(shared)),
+        "high_k": {name: int((elpd[name].pareto_k > GOOD_K).sum()) for name in fits},
+    }
+    table = ranked(elpd, columns)
     pointwise = pd.DataFrame(
         {f"elpd_loo {name}": elpd[name].elpd_i.values for name in fits}, index=list(shared)
     )
@@ -179,17 +183,33 @@ def _on_cells(estimate: dict, cells: pd.Index):
     )
 
 
-def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
-    best = table.index[0]
-    shared = f"{len(pointwise)} cell{'s' * (len(pointwise) != 1)} shared"
-    words = [f"{best} predicts held-out cells best ({shared})"]
+def ranked(elpd: Mapping, columns: Mapping[str, Mapping]) -> pd.DataFrame:
+    """``arviz_stats.compare``'s table of the models' ``ELPDData``, best first, with
+    ``columns`` (each a value per model) added."""
+    import arviz_stats
+
+    table = arviz_stats.compare(dict(elpd), round_to="none")
+    for column, values in columns.items():
+        table[column] = [values[name] for name in table.index]
+    return table
+
+
+def in_words(table: pd.DataFrame, what: str, shared: str) -> str:
+    """The ranking as a sentence: which model predicts ``what`` best (on ``shared``), and
+    whether each other's distance from it is more than noise."""
+    words = [f"{table.index[0]} predicts {what} best ({shared})"]
     for name in table.index[1:]:
         diff, dse = float(table.at[name, "elpd_diff"]), float(table.at[name, "dse"])
         if abs(diff) <= NOISE_SE * dse:
             words.append(f"{name} is within noise of it ({diff:.1f} ± {dse:.1f})")
         else:
             words.append(f"{name} predicts worse by {-diff:.1f} ± {dse:.1f}")
-    text = "; ".join(words) + "."
+    return "; ".join(words) + "."
+
+
+def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
+    shared = f"{len(pointwise)} cell{'s' * (len(pointwise) != 1)} shared"
+    text = in_words(table, "held-out cells", shared)
     unreliable = [f"{name} ({k})" for name, k in table["high_k"].items() if k]
     if unreliable:
         text += (

@@ -1,6 +1,7 @@
 """``bayes-eval compare``: rank models by how well each predicts an observed cell left
 out (``bayes_eval.compare``), fitted to one evidence table (``--models``) or read from
-run folders written by ``fit --out``."""
+run folders written by ``fit --out``; or, with ``--holdout end_to_end``, by how well each
+predicts end-to-end outcomes hidden from it (``bayes_eval.compare_holdout``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ from bayes_eval.outputs.runfolder import holds_fit
 
 # The columns the terminal shows, best model first.
 SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
+HOLDOUT_SHOWN = [
+    "rank", "elpd", "se", "elpd_diff", "dse", "weight", "pairs", "predicted", "expected",
+    "observed", "diagnostics",
+]  # fmt: skip
 
 
 def arguments(commands) -> None:
@@ -37,7 +42,16 @@ def arguments(commands) -> None:
     compare.add_argument(
         "--models", nargs="+", help="two or more shipped spec names or spec paths to fit"
     )
-    compare.add_argument("--seed", help="seed of every fit (default: each spec's)")
+    compare.add_argument(
+        "--holdout",
+        choices=["end_to_end"],
+        help="hide the end-to-end rows of a K-th of the pairs at a time, refit, and score "
+        "the hidden outcomes (K-fold cross-validation over pairs)",
+    )
+    compare.add_argument("--folds", default="5", help="K of --holdout (default 5)")
+    compare.add_argument(
+        "--seed", help="seed of every fit, and of --holdout's folds (default: each spec's)"
+    )
     compare.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
     reading_options(compare)
     mcmc_options(compare)
@@ -46,16 +60,36 @@ def arguments(commands) -> None:
 
 
 def run(args) -> int:
-    from bayes_eval.checks.comparison import compare
+    if args.holdout:
+        result, shown = _holdout(args), HOLDOUT_SHOWN
+    else:
+        from bayes_eval.checks.comparison import compare
 
-    result = compare(_fits(args))
+        result, shown = compare(_fits(args)), SHOWN
     table = result.table.rename_axis("model").reset_index()
     if args.format != "table":
         print_summary(table, args.format)
         return 0
-    print(terminal_table(table[["model", *SHOWN]], digits=lambda x: f"{x:.4g}"))
+    print(terminal_table(table[["model", *shown]], digits=lambda x: f"{x:.4g}"))
     print(f"\n{result.sentence}")
     return 0
+
+
+def _holdout(args):
+    """``compare_holdout`` of the models on the one evidence table."""
+    from bayes_eval.checks.holdout import compare_holdout
+
+    paths = [Path(source) for source in args.sources]
+    fitted = next((path for path in paths if holds_fit(path)), None)
+    if fitted is not None:
+        raise InputError(f"{fitted}: --holdout refits; give one evidence table with --models")
+    if not args.models or len(args.models) < 2:
+        raise InputError("--models: name two models or more to fit to the evidence")
+    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    folds = whole(args.folds, "--folds", 2)
+    sampler = sampler_of(args)
+    evidence = evidence_of(args.sources, args)
+    return compare_holdout(evidence, args.models, folds=folds, seed=seed, sampler=sampler)
 
 
 def _fits(args) -> dict:

@@ -170,6 +170,7 @@ FLAGS = {
     "forecast": "--forecast",
     "violation": "--violation",
     "models": "--models",
+    "folds": "--folds",
     "workers": "--workers",
     "scheduler": "--scheduler",
     "out": "--out",
