@@ -294,6 +294,8 @@ def usable_rows(evidence, spec) -> dict[tuple[str, str], dict[str, pd.DataFrame]
     ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
     for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
         by_pair.setdefault((agent, task), {})[method] = rows
+    # in the input's order of agents and tasks, not the sort's (end-to-end rows first)
+    by_pair = {pair: by_pair[pair] for pair in evidence.pairs() if pair in by_pair}
     needed = model.requires
     usable = {
         pair: rows for pair, rows in by_pair.items() if all(method in rows for method in needed)

@@ -107,6 +107,59 @@ def test_a_pooled_fit_has_the_marginal_likelihood_it_conditions_on(model, table,
     assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == k.size
 
 
+def _integrated(eta, scale, k, n) -> float:
+    """``log integral Binomial(k | n, expit(eta + s e)) phi(e) de`` by scipy's adaptive
+    quadrature, scaled at the integrand's peak so that tiny values keep their digits."""
+    from scipy import integrate, optimize
+
+    def log_f(e):
+        return stats.binom.logpmf(k, n, special.expit(eta + scale * e)) + stats.norm.logpdf(e)
+
+    peak = optimize.minimize_scalar(lambda e: -log_f(e), bounds=(-60, 60), method="bounded").x
+    top = log_f(peak)
+    kink = [-eta / scale] if abs(-eta / scale - peak) < 12 else None
+    value, _ = integrate.quad(
+        lambda e: np.exp(log_f(e) - top), peak - 12, peak + 12, points=kink,
+        epsabs=0, epsrel=1e-13, limit=2000,
+    )  # fmt: skip
+    return float(np.log(value) + top)
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.5, 1.0, 3.0, 8.0])
+def test_the_departure_integral_matches_adaptive_quadrature(scale):
+    from bayes_eval.crossed.likelihood import log_marginal
+
+    eta = np.array([-12.0, -4.0, -1.0, 0.0, 2.5, 9.0])
+    k = np.array([0, 1, 2, 0, 40, 120])
+    n = np.array([1, 1, 5, 20, 50, 200])
+    got = log_marginal(eta[None, :], np.full((1, 1), scale), k, n)[0]
+    expected = [_integrated(e, scale, kk, nn) for e, kk, nn in zip(eta, k, n, strict=True)]
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_a_crossed_fit_integrates_each_pairs_departure_out():
+    """Each pair's value is ``log integral Binomial(k | n, expit(eta + s e)) phi(e) de``
+    at the draw's ``eta = ability - difficulty`` and ``s = cell_scale``: checked against
+    scipy's adaptive quadrature; a pair never run gets none."""
+    posterior = bayes_eval.fit(_sparse_end_to_end(), "crossed", sampler=SMALL, seed=4)
+    tree = pickle.loads(pickle.dumps(posterior)).tree
+    log_lik = tree["log_likelihood"]["successes"]
+    observed, trials = tree["observed_data"]["successes"], tree["constant_data"]["trials"]
+    assert list(log_lik["cell"].values) == list(observed["cell"].values)
+    assert log_lik.sizes["cell"] == 11  # the pair (b, t3) was never run
+    draws = tree["posterior"]
+    for chain, draw, cell in ((0, 0, 0), (1, 77, 6), (0, 149, 10)):
+        agent, task = str(log_lik["agent"].values[cell]), str(log_lik["task"].values[cell])
+        eta = float(draws["ability"].sel(agent=agent).values[chain, draw])
+        eta -= float(draws["difficulty"].sel(task=task).values[chain, draw])
+        scale = float(draws["cell_scale"].values[chain, draw])
+        k, n = int(observed.values[cell]), int(trials.values[cell])
+        expected = _integrated(eta, scale, k, n)
+        assert log_lik.values[chain, draw, cell] == pytest.approx(expected, rel=1e-10)
+    loo = arviz_stats.loo(tree)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == 11
+
+
 def test_compare_ranks_two_fits_of_the_same_cells():
     table = _sparse_end_to_end()
     exact = bayes_eval.fit(table, "end_to_end")

@@ -107,7 +107,7 @@ def _pointwise(name: str, posterior) -> dict:
     if "log_likelihood" not in tree:
         raise InputError(
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood "
-            "yet (joint, clustered runs and the crossed models): leave it out"
+            "yet (joint, crossed_milestones and clustered runs): leave it out"
         )
     log_lik = tree["log_likelihood"]["successes"]
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]

@@ -40,6 +40,7 @@ ability_scale z`` with ``z`` drawn anew per posterior draw.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, replace
 
@@ -54,6 +55,7 @@ from bayes_eval.constants import (
     MILESTONE,
     TASK,
 )
+from bayes_eval.crossed.likelihood import array_add_at, log_likelihood
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
@@ -431,27 +433,17 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
         log_phi = np.log(post["kappa_cluster"].values)
         each = np.concatenate(
             [
-                log_given_each_rate(
-                    np, special.logsumexp, p, q, phi, layout.clusters, _array_add_at
-                )
+                log_given_each_rate(np, special.logsumexp, p, q, phi, layout.clusters, array_add_at)
                 for p, q, phi in zip(log_p, log_q, log_phi, strict=True)  # one chain at a time
             ]
         ).reshape(log_p.shape)
         failed = _failed_cells(layout)
-    can_block = _may_be_blocked(np, _array_add_at, failed, layout)
-    described = _array_add_at(each, layout.cell_pair, len(layout.pairs))
+    can_block = _may_be_blocked(np, array_add_at, failed, layout)
+    described = array_add_at(each, layout.cell_pair, len(layout.pairs))
     share = post["blocked_share"].values[..., None]
     # log of the odds of blocked: log share - log (1 - share) - log L
     odds = np.log(share) - np.log1p(-share) - described
     return can_block & (rng.random(described.shape) < special.expit(odds))
-
-
-def _array_add_at(values, index, size) -> np.ndarray:
-    """``values`` summed along their last axis into ``size`` slots by ``index``."""
-    values = np.asarray(values, dtype=float)
-    out = np.zeros(values.shape[:-1] + (size,))
-    np.add.at(np.moveaxis(out, -1, 0), index, np.moveaxis(values, -1, 0))  # views of out
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -504,7 +496,15 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         )
     groups["conjugate"] = _estimates(design, spec, seed, run_text)
     groups["covariates"] = covariate_group(design)
-    return Posterior.build(groups, spec, evidence, level=level, seed=seed)
+    return Posterior.build(
+        groups,
+        spec,
+        evidence,
+        level=level,
+        seed=seed,
+        # a partial, not a lambda: a sweep's workers send the posterior back pickled
+        log_likelihood=functools.partial(log_likelihood, design=design, spec=spec),
+    )
 
 
 def _estimates(design: Design, spec, seed, run):

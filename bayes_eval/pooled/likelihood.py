@@ -11,8 +11,9 @@ cells (their Pareto k above 0.7). The values are whole log probabilities, binomi
 coefficients included, so that sums over cells are log predictive densities.
 
 Models whose likelihood does not split into cells this way (``joint``'s end-to-end
-counts, clustered runs, the crossed models) have no ``log_likelihood`` group yet: it is
-left out rather than replaced by a likelihood the model does not condition on.
+counts, clustered runs) have no ``log_likelihood`` group yet: it is left out rather than
+replaced by a likelihood the model does not condition on. The crossed model's is
+``bayes_eval.crossed.likelihood``'s.
 """
 
 from __future__ import annotations

@@ -140,7 +140,12 @@ def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
         where = np.flatnonzero(mask)
         if not where.size:
             continue
-        free = pm.Flat(f"{name}_{form}", shape=where.size)
+        # labelled by the positions it covers, over a dim of its own (``sampling``
+        # names the pairs and cells after sampling)
+        free_dim = f"{name}_{form}_{dim}"
+        model = pm.modelcontext(None)
+        model.add_coord(free_dim, np.asarray(model.coords[dim])[where])
+        free = pm.Flat(f"{name}_{form}", dims=free_dim)
         if form == "lower":  # the upper tail of 1 - p ~ Beta(b, a)
             log_1mx, log_x, log_density = parts(log_b[where], log_a[where], free)
         else:

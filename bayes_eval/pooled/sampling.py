@@ -87,16 +87,24 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
 
 def _labels(layout, draws) -> dict:
     """Names for the pooled models' index dimensions, as the diagnostics show them:
-    ``agent, task`` for a pair, ``agent, task, milestone m`` for a sampled cell."""
+    ``agent, task`` for a pair, ``agent, task, milestone m`` for a sampled cell; on
+    ``pair`` and ``sampled_cell`` and on the dims of the variables sampled over part of
+    them (``mu_task_logit_pair``)."""
 
     def cell(c):
         agent, task = layout.pairs[layout.cell_pair[c]]
         return f"{agent}, {task}, milestone {layout.cell_factor[c]}"
 
-    labels = {"pair": [f"{agent}, {task}" for agent, task in layout.pairs]}
-    if "sampled_cell" in draws.dims:
-        labels["sampled_cell"] = [cell(c) for c in draws["sampled_cell"].values]
-    return {dim: names for dim, names in labels.items() if dim in draws.dims}
+    def pair(p):
+        return ", ".join(layout.pairs[p])
+
+    name = {"pair": pair, "sampled_cell": cell}
+    labels = {}
+    for dim in draws.dims:
+        base = next((b for b in name if dim == b or dim.endswith(f"_{b}")), None)
+        if base is not None:
+            labels[dim] = [name[base](int(i)) for i in draws[dim].values]
+    return labels
 
 
 def _estimates(layout, spec, seed, run) -> xr.Dataset:

@@ -56,6 +56,8 @@ FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1.
 FILE_FORMAT = 2
 PREDICTIVE_GROUPS = ("posterior_predictive", "observed_data", "constant_data")
+# Chains an exact fit's independent draws are dealt into (where they divide the draws).
+EXACT_CHAINS = 4
 
 
 def package_version() -> str:
@@ -408,18 +410,29 @@ def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
         runs = np.flatnonzero(present.any(axis=1))
         chosen = runs[rng.integers(len(runs), size=n_draws)]
         log_task[:, i, j] = np.nansum(draws[np.arange(n_draws), chosen], axis=-1)
-    draw_coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
-    data = {"p_task": (("chain", "draw", AGENT, TASK), np.exp(log_task)[None])}
+    # independent draws dealt in order into chains, so that R-hat (about 1) is defined
+    chains = next(c for c in (EXACT_CHAINS, 2, 1) if n_draws % c == 0)
+
+    def chained(values):
+        return values.reshape((chains, n_draws // chains) + values.shape[1:])
+
+    draw_coords = {
+        "chain": np.arange(chains),
+        "draw": np.arange(n_draws // chains),
+        AGENT: agents,
+        TASK: tasks,
+    }
+    data = {"p_task": (("chain", "draw", AGENT, TASK), chained(np.exp(log_task)))}
     rates = np.exp(log_factor)
     if (methods == MILESTONE_METHOD).any():
         milestone_rates = np.where(
             (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
         )
-        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), milestone_rates[None])
+        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), chained(milestone_rates))
         draw_coords[MILESTONE] = coords[FACTOR]
     if (methods == EXPERT_COMPLETION).any():
         step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
-        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), step_rates[None])
+        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(step_rates))
         draw_coords[RUN] = coords[RUN]
         draw_coords[STEP] = coords[FACTOR]
     return xr.Dataset(data, coords=draw_coords)

@@ -260,12 +260,12 @@ def exact_loo(posterior):
 
 def cell_coords(keys) -> dict:
     """The coordinates of a ``cell`` dimension, one cell per ``(method, agent, task,
-    position)`` key: ``cell`` names it (``agent / task / method position``), and
+    position)`` key: ``cell`` names it (``agent / task / milestone 2``, ``_named``), and
     ``agent``, ``task``, ``evidence`` and ``position`` (milestone or run and step) label it
     too. The predictive groups and the log-likelihood share them."""
     labels = {
         "cell": [
-            f"{agent} / {task} / {method} {index}".strip() for method, agent, task, index in keys
+            f"{agent} / {task} / {_named(method, index)}" for method, agent, task, index in keys
         ],
         "agent": [key[1] for key in keys],
         "task": [key[2] for key in keys],
@@ -273,6 +273,12 @@ def cell_coords(keys) -> dict:
         "position": [key[3] for key in keys],
     }
     return {name: ("cell", np.array(values, dtype=str)) for name, values in labels.items()}
+
+
+def _named(method: str, index: str) -> str:
+    """A cell's method and position as its label ends: ``end_to_end``, ``milestone 2``,
+    ``expert_completion run 1, step 2``."""
+    return index if index.startswith(method) else f"{method} {index}".strip()
 
 
 def replicate(posterior, post, seed: int) -> dict:

@@ -1,0 +1,134 @@
+"""The log-likelihood of each observed count of a crossed fit, per posterior draw, for
+ArviZ's ``loo`` and ``compare``.
+
+A pair's departure ``e_at`` is informed by that pair's counts alone, so a binomial given
+the sampled rate would make PSIS fail on most pairs. The likelihood is instead the one
+that integrates the departure out, given the draw of the pair's additive logit
+``eta = theta_a - b_t`` and of ``cell_scale`` ``s``::
+
+    L(k | eta, s) = integral of Binomial(k | n, expit(eta + s e)) phi(e) de
+
+The integrand is log-concave with second log-derivative at most -1, so it lies below a
+unit-variance Gaussian around its mode ``e*`` (found by safeguarded Newton steps within
+``[s (k - n), s k]``) and ``e* +- 9`` holds all of it but ``exp(-40)``. On that window
+the trapezoid rule converges geometrically for so smooth an integrand (its nearest
+complex poles are ``pi / s`` away); its spacing is ``SPACING`` times the narrower of
+``1 / s`` and the integrand's width at the mode, ``(1 + s^2 n p (1 - p))^(-1/2)``. The
+relative error is below 1e-12 against scipy's adaptive quadrature from ``s`` = 0.05 to 10,
+``eta`` from -15 to 15 and up to 200 trials (``tests/test_log_likelihood.py`` checks fitted
+draws). The values are whole log probabilities, binomial coefficients included.
+
+``crossed_milestones`` has none yet: its blocked-pair mixture couples the milestone
+cells of a pair, so its likelihood does not split into cells. Nor have clustered runs,
+whose likelihood is of each cluster's counts, not of a cell's total (as for the pooled
+models).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy import special
+
+from bayes_eval.constants import END_TO_END
+from bayes_eval.results.predictive import cell_coords
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["array_add_at", "log_likelihood", "log_marginal"]
+
+# The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
+# half-width of its window around the mode (the module's docstring).
+SPACING, HALF_WIDTH = 0.35, 9.0
+# Most values of the integrand held at once (memory: 8 bytes each).
+CHUNK = 4_000_000
+
+
+def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset | None:
+    """The ``log_likelihood`` group of a crossed fit (the module's form), over the
+    ``cell`` dimension of its predictive groups.
+
+    ``post`` holds the draws of ``ability`` (the fitted agents first), ``difficulty``
+    and ``cell_scale``; None for milestone runs and for clustered runs.
+    """
+    import xarray as xr
+
+    layout = design.layout
+    if spec.kind != END_TO_END or layout.clusters is not None:
+        return None
+    ability = post["ability"].values[..., layout.pair_agent]
+    eta = ability - post["difficulty"].values[..., design.pair_task]  # (chain, draw, pair)
+    scale = post["cell_scale"].values[..., None]
+    values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+    keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
+    return xr.Dataset(
+        {"successes": (("chain", "draw", "cell"), values)},
+        coords={"chain": post["chain"], "draw": post["draw"], **cell_coords(keys)},
+    )
+
+
+def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``log integral Binomial(k | n, expit(eta + s e)) phi(e) de`` (the module's rule).
+
+    ``eta`` is ``(..., pairs)``, ``scale`` broadcasts against it, ``k`` and ``n`` are
+    ``(pairs,)``.
+    """
+    eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    mode = _mode(eta, scale, k, n)
+    p = special.expit(eta + scale * mode)
+    width = 1.0 / np.sqrt(1.0 + scale**2 * n * p * (1.0 - p))
+    narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), width)
+    flat = narrowest.reshape(-1, eta.shape[-1])
+    spacing = SPACING * flat.min(axis=0)  # per pair, over the draws
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    out = np.empty(eta.shape)
+    # pairs of about the same number of nodes together, the draws in chunks
+    half = np.ceil(HALF_WIDTH / spacing).astype(int)
+    half = (np.ceil(half / 16) * 16).astype(int)
+    for size in np.unique(half):
+        pairs = np.flatnonzero(half == size)
+        offsets = np.arange(-size, size + 1) * spacing[pairs][:, None]  # (pairs, nodes)
+        e_all, m_all = eta[..., pairs].reshape(-1, pairs.size), mode[..., pairs]
+        s_all = scale[..., pairs].reshape(-1, pairs.size)
+        m_all = m_all.reshape(-1, pairs.size)
+        rows = max(1, CHUNK // (pairs.size * offsets.shape[1]))
+        target = out[..., pairs].reshape(-1, pairs.size)
+        for start in range(0, e_all.shape[0], rows):
+            chunk = slice(start, start + rows)
+            e = m_all[chunk, :, None] + offsets  # (draws, pairs, nodes)
+            x = e_all[chunk, :, None] + s_all[chunk, :, None] * e
+            log_f = (
+                k[pairs, None] * -np.logaddexp(0.0, -x)
+                + (n - k)[pairs, None] * -np.logaddexp(0.0, x)
+                - 0.5 * e**2
+            )
+            target[chunk] = special.logsumexp(log_f, axis=-1)
+        out[..., pairs] = target.reshape(eta.shape[:-1] + (pairs.size,))
+    return out + np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+
+
+def _mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:
+    """The mode of ``log phi(e) + k log p + (n - k) log (1 - p)``, ``p = expit(eta + s e)``:
+    Newton's steps, bisection where a step would leave the bracket ``[s (k - n), s k]``
+    (where the derivative changes sign)."""
+    low, high = scale * (k - n), scale * k
+    e = 0.5 * (low + high)
+    for _ in range(steps):
+        p = special.expit(eta + scale * e)
+        slope = -e + scale * (k - n * p)
+        curve = -1.0 - scale**2 * n * p * (1.0 - p)
+        low, high = np.where(slope > 0, e, low), np.where(slope > 0, high, e)
+        step = e - slope / curve
+        e = np.where((step > low) & (step < high), step, 0.5 * (low + high))
+    return e
+
+
+def array_add_at(values, index, size) -> np.ndarray:
+    """``values`` summed along their last axis into ``size`` slots by ``index``."""
+    values = np.asarray(values, dtype=float)
+    out = np.zeros(values.shape[:-1] + (size,))
+    np.add.at(np.moveaxis(out, -1, 0), index, np.moveaxis(values, -1, 0))  # views of out
+    return out
