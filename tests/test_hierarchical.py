@@ -375,7 +375,7 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
     exact value, for every success count and rows of different lengths and trials."""
     import pytensor.tensor as pt
 
-    from bayes_eval.pooled.models import _path_likelihood, survivor_chain
+    from bayes_eval.pooled.models import path_likelihood, survivor_chain
 
     counts = np.array([len(a) for a, _ in PATH_ROWS])
     width = counts.max()
@@ -395,11 +395,11 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
         ]
         expected = np.log([float(p) for p in exact])
         chain = survivor_chain(np, padded(0), padded(1), trials, counts, n)
-        ours = _path_likelihood(np, chain[-1], alphas, betas, ks, trials, trials - ks)
+        ours = path_likelihood(np, chain[-1], alphas, betas, ks, trials, trials - ks)
         assert ours == pytest.approx(expected, rel=1e-11)
         shapes = (pt.as_tensor(padded(0)), pt.as_tensor(padded(1)))
         chain = survivor_chain(pt, *shapes, trials, counts, n)
-        ours = _path_likelihood(
+        ours = path_likelihood(
             pt, chain[-1], pt.as_tensor(alphas), pt.as_tensor(betas), ks, trials, trials - ks
         )
         assert ours.eval() == pytest.approx(expected, rel=1e-11)

@@ -41,24 +41,35 @@ def _sparse_milestones():
     return pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
 
 
-def _likelihood_potential(posterior, name, chain, draw) -> float:
-    """The model's own likelihood term (a ``pm.Potential``), evaluated by PyMC at one
-    posterior draw of its free variables."""
+def _likelihood_potentials(posterior, names):
+    """The sum of the model's own likelihood terms (its ``pm.Potential``s named
+    ``names``), as a function of one posterior draw ``(chain, draw)``, evaluated by PyMC
+    at that draw of its free variables."""
     import pytensor.tensor as pt
 
     spec, evidence = posterior.spec, posterior.evidence
     with collected():
         layout = build_layout(usable_rows(evidence, spec), spec)
     model = model_of(spec).build()(layout, spec, choose_form(layout, spec))
-    point = {}
-    for rv in model.free_RVs:
-        value = posterior.draws[rv.name].values[chain, draw]
-        transform = model.rvs_to_transforms[rv]
-        if transform is not None:
-            value = transform.forward(pt.as_tensor(value), *rv.owner.inputs).eval()
-        point[model.rvs_to_values[rv].name] = value
-    (potential,) = model.replace_rvs_by_values([p for p in model.potentials if p.name == name])
-    return float(model.compile_fn(potential, inputs=model.value_vars)(point))
+    terms = model.replace_rvs_by_values([p for p in model.potentials if p.name in names])
+    assert len(terms) == len(names)
+    total = model.compile_fn(
+        pt.sum([pt.sum(term) for term in terms]),
+        inputs=model.value_vars,
+        on_unused_input="ignore",
+    )
+
+    def at(chain, draw) -> float:
+        point = {}
+        for rv in model.free_RVs:
+            value = posterior.draws[rv.name].values[chain, draw]
+            transform = model.rvs_to_transforms[rv]
+            if transform is not None:
+                value = transform.forward(pt.as_tensor(value), *rv.owner.inputs).eval()
+            point[model.rvs_to_values[rv].name] = value
+        return float(total(point))
+
+    return at
 
 
 def _log_binomial_coefficients(k, n):
@@ -100,7 +111,7 @@ def test_a_pooled_fit_has_the_marginal_likelihood_it_conditions_on(model, table,
     k, n = observed.values, trials.values
     for chain, draw in ((0, 0), (1, 77)):
         # the model's Potential drops the binomial coefficients; ours keeps them
-        expected = _likelihood_potential(posterior, potential, chain, draw)
+        expected = _likelihood_potentials(posterior, [potential])(chain, draw)
         total = float(log_lik.values[chain, draw].sum()) - _log_binomial_coefficients(k, n)
         assert total == pytest.approx(expected, rel=1e-9, abs=1e-9)
     loo = arviz_stats.loo(tree)
@@ -158,6 +169,74 @@ def test_a_crossed_fit_integrates_each_pairs_departure_out():
         assert log_lik.values[chain, draw, cell] == pytest.approx(expected, rel=1e-10)
     loo = arviz_stats.loo(tree)
     assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == 11
+
+
+def test_crossed_milestones_scores_whole_pairs_with_their_blocked_mixture():
+    """A pair's value is ``log((1 - share) prod_m L_m + share [every run failed])``, each
+    ``L_m`` the integral over cell m's own departure (by quadrature here)."""
+    table = _sparse_milestones()
+    posterior = bayes_eval.fit(table, "crossed_milestones", sampler=SMALL, seed=4)
+    tree = pickle.loads(pickle.dumps(posterior)).tree
+    runs = tree["log_likelihood"]["runs"]
+    assert runs.dims == ("chain", "draw", "pair") and runs.sizes["pair"] == 5
+    draws = tree["posterior"]
+    for chain, draw in ((0, 3), (1, 120)):
+        share = float(draws["blocked_share"].values[chain, draw])
+        scale = float(draws["cell_scale"].values[chain, draw])
+        for (agent, task), cells in table.groupby(["agent", "task"], sort=False):
+            eta = float(draws["ability"].sel(agent=agent).values[chain, draw])
+            eta -= float(draws["difficulty"].sel(task=task).values[chain, draw])
+            described = sum(
+                _integrated(eta, scale, int(k), int(n))
+                for k, n in zip(cells["successes"], cells["trials"], strict=True)
+            )
+            expected = np.log1p(-share) + described
+            if cells["successes"].sum() == 0:  # agent b: may be blocked
+                expected = np.logaddexp(np.log(share), expected)
+            got = runs.sel(pair=f"{agent} / {task}").values[chain, draw]
+            assert got == pytest.approx(expected, rel=1e-10)
+    loo = arviz_stats.loo(tree)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["pair"] == 5
+
+
+def _guided():
+    """Milestone runs and end-to-end runs of the same pairs, one trial each (the joint
+    model sums the rates out), and one pair of 12 end-to-end trials (it samples that
+    pair's milestone rates)."""
+    rows = []
+    for agent in ("a", "b"):
+        for t, task in enumerate(("t1", "t2", "t3")):
+            for step in range(1, 2 + t):
+                rows.append((agent, task, "milestone", step, int((step + t) % 2 == 0), 1))
+            rows.append((agent, task, "end_to_end", None, int(agent == "a" and t == 1), 1))
+    rows.append(("b", "t4", "milestone", 1, 9, 12))
+    rows.append(("b", "t4", "milestone", 2, 7, 12))
+    rows.append(("b", "t4", "end_to_end", None, 5, 12))
+    columns = ["agent", "task", "method", "step", "successes", "trials"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+@pytest.mark.slow  # two compilations of the joint model, about 3 minutes
+def test_joint_scores_whole_pairs_with_the_terms_it_conditions_on():
+    """Summed over pairs, ``runs`` is the sum of the model's own likelihood terms (PyMC's
+    Potentials at the draw), with the binomial coefficients the milestone terms drop:
+    pairs of one end-to-end trial (rates summed out) and one of twelve (rates sampled)."""
+    table = _guided()
+    posterior = bayes_eval.fit(table, "joint", sampler=SMALL, seed=4)
+    tree = pickle.loads(pickle.dumps(posterior)).tree
+    runs = tree["log_likelihood"]["runs"]
+    assert runs.dims == ("chain", "draw", "pair")
+    assert list(runs["pair"].values)[:3] == ["a / t1", "a / t2", "a / t3"]
+    milestones = table[table["method"] == "milestone"]
+    choose = _log_binomial_coefficients(milestones["successes"], milestones["trials"])
+    names = ["k_cell", "end_to_end_few", "k_sampled", "end_to_end"]
+    potentials = _likelihood_potentials(posterior, names)
+    for chain, draw in ((0, 0), (1, 77)):
+        expected = potentials(chain, draw)
+        total = float(runs.values[chain, draw].sum()) - choose  # as k_cell and k_sampled
+        assert total == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    loo = arviz_stats.loo(tree)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["pair"] == runs.sizes["pair"]
 
 
 def test_compare_ranks_two_fits_of_the_same_cells():

@@ -10,8 +10,9 @@ Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
   the estimate there is unreliable.
 
 Fits are compared only on the cells they all explain (a milestone model and an
-end-to-end model share none); the ranking, differences, their standard errors and the
-stacking weights are ``arviz_stats.compare``'s.
+end-to-end model share none; a model whose likelihood is of whole pairs,
+``crossed_milestones``, shares none with one of cells); the ranking, differences, their
+standard errors and the stacking weights are ``arviz_stats.compare``'s.
 """
 
 from __future__ import annotations
@@ -109,10 +110,10 @@ def _pointwise(name: str, posterior) -> dict:
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood "
             "yet (joint, crossed_milestones and clustered runs): leave it out"
         )
-    log_lik = tree["log_likelihood"]["successes"]
+    (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
     lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
-    cells = log_lik["cell"].values
+    cells = log_lik[log_lik.dims[-1]].values
     if posterior.is_mcmc:
         loo = arviz_stats.loo(tree, pointwise=True)
         elpd_i, pareto_k, kind = loo.elpd_i.values, loo.pareto_k.values, "PSIS"

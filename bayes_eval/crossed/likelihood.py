@@ -18,10 +18,16 @@ relative error is below 1e-12 against scipy's adaptive quadrature from ``s`` = 0
 ``eta`` from -15 to 15 and up to 200 trials (``tests/test_log_likelihood.py`` checks fitted
 draws). The values are whole log probabilities, binomial coefficients included.
 
-``crossed_milestones`` has none yet: its blocked-pair mixture couples the milestone
-cells of a pair, so its likelihood does not split into cells. Nor have clustered runs,
-whose likelihood is of each cluster's counts, not of a cell's total (as for the pooled
-models).
+``crossed_milestones`` conditions on a mixture over whole pairs: a pair whose every
+milestone run failed may be blocked (probability ``blocked_share``: every run fails
+whatever the rates), so its cells are not independent given the parameters. Its unit is
+the pair: ``runs``, over a ``pair`` dimension, is the log probability of all of a pair's
+milestone counts, ``log((1 - share) prod_m L_m + share [every run failed])``, each
+``L_m`` the integral above over that cell's own departure. (Its predictive groups stay
+per cell; ``loo_pit`` needs a per-cell likelihood and has none to read here.)
+
+Clustered runs have none yet: their likelihood is of each cluster's counts, not of a
+cell's total (as for the pooled models).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import END_TO_END
+from bayes_eval.constants import AGENT, END_TO_END, TASK
 from bayes_eval.results.predictive import cell_coords
 
 if TYPE_CHECKING:
@@ -56,17 +62,31 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset | None:
     import xarray as xr
 
     layout = design.layout
-    if spec.kind != END_TO_END or layout.clusters is not None:
+    if layout.clusters is not None:
         return None
     ability = post["ability"].values[..., layout.pair_agent]
     eta = ability - post["difficulty"].values[..., design.pair_task]  # (chain, draw, pair)
     scale = post["cell_scale"].values[..., None]
-    values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
-    keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
-    return xr.Dataset(
-        {"successes": (("chain", "draw", "cell"), values)},
-        coords={"chain": post["chain"], "draw": post["draw"], **cell_coords(keys)},
-    )
+    sample = {"chain": post["chain"], "draw": post["draw"]}
+    if spec.kind == END_TO_END:
+        values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+        keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
+        return xr.Dataset(
+            {"successes": (("chain", "draw", "cell"), values)},
+            coords={**sample, **cell_coords(keys)},
+        )
+    each = log_marginal(eta[..., layout.cell_pair], scale, layout.k, layout.n)
+    described = array_add_at(each, layout.cell_pair, len(layout.pairs))
+    share = post["blocked_share"].values[..., None]
+    failed = array_add_at(layout.k[None, :], layout.cell_pair, len(layout.pairs))[0] == 0
+    runs = np.log1p(-share) + described
+    runs = np.where(failed, np.logaddexp(np.log(share), runs), runs)
+    pairs = {
+        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
+        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
+        TASK: ("pair", [task for _, task in layout.pairs]),
+    }
+    return xr.Dataset({"runs": (("chain", "draw", "pair"), runs)}, coords={**sample, **pairs})
 
 
 def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:

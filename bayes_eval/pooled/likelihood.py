@@ -10,9 +10,21 @@ would condition on a parameter that only that cell informs, and PSIS-LOO fails o
 cells (their Pareto k above 0.7). The values are whole log probabilities, binomial
 coefficients included, so that sums over cells are log predictive densities.
 
-Models whose likelihood does not split into cells this way (``joint``'s end-to-end
-counts, clustered runs) have no ``log_likelihood`` group yet: it is left out rather than
-replaced by a likelihood the model does not condition on. The crossed model's is
+``joint`` couples a pair's end-to-end counts with its milestone counts (the end-to-end
+runs pass the same milestones, and the bypass is per pair), so its unit is the pair:
+``runs``, over a ``pair`` dimension, is the log probability of all of a pair's counts
+given the draw of the hyperparameters, the sum of the terms the model conditions on:
+
+- its milestone counts, Beta-Binomial given ``mu_task`` and ``kappa`` (as
+  ``hierarchical``), where the model marginalises the rates;
+- with up to ``MARGINAL_END_TO_END`` end-to-end trials, their count given the milestone
+  counts, the rates and the bypass summed out (``survivor_chain``, ``path_likelihood``);
+- with more, where the model samples the pair's milestone rates ``p_cell``: the
+  milestone counts binomial given them, and the end-to-end count given their product
+  with the bypass summed out (``bypass_terms``).
+
+Clustered runs have no ``log_likelihood`` group yet: it is left out rather than replaced
+by a likelihood the model does not condition on. The crossed models' is
 ``bayes_eval.crossed.likelihood``'s.
 """
 
@@ -23,7 +35,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
-from bayes_eval.constants import END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
+from bayes_eval.constants import AGENT, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD, TASK
+from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
 from bayes_eval.pooled.rates import cell_shapes
 from bayes_eval.results.predictive import cell_coords
 
@@ -34,6 +48,8 @@ __all__ = ["log_likelihood"]
 
 # The evidence of a pooled model's cells, by its kind.
 CELL_METHODS = {"milestone": MILESTONE_METHOD, "expert_completion": EXPERT_COMPLETION}
+# Most values of the end-to-end chain held at once (memory: 8 bytes each).
+CHUNK = 4_000_000
 
 
 def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
@@ -45,8 +61,10 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
     """
     import xarray as xr
 
-    if layout.clusters is not None or spec.kind not in ("end_to_end", *CELL_METHODS):
+    if layout.clusters is not None:
         return None
+    if spec.kind == "joint":
+        return _joint(post, layout)
     if spec.kind == "end_to_end":
         tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
         mu = post["mu"].values[..., layout.pair_agent]
@@ -63,6 +81,88 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
         {"successes": (("chain", "draw", "cell"), values)},
         coords={"chain": post["chain"], "draw": post["draw"], **cell_coords(keys)},
     )
+
+
+def _joint(post: xr.Dataset, layout) -> xr.Dataset:
+    """``joint``'s log-likelihood of every pair's counts (the module's form)."""
+    import xarray as xr
+
+    pairs = len(layout.pairs)
+    a, b = cell_shapes(post, layout, counts=False)
+    sample = a.shape[:-1]
+    a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])  # (draws, cells)
+    k, n = layout.k, layout.n
+    into_pairs = np.zeros((k.size, pairs))
+    into_pairs[np.arange(k.size), layout.cell_pair] = 1.0
+    sampled = sampled_cells(layout)
+    kept = np.flatnonzero(~sampled)
+    runs = stats.betabinom.logpmf(k[kept], n[kept], a[:, kept], b[:, kept]) @ into_pairs[kept]
+    mean = post["mu_bypass"].values[..., layout.pair_agent].reshape(len(a), pairs)
+    conc = post["kappa_bypass"].values[..., layout.pair_agent].reshape(len(a), pairs)
+    bypass_a, bypass_b = mean * conc, (1 - mean) * conc
+    few, many = end_to_end_groups(layout)
+    if few.size:
+        cells, counts = cells_of(layout, few)
+        e2e_n = layout.e2e_n[few]
+        rows = max(1, CHUNK // (few.size * int(e2e_n.max() + 1) ** 2))
+        for start in range(0, len(a), rows):
+            draws = slice(start, start + rows)
+            runs[draws, few] += _few(
+                a[draws][:, cells] + k[cells], b[draws][:, cells] + (n - k)[cells],
+                bypass_a[draws][:, few], bypass_b[draws][:, few],
+                counts, layout.e2e_k[few], e2e_n,
+            )  # fmt: skip
+    if many.size:
+        where = np.flatnonzero(sampled)
+        p = post["p_cell"].values.reshape(len(a), where.size)
+        log_p = np.log(p)
+        runs += stats.binom.logpmf(k[where], n[where], p) @ into_pairs[where]
+        log_q = (log_p @ into_pairs[where])[:, many]  # (draws, many)
+        k_e, n_e = layout.e2e_k[many], layout.e2e_n[many]
+        terms = bypass_terms(
+            np,
+            log_q.reshape(-1, 1),
+            np.log(-np.expm1(log_q)).reshape(-1, 1),
+            bypass_a[:, many].reshape(-1, 1),
+            bypass_b[:, many].reshape(-1, 1),
+            np.tile(k_e, len(a))[:, None],
+            np.tile(n_e, len(a))[:, None],
+            np.tile(n_e - k_e, len(a))[:, None],
+            int(n_e.max()),
+            logsumexp=True,
+        )
+        runs[:, many] += terms.reshape(len(a), many.size)
+    labels = {
+        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
+        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
+        TASK: ("pair", [task for _, task in layout.pairs]),
+    }
+    return xr.Dataset(
+        {"runs": (("chain", "draw", "pair"), runs.reshape(sample + (pairs,)))},
+        coords={"chain": post["chain"], "draw": post["draw"], **labels},
+    )
+
+
+def _few(a, b, bypass_a, bypass_b, counts, k, n) -> np.ndarray:
+    """``log P(k | milestone counts, hyperparameters)`` of the pairs whose end-to-end
+    trials the model sums the rates out of: ``a``, ``b`` ``(draws, pairs, milestones)``
+    are each milestone's shapes given its counts, ``bypass_a``, ``bypass_b`` ``(draws,
+    pairs)``. Rows are laid out pair by pair, most milestones first (``survivor_chain``)."""
+    draws, pairs, width = a.shape
+    rows = pairs * draws
+
+    def by_pair(x):
+        return np.swapaxes(x, 0, 1).reshape(rows, *x.shape[2:])
+
+    n_rows = np.repeat(n, draws)
+    chain = survivor_chain(
+        np, by_pair(a), by_pair(b), n_rows, np.repeat(counts, draws), int(n.max())
+    )
+    k_rows = np.repeat(k, draws)
+    log_lik = path_likelihood(
+        np, chain[-1], by_pair(bypass_a), by_pair(bypass_b), k_rows, n_rows, n_rows - k_rows
+    )
+    return log_lik.reshape(pairs, draws).T
 
 
 def _cell_key(layout, spec, c: int) -> tuple[str, str, str, str]:

@@ -44,6 +44,7 @@ from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 __all__ = [
     "bypass_outcomes",
     "bypass_terms",
+    "cells_of",
     "clustered_end_to_end_model",
     "clustered_hierarchy_model",
     "count_data",
@@ -54,6 +55,7 @@ __all__ = [
     "joint_model",
     "log_rising",
     "model_structure",
+    "path_likelihood",
     "survivor_chain",
     "transition",
 ]
@@ -328,7 +330,7 @@ def joint_model(layout, spec, form):
     at most ``MARGINAL_END_TO_END`` end-to-end trials (one, in the usual agentic
     benchmark) too: given the hyperparameters its rates are independent Betas, and its
     end-to-end likelihood is a finite sum over how many trials pass each milestone
-    (``survivor_chain``, ``_path_likelihood``); ``rates._marginal_draws`` draws the rates and
+    (``survivor_chain``, ``path_likelihood``); ``rates._marginal_draws`` draws the rates and
     lambda back. Only tasks with more end-to-end trials sample their rates (``p_cell``,
     over ``sampled_cell``).
     """
@@ -354,14 +356,14 @@ def joint_model(layout, spec, form):
         bypass_a = pt.exp(log_bypass + log_kappa_bypass)[layout.pair_agent]
         bypass_b = pt.exp(log_1m_bypass + log_kappa_bypass)[layout.pair_agent]
         if few.size:
-            cells, counts = _cells_of(layout, few)
+            cells, counts = cells_of(layout, few)
             group = layout.cell_pair[cells]
             a = pt.exp(log_a)[group] + k[cells]
             b = pt.exp(log_b)[group] + f[cells]
             n = layout.e2e_n[few]
             chain = survivor_chain(pt, a, b, n, counts, int(n.max()))
             e2e_k, e2e_f = count_data_vars(pm, "e2e_few", layout.e2e_k[few], n)
-            log_lik = _path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
+            log_lik = path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
             pm.Potential("end_to_end_few", pt.sum(log_lik))
         if many.size:
             where = np.flatnonzero(sampled)
@@ -395,7 +397,7 @@ def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
     milestone from ``1 - Q = (1 - p_1) + p_1 (1 - Q_rest)``: exact where ``Q`` rounds to 1
     (an all-success task on the tail scale), where ``log(1 - exp(log Q))`` would be
     ``-inf`` and its gradient NaN."""
-    cells, counts = _cells_of(layout, pairs)
+    cells, counts = cells_of(layout, pairs)
     position = np.full(layout.k.size, -1)
     position[sampled] = np.arange(sampled.size)
     index = position[cells]
@@ -406,7 +408,7 @@ def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
     return total
 
 
-def _cells_of(layout, pairs):
+def cells_of(layout, pairs):
     """The cells of each pair as a ``(pairs, most milestones)`` index array, padded with
     the pair's first cell, and the number of real ones per pair."""
     lists = [np.flatnonzero(layout.cell_pair == p) for p in pairs]
@@ -495,7 +497,7 @@ def _log_beta(gammaln, p, q):
     return gammaln(p) + gammaln(q) - gammaln(p + q)
 
 
-def _path_likelihood(xp, survivors, alpha, beta, k, n, failures):
+def path_likelihood(xp, survivors, alpha, beta, k, n, failures):
     """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials per row:
     the sum over ``c`` of ``bypass_outcomes``."""
     logsumexp = special.logsumexp if xp is np else xp.logsumexp

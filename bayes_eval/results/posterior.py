@@ -143,9 +143,10 @@ class Posterior:
             draws = self.draws
             groups = replicate(self, draws, self.seed + 2)
             pointwise = None if self._pointwise is None else self._pointwise(draws)
-            if pointwise is not None:  # a pooled fit's own, in the cells' order
-                cells = groups["observed_data"]["cell"].values
-                groups["log_likelihood"] = pointwise.sel(cell=cells)
+            if pointwise is not None:  # an MCMC fit's own, in the cells' order
+                if "cell" in pointwise.dims:  # not a likelihood of whole pairs
+                    pointwise = pointwise.sel(cell=groups["observed_data"]["cell"].values)
+                groups["log_likelihood"] = pointwise
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
 
