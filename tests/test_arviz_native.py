@@ -1,0 +1,91 @@
+"""A fit's tree works in ArviZ unchanged: ``arviz_stats`` summarises it, computes LOO,
+compares and checks LOO-PIT, and ``arviz_plots`` draws its PIT plots; every dimension is
+labelled, and agents and tasks keep the input's order."""
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayes_eval
+
+matplotlib.use("Agg")
+
+SMALL = {"draws": 200, "tune": 200, "chains": 2}
+
+
+def _ragged_end_to_end():
+    """Agents and tasks in an order no sort gives, one trial in most cells, a pair never
+    run and zero-success rows."""
+    rows = [
+        ("zeta", "t9", 0, 1), ("zeta", "t2", 1, 1), ("zeta", "t5", 0, 1), ("zeta", "t1", 0, 3),
+        ("alpha", "t9", 1, 1), ("alpha", "t2", 0, 1), ("alpha", "t1", 2, 5),
+        ("mu", "t9", 0, 1), ("mu", "t2", 1, 1), ("mu", "t5", 0, 1), ("mu", "t1", 0, 1),
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=["agent", "task", "successes", "trials"]).assign(
+        method="end_to_end"
+    )
+
+
+def _milestones_then_end_to_end():
+    """A task's end-to-end row after its milestone rows, tasks out of sorted order: a
+    sort by step would put the end-to-end tasks first."""
+    rows = []
+    for agent in ("b", "a"):
+        for t, task in enumerate(("x3", "x1", "x2")):
+            for step in (1, 2):
+                rows.append((agent, task, "milestone", step, int((step + t) % 2 == 0), 2))
+            if task != "x1":
+                rows.append((agent, task, "end_to_end", None, int(agent == "a"), 1))
+    columns = ["agent", "task", "method", "step", "successes", "trials"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+CASES = [
+    ("end_to_end", _ragged_end_to_end, None),
+    ("mats2024", _milestones_then_end_to_end, None),
+    ("end_to_end_pooled", _ragged_end_to_end, SMALL),
+    ("crossed", _ragged_end_to_end, SMALL),
+    ("hierarchical", _milestones_then_end_to_end, SMALL),
+]
+
+
+@pytest.mark.parametrize(("model", "table", "sampler"), CASES, ids=[c[0] for c in CASES])
+def test_arviz_reads_the_tree_unchanged(model, table, sampler):
+    import arviz_plots
+    import arviz_stats
+
+    evidence = table()
+    posterior = bayes_eval.fit(evidence, model, sampler=sampler, seed=5)
+    tree = posterior.tree
+    for name, group in tree.children.items():
+        unlabelled = [dim for dim in group.dims if dim.endswith("_dim_0")]
+        assert not unlabelled, (name, unlabelled)
+    agents, tasks = list(dict.fromkeys(evidence["agent"])), list(dict.fromkeys(evidence["task"]))
+    p_task = tree["posterior"]["p_task"]
+    assert list(p_task["agent"].values) == agents
+    assert list(p_task["task"].values) == [t for t in tasks if t in p_task["task"].values]
+    summary = arviz_stats.summary(tree, var_names=["p_task"])
+    run = np.isfinite(p_task.values).all(axis=(0, 1))
+    assert np.isfinite(summary["r_hat"]).sum() == run.sum()  # R-hat of every pair estimated
+    assert tree["posterior"].sizes["chain"] > 1
+    loo = arviz_stats.loo(tree, pointwise=True)
+    assert np.isfinite(loo.elpd) and loo.pareto_k.size == tree["observed_data"].sizes["cell"]
+    pit = arviz_stats.loo_pit(tree)
+    values = pit["successes"].values
+    assert ((values >= 0) & (values <= 1)).all()
+    assert arviz_plots.plot_ppc_pit(tree, backend="matplotlib") is not None
+    assert arviz_plots.plot_loo_pit(tree, backend="matplotlib") is not None
+
+
+def test_arviz_compares_trees_of_the_same_cells():
+    import arviz_stats
+
+    table = _ragged_end_to_end()
+    trees = {
+        "end_to_end": bayes_eval.fit(table, "end_to_end").tree,
+        "crossed": bayes_eval.fit(table, "crossed", sampler=SMALL, seed=5).tree,
+    }
+    ranked = arviz_stats.compare(trees)
+    assert sorted(ranked.index) == ["crossed", "end_to_end"]
+    assert ranked["weight"].sum() == pytest.approx(1.0)
