@@ -89,3 +89,13 @@ def test_arviz_compares_trees_of_the_same_cells():
     ranked = arviz_stats.compare(trees)
     assert sorted(ranked.index) == ["crossed", "end_to_end"]
     assert ranked["weight"].sum() == pytest.approx(1.0)
+
+
+def test_task_means_live_on_their_agent_and_task():
+    table = _milestones_then_end_to_end()
+    tree = bayes_eval.fit(table, "hierarchical", sampler=SMALL, seed=5).tree
+    mu_task = tree["posterior"]["mu_task"]
+    assert mu_task.dims == ("chain", "draw", "agent", "task")
+    assert list(mu_task["task"].values) == ["x3", "x1", "x2"]
+    assert np.isfinite(mu_task.sel(agent="a", task="x1").values).all()
+    assert "pair" not in tree["posterior"].dims

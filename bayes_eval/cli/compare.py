@@ -24,9 +24,9 @@ from bayes_eval.outputs.runfolder import holds_fit
 # The columns the terminal shows, best model first.
 SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
 HOLDOUT_SHOWN = [
-    "rank", "elpd", "se", "elpd_diff", "dse", "weight", "pairs", "predicted", "expected",
-    "observed", "diagnostics",
-]  # fmt: skip
+    "rank", "elpd", "se", "elpd_diff", "dse", "weight", "predicted", "expected", "observed",
+    "diagnostics",
+]  # fmt: skip (the pairs shared are in the sentence)
 
 
 def arguments(commands) -> None:

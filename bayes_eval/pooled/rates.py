@@ -23,7 +23,7 @@ from bayes_eval.pooled.models import (
     transition,
 )
 
-__all__ = ["cell_shapes", "mixture_log_product", "pooled_rates"]
+__all__ = ["by_agent_and_task", "cell_shapes", "mixture_log_product", "pooled_rates", "task_means"]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -193,10 +193,29 @@ def _marginal_draws(post, layout, rng, shape):
     return log_p, bypass_few
 
 
+def task_means(post, layout) -> np.ndarray:
+    """``mu_task`` per pair, ``(..., pairs)``, whether the draws hold it per pair (as
+    sampled) or over ``(agent, task)`` (as a fit's tree does, ``by_agent_and_task``)."""
+    mu_task = post["mu_task"]
+    if "pair" in mu_task.dims:
+        return mu_task.values
+    tasks = [layout.tasks.index(task) for _, task in layout.pairs]
+    return mu_task.values[..., layout.pair_agent, tasks]
+
+
+def by_agent_and_task(values: np.ndarray, layout) -> np.ndarray:
+    """Per-pair values ``(..., pairs)`` laid out over ``(..., agent, task)``, NaN where
+    no pair was fitted."""
+    out = np.full(values.shape[:-1] + (len(layout.agents), len(layout.tasks)), np.nan)
+    tasks = [layout.tasks.index(task) for _, task in layout.pairs]
+    out[..., layout.pair_agent, tasks] = values
+    return out
+
+
 def cell_shapes(post, layout, counts=True):
     """Per posterior draw, the Beta shapes of every milestone cell's rate given its task
     mean and its counts, ``mu kappa + k`` and ``(1 - mu) kappa + n - k``."""
-    mean = post["mu_task"].values[..., layout.cell_pair]
+    mean = task_means(post, layout)[..., layout.cell_pair]
     conc = post["kappa"].values[..., layout.pair_agent[layout.cell_pair]]
     # A sampled mean whose logit exceeds 37 is 1 in floating point (and one below -745 is
     # 0): each prior shape is floored at the smallest normal number, 2.2e-308, so that an

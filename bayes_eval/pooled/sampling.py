@@ -19,7 +19,7 @@ from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.models import model_structure
-from bayes_eval.pooled.rates import pooled_rates
+from bayes_eval.pooled.rates import by_agent_and_task, pooled_rates
 from bayes_eval.registry import model_of
 
 if TYPE_CHECKING:
@@ -57,6 +57,10 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
                 draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
         if "p_step" in draws:
             draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
+        if "mu_task" in draws:  # on the agent and task it belongs to, for .sel(agent, task)
+            values = by_agent_and_task(draws["mu_task"].values, layout)
+            draws = draws.drop_vars(["mu_task", "pair"])
+            draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
         return draws
 
     groups, run_text = sample_until_diagnosed(
