@@ -147,7 +147,7 @@ def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
         free_dim = f"{name}_{form}_{dim}"
         model = pm.modelcontext(None)
         model.add_coord(free_dim, np.asarray(model.coords[dim])[where])
-        free = pm.Flat(f"{name}_{form}", dims=free_dim)
+        free = pm.Flat(f"{name}_{form}", shape=where.size, dims=free_dim)
         if form == "lower":  # the upper tail of 1 - p ~ Beta(b, a)
             log_1mx, log_x, log_density = parts(log_b[where], log_a[where], free)
         else:
