@@ -439,9 +439,11 @@ def test_marginal_redraw_matches_exact_posterior_means():
     assert abs(lam.mean() - float(mean)) < 4 * lam.std() / np.sqrt(draws)
 
 
-class xr_like:  # noqa: N801 - the minimal interface of a DataArray that _bypass reads
-    def __init__(self, values):
-        self.values = values
+def xr_like(values):
+    """Per-pair draws as a DataArray over ``(chain, draw, pair)``, as the fitters read them."""
+    import xarray as xr
+
+    return xr.DataArray(values, dims=("chain", "draw", "pair"))
 
 
 def test_grouped_beta_binomial_matches_scipy():

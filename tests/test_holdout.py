@@ -103,6 +103,7 @@ def test_a_model_that_predicts_some_pairs_is_ranked_on_those_alone():
     assert result.table.at["phuong2024", "elpd"] == -np.inf
     assert result.table.at["phuong2024", "weight"] == 0.0
     assert f"phuong2024 gives probability 0 to {zero} held-out outcome(s)" in result.sentence
+    assert f"phuong2024 predicts {shared} of 24 held-out pairs (no estimate: " in result.sentence
 
 
 def test_a_crossed_model_predicts_hidden_pairs_and_the_end_to_end_pooled_cannot():

@@ -14,7 +14,7 @@ as such, never dropped in silence; the models are ranked on the pairs they all p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -247,7 +247,13 @@ def _ranked(scores: dict, observed: dict, folds: int) -> Comparison:
         "diagnostics": {name: s["diagnostics"] for name, s in kept.items()},
     }
     table = _table(pointwise, kept, extra, folds)
-    sentence = _sentence(table, pointwise, unscored)
+    partly = {
+        name: f"predicts {len(s['scored'])} of {len(observed)} held-out pairs "
+        f"({_common(s['why_not'])} elsewhere)"
+        for name, s in kept.items()
+        if s["why_not"]
+    }
+    sentence = _sentence(table, pointwise, {**partly, **unscored})
     return Comparison(table, pointwise, sentence, unscored)
 
 
@@ -277,9 +283,13 @@ def _table(pointwise: pd.DataFrame, names, extra: dict, folds: int) -> pd.DataFr
 
 
 def _why_unscored(score: dict) -> str:
-    """Why a model predicts no held-out pair: its most common reason."""
-    reasons = pd.Series(list(score["why_not"].values()))
-    return f"cannot predict a held-out end-to-end outcome ({reasons.mode().iloc[0]})"
+    """Why a model predicts no held-out pair."""
+    return f"cannot predict a held-out end-to-end outcome ({_common(score['why_not'])})"
+
+
+def _common(why_not: dict) -> str:
+    """The most common reason a model gives for the pairs it does not predict."""
+    return str(pd.Series(list(why_not.values())).mode().iloc[0])
 
 
 def _kfold(log_scores: pd.Series, folds: int):
@@ -302,17 +312,18 @@ def _kfold(log_scores: pd.Series, folds: int):
     )
 
 
-def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame, unscored) -> str:
+def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame, also: Mapping[str, str]) -> str:
+    """The ranking in words, then what each model could not score."""
     shared = len(pointwise)
     finite = table[np.isfinite(table["elpd"])]
     pairs = f"{shared} pair{'s' * (shared != 1)} shared"
-    text = in_words(finite, "held-out end-to-end outcomes", pairs)
+    text = in_words(finite, "held-out end-to-end outcomes", pairs) if len(finite) else ""
     for name in table.index[len(finite) :]:
         zero = int(np.isneginf(pointwise[f"log_score {name}"]).sum())
         text += (
             f" {name} gives probability 0 to {zero} held-out outcome(s) that happened (its "
             "estimate there is a point mass), so its log score is minus infinity."
         )
-    for name, why in unscored.items():
+    for name, why in also.items():
         text += f" {name} {why}."
-    return text
+    return text.strip()

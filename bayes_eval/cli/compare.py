@@ -24,7 +24,15 @@ from bayes_eval.outputs.runfolder import holds_fit
 # The columns the terminal shows, best model first.
 SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
 HOLDOUT_SHOWN = [
-    "rank", "elpd", "se", "elpd_diff", "dse", "weight", "predicted", "expected", "observed",
+    "rank",
+    "elpd",
+    "se",
+    "elpd_diff",
+    "dse",
+    "weight",
+    "predicted",
+    "expected",
+    "observed",
     "diagnostics",
 ]  # fmt: skip (the pairs shared are in the sentence)
 
