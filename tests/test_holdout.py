@@ -106,16 +106,17 @@ def test_a_model_that_predicts_some_pairs_is_ranked_on_those_alone():
     assert f"phuong2024 predicts {shared} of 24 held-out pairs (no estimate: " in result.sentence
 
 
-def test_a_crossed_model_predicts_hidden_pairs_and_the_end_to_end_pooled_cannot():
+@pytest.mark.slow  # two crossed fits, about a minute
+def test_a_crossed_model_predicts_hidden_pairs_and_the_end_to_end_model_cannot():
     table = _guided_table(agents=3, tasks=8)
     result = compare_holdout(
-        table, ["crossed", "end_to_end_pooled", "mats2024"], folds=2, seed=3, sampler=SMALL
+        table, ["crossed", "end_to_end", "mats2024"], folds=2, seed=3, sampler=SMALL
     )
     assert set(result.table.index) == {"crossed", "mats2024"}
     assert result.table.at["crossed", "predicted"] == "24 of 24"
     assert result.table.at["crossed", "diagnostics"].endswith("of 2")
     assert result.table.at["mats2024", "diagnostics"] == "-"
-    assert list(result.unscored) == ["end_to_end_pooled"]
+    assert list(result.unscored) == ["end_to_end"]
     assert np.isfinite(result.pointwise.to_numpy()).all()
     assert result.table["weight"].sum() == pytest.approx(1.0)
 
