@@ -91,13 +91,19 @@ def _holdout(args):
     fitted = next((path for path in paths if holds_fit(path)), None)
     if fitted is not None:
         raise InputError(f"{fitted}: --holdout refits; give one evidence table with --models")
+    evidence, seed, sampler = _to_fit(args)
+    folds = whole(args.folds, "--folds", 2)
+    return compare_holdout(evidence, args.models, folds=folds, seed=seed, sampler=sampler)
+
+
+def _to_fit(args) -> tuple:
+    """The evidence table, seed and sampler overrides of models fitted to one table
+    (``--models``, two or more)."""
     if not args.models or len(args.models) < 2:
         raise InputError("--models: name two models or more to fit to the evidence")
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
-    folds = whole(args.folds, "--folds", 2)
     sampler = sampler_of(args)
-    evidence = evidence_of(args.sources, args)
-    return compare_holdout(evidence, args.models, folds=folds, seed=seed, sampler=sampler)
+    return evidence_of(args.sources, args), seed, sampler
 
 
 def _fits(args) -> dict:
@@ -117,11 +123,7 @@ def _fits(args) -> dict:
         if len(set(names)) < len(names):
             names = [str(path) for path in paths]
         return {name: load_posterior(path) for name, path in zip(names, paths, strict=True)}
-    if not args.models or len(args.models) < 2:
-        raise InputError("--models: name two models or more to fit to the evidence")
-    seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
-    sampler = sampler_of(args)
-    evidence = evidence_of(args.sources, args)
+    evidence, seed, sampler = _to_fit(args)
     specs = [load_spec(model) for model in args.models]
     names = [spec.name for spec in specs]
     if len(set(names)) < len(names):

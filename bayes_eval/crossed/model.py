@@ -190,7 +190,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
                 f"predict {name}: '{name}' is an agent of the evidence, predicted "
                 "from its runs already; give the new agent another name"
             )
-    pair_task = np.array([layout.tasks.index(t) for _, t in layout.pairs], dtype=np.int64)
+    pair_task = layout.pair_task
     milestones = np.zeros(len(layout.tasks), dtype=np.int64)
     if spec.kind != END_TO_END:
         np.maximum.at(milestones, pair_task[layout.cell_pair], layout.cell_factor)

@@ -13,6 +13,7 @@ concentration, and a non-centred one whose data are strong forms the inverse fun
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -66,6 +67,11 @@ class Layout:
     runs: list
     clusters: ClusterTerms | None = None
     cluster_rows: np.ndarray | None = None
+
+    @cached_property
+    def pair_task(self) -> np.ndarray:
+        """The index in ``tasks`` of each pair's task (as ``pair_agent`` for agents)."""
+        return np.array([self.tasks.index(task) for _, task in self.pairs], dtype=np.int64)
 
 
 @dataclass(frozen=True)

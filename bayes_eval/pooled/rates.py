@@ -199,16 +199,14 @@ def task_means(post, layout) -> np.ndarray:
     mu_task = post["mu_task"]
     if "pair" in mu_task.dims:
         return mu_task.values
-    tasks = [layout.tasks.index(task) for _, task in layout.pairs]
-    return mu_task.values[..., layout.pair_agent, tasks]
+    return mu_task.values[..., layout.pair_agent, layout.pair_task]
 
 
 def by_agent_and_task(values: np.ndarray, layout) -> np.ndarray:
     """Per-pair values ``(..., pairs)`` laid out over ``(..., agent, task)``, NaN where
     no pair was fitted."""
     out = np.full(values.shape[:-1] + (len(layout.agents), len(layout.tasks)), np.nan)
-    tasks = [layout.tasks.index(task) for _, task in layout.pairs]
-    out[..., layout.pair_agent, tasks] = values
+    out[..., layout.pair_agent, layout.pair_task] = values
     return out
 
 
