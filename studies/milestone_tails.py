@@ -35,9 +35,16 @@ def milestone_tails(model: str, family: str, seed: int, above: float, level: flo
     with collected():  # the simulated tables' notes
         posterior = fit(evidence_for(model, table["evidence"]), model, seed=seed)
     draws = posterior.tree["posterior"]["p_milestone"]
-    mean = draws.mean(("chain", "draw")).to_series().rename("mean")
-    bound = draws.quantile(level, ("chain", "draw")).to_series().rename("bound")
-    per_step = pd.concat([mean, bound], axis=1).reset_index().rename(columns={"milestone": "step"})
+    cells = [label.split(" / ") for label in draws["milestone_cell"].values]
+    per_step = pd.DataFrame(
+        {
+            "agent": [agent for agent, _, _ in cells],
+            "task": [task for _, task, _ in cells],
+            "step": [int(at.removeprefix("milestone ")) for _, _, at in cells],
+            "mean": draws.mean(("chain", "draw")).values,
+            "bound": draws.quantile(level, ("chain", "draw")).values,
+        }
+    )
     steps = table["milestone_truth"].merge(per_step, on=["agent", "task", "step"])
     assert len(steps) == len(table["milestone_truth"]), "a milestone without its draws"
     pairs = table["truth"].merge(posterior.summary()[["agent", "task", "upper"]])

@@ -186,7 +186,11 @@ def test_draws_labelled_seeded_and_centred():
     one = bayes_eval.fit(evidence, "phuong_chain", seed=4)
     p = one.tree["posterior"]
     assert p["p_task"].dims == ("chain", "draw", "agent", "task")
-    assert p["p_milestone"].dims == ("chain", "draw", "agent", "task", "milestone")
+    assert p["p_milestone"].dims == ("chain", "draw", "milestone_cell")
+    assert list(p["milestone_cell"].values) == [
+        "agent / t / milestone 1",
+        "agent / t / milestone 2",
+    ]
     same = bayes_eval.fit(evidence, seed=4).tree["posterior"]["p_task"]
     other = bayes_eval.fit(evidence, seed=5).tree["posterior"]["p_task"]
     assert same.equals(p["p_task"]) and not other.equals(p["p_task"])

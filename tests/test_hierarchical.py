@@ -134,7 +134,8 @@ def test_hierarchical_zero_success_milestones_get_finite_bounds():
     assert (summary["upper"] > 0).all() and np.isfinite(summary["upper"]).all()
     assert_nominal_coverage(summary["upper"], truth.loc[summary.index])
     rates = posterior.tree["posterior"]["p_milestone"]
-    assert rates.dims == ("chain", "draw", "agent", "task", "milestone")
+    assert rates.dims == ("chain", "draw", "milestone_cell")
+    assert rates.sizes["milestone_cell"] == (frame["method"] == "milestone").sum()
 
 
 @pytest.mark.parametrize(

@@ -454,6 +454,7 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
 def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group."""
+    from bayes_eval.results.factors import stack_factor_rates
     from bayes_eval.results.posterior import Posterior
 
     layout, cov = design.layout, design.covariates
@@ -467,7 +468,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
         if MILESTONE in draws.dims:
             draws = draws.assign_coords({MILESTONE: np.arange(1, draws.sizes[MILESTONE] + 1)})
-        return draws
+        return stack_factor_rates(draws)
 
     key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
     key += (cov.task_group.tobytes(),)

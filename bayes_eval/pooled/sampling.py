@@ -44,6 +44,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
         ``bayes_eval.progress``.
     """
 
+    from bayes_eval.results.factors import stack_factor_rates
     from bayes_eval.results.posterior import Posterior
 
     layout = build_layout(by_pair, spec, evidence.clusters)
@@ -61,7 +62,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
             values = by_agent_and_task(draws["mu_task"].values, layout)
             draws = draws.drop_vars(["mu_task", "pair"])
             draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
-        return draws
+        return stack_factor_rates(draws)
 
     groups, run_text = sample_until_diagnosed(
         lambda form: build(layout, spec, form),

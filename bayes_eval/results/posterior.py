@@ -3,7 +3,8 @@
 Every fit, exact or MCMC, has one tree of the same shape:
 
 * ``posterior``: ``p_task`` over ``(chain, draw, agent, task)``, ``p_milestone`` or
-  ``p_step`` where they apply, and an MCMC fit's sampled parameters;
+  ``p_step`` where they apply, each over the cells that have one (``stack_factor_rates``),
+  and an MCMC fit's sampled parameters;
 * ``posterior_predictive``, ``observed_data`` and ``constant_data``: replicated and
   observed ``successes`` and the ``trials`` of every observed cell the model explains,
   over a labelled ``cell`` dim (ArviZ's layout, so its predictive plots read them);
@@ -42,6 +43,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
 from bayes_eval.exact.products import BetaProduct, log_beta_draws
 from bayes_eval.files import check_readable
+from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
 from bayes_eval.specs import Spec, spec_from_toml
 
@@ -53,8 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
 
 FACTOR = "factor"
-# Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1.
-FILE_FORMAT = 2
+# Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
+# the factor rates on the whole (agent, task, milestone) rectangle.
+FILE_FORMAT = 3
 PREDICTIVE_GROUPS = ("posterior_predictive", "observed_data", "constant_data")
 # Chains an exact fit's independent draws are dealt into (where they divide the draws).
 EXACT_CHAINS = 4
@@ -436,4 +439,4 @@ def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
         data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(step_rates))
         draw_coords[RUN] = coords[RUN]
         draw_coords[STEP] = coords[FACTOR]
-    return xr.Dataset(data, coords=draw_coords)
+    return stack_factor_rates(xr.Dataset(data, coords=draw_coords))

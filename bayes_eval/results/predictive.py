@@ -24,12 +24,10 @@ from bayes_eval.constants import (
     AGENT,
     END_TO_END,
     EXPERT_COMPLETION,
-    MILESTONE,
     MILESTONE_METHOD,
-    RUN,
-    STEP,
     TASK,
 )
+from bayes_eval.results.factors import by_cell, cell_label
 
 __all__ = [
     "COLUMNS",
@@ -68,11 +66,7 @@ def _cells(posterior, post):
     """
     agents, tasks = list(post[AGENT].values), list(post[TASK].values)
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
-    kinds = []
-    if "p_milestone" in post:
-        kinds.append((MILESTONE_METHOD, "p_milestone"))
-    if "p_step" in post:
-        kinds.append((EXPERT_COMPLETION, "p_step"))
+    factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
     table = posterior.evidence.table
     out = []
     for row in table.itertuples():
@@ -86,10 +80,10 @@ def _cells(posterior, post):
         if row.method == END_TO_END and explains_e2e:
             draws = post["p_task"].values[:, :, i, j]
             index = ""
-        elif (row.method, "p_milestone") in kinds:
-            draws = post["p_milestone"].sel({MILESTONE: row.step}).values[:, :, i, j]
+        elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
+            draws = factors["p_milestone"].get(cell_label("p_milestone", *pair, row.step))
             index = f"milestone {row.step}"
-        elif (row.method, "p_step") in kinds:
+        elif row.method == EXPERT_COMPLETION and factors["p_step"]:
             runs = sorted(
                 set(
                     table.loc[
@@ -100,15 +94,12 @@ def _cells(posterior, post):
                     ]
                 )
             )
-            draws = (
-                post["p_step"]
-                .sel({RUN: runs.index(row.run) + 1, STEP: row.step})
-                .values[:, :, i, j]
-            )
+            run = runs.index(row.run) + 1
+            draws = factors["p_step"].get(cell_label("p_step", *pair, run, row.step))
             index = f"run {row.run}, step {row.step}"
         else:
             continue
-        if np.all(np.isnan(draws)):
+        if draws is None or np.all(np.isnan(draws)):
             continue  # the model did not use this row (e.g. another rung of the chain)
         out.append(
             (row.method, row.agent, row.task, index, int(row.successes), int(row.trials), draws)
