@@ -2,6 +2,8 @@
 compares and checks LOO-PIT, and ``arviz_plots`` draws its PIT plots; every dimension is
 labelled, and agents and tasks keep the input's order."""
 
+from pathlib import Path
+
 import matplotlib
 import numpy as np
 import pandas as pd
@@ -99,3 +101,85 @@ def test_a_pooled_milestone_tree_has_task_means_on_their_agent_and_task():
     assert list(mu_task["task"].values) == ["x3", "x1", "x2"]
     assert np.isfinite(mu_task.sel(agent="a", task="x1").values).all()
     assert "pair" not in tree["posterior"].dims
+
+
+def _prior_groups_match(tree):
+    """The prior has the posterior's variables (less the sampler's reparametrised parts)
+    on the same dims and coordinates, and its predictive the posterior's cells."""
+    posterior, prior = tree["posterior"], tree["prior"]
+    parts = [v for v in posterior.data_vars if v.endswith(("_logit", "_z"))]
+    assert sorted(prior.data_vars) == sorted(v for v in posterior.data_vars if v not in parts)
+    for name in prior.data_vars:
+        assert prior[name].dims == posterior[name].dims, name
+        for dim in prior[name].dims[2:]:
+            assert list(prior[dim].values) == list(posterior[dim].values), (name, dim)
+    cells = tree["prior_predictive"]["cell"].values
+    assert list(cells) == list(tree["posterior_predictive"]["cell"].values)
+
+
+def test_an_exact_prior_is_the_spec_prior_and_its_log_density(tmp_path):
+    """Under a Beta(2, 2) end-to-end prior the prior draws of every pair are Beta(2, 2)
+    (KS against scipy), a cell of 1 trial succeeds half the time before any data, and
+    the log prior of each posterior draw is log(6 p (1 - p)) (by hand)."""
+    from scipy import stats
+
+    text = (Path(bayes_eval.__file__).parents[1] / "models" / "end_to_end.toml").read_text()
+    spec = tmp_path / "beta22.toml"
+    spec.write_text(text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 2.0\nbeta = 2.0"))
+    evidence = _ragged_end_to_end()
+    tree = bayes_eval.fit(evidence, str(spec), seed=3).tree
+    _prior_groups_match(tree)
+    prior = tree["prior"]["p_task"]
+    draws = prior.sel(agent="zeta", task="t9").values.ravel()
+    assert stats.kstest(draws, stats.beta(2, 2).cdf).pvalue > 0.01
+    assert np.isnan(prior.sel(agent="alpha", task="t5")).all()  # never run
+    replicated = tree["prior_predictive"]["successes"].sel(cell="zeta / t9 / end_to_end").values.ravel()
+    assert abs(replicated.mean() - 0.5) < 4 * 0.5 / np.sqrt(replicated.size)
+    p = tree["posterior"]["p_task"].sel(agent="mu", task="t2").values
+    log_prior = tree["log_prior"]["p_task"].sel(agent="mu", task="t2").values
+    assert np.allclose(log_prior, np.log(6 * p * (1 - p)))
+
+
+def test_a_uniform_prior_has_no_log_prior_to_power_scale():
+    """Beta(1, 1) is the same at every power: no log_prior group, and prior draws that
+    are uniform."""
+    from scipy import stats
+
+    tree = bayes_eval.fit(_ragged_end_to_end(), "end_to_end", seed=3).tree
+    assert "log_prior" not in tree
+    draws = tree["prior"]["p_task"].sel(agent="mu", task="t1").values.ravel()
+    assert stats.kstest(draws, stats.uniform.cdf).pvalue > 0.01
+
+
+@pytest.mark.parametrize(
+    ("model", "table"),
+    [
+        pytest.param("end_to_end_pooled", _ragged_end_to_end, id="end_to_end_pooled"),
+        pytest.param("hierarchical", _milestones_then_end_to_end, id="hierarchical"),
+        pytest.param(
+            "crossed_milestones", _milestones_then_end_to_end, id="crossed", marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_a_pooled_prior_feeds_psense_and_the_prior_plots(model, table):
+    """The prior groups mirror the posterior; ``log_prior`` is each parameter's spec
+    density at its posterior draws (a LogNormal checked by hand); ``psense_summary``
+    and ``plot_prior_posterior`` run on the tree unchanged."""
+    import arviz_plots
+    import arviz_stats
+
+    posterior = bayes_eval.fit(table(), model, sampler=SMALL, seed=5)
+    tree = posterior.tree
+    _prior_groups_match(tree)
+    name = "cell_scale" if model.startswith("crossed") else "kappa"
+    role = {"cell_scale": "cell_scale", "kappa": "concentration"}[name]
+    if model == "hierarchical":
+        role = "milestone_concentration"
+    mu, sigma = (posterior.spec.priors[role].params[k] for k in ("mu", "sigma"))
+    x = tree["posterior"][name].values
+    by_hand = -np.log(x * sigma * np.sqrt(2 * np.pi)) - (np.log(x) - mu) ** 2 / (2 * sigma**2)
+    assert np.allclose(tree["log_prior"][name].values, by_hand)
+    sensitivity = arviz_stats.psense_summary(tree, var_names=["p_task"])
+    estimated = [f"p_task[{a}, {t}]" for a, t, _, _ in posterior.cells()]
+    assert np.isfinite(sensitivity.loc[estimated, ["prior", "likelihood"]].values).all()
+    assert arviz_plots.plot_prior_posterior(tree, var_names=["p_task"], backend="matplotlib")

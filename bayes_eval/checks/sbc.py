@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.inference.engines import compile_nutpie, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
+from bayes_eval.pooled import prior as pooled_prior
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -129,8 +129,10 @@ def sbc(
     # milestone rates in _simulate, in log space (a prior task mean may be 1 in floating
     # point); each is ranked on its own scale (its sampled logit ranks the same).
     # (joint's sampled milestone rates are ranked through p_task, which they make up)
-    hyper = tuple(r for r in spec.priors if HYPER_NAMES[spec.kind][r] in built.named_vars)
-    ranked = tuple(HYPER_NAMES[spec.kind][role] for role in hyper)
+    hyper = tuple(
+        r for r in spec.priors if pooled_prior.HYPER_NAMES[spec.kind][r] in built.named_vars
+    )
+    ranked = tuple(pooled_prior.HYPER_NAMES[spec.kind][role] for role in hyper)
     ranked += ("mu_task",) if "mu_task" in built.named_vars else ()
     setup = _Setup(
         spec, evidence_rows, evidence.clusters, layout, chosen, hyper, ranked, draws, tune, seed
@@ -181,11 +183,12 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
 
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
-    names = HYPER_NAMES[spec.kind]
+    names = pooled_prior.HYPER_NAMES[spec.kind]
     truth = {
-        names[role]: _prior_draw(spec.priors[role], len(layout.agents), rng) for role in setup.hyper
+        names[role]: pooled_prior.prior_draw(spec.priors[role], len(layout.agents), rng)
+        for role in setup.hyper
     }
-    data, p_task = _simulate(truth, layout, spec, rng)
+    data, p_task = pooled_prior.simulate(truth, layout, spec, rng)
     simulated = layout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -295,29 +298,6 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     return row
 
 
-# The model variable of each prior role, by kind of model.
-_TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
-_CLUSTERS = {"cluster_concentration": "kappa_cluster"}
-HYPER_NAMES = {
-    "end_to_end": {"mean": "mu", "concentration": "kappa", **_CLUSTERS},
-    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
-    "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
-    "joint": {
-        **_TASK_HIERARCHY,
-        "milestone_concentration": "kappa",
-        "bypass_mean": "mu_bypass",
-        "bypass_concentration": "kappa_bypass",
-    },
-}
-
-
-def _prior_draw(prior, size, rng) -> np.ndarray:
-    """One draw per agent from a pooled spec's prior (Beta mean or LogNormal concentration)."""
-    if prior.dist == "Beta":
-        return rng.beta(prior.alpha, prior.beta, size)
-    return rng.lognormal(prior.params["mu"], prior.params["sigma"], size)
-
-
 def _rank(draws, truth, rng) -> int:
     """Rank of ``truth`` among ``draws``, ties broken at random (values that underflow
     to 0 tie, and must not all rank first)."""
@@ -341,48 +321,3 @@ def _with_counts(layout, spec, data):
 
 def _positions(layout):
     return [(layout.agents.index(a), layout.tasks.index(t)) for a, t in layout.pairs]
-
-
-def _simulate(truth, layout, spec, rng):
-    """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
-    task means and cell rates are added to ``truth``."""
-    from bayes_eval.pooled.models import count_data, joint_data
-    from bayes_eval.pooled.rates import mixture_log_product
-
-    agent = layout.pair_agent
-    if spec.kind == "end_to_end":
-        mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
-        p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
-        if layout.clusters is not None:
-            return {"k_cluster": _cluster_counts(truth, layout, p_task, agent, rng)}, p_task
-        return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task
-    mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
-    truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
-    # Tiny concentrations put task means at 0 or 1 in floating point; keep them strictly
-    # inside, where a Beta is defined.
-    mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
-    conc = truth["kappa"][agent[layout.cell_pair]]
-    log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
-    if layout.clusters is not None:
-        k = _cluster_counts(truth, layout, np.exp(log_p), agent[layout.cell_pair], rng)
-        data = {"k_cluster": k}
-    else:
-        data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
-    p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
-    if spec.kind == "joint":
-        a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
-        b = truth["kappa_bypass"][agent] - a
-        bypass = rng.beta(a, b)
-        p_task = p_task + (1 - p_task) * bypass
-        data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
-    return data, p_task
-
-
-def _cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
-    """Successes of every cluster (in the evidence's cluster order): its own rate ``q ~
-    Beta(p phi, (1 - p) phi)`` around its rate ``p``, then its runs."""
-    terms = layout.clusters
-    p = np.clip(rate[terms.cluster_rate], 1e-12, 1 - 1e-12)
-    phi = truth["kappa_cluster"][rate_agent[terms.cluster_rate]]
-    q = np.exp(log_beta_draws(p * phi, (1 - p) * phi, (), rng))
-    return rng.binomial(terms.cluster_trials, q)

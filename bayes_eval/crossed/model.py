@@ -505,7 +505,21 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         seed=seed,
         # a partial, not a lambda: a sweep's workers send the posterior back pickled
         log_likelihood=functools.partial(log_likelihood, design=design, spec=spec),
+        prior=functools.partial(_prior, design=design, spec=spec),
+        log_prior=functools.partial(_log_prior, spec=spec),
     )
+
+
+def _prior(posterior, draws, n_draws, seed, *, design, spec):
+    from bayes_eval.crossed.prior import prior_draws
+
+    return prior_draws(draws, design, spec, n_draws, seed)
+
+
+def _log_prior(posterior, draws, *, spec):
+    from bayes_eval.crossed.prior import log_prior
+
+    return log_prior(draws, spec)
 
 
 def _estimates(design: Design, spec, seed, run):

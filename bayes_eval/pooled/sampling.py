@@ -19,6 +19,7 @@ from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.models import model_structure
+from bayes_eval.pooled.prior import log_prior, prior_draws
 from bayes_eval.pooled.rates import by_agent_and_task, pooled_rates
 from bayes_eval.registry import model_of
 
@@ -87,7 +88,17 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
         seed=seed,
         # a partial, not a lambda: a sweep's workers send the posterior back pickled
         log_likelihood=functools.partial(log_likelihood, layout=layout, spec=spec),
+        prior=functools.partial(_prior, layout=layout, spec=spec),
+        log_prior=functools.partial(_log_prior, layout=layout, spec=spec),
     )
+
+
+def _prior(posterior, draws, n_draws, seed, *, layout, spec):
+    return prior_draws(layout, spec, n_draws, seed)
+
+
+def _log_prior(posterior, draws, *, layout, spec):
+    return log_prior(draws, layout, spec)
 
 
 def _labels(layout, draws) -> dict:

@@ -32,6 +32,7 @@ import xarray as xr
 
 from bayes_eval.constants import (
     AGENT,
+    END_TO_END,
     EXPERT_COMPLETION,
     MILESTONE,
     MILESTONE_METHOD,
@@ -96,7 +97,9 @@ class Posterior:
         self.spec = spec
         self.evidence = evidence
         self._arrays: dict[str, np.ndarray] = {}
-        self._pointwise = None  # see ``build``
+        self._pointwise = None  # these three: see ``build``
+        self._prior = None
+        self._log_prior = None
         self.diagnostics = None
         if self.is_mcmc:
             from bayes_eval.inference.diagnostics import diagnose
@@ -150,8 +153,26 @@ class Posterior:
                 if "cell" in pointwise.dims:  # not a likelihood of whole pairs
                     pointwise = pointwise.sel(cell=groups["observed_data"]["cell"].values)
                 groups["log_likelihood"] = pointwise
+            groups.update(self._prior_groups(draws))
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
+
+    def _prior_groups(self, draws: xr.Dataset) -> dict:
+        """``prior``, ``prior_predictive`` and ``log_prior`` (of ``draws``), where the model
+        has them: drawn from the spec's priors through the model, the predictive over the
+        same cells as ``posterior_predictive``."""
+        make, density = self._prior, self._log_prior
+        if not self.is_mcmc:
+            make, density = _exact_prior, _exact_log_prior
+        if make is None:
+            return {}
+        prior = stack_factor_rates(make(self, draws, self.spec.draws, self.seed + 3))
+        replicated = replicate(self, prior, self.seed + 4)["posterior_predictive"]
+        groups = {"prior": prior, "prior_predictive": replicated}
+        log_prior = density(self, draws)
+        if log_prior.data_vars:  # none where every prior is uniform
+            groups["log_prior"] = log_prior
+        return groups
 
     @property
     def level(self) -> float:
@@ -194,12 +215,17 @@ class Posterior:
         level: float,
         seed: int,
         log_likelihood: Callable[[xr.Dataset], xr.Dataset | None] | None = None,
+        prior: Callable | None = None,
+        log_prior: Callable | None = None,
     ) -> Posterior:
         """Assemble a fit's tree from its groups, with the evidence and the root attributes.
 
         ``log_likelihood(draws)``, where given, makes the ``log_likelihood`` group from the
         posterior draws when the tree is first read (a pooled fit's own forms; it is as
-        large as ``posterior_predictive``, so it waits as that does)."""
+        large as ``posterior_predictive``, so it waits as that does). ``prior(posterior,
+        draws, n_draws, seed)`` and ``log_prior(posterior, draws)``, where given, make an
+        MCMC fit's ``prior`` and ``log_prior`` groups then too (an exact fit's are made
+        here from its spec's Beta priors)."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
         if evidence.clusters is not None:
@@ -219,6 +245,7 @@ class Posterior:
         }
         posterior = cls(tree, spec, evidence)
         posterior._pointwise = log_likelihood
+        posterior._prior, posterior._log_prior = prior, log_prior
         return posterior
 
     @classmethod
@@ -392,8 +419,10 @@ def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
     return BetaProduct(tuple(components))
 
 
-def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
-    """Exact posterior draws of ``p_task`` and the factor rates, sampled in log space."""
+def _draws(result: Posterior, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
+    """Exact posterior draws of ``p_task`` and the factor rates, sampled in log space;
+    ``shapes``, where given, the Beta shapes ``(alpha, beta)`` drawn from instead of the
+    posterior's (the prior's, in ``_exact_prior``)."""
     rng = np.random.default_rng(seed)
     coords = result.coords
     agents, tasks = coords[AGENT], coords[TASK]
@@ -401,11 +430,12 @@ def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
     log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
     log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
     methods = result.values("method")
+    alpha = result.values("alpha") if shapes is None else shapes[0]
+    beta = result.values("beta") if shapes is None else shapes[1]
     for _, _, i, j in result.cells():
-        if not result.has_exact_posterior(i, j):
+        if not result.has_exact_posterior(i, j) or np.isnan(alpha[i, j]).all():
             continue
-        a = result.values("alpha")[i, j]
-        b = result.values("beta")[i, j]
+        a, b = alpha[i, j], beta[i, j]
         present = ~np.isnan(a)
         proper = present & (b > 0)
         draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
@@ -440,3 +470,62 @@ def _draws(result: Posterior, n_draws: int, seed: int) -> xr.Dataset:
         draw_coords[RUN] = coords[RUN]
         draw_coords[STEP] = coords[FACTOR]
     return stack_factor_rates(xr.Dataset(data, coords=draw_coords))
+
+
+# The spec prior of an exact estimate's factors, by the estimate's method.
+PRIOR_ROLE = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
+
+
+def _prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
+    """The prior's Beta shapes in the layout of the ``conjugate`` shapes: each factor's
+    spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
+    has no draws)."""
+    alpha = np.full_like(result.values("alpha"), np.nan)
+    beta = np.full_like(alpha, np.nan)
+    methods = result.values("method")
+    for _, _, i, j in result.cells():
+        role = PRIOR_ROLE.get(methods[i, j])
+        if role is None or not result.has_exact_posterior(i, j):
+            continue
+        prior = result.spec.priors[role]
+        if prior.alpha > 0 and prior.beta > 0:
+            present = ~np.isnan(result.values("alpha")[i, j])
+            alpha[i, j] = np.where(present, prior.alpha, np.nan)
+            beta[i, j] = np.where(present, prior.beta, np.nan)
+    return alpha, beta
+
+
+def _exact_prior(result: Posterior, _draws_given, n_draws: int, seed: int) -> xr.Dataset:
+    """An exact fit's prior: its factor rates drawn from their spec priors, multiplied as
+    the posterior's are (``_draws``)."""
+    return _draws(result, n_draws, seed, _prior_shapes(result))
+
+
+def _exact_log_prior(result: Posterior, draws: xr.Dataset) -> xr.Dataset:
+    """The log prior density of every exact rate drawn, named after the variable it is
+    drawn in: ``p_task`` for an end-to-end estimate (0 for a product, whose factors
+    carry it), ``p_milestone`` and ``p_step`` per cell. Haldane's improper prior is
+    unnormalised; a rate drawn at exactly 0 or 1 (a point mass) contributes 0. A rate
+    whose prior is uniform is left out (its log density is constant)."""
+    from scipy import special
+
+    def log_density(role, p):
+        prior = result.spec.priors[role]
+        a, b = prior.alpha, prior.beta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = special.xlogy(a - 1, p) + special.xlog1py(b - 1, -p)
+            if a > 0 and b > 0:
+                value = value - special.betaln(a, b)
+        return np.where(np.isfinite(value), value, 0.0)
+
+    out = {}
+    methods = result.values("method")
+    if (methods == END_TO_END).any():
+        p = draws["p_task"]
+        values = np.where(methods == END_TO_END, log_density("end_to_end", p.values), 0.0)
+        out["p_task"] = p.copy(data=values)
+    for name, role in (("p_milestone", "milestone"), ("p_step", "step")):
+        if name in draws:
+            out[name] = draws[name].copy(data=log_density(role, draws[name].values))
+    # a uniform prior is the same at every power: nothing for psense to scale
+    return xr.Dataset({name: v for name, v in out.items() if np.ptp(v.values) > 0})

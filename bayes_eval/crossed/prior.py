@@ -1,0 +1,82 @@
+"""The crossed models' priors: draws of every quantity a fit's posterior holds, from the
+spec's priors through the model (the ``prior`` group), and the log prior density of a
+fit's draws of the spec's parameters (the ``log_prior`` group, for ``arviz_stats.psense``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import xarray as xr
+
+from bayes_eval.constants import END_TO_END, MILESTONE
+from bayes_eval.crossed.model import draw_rates, prior_draw
+from bayes_eval.pooled.prior import prior_density
+
+__all__ = ["log_prior", "prior_draws"]
+
+# The prior role of each parameter the crossed models sample.
+ROLES = {
+    "ability_mean": "ability_mean",
+    "ability_scale": "ability_scale",
+    "difficulty_scale": "difficulty_scale",
+    "cell_scale": "cell_scale",
+    "agent_coefficient": "coefficient",
+    "task_coefficient": "coefficient",
+    "group_scale": "group_scale",
+    "kappa_cluster": "cluster_concentration",
+    "blocked_share": "blocked_share",
+}
+
+
+def prior_draws(post: xr.Dataset, design, spec, n_draws: int, seed: int) -> xr.Dataset:
+    """``n_draws`` draws (one chain) from the prior of every variable of the posterior
+    ``post`` that the model defines, on its dimensions: the parameters from
+    ``prior_draw``, every rate from them as a fit draws it back, with no counts (a pair
+    of failed milestone runs is blocked with the prior's ``blocked_share``)."""
+    rng = np.random.default_rng(seed)
+    truths = [prior_draw(design, spec, rng) for _ in range(n_draws)]
+    sample = {"chain": [0], "draw": np.arange(n_draws)}
+    stacked = {name: np.array([t[name] for t in truths])[None] for name in truths[0]}
+    prior = xr.Dataset(
+        {
+            name: (("chain", "draw", *(f"{name}_dim",) * (v.ndim - 2)), v)
+            for name, v in stacked.items()
+        }
+    )
+    layout = design.layout
+    unseen = dataclasses.replace(
+        layout, k=np.zeros_like(layout.k), n=np.zeros_like(layout.n), clusters=None
+    )
+    # a departure per rate run (per pair end to end, per cell on milestones)
+    rates_run = len(layout.pairs) if spec.kind == END_TO_END else layout.cell_pair.size
+    z = rng.standard_normal((1, n_draws, rates_run))
+    prior["cell_z"] = (("chain", "draw", "cell_z_dim"), z)
+    rates = draw_rates(prior, dataclasses.replace(design, layout=unseen), spec, rng)
+    # the rates on their rectangle, as draw_rates makes them (stacked as the posterior's
+    # by the caller); the parameters on the posterior's dims
+    out = {name: rates[name] for name in post.data_vars if name in rates}
+    out.update(
+        {
+            name: (post[name].dims, prior[name].values)
+            for name in post.data_vars
+            if name not in rates and name in prior
+        }
+    )
+    coords = {d: post[d] for d in post.dims if d not in ("chain", "draw") and d in post.coords}
+    if MILESTONE in out.get("p_milestone", ((),))[0]:
+        coords[MILESTONE] = np.arange(1, out["p_milestone"][1].shape[-1] + 1)
+    return xr.Dataset(out, coords={**coords, **sample})
+
+
+def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
+    """The log density of each posterior draw of the parameters under the spec's priors,
+    one variable per parameter: what ``arviz_stats.psense`` power-scales. (Abilities,
+    difficulties and departures are the model's populations, left unscaled.)"""
+    return xr.Dataset(
+        {
+            name: post[name].copy(data=prior_density(spec.priors[role]).logpdf(post[name].values))
+            for name, role in ROLES.items()
+            if name in post
+        }
+    )

@@ -1,0 +1,172 @@
+"""The pooled models' priors: draws of every quantity a fit's posterior holds, drawn
+generatively from the spec's priors on the evidence's design (the ``prior`` group of a
+fit's tree, and the truths of SBC), and the log prior density of a fit's draws of the
+spec's parameters (the ``log_prior`` group, which ``arviz_stats.psense`` power-scales)."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from scipy import stats
+
+from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
+from bayes_eval.exact.products import log_beta_draws
+
+__all__ = [
+    "HYPER_NAMES",
+    "cluster_counts",
+    "log_prior",
+    "prior_draw",
+    "prior_density",
+    "prior_draws",
+    "simulate",
+]
+
+# The model variable of each prior role, by kind of model.
+_TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
+_CLUSTERS = {"cluster_concentration": "kappa_cluster"}
+HYPER_NAMES = {
+    "end_to_end": {"mean": "mu", "concentration": "kappa", **_CLUSTERS},
+    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
+    "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
+    "joint": {
+        **_TASK_HIERARCHY,
+        "milestone_concentration": "kappa",
+        "bypass_mean": "mu_bypass",
+        "bypass_concentration": "kappa_bypass",
+    },
+}
+
+
+def prior_draw(prior, size, rng) -> np.ndarray:
+    """One draw per agent from a pooled spec's prior (Beta mean or LogNormal concentration)."""
+    if prior.dist == "Beta":
+        return rng.beta(prior.alpha, prior.beta, size)
+    return rng.lognormal(prior.params["mu"], prior.params["sigma"], size)
+
+
+def simulate(truth, layout, spec, rng):
+    """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
+    task means (``mu_task``), cell log rates (``log_p``) and bypasses (``bypass``) are
+    added to ``truth``."""
+    from bayes_eval.pooled.models import count_data, joint_data
+    from bayes_eval.pooled.rates import mixture_log_product
+
+    agent = layout.pair_agent
+    if spec.kind == "end_to_end":
+        mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
+        p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
+        if layout.clusters is not None:
+            return {"k_cluster": cluster_counts(truth, layout, p_task, agent, rng)}, p_task
+        return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task
+    mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
+    truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
+    # Tiny concentrations put task means at 0 or 1 in floating point; keep them strictly
+    # inside, where a Beta is defined.
+    mean = np.clip(truth["mu_task"], 1e-12, 1 - 1e-12)[layout.cell_pair]
+    conc = truth["kappa"][agent[layout.cell_pair]]
+    log_p = log_beta_draws(mean * conc, (1 - mean) * conc, (), rng)
+    truth["log_p"] = log_p
+    if layout.clusters is not None:
+        k = cluster_counts(truth, layout, np.exp(log_p), agent[layout.cell_pair], rng)
+        data = {"k_cluster": k}
+    else:
+        data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
+    p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
+    if spec.kind == "joint":
+        a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
+        b = truth["kappa_bypass"][agent] - a
+        bypass = truth["bypass"] = rng.beta(a, b)
+        p_task = p_task + (1 - p_task) * bypass
+        data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
+    return data, p_task
+
+
+def cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
+    """Successes of every cluster (in the evidence's cluster order): its own rate ``q ~
+    Beta(p phi, (1 - p) phi)`` around its rate ``p``, then its runs."""
+    terms = layout.clusters
+    p = np.clip(rate[terms.cluster_rate], 1e-12, 1 - 1e-12)
+    phi = truth["kappa_cluster"][rate_agent[terms.cluster_rate]]
+    q = np.exp(log_beta_draws(p * phi, (1 - p) * phi, (), rng))
+    return rng.binomial(terms.cluster_trials, q)
+
+
+def hyper_roles(layout, spec) -> dict:
+    """``{prior role: model variable}`` of the agent-level parameters ``spec`` draws
+    from its priors on this design (the cluster concentration only with clusters)."""
+    names = HYPER_NAMES[spec.kind]
+    return {
+        role: names[role]
+        for role in spec.priors
+        if role in names and (role not in _CLUSTERS or layout.clusters is not None)
+    }
+
+
+def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
+    """``n_draws`` draws (one chain) of the parameters, task means, rates and ``p_task``
+    of a pooled fit on ``layout``, each from the spec's priors through the model, as
+    ``simulate`` draws a truth: the ``prior`` group, with the posterior's variables
+    (not the sampler's reparametrised parts, ``*_logit`` and ``*_z``)."""
+    rng = np.random.default_rng(seed)
+    roles = hyper_roles(layout, spec)
+    agents, tasks = layout.agents, layout.tasks
+    at = (np.array([agents.index(a) for a, _ in layout.pairs]), layout.pair_task)
+    grid = (n_draws, len(agents), len(tasks))
+    values = {name: np.empty((n_draws, len(agents))) for name in roles.values()}
+    p_task, mu_task, bypass = (np.full(grid, np.nan) for _ in range(3))
+    factor = None
+    if spec.kind != "end_to_end":
+        n_runs = max(len(r) for r in layout.runs)
+        factor = np.full(grid + (n_runs, int(layout.cell_factor.max())), np.nan)
+    for d in range(n_draws):
+        truth = {
+            name: prior_draw(spec.priors[role], len(agents), rng) for role, name in roles.items()
+        }
+        _, p_task[(d, *at)] = simulate(truth, layout, spec, rng)
+        for name in roles.values():
+            values[name][d] = truth[name]
+        if factor is not None:
+            mu_task[(d, *at)] = truth["mu_task"]
+            cell = (d, *(i[layout.cell_pair] for i in at), layout.cell_run, layout.cell_factor - 1)
+            factor[cell] = np.exp(truth["log_p"])
+        if "bypass" in truth:
+            bypass[(d, *at)] = truth["bypass"]
+    dims = ("chain", "draw", AGENT, TASK)
+    data = {name: (("chain", "draw", AGENT), v[None]) for name, v in values.items()}
+    data["p_task"] = (dims, p_task[None])
+    coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
+    if factor is not None:
+        data["mu_task"] = (dims, mu_task[None])
+        if spec.kind == "expert_completion":
+            data["p_step"] = (dims + (RUN, STEP), factor[None])
+            coords[RUN] = np.arange(1, factor.shape[-2] + 1)
+            coords[STEP] = np.arange(1, factor.shape[-1] + 1)
+        else:
+            data["p_milestone"] = (dims + (MILESTONE,), factor[None, ..., 0, :])
+            coords[MILESTONE] = np.arange(1, factor.shape[-1] + 1)
+    if spec.kind == "joint":
+        data["bypass_task"] = (dims, bypass[None])
+    return xr.Dataset(data, coords=coords)
+
+
+def log_prior(post: xr.Dataset, layout, spec) -> xr.Dataset:
+    """The log density of each posterior draw of the agent-level parameters under the
+    spec's priors, one variable per parameter over ``(chain, draw, agent)``: what
+    ``arviz_stats.psense`` power-scales. The task means and rates below them are the
+    model's population, not a prior, and are left unscaled (Kallioinen et al. 2024
+    power-scale the top-level priors of a hierarchical model)."""
+    out = {}
+    for role, name in hyper_roles(layout, spec).items():
+        x = post[name]
+        out[name] = x.copy(data=prior_density(spec.priors[role]).logpdf(x.values))
+    return xr.Dataset(out)
+
+
+def prior_density(prior):
+    """The spec prior as a frozen scipy distribution (Beta, LogNormal or Normal)."""
+    if prior.dist == "Beta":
+        return stats.beta(prior.alpha, prior.beta)
+    if prior.dist == "LogNormal":
+        return stats.lognorm(s=prior.params["sigma"], scale=np.exp(prior.params["mu"]))
+    return stats.norm(prior.params["mu"], prior.params["sigma"])
