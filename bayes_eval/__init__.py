@@ -10,6 +10,7 @@ Quick use::
 from bayes_eval.checks.calibration import calibrate
 from bayes_eval.checks.comparison import Comparison, compare
 from bayes_eval.checks.holdout import compare_holdout
+from bayes_eval.checks.prior import PriorCheck, prior_check
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.inspect_logs import read_inspect
 from bayes_eval.evidence.runs import read_runs
@@ -30,6 +31,7 @@ __all__ = [
     "Evidence",
     "InputError",
     "Posterior",
+    "PriorCheck",
     "SamplerSettings",
     "Spec",
     "calibrate",
@@ -44,6 +46,7 @@ __all__ = [
     "plan_milestones",
     "plan_next_run",
     "plan_zero_success",
+    "prior_check",
     "read_evidence",
     "read_inspect",
     "read_runs",

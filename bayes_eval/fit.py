@@ -205,6 +205,38 @@ def _agent_fit(index: int, setup: dict):
         )
 
 
+def prior_only(
+    evidence: TableSource | Evidence,
+    model: ModelSource,
+    *,
+    seed: int | None = None,
+    agents: TableSource | None = None,
+    tasks: TableSource | None = None,
+    predict: Sequence[str] = (),
+) -> Posterior:
+    """The model on the evidence's design with no data yet: a ``Posterior`` whose
+    ``prior_groups()`` draw the spec's priors through the model (an exact fit, which is
+    cheap, for an exact model; no sampling for an MCMC one). The arguments are
+    ``fit``'s."""
+    evidence = load_evidence(evidence)
+    spec = load_spec(model)
+    family = model_of(spec).family
+    if family == EXACT:
+        return fit(evidence, spec, seed=seed)
+    seed = spec.seed if seed is None else check_seed(seed)
+    side = side_tables(spec, agents, tasks, predict)
+    _check_clusters(evidence, spec)
+    by_pair = usable_rows(evidence, spec)
+    if family == CROSSED:
+        from bayes_eval.crossed.model import design_of, prior_crossed
+
+        design = design_of(by_pair, spec, evidence, side, predict)
+        return prior_crossed(evidence, design, spec, seed=seed)
+    from bayes_eval.pooled.sampling import prior_pooled
+
+    return prior_pooled(evidence, by_pair, spec, seed=seed)
+
+
 def _settings(spec, level, seed, sampler) -> tuple[float, int, SamplerSettings]:
     """The level, seed and sampler settings of a fit: the spec's, with those given in
     their place (MCMC settings for MCMC models only)."""

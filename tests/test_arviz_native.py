@@ -133,7 +133,8 @@ def test_an_exact_prior_is_the_spec_prior_and_its_log_density(tmp_path):
     draws = prior.sel(agent="zeta", task="t9").values.ravel()
     assert stats.kstest(draws, stats.beta(2, 2).cdf).pvalue > 0.01
     assert np.isnan(prior.sel(agent="alpha", task="t5")).all()  # never run
-    replicated = tree["prior_predictive"]["successes"].sel(cell="zeta / t9 / end_to_end").values.ravel()
+    replicated = tree["prior_predictive"]["successes"].sel(cell="zeta / t9 / end_to_end")
+    replicated = replicated.values.ravel()
     assert abs(replicated.mean() - 0.5) < 4 * 0.5 / np.sqrt(replicated.size)
     p = tree["posterior"]["p_task"].sel(agent="mu", task="t2").values
     log_prior = tree["log_prior"]["p_task"].sel(agent="mu", task="t2").values

@@ -158,6 +158,7 @@ FLAGS = {
     "model": "--model",
     "fits": "--models",
     "threshold": "--threshold",
+    "thresholds": "--threshold",
     "fit_per_agent": "--by agent",
     "engine": "--engine",
     "draws": "--draws",

@@ -510,6 +510,19 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     )
 
 
+def prior_crossed(evidence, design: Design, spec, *, seed):
+    """A crossed spec on ``design`` before any sampling: a ``Posterior`` whose
+    ``prior_groups`` draw its prior (it has no posterior draws)."""
+    from bayes_eval.results.posterior import Posterior
+
+    groups = {
+        "conjugate": _estimates(design, spec, seed, "prior only (no sampling)"),
+        "covariates": covariate_group(design),
+    }
+    prior = functools.partial(_prior, design=design, spec=spec)
+    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
+
+
 def _prior(posterior, draws, n_draws, seed, *, design, spec):
     from bayes_eval.crossed.prior import prior_draws
 

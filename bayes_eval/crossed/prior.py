@@ -9,12 +9,20 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
-from bayes_eval.constants import END_TO_END, MILESTONE
-from bayes_eval.crossed.model import draw_rates, prior_draw
+from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, TASK
+from bayes_eval.crossed.model import AGENT_TERM, GROUP, TASK_TERM, draw_rates, prior_draw
 from bayes_eval.pooled.prior import prior_density
 
 __all__ = ["log_prior", "prior_draws"]
 
+# The dims of the parameters over more than one value (the rest are scalars).
+DIMS = {
+    "difficulty_z": (TASK,),
+    "difficulty": (TASK,),
+    "agent_coefficient": (AGENT_TERM,),
+    "task_coefficient": (TASK_TERM,),
+    "group_z": (GROUP,),
+}
 # The prior role of each parameter the crossed models sample.
 ROLES = {
     "ability_mean": "ability_mean",
@@ -29,11 +37,11 @@ ROLES = {
 }
 
 
-def prior_draws(post: xr.Dataset, design, spec, n_draws: int, seed: int) -> xr.Dataset:
-    """``n_draws`` draws (one chain) from the prior of every variable of the posterior
-    ``post`` that the model defines, on its dimensions: the parameters from
-    ``prior_draw``, every rate from them as a fit draws it back, with no counts (a pair
-    of failed milestone runs is blocked with the prior's ``blocked_share``)."""
+def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) -> xr.Dataset:
+    """``n_draws`` draws (one chain) from the prior of the model's variables, those of the
+    posterior ``post`` where given: the parameters from ``prior_draw``, every rate from
+    them as a fit draws it back, with no counts (a pair of failed milestone runs is
+    blocked with the prior's ``blocked_share``)."""
     rng = np.random.default_rng(seed)
     truths = [prior_draw(design, spec, rng) for _ in range(n_draws)]
     sample = {"chain": [0], "draw": np.arange(n_draws)}
@@ -55,15 +63,26 @@ def prior_draws(post: xr.Dataset, design, spec, n_draws: int, seed: int) -> xr.D
     rates = draw_rates(prior, dataclasses.replace(design, layout=unseen), spec, rng)
     # the rates on their rectangle, as draw_rates makes them (stacked as the posterior's
     # by the caller); the parameters on the posterior's dims
-    out = {name: rates[name] for name in post.data_vars if name in rates}
+    names = list(rates) + [n for n in ROLES if n in prior] + list(DIMS)
+    if post is not None:
+        names = [n for n in post.data_vars if n in names]
+    out = {name: rates[name] for name in names if name in rates}
     out.update(
         {
-            name: (post[name].dims, prior[name].values)
-            for name in post.data_vars
+            name: (("chain", "draw", *DIMS.get(name, ())), prior[name].values)
+            for name in names
             if name not in rates and name in prior
         }
     )
-    coords = {d: post[d] for d in post.dims if d not in ("chain", "draw") and d in post.coords}
+    cov = design.covariates
+    coords = {
+        AGENT: design.agents,
+        TASK: layout.tasks,
+        AGENT_TERM: [t.text for t in cov.agent_terms],
+        TASK_TERM: [t.text for t in cov.task_terms],
+        GROUP: cov.groups,
+    }
+    coords = {d: v for d, v in coords.items() if any(d in dims for dims, _ in out.values())}
     if MILESTONE in out.get("p_milestone", ((),))[0]:
         coords[MILESTONE] = np.arange(1, out["p_milestone"][1].shape[-1] + 1)
     return xr.Dataset(out, coords={**coords, **sample})

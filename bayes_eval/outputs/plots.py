@@ -24,6 +24,7 @@ __all__ = [
     "horizon_plot",
     "paths_plot",
     "ppc_plot",
+    "prior_plot",
     "variance_plot",
 ]
 
@@ -328,3 +329,38 @@ def horizon_plot(result, path: Path) -> Path:
     ax.set_title(f"time horizons, medians and {result.interval:.0%} intervals")
     ax.legend(fontsize=8, loc="upper left")
     return _save(fig, path)
+
+
+def prior_plot(tree: xr.DataTree, path: Path) -> Path:
+    """The prior predictive interval of every observed cell's rate, the observed rate over
+    it: ArviZ's ``plot_ppc_interval`` of a prior check's tree (``prior_check``)."""
+    from arviz_plots import plot_ppc_interval
+
+    _pyplot()
+    trials = tree["constant_data"]["trials"]
+    rates = xr.DataTree.from_dict(
+        {
+            group: (tree[group]["successes"] / trials).to_dataset(name="rate")
+            for group in ("prior_predictive", "observed_data")
+        }
+    )
+    cells = rates["observed_data"].sizes["cell"]
+    pc = plot_ppc_interval(
+        rates,
+        group="prior_predictive",
+        ci_kind="eti",
+        ci_probs=(0.5, 0.95),
+        backend="matplotlib",
+        figure_kwargs={"figsize": (min(16, 4 + 0.25 * cells), 4.5)},
+    )
+    ax = pc.get_target("rate", {})
+    observed = rates["observed_data"]["rate"].values
+    ax.plot(np.arange(cells), observed, "o", color="black", ms=5, zorder=3)
+    ax.set_xlabel("observed cell (index, in the order of the check's table)")
+    ax.set_ylabel("success rate k / n")
+    ax.set_title(
+        f"model {tree.attrs['spec_name']} before any data: observed rate (black) on its "
+        "prior predictive 50% and 95% intervals",
+        fontsize=9,
+    )
+    return _save(pc.viz["figure"].item(), path)

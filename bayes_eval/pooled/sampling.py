@@ -93,6 +93,17 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
     )
 
 
+def prior_pooled(evidence, by_pair, spec, *, seed):
+    """A pooled spec on the evidence's design before any sampling: a ``Posterior`` whose
+    ``prior_groups`` draw its prior (it has no posterior draws)."""
+    from bayes_eval.results.posterior import Posterior
+
+    layout = build_layout(by_pair, spec, evidence.clusters)
+    groups = {"conjugate": _estimates(layout, spec, seed, "prior only (no sampling)")}
+    prior = functools.partial(_prior, layout=layout, spec=spec)
+    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
+
+
 def _prior(posterior, draws, n_draws, seed, *, layout, spec):
     return prior_draws(layout, spec, n_draws, seed)
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["FILE_FORMAT", "Posterior", "load_posterior"]
+__all__ = ["FILE_FORMAT", "Posterior", "load_posterior", "prior_shapes"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
@@ -144,7 +144,7 @@ class Posterior:
     @property
     def tree(self) -> xr.DataTree:
         """Every group; the first read adds what is still missing: an exact fit's draws,
-        and the predictive groups of any fit."""
+        and the predictive, log-likelihood and prior groups of any fit."""
         if "posterior_predictive" not in self._tree:
             draws = self.draws
             groups = replicate(self, draws, self.seed + 2)
@@ -153,26 +153,31 @@ class Posterior:
                 if "cell" in pointwise.dims:  # not a likelihood of whole pairs
                     pointwise = pointwise.sel(cell=groups["observed_data"]["cell"].values)
                 groups["log_likelihood"] = pointwise
-            groups.update(self._prior_groups(draws))
+            prior = self.prior_groups(draws)
+            groups.update(prior=prior["prior"], prior_predictive=prior["prior_predictive"])
+            log_prior = (self._log_prior or _exact_log_prior)(self, draws)
+            if log_prior.data_vars:  # none where every prior is uniform
+                groups["log_prior"] = log_prior
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
 
-    def _prior_groups(self, draws: xr.Dataset) -> dict:
-        """``prior``, ``prior_predictive`` and ``log_prior`` (of ``draws``), where the model
-        has them: drawn from the spec's priors through the model, the predictive over the
-        same cells as ``posterior_predictive``."""
-        make, density = self._prior, self._log_prior
-        if not self.is_mcmc:
-            make, density = _exact_prior, _exact_log_prior
-        if make is None:
-            return {}
+    def prior_groups(self, draws: xr.Dataset | None = None) -> dict[str, xr.Dataset]:
+        """``prior`` and ``prior_predictive`` (as ``prior``, and the predictive's
+        ``observed_data`` and ``constant_data``): the spec's priors drawn through the
+        model on this fit's design, with no data. ``draws``, the posterior's, name the
+        variables a crossed prior holds (all of them without)."""
+        if self._prior is None and self.is_mcmc:  # read from a file: drawn with the fit
+            names = ("prior", "prior_predictive", "observed_data", "constant_data")
+            return {name: self.tree[name].to_dataset() for name in names}
+        make = self._prior or _exact_prior
         prior = stack_factor_rates(make(self, draws, self.spec.draws, self.seed + 3))
-        replicated = replicate(self, prior, self.seed + 4)["posterior_predictive"]
-        groups = {"prior": prior, "prior_predictive": replicated}
-        log_prior = density(self, draws)
-        if log_prior.data_vars:  # none where every prior is uniform
-            groups["log_prior"] = log_prior
-        return groups
+        groups = replicate(self, prior, self.seed + 4)
+        return {
+            "prior": prior,
+            "prior_predictive": groups["posterior_predictive"],
+            "observed_data": groups["observed_data"],
+            "constant_data": groups["constant_data"],
+        }
 
     @property
     def level(self) -> float:
@@ -476,7 +481,7 @@ def _draws(result: Posterior, n_draws: int, seed: int, shapes=None) -> xr.Datase
 PRIOR_ROLE = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
 
 
-def _prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
+def prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
     """The prior's Beta shapes in the layout of the ``conjugate`` shapes: each factor's
     spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
     has no draws)."""
@@ -498,7 +503,7 @@ def _prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
 def _exact_prior(result: Posterior, _draws_given, n_draws: int, seed: int) -> xr.Dataset:
     """An exact fit's prior: its factor rates drawn from their spec priors, multiplied as
     the posterior's are (``_draws``)."""
-    return _draws(result, n_draws, seed, _prior_shapes(result))
+    return _draws(result, n_draws, seed, prior_shapes(result))
 
 
 def _exact_log_prior(result: Posterior, draws: xr.Dataset) -> xr.Dataset:
