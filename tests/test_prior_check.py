@@ -38,9 +38,9 @@ def test_an_exact_prior_is_a_product_of_uniforms_in_closed_form():
     assert (cells["lower"] == 0).all() and (cells["upper"] == 10).all()
     # mid-p position of k among n + 1 equally likely counts: (k + 1/2) / (n + 1)
     expected = (cells["successes"] + 0.5) / 11
-    draws = check.tree["prior_predictive"].sizes["draw"] * check.tree["prior_predictive"].sizes[
-        "chain"
-    ]
+    draws = (
+        check.tree["prior_predictive"].sizes["draw"] * check.tree["prior_predictive"].sizes["chain"]
+    )
     assert np.allclose(cells["position"], expected, atol=4 * 0.5 / np.sqrt(draws))
 
 

@@ -6,8 +6,10 @@ Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
 - an exact (conjugate) fit: exactly, in closed form (``results.predictive.exact_loo``),
   since PSIS cannot estimate a cell that alone informs its rate;
 - an MCMC fit: PSIS-LOO (``arviz_stats.loo``) of its ``log_likelihood`` group, with the
-  Pareto k of every cell; the cells whose k exceeds 0.7 are counted and named, because
-  the estimate there is unreliable.
+  Pareto k of every cell; a cell whose k exceeds 0.7, where PSIS is unreliable, is
+  refitted exactly (``_left_out``: its rows given no trials, its counts scored under the
+  refit's draws), up to ``MAX_REFITS`` per fit; the rest (and every such cell of a fit
+  read from a file, which cannot be refitted as it was) are counted and named.
 
 Fits are compared only on the cells they all explain (a milestone model and an
 end-to-end model share none; a model whose likelihood is of whole pairs,
@@ -25,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.errors import InputError
-from bayes_eval.results.predictive import exact_loo
+from bayes_eval.messages import collected
+from bayes_eval.results.predictive import exact_loo, position_of
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -36,6 +39,9 @@ __all__ = ["Comparison", "compare", "in_words", "ranked"]
 
 # Pareto k above which a PSIS estimate is unreliable (Vehtari et al. 2024).
 GOOD_K = 0.7
+# Most units (cells or pairs) of one fit whose Pareto k exceeds GOOD_K that are refitted
+# exactly, each a full MCMC fit; the rest are counted as unreliable.
+MAX_REFITS = 10
 # A difference smaller than this many standard errors is read as noise.
 NOISE_SE = 2.0
 
@@ -49,9 +55,11 @@ class Comparison:
     table : pandas.DataFrame
         ``arviz_stats.compare``'s table, best first (``rank``, ``elpd_diff``, ``dse``,
         ``p_worse``, ``elpd``, ``se``, ``p``, ``weight``, ...), with ``loo`` (``exact`` or
-        ``PSIS``), ``cells`` (shared) and ``high_k`` (cells with Pareto k above 0.7).
+        ``PSIS``), ``cells`` (shared), ``refits`` (cells whose Pareto k was above 0.7,
+        refitted exactly) and ``high_k`` (cells with Pareto k above 0.7 left unrefitted).
     pointwise : pandas.DataFrame
-        One row per shared cell: each fit's ``elpd_loo`` and, for MCMC fits, Pareto k.
+        One row per shared cell: each fit's ``elpd_loo`` and, for MCMC fits, Pareto k
+        and whether the cell was refitted.
     sentence : str
         The ranking in words.
     unscored : dict of str to str
@@ -87,7 +95,8 @@ def compare(fits: Mapping[str, Posterior]) -> Comparison:
     columns = {
         "loo": {name: estimate["loo"] for name, estimate in estimates.items()},
         "cells": dict.fromkeys(fits, len(shared)),
-        "high_k": {name: int((elpd[name].pareto_k > GOOD_K).sum()) for name in fits},
+        "high_k": {name: _high_k(estimates[name], shared) for name in fits},
+        "refits": {name: int(estimates[name]["frame"].loc[shared, "refit"].sum()) for name in fits},
     }
     table = ranked(elpd, columns)
     pointwise = pd.DataFrame(
@@ -96,6 +105,7 @@ def compare(fits: Mapping[str, Posterior]) -> Comparison:
     for name in fits:
         if estimates[name]["loo"] == "PSIS":
             pointwise[f"pareto_k {name}"] = elpd[name].pareto_k.values
+            pointwise[f"refit {name}"] = estimates[name]["frame"].loc[shared, "refit"].values
     return Comparison(table, pointwise.rename_axis("cell"), _sentence(table, pointwise))
 
 
@@ -114,18 +124,60 @@ def _pointwise(name: str, posterior) -> dict:
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
     lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
     cells = log_lik[log_lik.dims[-1]].values
+    refit = np.zeros(cells.size, dtype=bool)
     if posterior.is_mcmc:
         loo = arviz_stats.loo(tree, pointwise=True)
-        elpd_i, pareto_k, kind = loo.elpd_i.values, loo.pareto_k.values, "PSIS"
+        elpd_i, pareto_k, kind = loo.elpd_i.values.copy(), loo.pareto_k.values, "PSIS"
+        if posterior.scores_draws:  # not read from a file
+            for c in np.flatnonzero(pareto_k > GOOD_K)[:MAX_REFITS]:
+                elpd_i[c], refit[c] = _left_out(posterior, log_lik, c), True
     else:
         elpd_i = exact_loo(posterior).sel(cell=cells).values
         pareto_k, kind = np.zeros(cells.size), "exact"
     keep = np.isfinite(elpd_i)  # an improper prior predicts no cell it has not seen
     frame = pd.DataFrame(
-        dict(elpd_i=elpd_i[keep], pareto_k=pareto_k[keep], lppd=lppd[keep]), index=cells[keep]
-    )
+        dict(elpd_i=elpd_i, pareto_k=pareto_k, lppd=lppd, refit=refit), index=cells
+    )[keep]
     improper = int((~keep).sum())
     return dict(frame=frame, loo=kind, draws=draws, spec=posterior.spec.name, improper=improper)
+
+
+def _left_out(posterior, log_lik: xr.DataArray, c: int) -> float:
+    """The exact ``elpd_loo`` of unit ``c`` (a cell, or a pair where the likelihood is of
+    pairs) of an MCMC fit: the model refitted with the unit's rows given no trials (so
+    its structure, and the meaning of every parameter, stays), and the unit's observed
+    counts scored under the refit's draws with the fit's own likelihood,
+    ``log mean_d p(y_c | theta_d)``."""
+    import dataclasses
+
+    from bayes_eval.fit import fit
+
+    unit = log_lik.isel({log_lik.dims[-1]: c})
+    table = posterior.evidence.table
+    rows = (table["agent"] == str(unit["agent"].values)) & (
+        table["task"] == str(unit["task"].values)
+    )
+    if "evidence" in unit.coords:  # one cell: its method and position in the pair
+        method, position = str(unit["evidence"].values), str(unit["position"].values)
+        at = [position_of(r.method, r.step, r.run) == position for r in table.itertuples()]
+        rows &= (table["method"] == method) & np.array(at)
+    hidden = table.copy()
+    hidden.loc[rows, ["successes", "trials"]] = 0
+    evidence = dataclasses.replace(posterior.evidence, table=hidden)
+    draws = posterior.draws
+    sampler = {"chains": draws.sizes["chain"], "draws": draws.sizes["draw"]}
+    with collected():  # the refit's notes are the fit's own, said once already
+        refit = fit(evidence, posterior.spec, seed=posterior.seed, sampler=sampler)
+    (scored,) = posterior.log_likelihood_at(refit.draws).data_vars.values()
+    values = scored.isel({scored.dims[-1]: c}).values.ravel()
+    return float(_logmeanexp(values[:, None])[0])
+
+
+def _high_k(estimate: dict, cells: pd.Index) -> int:
+    """Shared cells whose PSIS estimate is unreliable (Pareto k above ``GOOD_K``) and
+    was not replaced by an exact refit."""
+    frame = estimate["frame"].loc[cells]
+    return int(((frame["pareto_k"] > GOOD_K) & ~frame["refit"]).sum())
 
 
 def _logmeanexp(values: np.ndarray) -> np.ndarray:
@@ -214,7 +266,7 @@ def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
     unreliable = [f"{name} ({k})" for name, k in table["high_k"].items() if k]
     if unreliable:
         text += (
-            f" Pareto k above {GOOD_K} on some cells of {', '.join(unreliable)}: PSIS is "
-            "unreliable there, so read that model's ELPD as uncertain."
+            f" Pareto k above {GOOD_K} on cells not refitted of {', '.join(unreliable)}: PSIS "
+            "is unreliable there, so read that model's ELPD as uncertain."
         )
     return text

@@ -22,7 +22,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import holds_fit
 
 # The columns the terminal shows, best model first.
-SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "high_k"]
+SHOWN = ["rank", "elpd", "se", "elpd_diff", "dse", "weight", "loo", "cells", "refits", "high_k"]
 HOLDOUT_SHOWN = [
     "rank",
     "elpd",

@@ -161,6 +161,17 @@ class Posterior:
             self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
         return self._tree
 
+    @property
+    def scores_draws(self) -> bool:
+        """Whether ``log_likelihood_at`` can score other draws: an MCMC fit made in this
+        session (not read from a file)."""
+        return self._pointwise is not None
+
+    def log_likelihood_at(self, draws: xr.Dataset) -> xr.Dataset:
+        """The fit's own pointwise log-likelihood of its data at other draws of its
+        parameters (a refit's, with the same structure); see ``scores_draws``."""
+        return self._pointwise(draws)
+
     def prior_groups(self, draws: xr.Dataset | None = None) -> dict[str, xr.Dataset]:
         """``prior`` and ``prior_predictive`` (as ``prior``, and the predictive's
         ``observed_data`` and ``constant_data``): the spec's priors drawn through the

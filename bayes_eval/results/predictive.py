@@ -82,7 +82,7 @@ def _cells(posterior, post):
             index = ""
         elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
             draws = factors["p_milestone"].get(cell_label("p_milestone", *pair, row.step))
-            index = f"milestone {row.step}"
+            index = position_of(row.method, row.step, row.run)
         elif row.method == EXPERT_COMPLETION and factors["p_step"]:
             runs = sorted(
                 set(
@@ -96,7 +96,7 @@ def _cells(posterior, post):
             )
             run = runs.index(row.run) + 1
             draws = factors["p_step"].get(cell_label("p_step", *pair, run, row.step))
-            index = f"run {row.run}, step {row.step}"
+            index = position_of(row.method, row.step, row.run)
         else:
             continue
         if draws is None or np.all(np.isnan(draws)):
@@ -247,6 +247,16 @@ def exact_loo(posterior):
     values[proper] = stats.betabinom.logpmf(k[proper], n[proper], a0[proper], b0[proper])
     keys = [(method, agent, task, index) for agent, task, method, index, *_ in cells]
     return xr.DataArray(values, dims="cell", coords=cell_coords(keys), name="elpd_loo")
+
+
+def position_of(method: str, step, run) -> str:
+    """An evidence row's position in its pair, as its cell's ``position`` coordinate:
+    ``milestone 2``, ``run r1, step 2``, or empty (an end-to-end row)."""
+    if method == MILESTONE_METHOD:
+        return f"milestone {step}"
+    if method == EXPERT_COMPLETION:
+        return f"run {run}, step {step}"
+    return ""
 
 
 def cell_coords(keys) -> dict:
