@@ -212,6 +212,7 @@ def report(
     seed: int | None = None,
     out: PathLike | None = None,
     allow_extrapolated: bool = False,
+    compare: Sequence[ModelSource] = (),
 ) -> Report:
     """Fit (or load) and report.
 
@@ -228,6 +229,9 @@ def report(
     allow_extrapolated : bool
         Let a bound below its floor decide ``below`` (``outputs.report.verdicts``); the
         report says so.
+    compare : sequence of str or path
+        Models fitted to the same evidence and ranked beside the report's model and the
+        milestone method in its section "Which model the bounds come from".
     """
     threshold = check_probability(threshold, "threshold")
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
@@ -235,7 +239,7 @@ def report(
         posterior,
         threshold,
         level,
-        checks=check_fit(posterior, keep_going=False),
+        checks=check_fit(posterior, keep_going=False, others=compare),
         allow_extrapolated=allow_extrapolated,
     )
     if out is not None:

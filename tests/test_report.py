@@ -303,3 +303,49 @@ def test_sentences_never_round_a_bound_to_certainty():
         "a, t: at most 5.2% (97.5% credible), estimate 5%; undecided at τ = 5%: more "
         "than 100,000 more end-to-end trials would be needed to decide it."
     )
+
+
+def test_the_report_says_which_model_its_bounds_come_from(tmp_path, capsys):
+    """``compare`` fits more models to the same evidence; the section ranks those that
+    share counts with the report's model as ``bayes_eval.compare`` does (exact LOO here:
+    ``mats2024``'s uniform milestone prior against a Beta(2, 2) one), and names those that
+    share none (an end-to-end model; Haldane's prior, which predicts no count unseen)."""
+    from bayes_eval.checks.comparison import compare
+
+    text = (Path(bayes_eval.__file__).parents[1] / "models" / "mats2024.toml").read_text()
+    beta22 = tmp_path / "beta22.toml"
+    beta22.write_text(
+        text.replace('name = "mats2024"', 'name = "beta22"').replace(
+            "alpha = 1.0\nbeta = 1.0", "alpha = 2.0\nbeta = 2.0"
+        )
+    )
+    others = [str(beta22), "phuong2024", "end_to_end"]
+    with collected():
+        result = bayes_eval.report(EXAMPLE, 0.05, model="mats2024", compare=others)
+        fits = {
+            name: bayes_eval.fit(EXAMPLE, spec)
+            for name, spec in (("mats2024", "mats2024"), ("beta22", str(beta22)))
+        }
+    expected = compare(fits).table
+    section = result.markdown.split("## Which model the bounds come from", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    assert "This report's bounds are mats2024's." in section
+    rows = [line.strip("|").split(" | ") for line in section.splitlines()]
+    rows = [row for row in rows if row[0].strip() in expected.index]
+    assert [row[0].strip() for row in rows] == list(expected.index)
+    for name, elpd, *_ in rows:
+        assert float(elpd) == pytest.approx(expected.at[name.strip(), "elpd"], abs=0.05)
+    for name in ("phuong2024", "end_to_end"):
+        assert f"{name} explains no observed count that mats2024 explains" in section
+    out = str(tmp_path / "r")
+    assert main(["report", EXAMPLE, "--threshold", "0.05", "--out", out, "--compare", "x"]) == 2
+    assert "--compare: x: no such model" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_report_with_nothing_to_rank_says_why():
+    with collected():
+        result = bayes_eval.report(EXAMPLE, 0.05, model="end_to_end")
+    section = result.markdown.split("## Which model the bounds come from", 1)[1]
+    assert "No other model could be ranked beside it by leaving one cell out: mats2024" in section
+    assert "--holdout end_to_end" in section

@@ -73,13 +73,17 @@ class Comparison:
     unscored: Mapping[str, str] = field(default_factory=dict)
 
 
-def compare(fits: Mapping[str, Posterior]) -> Comparison:
+def compare(fits: Mapping[str, Posterior], *, refit: bool = True) -> Comparison:
     """Rank fits by their leave-one-cell-out predictive density (the module's estimates).
 
     Parameters
     ----------
     fits : mapping of str to Posterior
         Two fits or more, by the names the table shows.
+    refit : bool
+        Refit an MCMC fit's cells whose Pareto k exceeds 0.7 (up to ``MAX_REFITS`` per
+        fit); without, they are counted in ``high_k`` (the report's comparison, which
+        must not multiply a fit's cost).
 
     Raises
     ------
@@ -89,7 +93,7 @@ def compare(fits: Mapping[str, Posterior]) -> Comparison:
     """
     if len(fits) < 2:
         raise InputError(f"fits: give two fits or more to compare ({len(fits)} given)")
-    estimates = {name: _pointwise(name, posterior) for name, posterior in fits.items()}
+    estimates = {name: _pointwise(name, posterior, refit) for name, posterior in fits.items()}
     shared = _shared_cells(estimates)
     elpd = {name: _on_cells(estimate, shared) for name, estimate in estimates.items()}
     columns = {
@@ -109,7 +113,7 @@ def compare(fits: Mapping[str, Posterior]) -> Comparison:
     return Comparison(table, pointwise.rename_axis("cell"), _sentence(table, pointwise))
 
 
-def _pointwise(name: str, posterior) -> dict:
+def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     """A fit's ``elpd_loo`` per cell (finite), its Pareto k, its in-sample log predictive
     density per cell, and its draws, as ``compare`` reads them."""
     import arviz_stats
@@ -128,7 +132,7 @@ def _pointwise(name: str, posterior) -> dict:
     if posterior.is_mcmc:
         loo = arviz_stats.loo(tree, pointwise=True)
         elpd_i, pareto_k, kind = loo.elpd_i.values.copy(), loo.pareto_k.values, "PSIS"
-        if posterior.scores_draws:  # not read from a file
+        if refit_high_k and posterior.scores_draws:  # not read from a file
             for c in np.flatnonzero(pareto_k > GOOD_K)[:MAX_REFITS]:
                 elpd_i[c], refit[c] = _left_out(posterior, log_lik, c), True
     else:

@@ -8,12 +8,15 @@ Nothing that runs after sampling may lose the fit: a check that raises is report
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from bayes_eval.checks.assumption import COLUMNS as ASSUMPTION_COLUMNS
 from bayes_eval.checks.assumption import milestone_assumption
+from bayes_eval.checks.comparison import compare
 from bayes_eval.errors import InputError
 from bayes_eval.fit import fit
 from bayes_eval.messages import collected
@@ -41,6 +44,11 @@ class FitChecks:
     milestone_method : Posterior or None
         The milestone method fitted to the same evidence; None where the fit is the
         milestone method, or no task has milestone runs.
+    comparison : Comparison, str or None
+        The fit ranked beside the milestone method and the other models asked for, by
+        leave-one-cell-out ELPD (``compare``, Pareto k above 0.7 counted, not refitted),
+        those that share no cell with the fit named in its ``unscored``; why not, where
+        none does; None where there is nothing to compare.
     failed : list of str
         One line per check that raised: what, why, and that the fit is kept.
     """
@@ -48,12 +56,14 @@ class FitChecks:
     predictive: pd.DataFrame
     assumption: pd.DataFrame
     milestone_method: object = None
+    comparison: object = None
     failed: list[str] = field(default_factory=list)
 
 
-def check_fit(posterior, keep_going: bool = True) -> FitChecks:
+def check_fit(posterior, keep_going: bool = True, others: Sequence = ()) -> FitChecks:
     """Run every check of ``posterior``: a check that raises is reported in ``failed``, or,
-    without ``keep_going``, raised as it is."""
+    without ``keep_going``, raised as it is. ``others`` (spec names or paths) are fitted
+    to the same evidence and compared with it and the milestone method."""
     failed: list[str] = []
 
     def checked(what, function, *args, **kwargs):
@@ -68,10 +78,14 @@ def check_fit(posterior, keep_going: bool = True) -> FitChecks:
     milestone_method = checked(
         "the milestone method beside the model", _milestone_method, posterior
     )
+    comparison = checked(
+        "the comparison of the models", _comparison, posterior, milestone_method, others
+    )
     return FitChecks(
         pd.DataFrame(columns=PREDICTIVE_COLUMNS) if predictive is None else predictive,
         pd.DataFrame(columns=ASSUMPTION_COLUMNS) if assumption is None else assumption,
         milestone_method,
+        comparison,
         failed,
     )
 
@@ -96,3 +110,32 @@ def _milestone_method(posterior):
             return fit(posterior.evidence, MILESTONE_METHOD_SPEC, level=posterior.level)
     except InputError:  # no task with milestone runs
         return None
+
+
+def _comparison(posterior, milestone_method, others):
+    """``compare`` of the fit, the milestone method and ``others`` fitted to the same
+    evidence; the reason as a string where they share no cell (see ``FitChecks``)."""
+    fits = {posterior.spec.name: posterior}
+    if milestone_method is not None:
+        fits[milestone_method.spec.name] = milestone_method
+    for model in others:
+        with collected():  # the same evidence: its notes are the fit's
+            other = fit(posterior.evidence, model, level=posterior.level)
+        name = other.spec.name if other.spec.name not in fits else str(model)
+        fits[name] = other
+    if len(fits) < 2:
+        return None
+    own, apart = posterior.spec.name, {}
+    for name in list(fits)[1:]:  # those that share no cell with the fit are set apart
+        try:
+            compare({own: posterior, name: fits[name]}, refit=False)
+        except InputError:
+            apart[name] = (
+                f"{name} explains no observed count that {own} explains (it reads other "
+                "evidence, or an improper prior predicts no count it has not seen)"
+            )
+    kept = {name: fits[name] for name in fits if name not in apart}
+    if len(kept) < 2:
+        return "; ".join(apart.values())
+    comparison = compare(kept, refit=False)
+    return dataclasses.replace(comparison, unscored={**comparison.unscored, **apart})

@@ -33,6 +33,13 @@ def arguments(commands) -> None:
         action="store_true",
         help="let a bound below its floor (extrapolated) decide 'below'; the report says so",
     )
+    report.add_argument(
+        "--compare",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help="models to fit to the same evidence and rank beside the report's model",
+    )
     reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -40,11 +47,16 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     from bayes_eval.pipeline import report
-    from bayes_eval.specs import check_level, check_probability
+    from bayes_eval.specs import check_level, check_probability, load_spec
 
     threshold = check_probability(args.threshold, "--threshold")
     level = None if args.level is None else check_level(args.level, "--level")
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    for model in args.compare:  # before any fit
+        try:
+            load_spec(model)
+        except InputError as exc:
+            raise InputError(f"--compare: {exc}") from None
     out = check_out(Path(args.out))
     source = Path(args.source)
     if not holds_fit(source):
@@ -61,6 +73,7 @@ def run(args) -> int:
         level=level,
         seed=seed,
         allow_extrapolated=args.allow_extrapolated,
+        compare=args.compare,
     )
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))

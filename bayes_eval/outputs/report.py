@@ -331,6 +331,7 @@ def build_report(
     sections = _sections(
         posterior, table, assumption, predictive, checks.milestone_method, threshold, level
     )
+    sections += _comparison_sections(posterior, checks.comparison)
     if len(predictions):
         sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(
@@ -340,6 +341,52 @@ def build_report(
         figures=figures,
         predictions=predictions,
     )
+
+
+HOLDOUT_TEXT = (
+    "`bayes-eval compare EVIDENCE --models ... --holdout end_to_end` compares models by the "
+    "end-to-end outcomes they predict, whatever rows they read."
+)
+
+
+def _comparison_sections(posterior, comparison) -> list:
+    """Which model the report's bounds come from: the models compared by how well each
+    predicts an observed cell left out, their ranking, and where this model stands."""
+    if comparison is None:
+        return []
+    name = posterior.spec.name
+    sections = [("h2", "Which model the bounds come from")]
+    if isinstance(comparison, str):
+        text = (
+            f"This report's bounds are {name}'s. No other model could be ranked beside it "
+            f"by leaving one cell out: {comparison}."
+        )
+        return [*sections, ("p", f"{text} {HOLDOUT_TEXT}")]
+    table = comparison.table
+    best = table.index[0]
+    standing = ""
+    if best != name:
+        standing = f" {best} predicts better than {name}: consider its bounds beside these."
+    shown = pd.DataFrame(
+        {
+            "model": table.index,
+            "elpd (leave one cell out)": table["elpd"].map(lambda x: f"{x:.1f}"),
+            "se": table["se"].map(lambda x: f"{x:.1f}"),
+            "below the best": table["elpd_diff"].map(lambda x: f"{0.0 - x:.1f}"),
+            "its se": table["dse"].map(lambda x: f"{x:.1f}"),
+            "stacking weight": table["weight"].map(lambda x: f"{x:.2f}"),
+            "Pareto k > 0.7": table["high_k"],
+        }
+    )
+    text = (
+        f"This report's bounds are {name}'s. The models below were fitted to the same "
+        "evidence and ranked by how well each predicts an observed count left out of its "
+        f"fit (exactly for exact models, by PSIS-LOO for MCMC ones), on the "
+        f"{int(table['cells'].iloc[0])} cells they share. {comparison.sentence}{standing}"
+    )
+    if comparison.unscored:
+        text += " Not ranked: " + "; ".join(comparison.unscored.values()) + f". {HOLDOUT_TEXT}"
+    return [*sections, ("p", text), ("table", shown)]
 
 
 def _prediction_sections(posterior, predictions, threshold, level):
