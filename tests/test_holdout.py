@@ -82,6 +82,16 @@ def test_exact_milestone_models_score_the_closed_form_predictive(tmp_path):
     assert "end_to_end cannot predict a held-out end-to-end outcome" in result.sentence
 
 
+def test_the_folds_fitted_on_a_dask_cluster_give_the_serial_numbers(tmp_path, dask_scheduler):
+    table = _guided_table()
+    models = ["mats2024", str(_jeffreys_spec(tmp_path)), "end_to_end"]
+    serial = compare_holdout(table, models, folds=3, seed=1)
+    swept = compare_holdout(table, models, folds=3, seed=1, scheduler=dask_scheduler)
+    pd.testing.assert_frame_equal(swept.table, serial.table)
+    pd.testing.assert_frame_equal(swept.pointwise, serial.pointwise)
+    assert swept.unscored == serial.unscored and swept.sentence == serial.sentence
+
+
 def test_a_model_that_predicts_some_pairs_is_ranked_on_those_alone():
     """Haldane's prior (phuong2024) estimates no pair with a failed milestone at one
     trial; the ranking uses the pairs both models predict, and says how many."""

@@ -25,6 +25,7 @@ from bayes_eval.constants import AGENT, END_TO_END, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
 from bayes_eval.fit import fit
+from bayes_eval.inference.sweep import run_sweep
 from bayes_eval.messages import collected, note, progress
 from bayes_eval.registry import model_of
 from bayes_eval.settings import SamplerInput, check_seed
@@ -46,6 +47,8 @@ def compare_holdout(
     folds: int = 5,
     seed: int | None = None,
     sampler: SamplerInput = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> Comparison:
     """Rank models by how well each predicts end-to-end outcomes it was not shown.
 
@@ -62,6 +65,10 @@ def compare_holdout(
         the split).
     sampler : dict or SamplerSettings, optional
         Overrides of the pooled models' sampler settings, as for ``fit``.
+    workers, scheduler : optional
+        Run the fits (one per model and fold) on a local dask cluster of ``workers``
+        processes, or on the running one at ``scheduler`` (``run_sweep``); the numbers
+        are those of a serial run.
 
     Returns
     -------
@@ -96,9 +103,22 @@ def compare_holdout(
         pair: (group["successes"].to_numpy(), group["trials"].to_numpy())
         for pair, group in rows.groupby([AGENT, TASK], sort=False)
     }
-    scores = {}
-    for name, spec in zip(names, specs, strict=True):
-        scores[name] = _scores(name, spec, evidence, split, outcomes, seed, sampler)
+    # one fit per model and fold; a model that reads no end-to-end rows, once (fold None)
+    jobs = [
+        (name, spec, k)
+        for name, spec in zip(names, specs, strict=True)
+        for k in (range(folds) if END_TO_END in model_of(spec).uses else [None])
+    ]
+    setup = dict(
+        jobs=jobs, evidence=evidence, split=split, outcomes=outcomes, seed=seed, sampler=sampler
+    )
+    results = run_sweep(_fold_scores, len(jobs), setup, workers=workers, scheduler=scheduler)
+    scores = {
+        name: _scores(
+            name, spec, [r for (n, _, _), r in zip(jobs, results, strict=True) if n == name]
+        )
+        for name, spec in zip(names, specs, strict=True)
+    }
     return _ranked(scores, {pair: s for pair, (s, _) in outcomes.items()}, folds)
 
 
@@ -142,44 +162,53 @@ def _hidden(evidence: Evidence, pairs: list[tuple[str, str]], fold: int, folds: 
     )
 
 
-def _scores(name, spec, evidence, split, outcomes, seed, sampler) -> dict:
-    """One model's log score and predicted rate on every held-out pair it predicts, the
-    reason for every pair it does not, and its folds' diagnostics."""
-    reads_end_to_end = END_TO_END in model_of(spec).uses
-    scored, expected, why_not, passed, fitted = {}, {}, {}, 0, 0
-    once = None
-    notes: list[list[str]] = []
-    for k, pairs in enumerate(split):
-        progress(f"compare --holdout: model {name}, fold {k + 1} of {len(split)}")
-        posterior, reason = once, None
-        if posterior is None:
-            shown = _hidden(evidence, pairs, k, len(split)) if reads_end_to_end else evidence
-            with collected() as said:
-                try:
-                    posterior = fit(shown, spec, seed=seed, sampler=None if spec.exact else sampler)
-                except InputError as exc:
-                    reason = str(exc)
-            notes.append(said)
-            if posterior is not None:
-                fitted += 1
-                passed += posterior.diagnostics is None or posterior.diagnostics.ok
-                if not reads_end_to_end:
-                    once = posterior
-        for pair in pairs:
-            if posterior is None:
-                why_not[pair] = reason
-                continue
-            draws, missing = _rate_draws(posterior, pair)
-            if draws is None:
-                why_not[pair] = missing
-                continue
-            successes, trials = outcomes[pair]
-            scored[pair] = _log_score(draws, successes, trials)
-            expected[pair] = float(draws.mean() * trials.sum())
-    for text in notes[0] if notes else ():  # those of the table, not of a fold's hiding
-        if all(text in said for said in notes):
+def _fold_scores(index: int, setup: dict) -> dict:
+    """Job ``index`` of ``compare_holdout``: one model fitted with one fold's end-to-end
+    rows hidden (or, fold None, to everything, for a model that reads none), and its log
+    score and predicted rate on each pair of that fold (of every fold), or why none."""
+    name, spec, fold = setup["jobs"][index]
+    split, evidence = setup["split"], setup["evidence"]
+    label = "every fold" if fold is None else f"fold {fold + 1} of {len(split)}"
+    progress(f"compare --holdout: model {name}, {label}")
+    shown = evidence if fold is None else _hidden(evidence, split[fold], fold, len(split))
+    posterior, reason = None, None
+    with collected() as said:
+        try:
+            sampler = None if spec.exact else setup["sampler"]
+            posterior = fit(shown, spec, seed=setup["seed"], sampler=sampler)
+        except InputError as exc:
+            reason = str(exc)
+    out = dict(scored={}, expected={}, why_not={}, notes=list(said), passed=None)
+    if posterior is None:
+        pairs = [p for pairs in split for p in pairs] if fold is None else split[fold]
+        out["why_not"] = dict.fromkeys(pairs, reason)
+        return out
+    out["passed"] = posterior.diagnostics is None or posterior.diagnostics.ok
+    for pair in [p for pairs in split for p in pairs] if fold is None else split[fold]:
+        draws, missing = _rate_draws(posterior, pair)
+        if draws is None:
+            out["why_not"][pair] = missing
+            continue
+        successes, trials = setup["outcomes"][pair]
+        out["scored"][pair] = _log_score(draws, successes, trials)
+        out["expected"][pair] = float(draws.mean() * trials.sum())
+    return out
+
+
+def _scores(name, spec, results: list[dict]) -> dict:
+    """One model's fold results combined: its log score and predicted rate on every
+    held-out pair it predicts, the reason for every pair it does not, its folds'
+    diagnostics, and the notes every fold gave (those of the table, said once)."""
+    scored, expected, why_not = {}, {}, {}
+    for result in results:
+        scored.update(result["scored"])
+        expected.update(result["expected"])
+        why_not.update(result["why_not"])
+    fitted = [r["passed"] for r in results if r["passed"] is not None]
+    for text in results[0]["notes"]:  # those of the table, not of a fold's hiding
+        if all(text in r["notes"] for r in results):
             note(f"model {name}: {text}")
-    diagnostics = f"{passed} of {fitted}" if fitted and not spec.exact else "-"
+    diagnostics = f"{sum(fitted)} of {len(fitted)}" if fitted and not spec.exact else "-"
     return dict(
         spec=spec.name,
         scored=scored,
