@@ -151,6 +151,11 @@ def test_the_command_refuses_what_it_cannot_hold_out(tmp_path, capsys):
                  "--holdout", "end_to_end"])  # fmt: skip
     assert code == 2
     assert "no end_to_end rows, so no end-to-end outcome to hold out" in capsys.readouterr().err
+    # one comparison of fitted models runs here: nothing for a dask cluster to do
+    assert (
+        main(["compare", str(table), "--models", "mats2024", "phuong2024", "--workers", "2"]) == 2
+    )
+    assert "--workers: applies to --holdout's fits" in capsys.readouterr().err
 
 
 def test_the_command_prints_the_ranking_and_what_could_not_be_scored(tmp_path, capsys):

@@ -14,6 +14,8 @@ from bayes_eval.cli.options import (
     mcmc_options,
     reading_options,
     sampler_of,
+    sweep_arguments,
+    sweep_options,
     whole,
 )
 from bayes_eval.cli.terminal import print_summary, terminal_table
@@ -63,11 +65,16 @@ def arguments(commands) -> None:
     compare.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
     reading_options(compare)
     mcmc_options(compare)
+    sweep_arguments(compare, "of --holdout's fits")
     compare.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     compare.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def run(args) -> int:
+    sweep = sweep_options(args)
+    if not args.holdout and (sweep["workers"] is not None or sweep["scheduler"] is not None):
+        option = "--workers" if sweep["workers"] is not None else "--scheduler"
+        raise InputError(f"{option}: applies to --holdout's fits")
     if args.holdout:
         result, shown = _holdout(args), HOLDOUT_SHOWN
     else:
@@ -93,7 +100,9 @@ def _holdout(args):
         raise InputError(f"{fitted}: --holdout refits; give one evidence table with --models")
     evidence, seed, sampler = _to_fit(args)
     folds = whole(args.folds, "--folds", 2)
-    return compare_holdout(evidence, args.models, folds=folds, seed=seed, sampler=sampler)
+    return compare_holdout(
+        evidence, args.models, folds=folds, seed=seed, sampler=sampler, **sweep_options(args)
+    )
 
 
 def _to_fit(args) -> tuple:
