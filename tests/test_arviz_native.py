@@ -89,20 +89,6 @@ def test_arviz_reads_the_tree_unchanged(model, table, sampler):
         assert ranked["weight"].sum() == pytest.approx(1.0)
 
 
-def test_a_pooled_milestone_tree_has_task_means_on_their_agent_and_task():
-    import arviz_stats
-
-    table = _milestones_then_end_to_end()
-    tree = bayes_eval.fit(table, "hierarchical", sampler=SMALL, seed=5).tree
-    assert not [dim for dim in tree["posterior"].dims if dim.endswith("_dim_0")]
-    assert np.isfinite(arviz_stats.loo(tree).elpd)
-    mu_task = tree["posterior"]["mu_task"]
-    assert mu_task.dims == ("chain", "draw", "agent", "task")
-    assert list(mu_task["task"].values) == ["x3", "x1", "x2"]
-    assert np.isfinite(mu_task.sel(agent="a", task="x1").values).all()
-    assert "pair" not in tree["posterior"].dims
-
-
 def _prior_groups_match(tree):
     """The prior has the posterior's variables (less the sampler's reparametrised parts)
     on the same dims and coordinates, and its predictive the posterior's cells."""
@@ -184,3 +170,36 @@ def test_a_pooled_prior_feeds_psense_and_the_prior_plots(model, table):
     estimated = [f"p_task[{a}, {t}]" for a, t, _, _ in posterior.cells()]
     assert np.isfinite(sensitivity.loc[estimated, ["prior", "likelihood"]].values).all()
     assert arviz_plots.plot_prior_posterior(tree, var_names=["p_task"], backend="matplotlib")
+
+
+def test_a_pooled_milestone_tree_labels_task_means_and_predicts_a_pair_never_run():
+    """Task means live on their agent and task, in the input's order. Agent a never ran
+    x2 (2 milestones, which agent b ran): ``hierarchical`` draws it as a new task of a's
+    population, so the tree has no NaN row, and per draw the rate's expectation is the
+    task mean to the power of the task's milestones: the draws' mean of ``p_task`` agrees
+    with that of ``mu_task ** 2`` within Monte Carlo error."""
+    import arviz_stats
+
+    table = _milestones_then_end_to_end()
+    table = table[~((table["agent"] == "a") & (table["task"] == "x2"))]
+    posterior = bayes_eval.fit(table, "hierarchical", sampler=SMALL, seed=5)
+    tree = posterior.tree
+    assert not [dim for dim in tree["posterior"].dims if dim.endswith("_dim_0")]
+    assert np.isfinite(arviz_stats.loo(tree).elpd)
+    mu_task = tree["posterior"]["mu_task"]
+    assert mu_task.dims == ("chain", "draw", "agent", "task")
+    assert list(mu_task["task"].values) == ["x3", "x1", "x2"]
+    assert np.isfinite(mu_task.sel(agent="a", task="x1").values).all()
+    assert "pair" not in tree["posterior"].dims
+    assert ("a", "x2") not in {(a, t) for a, t, _, _ in posterior.cells()}  # no summary row
+    summary = arviz_stats.summary(tree)
+    assert not summary.isna().any(axis=1).any(), summary.index[summary.isna().any(axis=1)]
+    draws = tree["posterior"]
+    p = draws["p_task"].sel(agent="a", task="x2").values.ravel()
+    mu = draws["mu_task"].sel(agent="a", task="x2").values.ravel()
+    assert abs(p.mean() - (mu**2).mean()) < 4 * p.std() / np.sqrt(p.size)
+    cells = [f"a / x2 / milestone {m}" for m in (1, 2)]
+    assert set(cells) <= set(draws["milestone_cell"].values)
+    assert "a / x2 / milestone 3" not in draws["milestone_cell"]
+    product = draws["p_milestone"].sel(milestone_cell=cells).prod("milestone_cell")
+    assert np.allclose(product.values.ravel(), p)

@@ -225,11 +225,11 @@ def _rate_draws(posterior: Posterior, pair: tuple[str, str]):
     if agent not in coords[AGENT] or task not in coords[TASK]:
         return None, "it estimates no pair without the rows it reads"
     i, j = coords[AGENT].index(agent), coords[TASK].index(task)
-    if not posterior.values("method")[i, j]:
-        return None, "it estimates no pair without the rows it reads"
     if posterior.values("reason")[i, j]:
         return None, f"no estimate: {posterior.values('reason')[i, j]}"
     draws = posterior.draws["p_task"].sel({AGENT: agent, TASK: task}).values.ravel()
+    if not posterior.values("method")[i, j] and np.isnan(draws).all():
+        return None, "it estimates no pair without the rows it reads"
     if not np.isfinite(draws).all():
         return None, "its estimate is a point value, with no predictive distribution"
     return np.clip(draws, 0.0, 1.0), None

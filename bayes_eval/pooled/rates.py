@@ -41,12 +41,12 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             post[name].values[..., layout.pair_agent] for name in ("mu", "kappa", "kappa_cluster")
         )
         p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
-        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
+        return _with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "end_to_end":
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
         p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
-        return {"p_task": (ALL_DIMS, _gridded(grid, where, p))}
+        return _with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
@@ -75,10 +75,57 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
         p_task = p_task + (1 - p_task) * bypass
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
-    if spec.kind == "expert_completion":
+    if spec.kind == "expert_completion":  # a new pair's runs and steps are unknown
         out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
-    else:
-        out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
+        return out
+    out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
+    return _with_unrun(out, post, layout, rng)
+
+
+def _with_unrun(out: dict, post, layout, rng) -> dict:
+    """``out`` with each pair the table never ran predicted, as a new task of its agent
+    (the model's tasks are exchangeable within an agent): its rate, and for milestone
+    models its task mean (``mu_task_unrun``, which the fit lays over ``mu_task``), the
+    task's milestones (as many as any agent was run on) and bypass, drawn from the agent's
+    population per posterior draw. Drawn after every rate of a pair run, which they leave
+    as they were."""
+    p_task = out["p_task"][1]
+    unrun = np.argwhere(np.isnan(p_task[0, 0]))
+    if not len(unrun):
+        return out
+    agent, task = unrun[:, 0], unrun[:, 1]
+    if "mu" in post:  # end to end: P ~ Beta(mu kappa, (1 - mu) kappa)
+        mu, kappa = post["mu"].values[..., agent], post["kappa"].values[..., agent]
+        p_task[..., agent, task] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
+        return out
+    mean, conc = post["mu_agent"].values[..., agent], post["kappa_agent"].values[..., agent]
+    tiny = np.finfo(float).tiny
+    log_mu = log_beta_draws(
+        np.maximum(mean * conc, tiny), np.maximum((1 - mean) * conc, tiny), (), rng
+    )
+    mu_task = np.full_like(p_task, np.nan)
+    mu_task[..., agent, task] = np.exp(log_mu)
+    widths = np.zeros(len(layout.tasks), dtype=int)
+    np.maximum.at(widths, layout.pair_task[layout.cell_pair], layout.cell_factor)
+    milestones = out["p_milestone"][1]
+    kappa = post["kappa"].values[..., agent]
+    mu = np.exp(log_mu)
+    log_q = np.zeros_like(mu)
+    for m in range(int(widths.max())):
+        has = m < widths[task]
+        a = np.maximum(mu * kappa, tiny)[..., has]
+        b = np.maximum((1 - mu) * kappa, tiny)[..., has]
+        log_p = log_beta_draws(a, b, (), rng)
+        milestones[..., agent[has], task[has], m] = np.exp(log_p)
+        log_q[..., has] += log_p
+    q = np.exp(log_q)
+    if "bypass_task" in out:
+        mean, conc = post["mu_bypass"].values[..., agent], post["kappa_bypass"].values[..., agent]
+        bypass = rng.beta(mean * conc, (1 - mean) * conc)
+        out["bypass_task"][1][..., agent, task] = bypass
+        q = q + (1 - q) * bypass
+    p_task[..., agent, task] = q
+    out["mu_task_unrun"] = (ALL_DIMS, mu_task)
     return out
 
 

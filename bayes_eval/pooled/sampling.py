@@ -61,7 +61,10 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
             draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
         if "mu_task" in draws:  # on the agent and task it belongs to, for .sel(agent, task)
             values = by_agent_and_task(draws["mu_task"].values, layout)
-            draws = draws.drop_vars(["mu_task", "pair"])
+            if "mu_task_unrun" in draws:  # the pairs never run, predicted
+                unrun = draws["mu_task_unrun"].values
+                values = np.where(np.isnan(values), unrun, values)
+            draws = draws.drop_vars(["mu_task", "pair", "mu_task_unrun"], errors="ignore")
             draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
         return stack_factor_rates(draws)
 
