@@ -228,7 +228,8 @@ def prior_only(
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
     if family == CROSSED:
-        from bayes_eval.crossed.model import design_of, prior_crossed
+        from bayes_eval.crossed.model import design_of
+        from bayes_eval.crossed.prior import prior_crossed
 
         design = design_of(by_pair, spec, evidence, side, predict)
         return prior_crossed(evidence, design, spec, seed=seed)

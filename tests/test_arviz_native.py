@@ -138,30 +138,15 @@ def test_a_uniform_prior_has_no_log_prior_to_power_scale():
     assert stats.kstest(draws, stats.uniform.cdf).pvalue > 0.01
 
 
-@pytest.mark.parametrize(
-    ("model", "table"),
-    [
-        pytest.param("end_to_end_pooled", _ragged_end_to_end, id="end_to_end_pooled"),
-        pytest.param("hierarchical", _milestones_then_end_to_end, id="hierarchical"),
-        pytest.param(
-            "crossed_milestones", _milestones_then_end_to_end, id="crossed", marks=pytest.mark.slow
-        ),
-    ],
-)
-def test_a_pooled_prior_feeds_psense_and_the_prior_plots(model, table):
-    """The prior groups mirror the posterior; ``log_prior`` is each parameter's spec
-    density at its posterior draws (a LogNormal checked by hand); ``psense_summary``
-    and ``plot_prior_posterior`` run on the tree unchanged."""
+def _pooled_prior_checks(posterior, name: str, role: str) -> None:
+    """The prior groups mirror the posterior; ``log_prior`` of ``name`` is its spec
+    density (a LogNormal, of prior ``role``, by hand) at its posterior draws;
+    ``psense_summary`` and ``plot_prior_posterior`` run on the tree unchanged."""
     import arviz_plots
     import arviz_stats
 
-    posterior = bayes_eval.fit(table(), model, sampler=SMALL, seed=5)
     tree = posterior.tree
     _prior_groups_match(tree)
-    name = "cell_scale" if model.startswith("crossed") else "kappa"
-    role = {"cell_scale": "cell_scale", "kappa": "concentration"}[name]
-    if model == "hierarchical":
-        role = "milestone_concentration"
     mu, sigma = (posterior.spec.priors[role].params[k] for k in ("mu", "sigma"))
     x = tree["posterior"][name].values
     by_hand = -np.log(x * sigma * np.sqrt(2 * np.pi)) - (np.log(x) - mu) ** 2 / (2 * sigma**2)
@@ -172,18 +157,42 @@ def test_a_pooled_prior_feeds_psense_and_the_prior_plots(model, table):
     assert arviz_plots.plot_prior_posterior(tree, var_names=["p_task"], backend="matplotlib")
 
 
+@pytest.mark.parametrize(
+    ("model", "table", "name", "role"),
+    [
+        pytest.param(
+            "end_to_end_pooled", _ragged_end_to_end, "kappa", "concentration", id="pooled"
+        ),
+        pytest.param(
+            "crossed_milestones",
+            _milestones_then_end_to_end,
+            "cell_scale",
+            "cell_scale",
+            id="crossed",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_a_pooled_prior_feeds_psense_and_the_prior_plots(model, table, name, role):
+    _pooled_prior_checks(bayes_eval.fit(table(), model, sampler=SMALL, seed=5), name, role)
+
+
 def test_a_pooled_milestone_tree_labels_task_means_and_predicts_a_pair_never_run():
     """Task means live on their agent and task, in the input's order. Agent a never ran
     x2 (2 milestones, which agent b ran): ``hierarchical`` draws it as a new task of a's
     population, so the tree has no NaN row, and per draw the rate's expectation is the
     task mean to the power of the task's milestones: the draws' mean of ``p_task`` agrees
-    with that of ``mu_task ** 2`` within Monte Carlo error."""
+    with that of ``mu_task ** 2`` within Monte Carlo error. Its prior groups and
+    ``log_prior`` are ArviZ's to read (``_pooled_prior_checks``)."""
     import arviz_stats
 
     table = _milestones_then_end_to_end()
     table = table[~((table["agent"] == "a") & (table["task"] == "x2"))]
     posterior = bayes_eval.fit(table, "hierarchical", sampler=SMALL, seed=5)
+    _pooled_prior_checks(posterior, "kappa", "milestone_concentration")
     tree = posterior.tree
+    prior = tree["prior"]["p_task"].sel(agent="a", task="x2").values
+    assert np.isfinite(prior).all()  # the prior predicts the pair never run, as the fit
     assert not [dim for dim in tree["posterior"].dims if dim.endswith("_dim_0")]
     assert np.isfinite(arviz_stats.loo(tree).elpd)
     mu_task = tree["posterior"]["mu_task"]

@@ -246,7 +246,7 @@ def test_milestone_method_beside_the_model_and_the_check_in_words():
     """The milestone method's bound (a mats2024 fit of the same evidence) beside this
     model's, with the reason; none beside the milestone method itself. A task with no
     end-to-end success is 'not informative' in the check, never 'consistent'."""
-    from bayes_eval.outputs.report import milestone_comparison
+    from bayes_eval.outputs.comparisons import milestone_comparison
 
     result = bayes_eval.report(EXAMPLE, 0.05)
     posterior = bayes_eval.fit(EXAMPLE)

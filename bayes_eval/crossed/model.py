@@ -454,6 +454,7 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
 def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group."""
+    from bayes_eval.crossed.prior import log_prior_of_fit, prior_of_fit
     from bayes_eval.results.factors import stack_factor_rates
     from bayes_eval.results.posterior import Posterior
 
@@ -495,7 +496,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
             f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
             "a cluster (a Beta-Binomial per cluster around its rate, one kappa_cluster)"
         )
-    groups["conjugate"] = _estimates(design, spec, seed, run_text)
+    groups["conjugate"] = estimates_group(design, spec, seed, run_text)
     groups["covariates"] = covariate_group(design)
     return Posterior.build(
         groups,
@@ -505,37 +506,12 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         seed=seed,
         # a partial, not a lambda: a sweep's workers send the posterior back pickled
         log_likelihood=functools.partial(log_likelihood, design=design, spec=spec),
-        prior=functools.partial(_prior, design=design, spec=spec),
-        log_prior=functools.partial(_log_prior, spec=spec),
+        prior=functools.partial(prior_of_fit, design=design, spec=spec),
+        log_prior=functools.partial(log_prior_of_fit, spec=spec),
     )
 
 
-def prior_crossed(evidence, design: Design, spec, *, seed):
-    """A crossed spec on ``design`` before any sampling: a ``Posterior`` whose
-    ``prior_groups`` draw its prior (it has no posterior draws)."""
-    from bayes_eval.results.posterior import Posterior
-
-    groups = {
-        "conjugate": _estimates(design, spec, seed, "prior only (no sampling)"),
-        "covariates": covariate_group(design),
-    }
-    prior = functools.partial(_prior, design=design, spec=spec)
-    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
-
-
-def _prior(posterior, draws, n_draws, seed, *, design, spec):
-    from bayes_eval.crossed.prior import prior_draws
-
-    return prior_draws(draws, design, spec, n_draws, seed)
-
-
-def _log_prior(posterior, draws, *, spec):
-    from bayes_eval.crossed.prior import log_prior
-
-    return log_prior(draws, spec)
-
-
-def _estimates(design: Design, spec, seed, run):
+def estimates_group(design: Design, spec, seed, run):
     """The ``conjugate`` group: method, provenance and ``observed`` per (agent, task),
     and the end-to-end counts behind the Clopper-Pearson bound of the pairs run."""
     import xarray as xr

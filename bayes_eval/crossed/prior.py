@@ -5,15 +5,25 @@ fit's draws of the spec's parameters (the ``log_prior`` group, for ``arviz_stats
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import xarray as xr
 
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, TASK
-from bayes_eval.crossed.model import AGENT_TERM, GROUP, TASK_TERM, draw_rates, prior_draw
+from bayes_eval.crossed.model import (
+    AGENT_TERM,
+    GROUP,
+    TASK_TERM,
+    Design,
+    covariate_group,
+    draw_rates,
+    estimates_group,
+    prior_draw,
+)
 from bayes_eval.pooled.prior import prior_density
 
-__all__ = ["log_prior", "prior_draws"]
+__all__ = ["log_prior", "log_prior_of_fit", "prior_crossed", "prior_draws", "prior_of_fit"]
 
 # The dims of the parameters over more than one value (the rest are scalars).
 DIMS = {
@@ -99,3 +109,26 @@ def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
             if name in post
         }
     )
+
+
+def prior_crossed(evidence, design: Design, spec, *, seed):
+    """A crossed spec on ``design`` before any sampling: a ``Posterior`` whose
+    ``prior_groups`` draw its prior (it has no posterior draws)."""
+    from bayes_eval.results.posterior import Posterior
+
+    groups = {
+        "conjugate": estimates_group(design, spec, seed, "prior only (no sampling)"),
+        "covariates": covariate_group(design),
+    }
+    prior = functools.partial(prior_of_fit, design=design, spec=spec)
+    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
+
+
+def prior_of_fit(posterior, draws, n_draws, seed, *, design, spec):
+    """``prior_draws`` as a fit's tree asks for them (``Posterior.build``)."""
+    return prior_draws(draws, design, spec, n_draws, seed)
+
+
+def log_prior_of_fit(posterior, draws, *, spec):
+    """``log_prior`` as a fit's tree asks for it (``Posterior.build``)."""
+    return log_prior(draws, spec)

@@ -147,6 +147,16 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
             coords[MILESTONE] = np.arange(1, factor.shape[-1] + 1)
     if spec.kind == "joint":
         data["bypass_task"] = (dims, bypass[None])
+    if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them
+        from bayes_eval.pooled.rates import with_unrun
+
+        hyper = xr.Dataset(
+            {name: (("chain", "draw", AGENT), v[None]) for name, v in values.items()}
+        )
+        data = with_unrun(data, hyper, layout, rng)
+        if "mu_task_unrun" in data:
+            unrun = data.pop("mu_task_unrun")[1]
+            data["mu_task"] = (dims, np.where(np.isnan(mu_task[None]), unrun, mu_task[None]))
     return xr.Dataset(data, coords=coords)
 
 

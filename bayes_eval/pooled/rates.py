@@ -23,7 +23,14 @@ from bayes_eval.pooled.models import (
     transition,
 )
 
-__all__ = ["by_agent_and_task", "cell_shapes", "mixture_log_product", "pooled_rates", "task_means"]
+__all__ = [
+    "by_agent_and_task",
+    "cell_shapes",
+    "mixture_log_product",
+    "pooled_rates",
+    "task_means",
+    "with_unrun",
+]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
 
@@ -41,12 +48,12 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             post[name].values[..., layout.pair_agent] for name in ("mu", "kappa", "kappa_cluster")
         )
         p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
-        return _with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
+        return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "end_to_end":
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
         p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
-        return _with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
+        return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
@@ -79,10 +86,10 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
         return out
     out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
-    return _with_unrun(out, post, layout, rng)
+    return with_unrun(out, post, layout, rng)
 
 
-def _with_unrun(out: dict, post, layout, rng) -> dict:
+def with_unrun(out: dict, post, layout, rng) -> dict:
     """``out`` with each pair the table never ran predicted, as a new task of its agent
     (the model's tasks are exchangeable within an agent): its rate, and for milestone
     models its task mean (``mu_task_unrun``, which the fit lays over ``mu_task``), the

@@ -108,10 +108,12 @@ def prior_pooled(evidence, by_pair, spec, *, seed):
 
 
 def _prior(posterior, draws, n_draws, seed, *, layout, spec):
+    """``prior_draws`` as a fit's tree asks for them (``Posterior.build``)."""
     return prior_draws(layout, spec, n_draws, seed)
 
 
 def _log_prior(posterior, draws, *, layout, spec):
+    """``log_prior`` as a fit's tree asks for it (``Posterior.build``)."""
     return log_prior(draws, layout, spec)
 
 
