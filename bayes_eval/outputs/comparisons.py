@@ -49,8 +49,8 @@ def milestone_comparison(
 
 
 HOLDOUT_TEXT = (
-    "`bayes-eval compare EVIDENCE --models ... --holdout end_to_end` compares models by the "
-    "end-to-end outcomes they predict, whatever rows they read."
+    "The command bayes-eval compare EVIDENCE --models ... --holdout end_to_end compares "
+    "models by the end-to-end outcomes they predict, whatever rows they read."
 )
 
 
