@@ -160,20 +160,15 @@ def _exact_below(posterior, thresholds: list[float]) -> dict:
     """The prior mean of ``P`` and ``P(P < t)`` per threshold for every pair with a proper
     prior: the Beta product's exact mean, and one minus the CDF of ``X = -log P`` at
     ``-log t`` from its exact engines."""
-    from bayes_eval.exact.products import BetaProduct, summarise_products
-    from bayes_eval.results.posterior import prior_shapes
+    from bayes_eval.exact.products import summarise_products
+    from bayes_eval.results.posterior import beta_product, prior_shapes
 
     alpha, beta = prior_shapes(posterior)
     at, products = [], []
     for _, _, i, j in posterior.cells():
-        runs = [
-            (a[~np.isnan(a)], b[~np.isnan(a)])
-            for a, b in zip(alpha[i, j], beta[i, j], strict=True)
-            if not np.isnan(a).all()
-        ]
-        if runs:
+        if not np.isnan(alpha[i, j]).all():  # a proper prior
             at.append((i, j))
-            products.append(BetaProduct(tuple(runs)))
+            products.append(beta_product(alpha[i, j], beta[i, j]))
     x = -np.log(np.asarray(thresholds))
     solved = summarise_products(products, np.zeros(0), x)
     return {

@@ -251,6 +251,16 @@ def _information(layout: Layout, spec, group: np.ndarray, size: int) -> np.ndarr
     return np.bincount(owner, carried, minlength=size)
 
 
+def covariate_coords(design: Design) -> dict:
+    """The covariates' dims: agent and task terms and task groups, by name."""
+    cov = design.covariates
+    return {
+        AGENT_TERM: [t.text for t in cov.agent_terms],
+        TASK_TERM: [t.text for t in cov.task_terms],
+        GROUP: cov.groups,
+    }
+
+
 def build_model(design: Design, spec):
     """The PyMC model of ``design`` (named dims ``agent``, ``task``, ``task_group``,
     ``agent_covariate``, ``task_covariate``)."""
@@ -261,9 +271,7 @@ def build_model(design: Design, spec):
     coords = {
         AGENT: layout.agents,
         TASK: layout.tasks,
-        AGENT_TERM: [t.text for t in cov.agent_terms],
-        TASK_TERM: [t.text for t in cov.task_terms],
-        GROUP: cov.groups,
+        **covariate_coords(design),
         CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if c],
         NON_CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if not c],
         RATE: np.arange(layout.k.size if spec.kind != END_TO_END else len(layout.pairs)),

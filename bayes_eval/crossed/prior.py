@@ -16,6 +16,7 @@ from bayes_eval.crossed.model import (
     GROUP,
     TASK_TERM,
     Design,
+    covariate_coords,
     covariate_group,
     draw_rates,
     estimates_group,
@@ -84,14 +85,7 @@ def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) 
             if name not in rates and name in prior
         }
     )
-    cov = design.covariates
-    coords = {
-        AGENT: design.agents,
-        TASK: layout.tasks,
-        AGENT_TERM: [t.text for t in cov.agent_terms],
-        TASK_TERM: [t.text for t in cov.task_terms],
-        GROUP: cov.groups,
-    }
+    coords = {AGENT: design.agents, TASK: layout.tasks, **covariate_coords(design)}
     coords = {d: v for d, v in coords.items() if any(d in dims for dims, _ in out.values())}
     if MILESTONE in out.get("p_milestone", ((),))[0]:
         coords[MILESTONE] = np.arange(1, out["p_milestone"][1].shape[-1] + 1)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-__all__ = ["FILE_FORMAT", "Posterior", "load_posterior", "prior_shapes"]
+__all__ = ["FILE_FORMAT", "Posterior", "beta_product", "load_posterior", "prior_shapes"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
@@ -338,7 +338,7 @@ class Posterior:
         """The exact posterior of ``P`` at array position ``(i, j)``, or None."""
         if not self.has_exact_posterior(i, j):
             return None
-        return _product(self.values("alpha")[i, j], self.values("beta")[i, j])
+        return beta_product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``)."""
@@ -425,7 +425,7 @@ def _refusal(path: Path, tree: xr.DataTree) -> str:
     )
 
 
-def _product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
+def beta_product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
     """A ``BetaProduct`` from NaN-padded ``(run, factor)`` shapes; empty runs are dropped."""
     components = []
     for a_run, b_run in zip(alpha, beta, strict=True):
