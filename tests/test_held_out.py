@@ -1,5 +1,5 @@
-"""Held-out end-to-end outcomes: the joint model against the milestone method
-(studies/held_out.py)."""
+"""Held-out end-to-end outcomes: the pooled and crossed models against the milestone
+method (studies/held_out.py, a caller of ``compare_holdout``)."""
 
 import numpy as np
 import pandas as pd
@@ -7,55 +7,63 @@ import pytest
 
 import bayes_eval
 from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
-from bayes_eval.specs import load_spec
 
 
-def test_scores_match_the_closed_form_of_the_milestone_method(load_study):
-    """Under mats2024 (uniform priors) a held-out 1/1 has predictive probability E[P] =
-    prod (k + 1) / (n + 2), and 0/1 has 1 - E[P]; the draws' estimate is within Monte Carlo
-    error of the log of each."""
-    study = load_study("held_out")
-    milestones = pd.DataFrame(
-        dict(agent="a", task="t", method="milestone", step=[1, 2], successes=[3, 1], trials=4)
-    )
-    posterior = bayes_eval.fit(milestones, "mats2024")
-    mean = (4 / 6) * (2 / 6)
-    held = pd.DataFrame(dict(agent="a", task="t", successes=[1, 0], trials=1))
-    scores = study.predictive_scores(posterior, held)
-    p = posterior.draws["p_task"].values.ravel()
-    error = 4 * p.std() / np.sqrt(p.size)  # 4 Monte Carlo standard errors of E[P]
-    assert scores["predicted"].tolist() == pytest.approx([mean, mean], abs=error)
-    assert scores["log_score"].iloc[0] == pytest.approx(np.log(mean), abs=error / mean)
-    assert scores["log_score"].iloc[1] == pytest.approx(np.log(1 - mean), abs=error / (1 - mean))
-    assert scores["brier"].tolist() == pytest.approx([(1 - mean) ** 2, mean**2], abs=2 * error)
+def _jeffreys_spec(tmp_path):
+    """The milestone method under Jeffreys' prior, Beta(1/2, 1/2), as a spec file."""
+    text = bayes_eval.shipped_specs()["mats2024"].read_text()
+    text = text.replace('name = "mats2024"', 'name = "jeffreys"')
+    text = text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 0.5\nbeta = 0.5")
+    path = tmp_path / "jeffreys.toml"
+    path.write_text(text)
+    return path
 
 
-def test_every_held_out_row_is_scored_once_per_model(load_study):
+def test_brier_and_paired_differences_match_the_closed_form(tmp_path, load_study):
+    """Under an exact milestone model a pair's mean predicted rate is the product of its
+    milestones' posterior means; the Brier score is its squared distance from the held-out
+    k / n, and the paired difference from mats2024 is the mean of the per-pair differences,
+    with their standard error."""
     study = load_study("held_out")
     ranges = {**CAPTURE_THE_FLAG, "agents": (2, 2), "tasks": (6, 6)}
     table, _ = random_design(np.random.default_rng(4), ranges)
+    models = ["mats2024", str(_jeffreys_spec(tmp_path))]
+    result = bayes_eval.compare_holdout(table, models, folds=3, seed=0)
+    scores = study.per_pair(result.pointwise, result.table.index)
     end_to_end = table[table["method"] == "end_to_end"]
-    scores = study.study(table, ["mats2024"], folds=3, seed=0)
-    assert len(scores) == len(end_to_end)
-    assert sorted(zip(scores["agent"], scores["task"], strict=True)) == sorted(
-        zip(end_to_end["agent"], end_to_end["task"], strict=True)
-    )
-    assert set(scores["fold"]) == {0, 1, 2}
+    assert len(scores) == 2 * len(end_to_end)
+    milestones = table[table["method"] == "milestone"]
+    outcome = end_to_end.set_index(["agent", "task"])
+    labels = [f"{agent} / {task}" for agent, task in outcome.index]
+    observed = (outcome["successes"] / outcome["trials"]).to_numpy()
+    brier = {}
+    for name, prior in (("mats2024", 1.0), ("jeffreys", 0.5)):
+        means = (milestones["successes"] + prior) / (milestones["trials"] + 2 * prior)
+        p = means.groupby([milestones["agent"], milestones["task"]], sort=False).prod()
+        mine = scores[scores["model"] == name].set_index("pair").loc[labels]
+        # 4000 draws of a rate in [0, 1]: the Monte Carlo error of a mean is below 0.008
+        np.testing.assert_allclose(mine["predicted"], p.loc[outcome.index], atol=0.03)
+        np.testing.assert_allclose(mine["brier"], (mine["predicted"] - observed) ** 2)
+        brier[name] = mine["brier"].to_numpy()
     summary = study.summarise(scores)
-    assert summary.loc["mats2024", "pairs"] == len(end_to_end)
-    assert summary.loc["mats2024", "log_score"] == pytest.approx(scores["log_score"].mean())
+    diff = brier["jeffreys"] - brier["mats2024"]
+    assert summary.at["jeffreys", "brier_vs_mats2024"] == pytest.approx(diff.mean())
+    se = diff.std(ddof=1) / np.sqrt(diff.size)
+    assert summary.at["jeffreys", "brier_vs_mats2024_se"] == pytest.approx(se)
+    assert summary.at["mats2024", "pairs"] == len(end_to_end)
+    assert summary.at["mats2024", "brier"] == pytest.approx(brier["mats2024"].mean())
 
 
-def test_models_that_read_end_to_end_rows_are_refitted_fold_by_fold(load_study):
+def test_the_study_writes_one_row_per_held_out_pair_and_model(tmp_path, load_study, capsys):
     study = load_study("held_out")
-    models = ("joint", "crossed", "mats2024", "crossed_milestones")
-    kind = {model: load_spec(model).kind for model in models}
-    assert study.refitted(kind["joint"]) and study.refitted(kind["crossed"])
-    assert not study.refitted(kind["mats2024"])
-    assert not study.refitted(kind["crossed_milestones"])
-    table, _ = random_design(np.random.default_rng(4), {**CAPTURE_THE_FLAG, "agents": (2, 2)})
-    with pytest.raises(ValueError, match="cannot predict a pair whose rows are held out"):
-        study.study(table, ["end_to_end_pooled"], folds=3, seed=0)
+    argv = ["--folds", "2", "--models", "mats2024", str(_jeffreys_spec(tmp_path))]
+    argv += ["--out", str(tmp_path), "--rate", "0.2", "0.9", "--milestones", "2", "3"]
+    assert study.main(argv) == 0
+    written = pd.read_csv(tmp_path / "held_out.csv")
+    assert set(written["model"]) == {"mats2024", "jeffreys"}
+    assert written.groupby("model").size().nunique() == 1
+    assert not written.duplicated(["pair", "model"]).any()
+    assert "predicts held-out end-to-end outcomes" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -65,19 +73,7 @@ def test_joint_predicts_held_out_unguided_runs_better_than_the_milestone_method(
     and every joint fit passes its diagnostics."""
     study = load_study("held_out")
     table, _ = random_design(np.random.default_rng(0), CAPTURE_THE_FLAG)
-    scores = study.study(table, ["mats2024", "joint"], folds=5, seed=0)
-    summary = study.summarise(scores)
-    joint = summary.loc["joint"]
-    assert joint["all_passed"]
+    result = bayes_eval.compare_holdout(table, ["mats2024", "joint"], folds=5, seed=0)
+    assert result.table.at["joint", "diagnostics"] == "5 of 5"
+    joint = study.summarise(study.per_pair(result.pointwise, result.table.index)).loc["joint"]
     assert joint["log_score_vs_mats2024"] > 2 * joint["log_score_vs_mats2024_se"]
-
-
-def test_a_cluster_gives_the_serial_scores(load_study, dask_scheduler):
-    study = load_study("held_out")
-    ranges = {**CAPTURE_THE_FLAG, "agents": (2, 2), "tasks": (6, 6)}
-    table, _ = random_design(np.random.default_rng(4), ranges)
-    serial = study.study(table, ["mats2024"], folds=3, seed=0)
-    on_cluster = study.study(table, ["mats2024"], folds=3, seed=0, scheduler=dask_scheduler)
-    pd.testing.assert_frame_equal(
-        on_cluster.drop(columns="seconds"), serial.drop(columns="seconds")
-    )

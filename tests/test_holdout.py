@@ -73,10 +73,15 @@ def test_exact_milestone_models_score_the_closed_form_predictive(tmp_path):
         scored = result.pointwise.loc[labels, f"log_score {name}"].to_numpy()
         # 4000 draws of a rate in [0, 1]: the Monte Carlo error of a mean is below 0.008
         np.testing.assert_allclose(np.exp(scored), exact, atol=0.03)
+        predicted = result.pointwise.loc[labels, f"predicted {name}"].to_numpy()
+        np.testing.assert_allclose(predicted, p.to_numpy(), atol=0.03)
         assert result.table.at[name, "elpd"] == pytest.approx(scored.sum())
         assert result.table.at[name, "predicted"] == "24 of 24"
         assert result.table.at[name, "observed"] == int(outcome.sum())
         assert result.table.at[name, "expected"] == pytest.approx(p.sum(), abs=0.2)
+    held = result.pointwise.loc[[f"{a} / {t}" for a, t in outcome.index]]
+    assert (held["successes"].to_numpy() == outcome.to_numpy()).all()
+    assert (held["trials"] == 1).all()
     # the end-to-end model has nothing of a pair whose end-to-end rows are hidden
     assert set(result.unscored) == {"end_to_end"}
     assert "end_to_end cannot predict a held-out end-to-end outcome" in result.sentence

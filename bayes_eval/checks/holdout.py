@@ -79,8 +79,10 @@ def compare_holdout(
         (shared), ``predicted`` (pairs the model predicts, of all held out), ``expected``
         (its expected successes on the shared pairs), ``observed`` (their successes) and
         ``diagnostics`` (folds whose MCMC diagnostics passed, of those fitted);
-        ``pointwise`` has one row per shared pair; ``unscored`` names each model that
-        predicts no held-out pair, and why.
+        ``pointwise`` has one row per shared pair: each model's log score and mean
+        predicted rate (``log_score NAME``, ``predicted NAME``) and the pair's held-out
+        ``successes`` and ``trials``; ``unscored`` names each model that predicts no
+        held-out pair, and why.
 
     Raises
     ------
@@ -119,7 +121,7 @@ def compare_holdout(
         )
         for name, spec in zip(names, specs, strict=True)
     }
-    return _ranked(scores, {pair: s for pair, (s, _) in outcomes.items()}, folds)
+    return _ranked(scores, outcomes, folds)
 
 
 def _split(evidence: Evidence, folds: int, seed: int | None) -> list[list[tuple[str, str]]]:
@@ -244,8 +246,9 @@ def _log_score(draws: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> 
     return float(logsumexp(log_p) - np.log(draws.size))
 
 
-def _ranked(scores: dict, observed: dict, folds: int) -> Comparison:
+def _ranked(scores: dict, outcomes: dict, folds: int) -> Comparison:
     """The models that predict held-out pairs, ranked on the pairs they all predict."""
+    observed = {pair: successes for pair, (successes, _) in outcomes.items()}
     unscored = {name: _why_unscored(score) for name, score in scores.items() if not score["scored"]}
     kept = {name: score for name, score in scores.items() if score["scored"]}
     if len(kept) < 2:
@@ -268,6 +271,12 @@ def _ranked(scores: dict, observed: dict, folds: int) -> Comparison:
         {f"log_score {name}": [s["scored"][p] for p in shared] for name, s in kept.items()},
         index=pd.Index(labels, name="pair"),
     )
+    pointwise["successes"] = [int(outcomes[p][0].sum()) for p in shared]
+    pointwise["trials"] = [int(outcomes[p][1].sum()) for p in shared]
+    for name, s in kept.items():
+        pointwise[f"predicted {name}"] = [
+            s["expected"][p] / t for p, t in zip(shared, pointwise["trials"], strict=True)
+        ]
     extra = {
         "pairs": {name: len(shared) for name in kept},
         "predicted": {name: f"{len(s['scored'])} of {len(observed)}" for name, s in kept.items()},
