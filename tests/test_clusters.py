@@ -11,6 +11,7 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_evidence, load_posterior
+from bayes_eval.checks.fitted import check_fit
 from bayes_eval.pooled.clusters import cluster_terms, draw_log_rates, log_marginal
 from bayes_eval.results.predictive import _clustered, predictive_checks
 from bayes_eval.specs import load_spec
@@ -119,6 +120,11 @@ def test_correlated_runs_widen_the_bounds_and_survive_a_round_trip(tmp_path):
     # the posterior predictive replicates the clusters: the naive fit flags the
     # over-dispersion that the cluster-aware fit explains
     assert not predictive_checks(clustered)["flagged"].any()
+    # no pointwise log-likelihood: the report says why nothing is ranked beside it
+    comparison = check_fit(clustered, others=["end_to_end_pooled"]).comparison
+    assert comparison == (
+        "end_to_end_pooled's runs come in clusters, which no model scores cell by cell yet"
+    )
     path = clustered.to_netcdf(tmp_path / "posterior.nc")
     loaded = load_posterior(path)
     assert loaded.evidence.clusters.equals(clustered.evidence.clusters)

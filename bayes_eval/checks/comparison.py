@@ -121,8 +121,8 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     tree = posterior.tree
     if "log_likelihood" not in tree:
         raise InputError(
-            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood "
-            "yet (joint, crossed_milestones and clustered runs): leave it out"
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood: "
+            "its runs come in clusters, which no model scores cell by cell yet; leave it out"
         )
     (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]

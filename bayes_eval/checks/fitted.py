@@ -115,6 +115,10 @@ def _milestone_method(posterior):
 def _comparison(posterior, milestone_method, others):
     """``compare`` of the fit, the milestone method and ``others`` fitted to the same
     evidence; the reason as a string where they share no cell (see ``FitChecks``)."""
+    if (milestone_method is not None or others) and "log_likelihood" not in posterior.tree:
+        return (  # nothing to rank it by, so no other model is fitted
+            f"{posterior.spec.name}'s runs come in clusters, which no model scores cell by cell yet"
+        )
     fits = {posterior.spec.name: posterior}
     if milestone_method is not None:
         fits[milestone_method.spec.name] = milestone_method
@@ -125,17 +129,28 @@ def _comparison(posterior, milestone_method, others):
         fits[name] = other
     if len(fits) < 2:
         return None
+    if "log_likelihood" not in posterior.tree:
+        return (
+            f"{posterior.spec.name}'s runs come in clusters, which no model scores cell by cell yet"
+        )
     own, apart = posterior.spec.name, {}
     for name in list(fits)[1:]:  # those that share no cell with the fit are set apart
         try:
             compare({own: posterior, name: fits[name]}, refit=False)
-        except InputError:
-            apart[name] = (
-                f"{name} explains no observed count that {own} explains (it reads other "
-                "evidence, or an improper prior predicts no count it has not seen)"
-            )
+        except InputError as exc:
+            apart[name] = _why_apart(str(exc), name, own)
     kept = {name: fits[name] for name in fits if name not in apart}
     if len(kept) < 2:
         return "; ".join(apart.values())
     comparison = compare(kept, refit=False)
     return dataclasses.replace(comparison, unscored={**comparison.unscored, **apart})
+
+
+def _why_apart(error: str, name: str, own: str) -> str:
+    """Why ``compare`` could not rank ``name`` beside the fit ``own``, in the report's words."""
+    if "no pointwise log-likelihood" in error:
+        return f"{name} has no pointwise log-likelihood (its runs come in clusters)"
+    return (
+        f"{name} explains no observed count that {own} explains (it reads other "
+        "evidence, or an improper prior predicts no count it has not seen)"
+    )
