@@ -4,6 +4,7 @@ Beta-Binomial per cluster. The MCMC checks rest on an identity (one run per clus
 the unclustered model exactly) and on a closed form (a cluster's replicates are
 Beta-Binomial)."""
 
+import arviz_stats
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,8 +12,12 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_evidence, load_posterior
-from bayes_eval.checks.fitted import check_fit
-from bayes_eval.pooled.clusters import cluster_terms, draw_log_rates, log_marginal
+from bayes_eval.pooled.clusters import (
+    cluster_terms,
+    draw_log_rates,
+    log_marginal,
+    log_marginal_each,
+)
 from bayes_eval.results.predictive import _clustered, predictive_checks
 from bayes_eval.specs import load_spec
 
@@ -99,6 +104,19 @@ def test_one_run_per_cluster_is_the_unclustered_model(model, milestones, cluster
     clustered = bayes_eval.fit(load_evidence(frame), model, sampler=sampler, seed=5)
     plain = bayes_eval.fit(load_evidence(frame.drop(columns="cluster")), model, sampler=sampler)
     assert "runs in" in clustered.summary()["provenance"].iloc[0]
+    # its log-likelihood is of each cell's clusters' counts: with one run each, the plain
+    # Beta-Binomial of the cell's total without its binomial coefficient C(N, K)
+    tree = clustered.tree
+    log_lik = tree["log_likelihood"]["successes"]
+    draws = tree["posterior"].to_dataset()
+    expected = plain.log_likelihood_at(draws)["successes"].sel(cell=log_lik["cell"])
+    k, n = tree["observed_data"]["successes"], tree["constant_data"]["trials"]
+    choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    np.testing.assert_allclose(log_lik, expected - choose.sel(cell=log_lik["cell"]), rtol=1e-9)
+    assert np.isfinite(arviz_stats.loo(tree).elpd)
+    # a fit of the clusters' counts is not ranked beside one of the cells' totals
+    with pytest.raises(InputError, match=r"model clustered \(.*\) scores each cluster's"):
+        bayes_eval.compare({"clustered": clustered, "plain": plain})
     assert clustered.diagnostics.ok and plain.diagnostics.ok
     (upper_c, mcse_c), (upper_p, mcse_p) = _bounds(clustered), _bounds(plain)
     assert np.all(np.abs(upper_c - upper_p) <= 4 * np.hypot(mcse_c, mcse_p))
@@ -120,11 +138,6 @@ def test_correlated_runs_widen_the_bounds_and_survive_a_round_trip(tmp_path):
     # the posterior predictive replicates the clusters: the naive fit flags the
     # over-dispersion that the cluster-aware fit explains
     assert not predictive_checks(clustered)["flagged"].any()
-    # no pointwise log-likelihood: the report says why nothing is ranked beside it
-    comparison = check_fit(clustered, others=["end_to_end_pooled"]).comparison
-    assert comparison == (
-        "end_to_end_pooled's runs come in clusters, which no model scores cell by cell yet"
-    )
     path = clustered.to_netcdf(tmp_path / "posterior.nc")
     loaded = load_posterior(path)
     assert loaded.evidence.clusters.equals(clustered.evidence.clusters)
@@ -188,6 +201,27 @@ def test_marginal_matches_quadrature(a, b, phi):
         for c in CLUSTERS
     )
     assert total == pytest.approx(each, rel=1e-12)
+
+
+def test_each_rates_log_probability_matches_quadrature():
+    """``log_marginal_each``, per draw and rate (each with its own shapes and ``phi``): the
+    log probability of the rate's clusters' counts, binomial coefficients included, as
+    adaptive quadrature gives it; and its sum over rates is ``log_marginal`` plus them."""
+    rate = np.concatenate([[r] * len(c) for r, c in enumerate(CLUSTERS)])
+    k, n = (np.array([x[i] for c in CLUSTERS for x in c]) for i in (0, 1))
+    terms = cluster_terms(rate, k, n, len(CLUSTERS))
+    draw = [(0.7, 2.5, 3.0), (4.0, 0.3, 0.4), (1.5, 1.5, 60.0), (2.0, 5.0, 1.0)]
+    shapes = np.array([draw, draw[2:] + draw[:2]])  # (a, b, phi) per draw and rate
+    log_shapes = np.log(shapes)  # (draws, rates, 3)
+    each = log_marginal_each(*np.moveaxis(log_shapes, -1, 0), terms)
+    assert each.shape == (2, len(CLUSTERS))
+    for d in range(2):
+        for r, clusters in enumerate(CLUSTERS):
+            a, b, phi = shapes[d, r]
+            assert each[d, r] == pytest.approx(np.log(_quadrature(a, b, phi, clusters)), abs=1e-8)
+        total = log_marginal(np, special.gammaln, special.logsumexp, *log_shapes[d].T, terms)
+        coefficients = np.log(special.comb(n, k)).sum()
+        assert each[d].sum() == pytest.approx(total + coefficients, rel=1e-12)
 
 
 def test_exact_draws_have_the_posterior_mean_of_quadrature():

@@ -88,12 +88,14 @@ def compare(fits: Mapping[str, Posterior], *, refit: bool = True) -> Comparison:
     Raises
     ------
     InputError
-        Fewer than two fits, an MCMC fit without a ``log_likelihood`` group, or fits
-        that share no observed cell (the message names the model).
+        Fewer than two fits, an MCMC fit without a ``log_likelihood`` group, fits of
+        clustered runs beside fits of cell totals, or fits that share no observed cell
+        (the message names the model).
     """
     if len(fits) < 2:
         raise InputError(f"fits: give two fits or more to compare ({len(fits)} given)")
     estimates = {name: _pointwise(name, posterior, refit) for name, posterior in fits.items()}
+    _same_data(estimates)
     shared = _shared_cells(estimates)
     elpd = {name: _on_cells(estimate, shared) for name, estimate in estimates.items()}
     columns = {
@@ -122,7 +124,7 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     if "log_likelihood" not in tree:
         raise InputError(
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood: "
-            "its runs come in clusters, which no model scores cell by cell yet; leave it out"
+            "a crossed model of runs in clusters has none yet; leave it out"
         )
     (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
@@ -132,7 +134,9 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     if posterior.is_mcmc:
         loo = arviz_stats.loo(tree, pointwise=True)
         elpd_i, pareto_k, kind = loo.elpd_i.values.copy(), loo.pareto_k.values, "PSIS"
-        if refit_high_k and posterior.scores_draws:  # not read from a file
+        # not read from a file; a clustered fit's cells are not refitted (its clusters'
+        # counts would need hiding too), their k above 0.7 counted in ``high_k``
+        if refit_high_k and posterior.scores_draws and posterior.evidence.clusters is None:
             for c in np.flatnonzero(pareto_k > GOOD_K)[:MAX_REFITS]:
                 elpd_i[c], refit[c] = _left_out(posterior, log_lik, c), True
     else:
@@ -143,7 +147,29 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
         dict(elpd_i=elpd_i, pareto_k=pareto_k, lppd=lppd, refit=refit), index=cells
     )[keep]
     improper = int((~keep).sum())
-    return dict(frame=frame, loo=kind, draws=draws, spec=posterior.spec.name, improper=improper)
+    clustered = posterior.evidence.clusters is not None  # scores each cluster's counts
+    return dict(
+        frame=frame,
+        loo=kind,
+        draws=draws,
+        spec=posterior.spec.name,
+        improper=improper,
+        clustered=clustered,
+    )
+
+
+def _same_data(estimates: dict) -> None:
+    """Refuse fits of which some score each cluster's counts and others a cell's totals:
+    their log predictive densities are of different data."""
+    clustered = {name for name, estimate in estimates.items() if estimate["clustered"]}
+    if clustered and len(clustered) < len(estimates):
+        name = sorted(clustered)[0]
+        other = next(n for n in estimates if n not in clustered)
+        raise InputError(
+            f"fits: model {name} ({estimates[name]['spec']}) scores each cluster's counts and "
+            f"{other} each cell's total, so their log scores are of different data; compare "
+            "fits of the same table"
+        )
 
 
 def _left_out(posterior, log_lik: xr.DataArray, c: int) -> float:

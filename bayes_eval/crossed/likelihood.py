@@ -26,8 +26,8 @@ milestone counts, ``log((1 - share) prod_m L_m + share [every run failed])``, ea
 ``L_m`` the integral above over that cell's own departure. (Its predictive groups stay
 per cell; ``loo_pit`` needs a per-cell likelihood and has none to read here.)
 
-Clustered runs have none yet: their likelihood is of each cluster's counts, not of a
-cell's total (as for the pooled models).
+Clustered runs have none yet: their departure would have to be integrated out of the
+clusters' marginal (``bayes_eval.pooled.clusters``), which this rule does not do.
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, END_TO_END, TASK
+from bayes_eval.pooled.clusters import array_add_at
 from bayes_eval.results.predictive import cell_coords
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["array_add_at", "log_likelihood", "log_marginal"]
+__all__ = ["log_likelihood", "log_marginal"]
 
 # The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
 # half-width of its window around the mode (the module's docstring).
@@ -144,11 +145,3 @@ def _mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:
         step = e - slope / curve
         e = np.where((step > low) & (step < high), step, 0.5 * (low + high))
     return e
-
-
-def array_add_at(values, index, size) -> np.ndarray:
-    """``values`` summed along their last axis into ``size`` slots by ``index``."""
-    values = np.asarray(values, dtype=float)
-    out = np.zeros(values.shape[:-1] + (size,))
-    np.add.at(np.moveaxis(out, -1, 0), index, np.moveaxis(values, -1, 0))  # views of out
-    return out

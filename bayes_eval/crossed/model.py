@@ -55,12 +55,12 @@ from bayes_eval.constants import (
     MILESTONE,
     TASK,
 )
-from bayes_eval.crossed.likelihood import array_add_at, log_likelihood
+from bayes_eval.crossed.likelihood import log_likelihood
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.inference.retry import sample_until_diagnosed
-from bayes_eval.pooled.clusters import log_given_each_rate
+from bayes_eval.pooled.clusters import array_add_at, log_given_each_rate
 from bayes_eval.pooled.layout import Layout, build_layout, centred_text
 from bayes_eval.pooled.models import count_data_vars, model_structure
 from bayes_eval.registry import model_of

@@ -35,11 +35,21 @@ from scipy import special
 
 from bayes_eval.errors import InputError
 
-__all__ = ["ClusterTerms", "cluster_terms", "draw_log_rates", "log_given_each_rate", "log_marginal"]
+__all__ = [
+    "ClusterTerms",
+    "array_add_at",
+    "cluster_terms",
+    "draw_log_rates",
+    "log_given_each_rate",
+    "log_marginal",
+    "log_marginal_each",
+]
 
 # Terms of the exact marginal over clusters of runs, in all (padded):
 # a rate with K successes and F failures has (K + 1)(F + 1); 2 million hold 16 MB a array.
 CLUSTER_TERMS_MAX = 2_000_000
+# Most term values held at once by ``log_marginal_each`` (memory: 8 bytes each).
+CHUNK = 4_000_000
 
 ABSENT = -1e300  # the log weight of a padding term: exp() is 0, and no inf meets a 0
 
@@ -51,8 +61,8 @@ class ClusterTerms:
     ``successes`` (R) and ``failures`` (S), ``(rates, terms)``; ``log_weight``, ``log A_R
     + log B_S`` (``ABSENT`` in the padding); ``deficit``, ``N - R - S``. The normaliser
     ``prod_c prod_(i < n_c) (1 + i / phi)`` as ``(rate, i, how many clusters)`` triples,
-    ``rising_rate``, ``rising_step``, ``rising_count`` (``i >= 1``). Each cluster's rate
-    and runs, ``cluster_rate`` and ``cluster_trials``.
+    ``rising_rate``, ``rising_step``, ``rising_count`` (``i >= 1``). Each cluster's rate,
+    runs and successes, ``cluster_rate``, ``cluster_trials`` and ``cluster_successes``.
     """
 
     successes: np.ndarray
@@ -64,6 +74,7 @@ class ClusterTerms:
     rising_count: np.ndarray
     cluster_rate: np.ndarray
     cluster_trials: np.ndarray
+    cluster_successes: np.ndarray
 
 
 def cluster_terms(rate: np.ndarray, k: np.ndarray, n: np.ndarray, rates: int) -> ClusterTerms:
@@ -112,7 +123,7 @@ def cluster_terms(rate: np.ndarray, k: np.ndarray, n: np.ndarray, rates: int) ->
     rising_step = rising_step + 1  # i >= 1: the clusters with at least i + 1 runs
     rising_count = more[rising_rate, rising_step + 1]
     return ClusterTerms(
-        successes, failures, log_weight, deficit, rising_rate, rising_step, rising_count, rate, n
+        successes, failures, log_weight, deficit, rising_rate, rising_step, rising_count, rate, n, k
     )
 
 
@@ -120,15 +131,51 @@ def log_marginal(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms: ClusterTe
     """``sum log L`` over the rates (the module's formula), from each rate's prior log
     shapes and log ``phi``, each ``(rates,)``; ``xp``, ``gammaln`` and ``logsumexp`` are
     PyTensor's (in a model) or numpy's and scipy's."""
+    inverse = xp.exp(-log_phi)[terms.rising_rate]
+    rising = terms.rising_count * xp.log1p(terms.rising_step * inverse)
+    return xp.sum(_log_terms(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms)) - xp.sum(rising)
+
+
+def log_marginal_each(log_a, log_b, log_phi, terms: ClusterTerms) -> np.ndarray:
+    """``log L`` of each rate, its binomial coefficients included: the log probability of
+    its clusters' counts, the rate and the clusters' rates integrated out. ``log_a``,
+    ``log_b`` and ``log_phi`` are ``(..., rates)``; the draws are taken in chunks."""
+    log_a, log_b, log_phi = np.broadcast_arrays(log_a, log_b, log_phi)
+    rates, width = terms.log_weight.shape
+    flat = [x.reshape(-1, rates) for x in (log_a, log_b, log_phi)]
+    out = np.empty(flat[0].shape)
+    rows = max(1, CHUNK // (rates * width))
+    for start in range(0, out.shape[0], rows):
+        chunk_a, chunk_b, chunk_phi = (x[start : start + rows] for x in flat)
+        rising = terms.rising_count * np.log1p(
+            terms.rising_step * np.exp(-chunk_phi)[:, terms.rising_rate]
+        )
+        out[start : start + rows] = _log_terms(
+            np, special.gammaln, special.logsumexp, chunk_a, chunk_b, chunk_phi, terms
+        ) - array_add_at(rising, terms.rising_rate, rates)
+    k, n = terms.cluster_successes, terms.cluster_trials
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    return out.reshape(log_a.shape) + np.bincount(terms.cluster_rate, log_choose, rates)
+
+
+def _log_terms(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms: ClusterTerms):
+    """Each rate's ``log sum_(R, S) A_R B_S phi^(R + S - N) B(a + R, b + S) / B(a, b)``,
+    ``(..., rates)``: ``log L`` but for the normaliser (the module's formula)."""
     a, b = xp.exp(log_a), xp.exp(log_b)
     logs = _term_logs(
-        xp, gammaln, a[:, None], b[:, None], log_phi[:, None],
+        xp, gammaln, a[..., None], b[..., None], log_phi[..., None],
         terms.successes, terms.failures, terms.log_weight, terms.deficit,
     )  # fmt: skip
     log_beta = gammaln(a) + gammaln(b) - gammaln(a + b)
-    inverse = xp.exp(-log_phi)[terms.rising_rate]
-    rising = terms.rising_count * xp.log1p(terms.rising_step * inverse)
-    return xp.sum(logsumexp(logs, axis=1) - log_beta) - xp.sum(rising)
+    return logsumexp(logs, axis=-1) - log_beta
+
+
+def array_add_at(values, index, size) -> np.ndarray:
+    """``values`` summed along their last axis into ``size`` slots by ``index``."""
+    values = np.asarray(values, dtype=float)
+    out = np.zeros(values.shape[:-1] + (size,))
+    np.add.at(np.moveaxis(out, -1, 0), index, np.moveaxis(values, -1, 0))  # views of out
+    return out
 
 
 def log_given_each_rate(xp, logsumexp, log_p, log_q, log_phi, terms: ClusterTerms, add_at):

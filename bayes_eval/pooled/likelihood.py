@@ -23,8 +23,10 @@ given the draw of the hyperparameters, the sum of the terms the model conditions
   milestone counts binomial given them, and the end-to-end count given their product
   with the bypass summed out (``bypass_terms``).
 
-Clustered runs have no ``log_likelihood`` group yet: it is left out rather than replaced
-by a likelihood the model does not condition on. The crossed models' is
+Where runs come in clusters, ``end_to_end_pooled`` and ``hierarchical`` marginalise the
+cell's rate and its clusters' rates exactly: a cell's value is the log probability of its
+clusters' counts given its prior's draw and ``kappa_cluster``
+(``bayes_eval.pooled.clusters.log_marginal_each``). The crossed models' is
 ``bayes_eval.crossed.likelihood``'s.
 """
 
@@ -36,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from bayes_eval.constants import AGENT, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD, TASK
+from bayes_eval.pooled.clusters import log_marginal_each
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
 from bayes_eval.pooled.rates import cell_shapes
@@ -61,8 +64,6 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
     """
     import xarray as xr
 
-    if layout.clusters is not None:
-        return None
     if spec.kind == "joint":
         return _joint(post, layout)
     if spec.kind == "end_to_end":
@@ -70,13 +71,17 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
         a, b = np.maximum(mu * kappa, tiny), np.maximum((1 - mu) * kappa, tiny)
-        k, n = layout.e2e_k, layout.e2e_n
+        k, n, agent = layout.e2e_k, layout.e2e_n, layout.pair_agent
         keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
     else:
         a, b = cell_shapes(post, layout, counts=False)
-        k, n = layout.k, layout.n
+        k, n, agent = layout.k, layout.n, layout.pair_agent[layout.cell_pair]
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
-    values = stats.betabinom.logpmf(k, n, a, b)
+    if layout.clusters is None:
+        values = stats.betabinom.logpmf(k, n, a, b)
+    else:  # the rate's clusters' counts, the rate and theirs integrated out
+        log_phi = np.log(post["kappa_cluster"].values[..., agent])
+        values = log_marginal_each(np.log(a), np.log(b), log_phi, layout.clusters)
     return xr.Dataset(
         {"successes": (("chain", "draw", "cell"), values)},
         coords={"chain": post["chain"], "draw": post["draw"], **cell_coords(keys)},
