@@ -2,31 +2,34 @@
 
     python studies/model_choice.py [--tables 10] [--folds 2] [--agents 6] [--tasks 15]
         [--trials 2] [--draws 500] [--tune 500] [--seed 0] [--out studies/results]
-        [--workers N | --scheduler ADDRESS]
+        [--families no_bypass bypass crossed] [--workers N | --scheduler ADDRESS]
 
-Tables of ``--agents`` x ``--tasks`` pairs, each run on 2 to 4 milestones and end to end,
-``--trials`` trials per cell, are drawn from three families, each the generative story
-of one of the candidate models:
+Tables of ``--agents`` x ``--tasks`` pairs, ``--trials`` trials per cell, are drawn from
+the generative stories of the candidate models (``--families``, default the first three):
 
-- ``no_bypass`` (``hierarchical``): per agent a mean milestone rate ``mu_a ~ U(0.5,
-  0.95)``; per pair a task mean ``~ Beta(10 mu_a, 10 (1 - mu_a))``; per milestone a rate
-  ``~ Beta(20 m, 20 (1 - m))`` around it; the end-to-end rate is their product.
-- ``bypass`` (``joint``): the same, with a bypass ``lambda ~ Beta(1, 3)`` per pair, so that
-  ``P = Q + (1 - Q) lambda``.
-- ``crossed`` (``crossed``): ``logit P = theta_a - b_t + 0.5 e`` with ``theta_a ~ N(0, 1)``,
-  ``b_t ~ N(0, 1.5)``, ``e ~ N(0, 1)``. ``crossed`` reads end-to-end rows alone, so its
-  story says nothing of the milestones but that they are not the end-to-end run's parts:
-  they are guided runs of the same agent and task, ``logit p_m = theta_a - b_t + u_m``,
-  ``u_m ~ N(1, 1)`` (a guided step is easier than the whole task), without the pair's
-  departure ``e``, so their product is not ``P``. (Milestones that multiply to ``P``
-  would make ``hierarchical``'s story true as well, and it would see each hidden pair's
-  own milestones, which ``crossed`` never reads.)
+- ``no_bypass`` (``hierarchical``'s): every pair run on 2 to 4 milestones and end to end.
+  Per agent a mean milestone rate ``mu_a ~ U(0.5, 0.95)``; per pair a task mean ``~
+  Beta(10 mu_a, 10 (1 - mu_a))``; per milestone a rate ``~ Beta(20 m, 20 (1 - m))``
+  around it; the end-to-end rate is their product.
+- ``bypass`` (``joint``'s): the same, with a bypass ``lambda ~ Beta(1, 3)`` per pair, so
+  that ``P = Q + (1 - Q) lambda``.
+- ``crossed`` (``crossed``'s): end-to-end runs alone, ``logit P = theta_a - b_t + 0.5 e``
+  with ``theta_a ~ N(0, 1)``, ``b_t ~ N(0, 1.5)``, ``e ~ N(0, 1)``. The crossed model
+  reads no milestone, and its story has none.
+- ``guided``: the crossed story's end-to-end runs, and 2 to 4 guided milestone runs of
+  each pair, ``logit p_m = theta_a - b_t + u_m``, ``u_m ~ N(1, 1)`` (a guided step is
+  easier than the whole task), without the pair's departure ``e``, so that they do not
+  multiply to ``P`` but carry the pair's agent and task effects: a model that reads the
+  hidden pair's own milestones may then predict it better than the true one, which
+  reads none.
 
-Each table's candidates (``hierarchical``, ``joint``, ``crossed``) are ranked by
+Each table's candidates (``hierarchical``, ``joint``, ``crossed``; and
+``end_to_end_pooled``, the other model of end-to-end runs alone, for the tables without
+milestones, where the two milestone models cannot predict) are ranked by
 ``bayes_eval.compare_holdout`` (``--folds``-fold over pairs, the fits on a dask cluster
 with ``--workers`` or ``--scheduler``). Prints, per family, how often the model the table
 was drawn from ranks first, and how often it is first or within two standard errors of
-the first; writes one row per table and model to ``model_choice.csv``.
+the first; writes one row per table and ranked model to ``model_choice.csv``.
 """
 
 from __future__ import annotations
@@ -44,15 +47,22 @@ from bayes_eval.inference.sweep import place_arguments
 from bayes_eval.messages import collected
 
 # Each family and the candidate whose generative story it is.
-FAMILIES = {"no_bypass": "hierarchical", "bypass": "joint", "crossed": "crossed"}
+FAMILIES = {
+    "no_bypass": "hierarchical",
+    "bypass": "joint",
+    "crossed": "crossed",
+    "guided": "crossed",
+}
 CANDIDATES = ("hierarchical", "joint", "crossed")
+# The families without milestone rows, and the candidate added for them.
+END_TO_END_ONLY, END_TO_END_CANDIDATE = ("crossed",), "end_to_end_pooled"
 
 
 def simulate_table(family: str, agents: int, tasks: int, trials: int, rng) -> pd.DataFrame:
-    """One table of ``family`` (the module's stories): milestone and end-to-end rows of
-    every pair."""
+    """One table of ``family`` (the module's stories): the end-to-end rows of every pair,
+    and its milestone rows where the story has them."""
     milestones = rng.integers(2, 5, tasks)
-    if family == "crossed":
+    if family in ("crossed", "guided"):
         theta, b = rng.normal(0.0, 1.0, agents), rng.normal(0.0, 1.5, tasks)
         noise = rng.normal(0.0, 1.0, (agents, tasks))
         rate = special.expit(theta[:, None] - b[None, :] + 0.5 * noise)
@@ -61,9 +71,9 @@ def simulate_table(family: str, agents: int, tasks: int, trials: int, rng) -> pd
     rows = []
     for a in range(agents):
         for t in range(tasks):
-            if family == "crossed":
+            if family in ("crossed", "guided"):
                 guided = theta[a] - b[t] + rng.normal(1.0, 1.0, milestones[t])
-                p, truth = special.expit(guided), rate[a, t]
+                p, truth = special.expit(guided)[: 0 if family == "crossed" else None], rate[a, t]
             else:
                 mean = rng.beta(10 * mu[a], 10 * (1 - mu[a]))
                 p = rng.beta(20 * mean, 20 * (1 - mean), milestones[t])
@@ -84,13 +94,16 @@ def study(args) -> pd.DataFrame:
     place = {"workers": args.workers, "scheduler": args.scheduler}
     rows = []
     for index in range(args.tables):  # every family's first table, then the second, ...
-        for family, truth in FAMILIES.items():
-            start = time.perf_counter()
+        for family in args.families:
+            truth, start = FAMILIES[family], time.perf_counter()
             rng = np.random.default_rng([args.seed, list(FAMILIES).index(family), index])
             table = simulate_table(family, args.agents, args.tasks, args.trials, rng)
+            candidates = CANDIDATES
+            if family in END_TO_END_ONLY:
+                candidates += (END_TO_END_CANDIDATE,)
             with collected():  # the candidates' notes on the rows each leaves out
                 result = compare_holdout(
-                    table, CANDIDATES, folds=args.folds, seed=args.seed, sampler=sampler, **place
+                    table, candidates, folds=args.folds, seed=args.seed, sampler=sampler, **place
                 )
             ranking = result.table
             best = ranking.index[0]
@@ -141,6 +154,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="studies/results")
+    parser.add_argument(
+        "--families", nargs="+", choices=list(FAMILIES), default=["no_bypass", "bypass", "crossed"]
+    )
     place_arguments(parser)
     args = parser.parse_args(argv)
     rows = study(args)
