@@ -55,12 +55,13 @@ CELL_METHODS = {"milestone": MILESTONE_METHOD, "expert_completion": EXPERT_COMPL
 CHUNK = 4_000_000
 
 
-def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
+def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
     """The ``log_likelihood`` group of a pooled fit (the module's forms), over the
-    ``cell`` dimension of its predictive groups; None where the model has none yet.
+    ``cell`` dimension of its predictive groups (``joint``: over its pairs).
 
     ``post`` holds the draws of the model's hyperparameters (``mu`` and ``kappa`` per
-    agent, or ``mu_task`` per pair and ``kappa`` per agent).
+    agent, or ``mu_task`` per pair and ``kappa`` per agent; ``kappa_cluster`` per agent
+    where runs come in clusters).
     """
     import xarray as xr
 
@@ -71,16 +72,16 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset | None:
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
         a, b = np.maximum(mu * kappa, tiny), np.maximum((1 - mu) * kappa, tiny)
-        k, n, agent = layout.e2e_k, layout.e2e_n, layout.pair_agent
+        k, n, rate_agent = layout.e2e_k, layout.e2e_n, layout.pair_agent
         keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
     else:
         a, b = cell_shapes(post, layout, counts=False)
-        k, n, agent = layout.k, layout.n, layout.pair_agent[layout.cell_pair]
+        k, n, rate_agent = layout.k, layout.n, layout.pair_agent[layout.cell_pair]
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
     if layout.clusters is None:
         values = stats.betabinom.logpmf(k, n, a, b)
     else:  # the rate's clusters' counts, the rate and theirs integrated out
-        log_phi = np.log(post["kappa_cluster"].values[..., agent])
+        log_phi = np.log(post["kappa_cluster"].values[..., rate_agent])
         values = log_marginal_each(np.log(a), np.log(b), log_phi, layout.clusters)
     return xr.Dataset(
         {"successes": (("chain", "draw", "cell"), values)},
