@@ -29,7 +29,8 @@ milestones, where the two milestone models cannot predict) are ranked by
 ``bayes_eval.compare_holdout`` (``--folds``-fold over pairs, the fits on a dask cluster
 with ``--workers`` or ``--scheduler``). Prints, per family, how often the model the table
 was drawn from ranks first, and how often it is first or within two standard errors of
-the first; writes one row per table and ranked model to ``model_choice.csv``.
+the first; writes one row per table and ranked model to ``model_choice.csv``, table by
+table.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ def simulate_table(family: str, agents: int, tasks: int, trials: int, rng) -> pd
     return pd.DataFrame(rows, columns=columns)
 
 
-def study(args) -> pd.DataFrame:
-    """Every table's ranking, one row per table and candidate."""
+def study(args, out: Path) -> pd.DataFrame:
+    """Every table's ranking, one row per table and ranked candidate, written to
+    ``out`` as each table ends."""
     sampler = {"draws": args.draws, "tune": args.tune}
     place = {"workers": args.workers, "scheduler": args.scheduler}
     rows = []
@@ -123,6 +125,7 @@ def study(args) -> pd.DataFrame:
                     )
                 )
             seconds = time.perf_counter() - start
+            pd.DataFrame(rows).to_csv(out, index=False)
             print(
                 f"{family} table {index}: {', '.join(ranking.index)} ({seconds:.0f} s)", flush=True
             )
@@ -159,10 +162,9 @@ def main(argv=None) -> int:
     )
     place_arguments(parser)
     args = parser.parse_args(argv)
-    rows = study(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "model_choice.csv", index=False)
+    rows = study(args, out / "model_choice.csv")
     print(summarise(rows).to_string())
     return 0
 
