@@ -31,6 +31,19 @@ def load_study():
     return load
 
 
+@pytest.fixture
+def jeffreys_spec(tmp_path):
+    """The milestone method under Jeffreys' prior, Beta(1/2, 1/2), as a spec file."""
+    import bayes_eval
+
+    text = bayes_eval.shipped_specs()["mats2024"].read_text()
+    text = text.replace('name = "mats2024"', 'name = "jeffreys"')
+    text = text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 0.5\nbeta = 0.5")
+    path = tmp_path / "jeffreys.toml"
+    path.write_text(text)
+    return path
+
+
 def pytest_collection_modifyitems(items):
     """Keep the tests that share the dask cluster on one pytest-xdist worker (the default
     run's ``--dist loadgroup``), so that one cluster serves them all."""

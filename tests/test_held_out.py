@@ -9,17 +9,7 @@ import bayes_eval
 from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 
 
-def _jeffreys_spec(tmp_path):
-    """The milestone method under Jeffreys' prior, Beta(1/2, 1/2), as a spec file."""
-    text = bayes_eval.shipped_specs()["mats2024"].read_text()
-    text = text.replace('name = "mats2024"', 'name = "jeffreys"')
-    text = text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 0.5\nbeta = 0.5")
-    path = tmp_path / "jeffreys.toml"
-    path.write_text(text)
-    return path
-
-
-def test_brier_and_paired_differences_match_the_closed_form(tmp_path, load_study):
+def test_brier_and_paired_differences_match_the_closed_form(jeffreys_spec, tmp_path, load_study):
     """Under an exact milestone model a pair's mean predicted rate is the product of its
     milestones' posterior means; the Brier score is its squared distance from the held-out
     k / n, and the paired difference from mats2024 is the mean of the per-pair differences,
@@ -27,7 +17,7 @@ def test_brier_and_paired_differences_match_the_closed_form(tmp_path, load_study
     study = load_study("held_out")
     ranges = {**CAPTURE_THE_FLAG, "agents": (2, 2), "tasks": (6, 6)}
     table, _ = random_design(np.random.default_rng(4), ranges)
-    models = ["mats2024", str(_jeffreys_spec(tmp_path))]
+    models = ["mats2024", str(jeffreys_spec)]
     result = bayes_eval.compare_holdout(table, models, folds=3, seed=0)
     scores = study.per_pair(result.pointwise, result.table.index)
     end_to_end = table[table["method"] == "end_to_end"]
@@ -54,9 +44,11 @@ def test_brier_and_paired_differences_match_the_closed_form(tmp_path, load_study
     assert summary.at["mats2024", "brier"] == pytest.approx(brier["mats2024"].mean())
 
 
-def test_the_study_writes_one_row_per_held_out_pair_and_model(tmp_path, load_study, capsys):
+def test_the_study_writes_one_row_per_held_out_pair_and_model(
+    jeffreys_spec, tmp_path, load_study, capsys
+):
     study = load_study("held_out")
-    argv = ["--folds", "2", "--models", "mats2024", str(_jeffreys_spec(tmp_path))]
+    argv = ["--folds", "2", "--models", "mats2024", str(jeffreys_spec)]
     argv += ["--out", str(tmp_path), "--rate", "0.2", "0.9", "--milestones", "2", "3"]
     assert study.main(argv) == 0
     written = pd.read_csv(tmp_path / "held_out.csv")

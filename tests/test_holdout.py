@@ -45,23 +45,13 @@ def test_every_pair_is_held_out_once_and_keeps_its_milestones():
     assert split == _split(evidence, 5, seed=7)  # the seed decides the split
 
 
-def _jeffreys_spec(tmp_path):
-    """The milestone method under Jeffreys' prior, Beta(1/2, 1/2), as a spec file."""
-    text = bayes_eval.shipped_specs()["mats2024"].read_text()
-    text = text.replace('name = "mats2024"', 'name = "jeffreys"')
-    text = text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 0.5\nbeta = 0.5")
-    path = tmp_path / "jeffreys.toml"
-    path.write_text(text)
-    return path
-
-
-def test_exact_milestone_models_score_the_closed_form_predictive(tmp_path):
+def test_exact_milestone_models_score_the_closed_form_predictive(jeffreys_spec, tmp_path):
     """One unguided trial per pair: its predictive probability of success under the
     milestone method is the product of the milestones' posterior means (independent
     Betas), so the log score of the hidden outcome is known in closed form; the draws
     estimate it to within their Monte Carlo error."""
     table = _guided_table()
-    models = ["mats2024", str(_jeffreys_spec(tmp_path)), "end_to_end"]
+    models = ["mats2024", str(jeffreys_spec), "end_to_end"]
     result = compare_holdout(table, models, folds=3, seed=1)
     milestones = table[table["method"] == "milestone"]
     outcome = table[table["method"] == "end_to_end"].set_index(["agent", "task"])["successes"]
@@ -87,9 +77,11 @@ def test_exact_milestone_models_score_the_closed_form_predictive(tmp_path):
     assert "end_to_end cannot predict a held-out end-to-end outcome" in result.sentence
 
 
-def test_the_folds_fitted_on_a_dask_cluster_give_the_serial_numbers(tmp_path, dask_scheduler):
+def test_the_folds_fitted_on_a_dask_cluster_give_the_serial_numbers(
+    jeffreys_spec, tmp_path, dask_scheduler
+):
     table = _guided_table()
-    models = ["mats2024", str(_jeffreys_spec(tmp_path)), "end_to_end"]
+    models = ["mats2024", str(jeffreys_spec), "end_to_end"]
     serial = compare_holdout(table, models, folds=3, seed=1)
     swept = compare_holdout(table, models, folds=3, seed=1, scheduler=dask_scheduler)
     pd.testing.assert_frame_equal(swept.table, serial.table)
@@ -163,10 +155,12 @@ def test_the_command_refuses_what_it_cannot_hold_out(tmp_path, capsys):
     assert "--workers: applies to --holdout's fits" in capsys.readouterr().err
 
 
-def test_the_command_prints_the_ranking_and_what_could_not_be_scored(tmp_path, capsys):
+def test_the_command_prints_the_ranking_and_what_could_not_be_scored(
+    jeffreys_spec, tmp_path, capsys
+):
     table = tmp_path / "t.csv"
     _guided_table(tasks=4).astype({"step": "Int64"}).to_csv(table, index=False)
-    models = ["mats2024", "end_to_end", str(_jeffreys_spec(tmp_path))]
+    models = ["mats2024", "end_to_end", str(jeffreys_spec)]
     args = ["compare", str(table), "--models", *models, "--holdout", "end_to_end"]
     assert main([*args, "--folds", "2", "--format", "csv"]) == 0
     frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
