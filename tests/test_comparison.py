@@ -145,3 +145,42 @@ def test_the_command_ranks_run_folders_and_the_true_prior_wins(tmp_path, capsys)
     assert main([*args, "--models", "end_to_end"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "compare run folders alone" in err
+
+
+def _ranking(rows):
+    """A ranking as ``arviz_stats.compare`` gives it: each model's ``elpd_diff`` to the
+    first and its ``dse``, best first."""
+    return pd.DataFrame(rows, columns=["model", "elpd_diff", "dse"]).set_index("model")
+
+
+FORMS = {
+    name: bayes_eval.registry.model_of(bayes_eval.load_spec(name))
+    for name in ("joint", "hierarchical", "crossed")
+}
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        # joint first; hierarchical, joint without its bypass, within 2 se: the simpler
+        (
+            [("joint", 0.0, 0.0), ("hierarchical", -1.5, 1.0), ("crossed", -9.0, 2.0)],
+            "hierarchical",
+        ),
+        # beyond 2 se: the bypass predicts better, joint stays
+        ([("joint", 0.0, 0.0), ("hierarchical", -2.5, 1.0), ("crossed", -0.5, 2.0)], "joint"),
+        # a nested model that gave a held-out outcome probability 0 is never preferred
+        ([("joint", 0.0, 0.0), ("hierarchical", -np.inf, 0.0)], "joint"),
+        # hierarchical nests nothing; crossed nests neither milestone model
+        ([("hierarchical", 0.0, 0.0), ("joint", -0.1, 1.0)], "hierarchical"),
+        ([("crossed", 0.0, 0.0), ("hierarchical", -0.1, 1.0), ("joint", -3.0, 1.0)], "crossed"),
+    ],
+)
+def test_a_model_the_first_nests_is_preferred_only_within_noise(rows, expected):
+    from bayes_eval.checks.comparison import in_words, preferred
+
+    table = _ranking(rows)
+    assert preferred(table, FORMS)[0] == expected
+    sentence = in_words(table, "held-out cells", "9 cells shared", FORMS)
+    said = "Prefer hierarchical: it is joint without its bypass, which does not predict better"
+    assert (said in sentence) == (expected != rows[0][0])

@@ -68,10 +68,12 @@ def ranking_sections(posterior, comparison) -> list:
         )
         return [*sections, ("p", f"{text} {HOLDOUT_TEXT}")]
     table = comparison.table
-    best = table.index[0]
+    best = comparison.preferred
     standing = ""
-    if best != name:
+    if best != name and best == table.index[0]:
         standing = f" {best} predicts better than {name}: consider its bounds beside these."
+    elif best != name:
+        standing = f" Consider {best}'s bounds beside these."
     shown = pd.DataFrame(
         {
             "model": table.index,
