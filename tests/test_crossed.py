@@ -313,6 +313,7 @@ def test_one_run_per_cluster_is_the_unclustered_crossed_model(model):
         return build_model(design, spec)
 
     plain, clustered = model_of(runs.drop(columns="cluster")), model_of(runs)
+    _log_likelihoods_differ_by_the_binomial_coefficients(runs, spec)
     extra = {v.name for v in clustered.value_vars} - {v.name for v in plain.value_vars}
     assert extra == {"kappa_cluster_log__"}
     logp_plain, logp_clustered = plain.compile_logp(), clustered.compile_logp()
@@ -324,6 +325,73 @@ def test_one_run_per_cluster_is_the_unclustered_crossed_model(model):
             prior = stats.norm.logpdf(log_kappa, 2.3, 1.5)  # log kappa ~ Normal(2.3, 1.5)
             both = logp_clustered({**point, "kappa_cluster_log__": np.array(log_kappa)})
             assert both - prior == pytest.approx(logp_plain(point), rel=1e-9, abs=1e-9)
+
+
+def _log_likelihoods_differ_by_the_binomial_coefficients(runs, spec):
+    """At random draws, the clustered fit's log-likelihood of each unit (a pair's
+    end-to-end runs, or a pair's milestone runs with its blocked mixture) is the plain
+    fit's less the log binomial coefficients of its cells' totals: with one run per
+    cluster, the clusters' counts are the runs themselves."""
+    import xarray as xr
+
+    from bayes_eval.crossed.likelihood import log_likelihood
+    from bayes_eval.crossed.model import design_of
+    from bayes_eval.fit import usable_rows
+
+    def design(frame):
+        evidence = load_evidence(frame.reset_index(drop=True))
+        with collected():
+            return design_of(usable_rows(evidence, spec), spec, evidence)
+
+    plain, clustered = design(runs.drop(columns="cluster")), design(runs)
+    rng = np.random.default_rng(1)
+    agents, tasks = len(plain.layout.agents), len(plain.layout.tasks)
+    draws = xr.Dataset(
+        {
+            "ability": (("chain", "draw", "agent"), rng.normal(0, 1.5, (2, 3, agents))),
+            "difficulty": (("chain", "draw", "task"), rng.normal(0, 1.5, (2, 3, tasks))),
+            "cell_scale": (("chain", "draw"), rng.lognormal(0, 0.7, (2, 3))),
+            "kappa_cluster": (("chain", "draw"), rng.lognormal(1, 2, (2, 3))),
+            "blocked_share": (("chain", "draw"), rng.uniform(0.05, 0.9, (2, 3))),
+        }
+    )
+    (got,), (expected,) = (
+        log_likelihood(draws, d, spec).data_vars.values() for d in (clustered, plain)
+    )
+    layout = plain.layout
+    k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == "end_to_end" else (layout.k, layout.n)
+    choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    if spec.kind != "end_to_end":  # whole pairs
+        choose = np.bincount(layout.cell_pair, choose, len(layout.pairs))
+    np.testing.assert_allclose(got.values, expected.values - choose, rtol=1e-10)
+
+
+def test_the_departure_integral_of_clustered_runs_matches_adaptive_quadrature():
+    """``log_marginal_clusters``: the log probability of a rate's clusters' counts, each
+    cluster ``BetaBinomial(n_c, p phi, (1 - p) phi)`` (scipy's), ``p = expit(eta + s e)``,
+    the departure ``e ~ N(0, 1)`` integrated out by scipy's adaptive quadrature."""
+    from bayes_eval.crossed.likelihood import log_marginal_clusters
+    from bayes_eval.pooled.clusters import cluster_terms
+
+    clusters = [[(0, 1)], [(2, 5), (0, 3), (4, 4)], [(0, 6), (0, 2)], [(7, 7), (1, 1), (3, 9)]]
+    rate = np.concatenate([[r] * len(c) for r, c in enumerate(clusters)])
+    k, n = (np.array([x[i] for c in clusters for x in c]) for i in (0, 1))
+    terms = cluster_terms(rate, k, n, len(clusters))
+    eta = np.array([[-3.0, 0.5, 1.0, -0.5], [2.0, -1.5, -4.0, 3.0]])  # (draws, rates)
+    scale = np.array([[0.3], [2.5]])
+    phi = np.array([[0.5], [40.0]])
+    got = log_marginal_clusters(eta, scale, np.log(phi), terms)
+    for d in range(2):
+        for r, counts in enumerate(clusters):
+
+            def integrand(e, d=d, counts=counts, r=r):
+                p = special.expit(eta[d, r] + scale[d, 0] * e)
+                a, b = p * phi[d, 0], (1 - p) * phi[d, 0]
+                like = np.prod([stats.betabinom.pmf(kc, nc, a, b) for kc, nc in counts])
+                return like * stats.norm.pdf(e)
+
+            value = integrate.quad(integrand, -12, 12, epsabs=0, epsrel=1e-11, limit=400)[0]
+            assert got[d, r] == pytest.approx(np.log(value), rel=1e-8)
 
 
 # --------------------------------------------------------------------- input contract

@@ -117,8 +117,8 @@ def _comparison(posterior, milestone_method, others):
     evidence; the reason as a string where they share no cell (see ``FitChecks``)."""
     if (milestone_method is not None or others) and "log_likelihood" not in posterior.tree:
         return (  # nothing to rank it by, so no other model is fitted
-            f"{posterior.spec.name} has no pointwise log-likelihood: a crossed model of runs in "
-            "clusters has none yet"
+            f"{posterior.spec.name} has no pointwise log-likelihood (a run folder written "
+            "before fits had one)"
         )
     fits = {posterior.spec.name: posterior}
     if milestone_method is not None:
@@ -146,7 +146,7 @@ def _comparison(posterior, milestone_method, others):
 def _why_apart(error: str, name: str, own: str) -> str:
     """Why ``compare`` could not rank ``name`` beside the fit ``own``, in the report's words."""
     if "no pointwise log-likelihood" in error:
-        return f"{name} has no pointwise log-likelihood (a crossed model of runs in clusters)"
+        return f"{name} has no pointwise log-likelihood"
     return (
         f"{name} explains no observed count that {own} explains (it reads other "
         "evidence, or an improper prior predicts no count it has not seen)"

@@ -26,8 +26,13 @@ milestone counts, ``log((1 - share) prod_m L_m + share [every run failed])``, ea
 ``L_m`` the integral above over that cell's own departure. (Its predictive groups stay
 per cell; ``loo_pit`` needs a per-cell likelihood and has none to read here.)
 
-Clustered runs have none yet: their departure would have to be integrated out of the
-clusters' marginal (``bayes_eval.pooled.clusters``), which this rule does not do.
+Clustered runs (``bayes_eval.pooled.clusters``): a rate's clusters each have their own
+rate around it, and their counts' likelihood given the rate is a sum of positive terms
+``w_(R, S) phi^(R + S - N) p^R (1 - p)^S`` over a normaliser in ``phi``. The departure
+enters through ``p`` alone, so it is integrated out term by term, each ``p^R (1 - p)^S``
+by the rule above (``k = R``, ``n = R + S``, without its binomial coefficient), and the
+terms summed in log space: the same rule, no new quadrature. The values carry the
+clusters' binomial coefficients, as ``log_marginal_each`` does for the pooled models.
 """
 
 from __future__ import annotations
@@ -38,13 +43,13 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, END_TO_END, TASK
-from bayes_eval.pooled.clusters import array_add_at
+from bayes_eval.pooled.clusters import ABSENT, ClusterTerms, array_add_at, log_normaliser
 from bayes_eval.results.predictive import cell_coords
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["log_likelihood", "log_marginal"]
+__all__ = ["log_likelihood", "log_marginal", "log_marginal_clusters"]
 
 # The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
 # half-width of its window around the mode (the module's docstring).
@@ -58,28 +63,36 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset | None:
     ``cell`` dimension of its predictive groups.
 
     ``post`` holds the draws of ``ability`` (the fitted agents first), ``difficulty``
-    and ``cell_scale``; None for milestone runs and for clustered runs.
+    and ``cell_scale`` (and ``kappa_cluster`` for clustered runs).
     """
     import xarray as xr
 
-    layout = design.layout
-    if layout.clusters is not None:
-        return None
+    layout, clusters = design.layout, design.layout.clusters
     ability = post["ability"].values[..., layout.pair_agent]
     eta = ability - post["difficulty"].values[..., design.pair_task]  # (chain, draw, pair)
     scale = post["cell_scale"].values[..., None]
     sample = {"chain": post["chain"], "draw": post["draw"]}
+    if clusters is not None:
+        log_phi = np.log(post["kappa_cluster"].values)[..., None]
     if spec.kind == END_TO_END:
-        values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+        if clusters is None:
+            values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+        else:
+            values = log_marginal_clusters(eta, scale, log_phi, clusters)
         keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
         return xr.Dataset(
             {"successes": (("chain", "draw", "cell"), values)},
             coords={**sample, **cell_coords(keys)},
         )
-    each = log_marginal(eta[..., layout.cell_pair], scale, layout.k, layout.n)
+    eta = eta[..., layout.cell_pair]
+    if clusters is None:
+        each, k, cell = log_marginal(eta, scale, layout.k, layout.n), layout.k, layout.cell_pair
+    else:
+        each = log_marginal_clusters(eta, scale, log_phi, clusters)
+        k, cell = clusters.cluster_successes, layout.cell_pair[clusters.cluster_rate]
     described = array_add_at(each, layout.cell_pair, len(layout.pairs))
     share = post["blocked_share"].values[..., None]
-    failed = array_add_at(layout.k[None, :], layout.cell_pair, len(layout.pairs))[0] == 0
+    failed = np.bincount(cell, k, len(layout.pairs)) == 0  # every run of the pair failed
     runs = np.log1p(-share) + described
     runs = np.where(failed, np.logaddexp(np.log(share), runs), runs)
     pairs = {
@@ -129,6 +142,45 @@ def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarra
             target[chunk] = special.logsumexp(log_f, axis=-1)
         out[..., pairs] = target.reshape(eta.shape[:-1] + (pairs.size,))
     return out + np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+
+
+def log_marginal_clusters(
+    eta: np.ndarray, scale: np.ndarray, log_phi: np.ndarray, terms: ClusterTerms
+) -> np.ndarray:
+    """``log integral L(expit(eta + s e)) phi(e) de`` per rate, ``L`` the likelihood of
+    the rate's clusters' counts (the module's rule), their binomial coefficients included.
+
+    ``eta`` is ``(..., rates)``; ``scale`` and ``log_phi`` (log ``kappa_cluster``)
+    broadcast against it. The rates are taken in groups of about ``CHUNK`` term values
+    over the draws; a rate's terms are summed in log space.
+    """
+    eta = np.asarray(eta, float)
+    scale, log_phi = (np.broadcast_to(x, eta.shape) for x in (scale, log_phi))
+    rates = terms.log_weight.shape[0]
+    term_rate, term = np.nonzero(terms.log_weight > ABSENT)  # by rate, every rate has one
+    k, f = terms.successes[term_rate, term], terms.failures[term_rate, term]
+    offset = terms.log_weight[term_rate, term] - special.gammaln(k + f + 1)
+    offset += special.gammaln(k + 1) + special.gammaln(f + 1)  # less log C(k + f, k)
+    flat = [x.reshape(-1, rates) for x in (eta, scale, log_phi)]
+    out = np.empty(flat[0].shape)
+    group = np.cumsum(np.bincount(term_rate, minlength=rates)) // max(1, CHUNK // len(out))
+    for rates_in in (np.flatnonzero(group == g) for g in np.unique(group)):
+        mine = np.flatnonzero(np.isin(term_rate, rates_in))
+        rate = term_rate[mine]
+        logs = log_marginal(flat[0][:, rate], flat[1][:, rate], k[mine], k[mine] + f[mine])
+        logs += offset[mine] - terms.deficit[rate, term[mine]] * flat[2][:, rate]
+        starts = np.flatnonzero(np.r_[True, rate[1:] != rate[:-1]])  # each rate's first
+        top = np.maximum.reduceat(logs, starts, axis=-1)
+        summed = np.add.reduceat(
+            np.exp(logs - np.repeat(top, np.diff(np.r_[starts, rate.size]), axis=-1)),
+            starts,
+            axis=-1,
+        )
+        out[:, rates_in] = top + np.log(summed)
+    out -= log_normaliser(flat[2], terms)
+    kc, nc = terms.cluster_successes, terms.cluster_trials
+    coefficients = special.gammaln(nc + 1) - special.gammaln(kc + 1) - special.gammaln(nc - kc + 1)
+    return out.reshape(eta.shape) + np.bincount(terms.cluster_rate, coefficients, rates)
 
 
 def _mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:

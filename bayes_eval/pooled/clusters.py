@@ -43,6 +43,7 @@ __all__ = [
     "log_given_each_rate",
     "log_marginal",
     "log_marginal_each",
+    "log_normaliser",
 ]
 
 # Terms of the exact marginal over clusters of runs, in all (padded):
@@ -147,15 +148,19 @@ def log_marginal_each(log_a, log_b, log_phi, terms: ClusterTerms) -> np.ndarray:
     rows = max(1, CHUNK // (rates * width))
     for start in range(0, out.shape[0], rows):
         chunk_a, chunk_b, chunk_phi = (x[start : start + rows] for x in flat)
-        rising = terms.rising_count * np.log1p(
-            terms.rising_step * np.exp(-chunk_phi)[:, terms.rising_rate]
-        )
         out[start : start + rows] = _log_terms(
             np, special.gammaln, special.logsumexp, chunk_a, chunk_b, chunk_phi, terms
-        ) - array_add_at(rising, terms.rising_rate, rates)
+        ) - log_normaliser(chunk_phi, terms)
     k, n = terms.cluster_successes, terms.cluster_trials
     log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
     return out.reshape(log_a.shape) + np.bincount(terms.cluster_rate, log_choose, rates)
+
+
+def log_normaliser(log_phi: np.ndarray, terms: ClusterTerms) -> np.ndarray:
+    """Each rate's ``log prod_c prod_(i < n_c) (1 + i / phi)``, ``log_phi`` ``(..., rates)``."""
+    inverse = np.exp(-np.asarray(log_phi, float))[..., terms.rising_rate]
+    rising = terms.rising_count * np.log1p(terms.rising_step * inverse)
+    return array_add_at(rising, terms.rising_rate, terms.log_weight.shape[0])
 
 
 def _log_terms(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms: ClusterTerms):

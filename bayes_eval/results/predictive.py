@@ -133,7 +133,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
             if sizes is None:
                 value = mid_p(k, n, p)
             else:
-                phi = post["kappa_cluster"].sel({AGENT: agent}).values.ravel()
+                phi = _cluster_concentration(post, agent).ravel()
                 replicated = _clustered(sizes, p, phi, rng)
                 value = float(np.mean(replicated > k) + 0.5 * np.mean(replicated == k))
             rows.append((agent, task, method, index, k, n, float(p.mean()), value))
@@ -282,6 +282,13 @@ def _named(method: str, index: str) -> str:
     return index if index.startswith(method) else f"{method} {index}".strip()
 
 
+def _cluster_concentration(post, agent: str) -> np.ndarray:
+    """The draws of ``kappa_cluster`` of ``agent``'s cells: one per agent in the pooled
+    models, one for all in the crossed ones."""
+    phi = post["kappa_cluster"]
+    return (phi.sel({AGENT: agent}) if AGENT in phi.dims else phi).values
+
+
 def replicate(posterior, post, seed: int) -> dict:
     """The predictive groups in ArviZ's layout, over one ``cell`` per observed count.
 
@@ -304,7 +311,7 @@ def replicate(posterior, post, seed: int) -> dict:
         if sizes is None:
             replicated.append(rng.binomial(n, p))
             continue
-        phi = post["kappa_cluster"].sel({AGENT: agent}).values
+        phi = _cluster_concentration(post, agent)
         replicated.append(_clustered(sizes, p.ravel(), phi.ravel(), rng).reshape(p.shape))
     shape = (post.sizes["chain"], post.sizes["draw"], 0)
     values = np.stack(replicated, axis=-1) if cells else np.zeros(shape, dtype=np.int64)
