@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
 
@@ -79,10 +79,6 @@ class Model:
         methods).
     differs : str
         Why its bound differs from the milestone method's, for the report's comparison.
-    nests : dict of (kind, pooling) to str
-        The models it holds as special cases, each with what it adds to them (``joint``
-        holds the pooled milestone model: its bypass at 0). ``compare`` prefers the
-        simpler model where its prediction is within noise of this one's.
     """
 
     kind: str
@@ -98,7 +94,6 @@ class Model:
     title: str = ""
     text: str = ""
     differs: str = ""
-    nests: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def family(self) -> str:
@@ -240,7 +235,6 @@ register(
             "it also counts success by paths the milestones miss (the bypass), learnt from "
             "end-to-end runs and pooled across the agent's tasks"
         ),
-        nests={("milestone", "partial"): "its bypass"},
     )
 )
 register(

@@ -28,10 +28,8 @@ Each table's candidates (``hierarchical``, ``joint``, ``crossed``; and
 milestones, where the two milestone models cannot predict) are ranked by
 ``bayes_eval.compare_holdout`` (``--folds``-fold over pairs, the fits on a dask cluster
 with ``--workers`` or ``--scheduler``). Prints, per family, how often the model the table
-was drawn from ranks first, how often it is the model the comparison prefers (the first,
-or a model the first nests that predicts within noise of it: ``hierarchical`` for a
-``joint`` first), and how often it is first or within two standard errors of the first;
-writes one row per table and ranked model to ``model_choice.csv``, table by
+was drawn from ranks first, and how often it is first or within two standard errors of
+the first; writes one row per table and ranked model to ``model_choice.csv``, table by
 table.
 """
 
@@ -124,7 +122,6 @@ def study(args, out: Path) -> pd.DataFrame:
                         dse=float(ranking.at[model, "dse"]),
                         diagnostics=ranking.at[model, "diagnostics"],
                         picked=model == best,
-                        preferred=model == result.preferred,
                     )
                 )
             seconds = time.perf_counter() - start
@@ -136,17 +133,14 @@ def study(args, out: Path) -> pd.DataFrame:
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per family: tables, how often the truth ranks first, how often it is the model
-    the comparison prefers, and how often it is first or within two standard errors of
-    the first."""
+    """Per family: tables, how often the truth ranks first, and how often it is first or
+    within two standard errors of the first."""
     truth = rows[rows["model"] == rows["truth"]]
     near = truth["picked"] | (truth["elpd_diff"].abs() <= 2 * truth["dse"])
-    by_family = truth.groupby("family", sort=False)
     return pd.DataFrame(
         {
-            "tables": by_family.size(),
-            "truth_first": by_family["picked"].sum(),
-            "truth_preferred": by_family["preferred"].sum(),
+            "tables": truth.groupby("family", sort=False).size(),
+            "truth_first": truth.groupby("family", sort=False)["picked"].sum(),
             "truth_within_noise": near.groupby(truth["family"], sort=False).sum(),
         }
     )

@@ -15,13 +15,6 @@ Fits are compared only on the cells they all explain (a milestone model and an
 end-to-end model share none; a model whose likelihood is of whole pairs,
 ``crossed_milestones``, shares none with one of cells); the ranking, differences, their
 standard errors and the stacking weights are ``arviz_stats.compare``'s.
-
-The ranking follows the scores. The model to prefer can differ from the first: where the
-first holds another model as a special case (``Model.nests``: ``joint`` with its bypass at
-0 is the pooled milestone model) and that simpler model predicts within noise of it, the
-data have not shown that the addition predicts better, and the simpler model is preferred.
-A score cannot do this itself: a model that nests the truth predicts almost as the truth
-does, and ranks first about as often as not.
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
-from bayes_eval.registry import Model, model_of
 from bayes_eval.results.predictive import exact_loo, position_of
 
 if TYPE_CHECKING:
@@ -43,7 +35,7 @@ if TYPE_CHECKING:
 
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["Comparison", "compare", "in_words", "preferred", "ranked"]
+__all__ = ["Comparison", "compare", "in_words", "ranked"]
 
 # Pareto k above which a PSIS estimate is unreliable (Vehtari et al. 2024).
 GOOD_K = 0.7
@@ -69,10 +61,7 @@ class Comparison:
         One row per shared cell: each fit's ``elpd_loo`` and, for MCMC fits, Pareto k
         and whether the cell was refitted.
     sentence : str
-        The ranking in words, and which model is preferred.
-    preferred : str
-        The model to prefer (``preferred``): the first, or a simpler model it holds as a
-        special case that predicts within noise of it.
+        The ranking in words.
     unscored : dict of str to str
         Models left out of the ranking, and why (``compare_holdout``: a model that
         predicts no held-out pair).
@@ -81,7 +70,6 @@ class Comparison:
     table: pd.DataFrame
     pointwise: pd.DataFrame
     sentence: str
-    preferred: str
     unscored: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -124,11 +112,7 @@ def compare(fits: Mapping[str, Posterior], *, refit: bool = True) -> Comparison:
         if estimates[name]["loo"] == "PSIS":
             pointwise[f"pareto_k {name}"] = elpd[name].pareto_k.values
             pointwise[f"refit {name}"] = estimates[name]["frame"].loc[shared, "refit"].values
-    forms = {name: model_of(posterior.spec) for name, posterior in fits.items()}
-    best, _ = preferred(table, forms)
-    return Comparison(
-        table, pointwise.rename_axis("cell"), _sentence(table, pointwise, forms), best
-    )
+    return Comparison(table, pointwise.rename_axis("cell"), _sentence(table, pointwise))
 
 
 def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
@@ -139,8 +123,8 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     tree = posterior.tree
     if "log_likelihood" not in tree:
         raise InputError(
-            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
-            "run folder written before fits had one); refit it, or leave it out"
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood: "
+            "a crossed model of runs in clusters has none yet; leave it out"
         )
     (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
@@ -293,54 +277,22 @@ def ranked(elpd: Mapping, columns: Mapping[str, Mapping]) -> pd.DataFrame:
     return table
 
 
-def in_words(table: pd.DataFrame, what: str, shared: str, forms: Mapping[str, Model]) -> str:
-    """The ranking as a sentence: which model predicts ``what`` best (on ``shared``),
-    whether each other's distance from it is more than noise, and which model is
-    preferred where that is not the first (``preferred``; ``forms``: each model's entry)."""
+def in_words(table: pd.DataFrame, what: str, shared: str) -> str:
+    """The ranking as a sentence: which model predicts ``what`` best (on ``shared``), and
+    whether each other's distance from it is more than noise."""
     words = [f"{table.index[0]} predicts {what} best ({shared})"]
     for name in table.index[1:]:
         diff, dse = float(table.at[name, "elpd_diff"]), float(table.at[name, "dse"])
-        if _within_noise(table, name):
+        if abs(diff) <= NOISE_SE * dse:
             words.append(f"{name} is within noise of it ({diff:.1f} ± {dse:.1f})")
         else:
             words.append(f"{name} predicts worse by {-diff:.1f} ± {dse:.1f}")
-    text = "; ".join(words) + "."
-    best, why = preferred(table, forms)
-    if best != table.index[0]:
-        text += f" Prefer {best}: {why}."
-    return text
+    return "; ".join(words) + "."
 
 
-def preferred(table: pd.DataFrame, forms: Mapping[str, Model]) -> tuple[str, str]:
-    """The model to prefer, and why where it is not the first of ``table``.
-
-    From the first, step to a model it holds as a special case (``Model.nests``) that
-    predicts within noise of the first, as long as there is one: what the larger model
-    adds has not been shown to predict better.
-    """
-    best, reasons = table.index[0], []
-    stepped = True
-    while stepped:
-        stepped = False
-        for name in table.index:
-            form = forms[name].kind, forms[name].pooling
-            added = forms[best].nests.get(form)
-            if name != best and added and _within_noise(table, name):
-                reasons.append(f"it is {best} without {added}, which does not predict better")
-                best, stepped = name, True
-                break
-    return best, "; ".join(reasons) + (" beyond noise" if reasons else "")
-
-
-def _within_noise(table: pd.DataFrame, name: str) -> bool:
-    """Whether ``name``'s score is within ``NOISE_SE`` standard errors of the first's."""
-    diff, dse = float(table.at[name, "elpd_diff"]), float(table.at[name, "dse"])
-    return bool(np.isfinite(diff)) and abs(diff) <= NOISE_SE * dse
-
-
-def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame, forms: Mapping[str, Model]) -> str:
+def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame) -> str:
     shared = f"{len(pointwise)} cell{'s' * (len(pointwise) != 1)} shared"
-    text = in_words(table, "held-out cells", shared, forms)
+    text = in_words(table, "held-out cells", shared)
     unreliable = [f"{name} ({k})" for name, k in table["high_k"].items() if k]
     if unreliable:
         text += (

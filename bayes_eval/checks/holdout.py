@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bayes_eval.checks.comparison import Comparison, in_words, preferred, ranked
+from bayes_eval.checks.comparison import Comparison, in_words, ranked
 from bayes_eval.constants import AGENT, END_TO_END, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
@@ -121,8 +121,7 @@ def compare_holdout(
         )
         for name, spec in zip(names, specs, strict=True)
     }
-    forms = {name: model_of(spec) for name, spec in zip(names, specs, strict=True)}
-    return _ranked(scores, outcomes, folds, forms)
+    return _ranked(scores, outcomes, folds)
 
 
 def _split(evidence: Evidence, folds: int, seed: int | None) -> list[list[tuple[str, str]]]:
@@ -247,9 +246,8 @@ def _log_score(draws: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> 
     return float(logsumexp(log_p) - np.log(draws.size))
 
 
-def _ranked(scores: dict, outcomes: dict, folds: int, forms: dict) -> Comparison:
-    """The models that predict held-out pairs, ranked on the pairs they all predict
-    (``forms``: each model's registry entry, for the one to prefer)."""
+def _ranked(scores: dict, outcomes: dict, folds: int) -> Comparison:
+    """The models that predict held-out pairs, ranked on the pairs they all predict."""
     observed = {pair: successes for pair, (successes, _) in outcomes.items()}
     unscored = {name: _why_unscored(score) for name, score in scores.items() if not score["scored"]}
     kept = {name: score for name, score in scores.items() if score["scored"]}
@@ -293,8 +291,8 @@ def _ranked(scores: dict, outcomes: dict, folds: int, forms: dict) -> Comparison
         for name, s in kept.items()
         if s["why_not"]
     }
-    sentence = _sentence(table, pointwise, {**partly, **unscored}, forms)
-    return Comparison(table, pointwise, sentence, preferred(table, forms)[0], unscored)
+    sentence = _sentence(table, pointwise, {**partly, **unscored})
+    return Comparison(table, pointwise, sentence, unscored)
 
 
 def _table(pointwise: pd.DataFrame, names, extra: dict, folds: int) -> pd.DataFrame:
@@ -352,14 +350,12 @@ def _kfold(log_scores: pd.Series, folds: int):
     )
 
 
-def _sentence(
-    table: pd.DataFrame, pointwise: pd.DataFrame, also: Mapping[str, str], forms: Mapping
-) -> str:
+def _sentence(table: pd.DataFrame, pointwise: pd.DataFrame, also: Mapping[str, str]) -> str:
     """The ranking in words, then what each model could not score."""
     shared = len(pointwise)
     finite = table[np.isfinite(table["elpd"])]
     pairs = f"{shared} pair{'s' * (shared != 1)} shared"
-    text = in_words(finite, "held-out end-to-end outcomes", pairs, forms) if len(finite) else ""
+    text = in_words(finite, "held-out end-to-end outcomes", pairs) if len(finite) else ""
     for name in table.index[len(finite) :]:
         zero = int(np.isneginf(pointwise[f"log_score {name}"]).sum())
         text += (

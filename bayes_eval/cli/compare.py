@@ -83,7 +83,6 @@ def run(args) -> int:
         result, shown = compare(_fits(args)), SHOWN
     table = result.table.rename_axis("model").reset_index()
     if args.format != "table":
-        table["preferred"] = table["model"] == result.preferred
         print_summary(table, args.format)
         return 0
     print(terminal_table(table[["model", *shown]], digits=lambda x: f"{x:.4g}"))

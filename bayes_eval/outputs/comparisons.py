@@ -68,12 +68,10 @@ def ranking_sections(posterior, comparison) -> list:
         )
         return [*sections, ("p", f"{text} {HOLDOUT_TEXT}")]
     table = comparison.table
-    best = comparison.preferred
+    best = table.index[0]
     standing = ""
-    if best != name and best == table.index[0]:
+    if best != name:
         standing = f" {best} predicts better than {name}: consider its bounds beside these."
-    elif best != name:
-        standing = f" Consider {best}'s bounds beside these."
     shown = pd.DataFrame(
         {
             "model": table.index,
