@@ -44,13 +44,17 @@ def _sparse_milestones():
 def _likelihood_potentials(posterior, names):
     """The sum of the model's own likelihood terms (its ``pm.Potential``s named
     ``names``), as a function of one posterior draw ``(chain, draw)``, evaluated by PyMC
-    at that draw of its free variables."""
+    at that draw of its free variables (in the form the fit was kept in: a fit that
+    failed its diagnostics is refitted in the other form)."""
     import pytensor.tensor as pt
 
     spec, evidence = posterior.spec, posterior.evidence
     with collected():
         layout = build_layout(usable_rows(evidence, spec), spec)
-    model = model_of(spec).build()(layout, spec, choose_form(layout, spec))
+    build, form = model_of(spec).build(), choose_form(layout, spec)
+    model = build(layout, spec, form)
+    if any(rv.name not in posterior.draws for rv in model.free_RVs):
+        model = build(layout, spec, form.flipped())  # the fit was kept in the other form
     terms = model.replace_rvs_by_values([p for p in model.potentials if p.name in names])
     assert len(terms) == len(names)
     total = model.compile_fn(
