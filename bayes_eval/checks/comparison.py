@@ -123,8 +123,8 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     tree = posterior.tree
     if "log_likelihood" not in tree:
         raise InputError(
-            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood: "
-            "a crossed model of runs in clusters has none yet; leave it out"
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
+            "run folder written before fits had one); refit it, or leave it out"
         )
     (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
