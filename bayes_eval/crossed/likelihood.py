@@ -43,7 +43,13 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, END_TO_END, TASK
-from bayes_eval.pooled.clusters import ABSENT, ClusterTerms, array_add_at, log_normaliser
+from bayes_eval.pooled.clusters import (
+    ABSENT,
+    ClusterTerms,
+    array_add_at,
+    log_coefficients,
+    log_normaliser,
+)
 from bayes_eval.results.predictive import cell_coords
 
 if TYPE_CHECKING:
@@ -58,7 +64,7 @@ SPACING, HALF_WIDTH = 0.35, 9.0
 CHUNK = 4_000_000
 
 
-def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset | None:
+def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     """The ``log_likelihood`` group of a crossed fit (the module's form), over the
     ``cell`` dimension of its predictive groups.
 
@@ -178,9 +184,7 @@ def log_marginal_clusters(
         )
         out[:, rates_in] = top + np.log(summed)
     out -= log_normaliser(flat[2], terms)
-    kc, nc = terms.cluster_successes, terms.cluster_trials
-    coefficients = special.gammaln(nc + 1) - special.gammaln(kc + 1) - special.gammaln(nc - kc + 1)
-    return out.reshape(eta.shape) + np.bincount(terms.cluster_rate, coefficients, rates)
+    return out.reshape(eta.shape) + log_coefficients(terms)
 
 
 def _mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:

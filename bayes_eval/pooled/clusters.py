@@ -40,6 +40,7 @@ __all__ = [
     "array_add_at",
     "cluster_terms",
     "draw_log_rates",
+    "log_coefficients",
     "log_given_each_rate",
     "log_marginal",
     "log_marginal_each",
@@ -151,9 +152,14 @@ def log_marginal_each(log_a, log_b, log_phi, terms: ClusterTerms) -> np.ndarray:
         out[start : start + rows] = _log_terms(
             np, special.gammaln, special.logsumexp, chunk_a, chunk_b, chunk_phi, terms
         ) - log_normaliser(chunk_phi, terms)
+    return out.reshape(log_a.shape) + log_coefficients(terms)
+
+
+def log_coefficients(terms: ClusterTerms) -> np.ndarray:
+    """Each rate's ``sum_c log C(n_c, k_c)``: the binomial coefficients of its clusters."""
     k, n = terms.cluster_successes, terms.cluster_trials
     log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-    return out.reshape(log_a.shape) + np.bincount(terms.cluster_rate, log_choose, rates)
+    return np.bincount(terms.cluster_rate, log_choose, terms.log_weight.shape[0])
 
 
 def log_normaliser(log_phi: np.ndarray, terms: ClusterTerms) -> np.ndarray:
