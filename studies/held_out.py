@@ -3,7 +3,7 @@ than the milestone method?
 
     python studies/held_out.py [--data TABLE.csv] [--folds 5] [--models mats2024
         hierarchical joint] [--seed 0] [--out studies/results] [--rate LOW HIGH]
-        [--milestones LOW HIGH] [--workers N | --scheduler ADDRESS]
+        [--milestones LOW HIGH] [--loo] [--workers N | --scheduler ADDRESS]
 
 The table holds milestone rows (for example subtask-guided runs) and end-to-end rows
 (unguided runs) of the same (agent, task) pairs. Without ``--data`` it is a simulated
@@ -21,6 +21,11 @@ held-out pair and their paired differences from ``mats2024`` with standard error
 writes one row per held-out pair to ``held_out.csv``. ``--workers N`` runs the fits on a
 local dask cluster, ``--scheduler ADDRESS`` on a running one, with the same scores as
 serially.
+
+``--loo`` asks whether leaving one cell out picks the same model: every model that reads
+end-to-end rows is fitted once to the whole table, ``bayes_eval.compare`` ranks them by
+leave-one-cell-out on the cells they share (the end-to-end cells), and the study prints
+that ranking and whether its first model is the hold-out ranking's first among them.
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayes_eval import compare_holdout
+from bayes_eval import compare, compare_holdout, fit
 from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
+from bayes_eval.constants import END_TO_END
 from bayes_eval.inference.sweep import place_arguments
 from bayes_eval.messages import collected
+from bayes_eval.registry import model_of
+from bayes_eval.specs import load_spec
 
 MODELS = ("mats2024", "hierarchical", "joint")
 BASELINE = "mats2024"
@@ -79,6 +87,24 @@ def summarise(scores: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def leave_one_cell_out(table: pd.DataFrame, models, held_out: pd.DataFrame, seed: int) -> None:
+    """Fit every model of ``models`` that reads end-to-end rows to the whole table, rank
+    them by leaving one cell out, and print whether the first is the first of those models
+    in the hold-out ranking ``held_out``."""
+    readers = [m for m in models if END_TO_END in model_of(load_spec(m)).uses]
+    if len(readers) < 2:
+        print(f"--loo: fewer than two models read end-to-end rows ({', '.join(readers)})")
+        return
+    with collected():
+        result = compare({m: fit(table, m, seed=seed) for m in readers})
+    print(result.table.to_string(float_format=lambda x: f"{x:.4g}"))
+    print(result.sentence)
+    first = result.table.index[0]
+    held_first = next(m for m in held_out.index if m in readers)
+    agree = "agrees with" if first == held_first else "differs from"
+    print(f"leave-one-cell-out's first, {first}, {agree} hold-out's first of them, {held_first}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", help="evidence table (default: a simulated one)")
@@ -92,6 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--milestones", nargs=2, type=int, metavar=("LOW", "HIGH"), help="simulated per task"
     )
+    parser.add_argument("--loo", action="store_true", help="also rank by leaving one cell out")
     place_arguments(parser)
     args = parser.parse_args(argv)
     if args.data:
@@ -120,6 +147,8 @@ def main(argv=None) -> int:
     print(result.table.to_string(float_format=lambda x: f"{x:.4g}"))
     print(summarise(scores).to_string(float_format=lambda x: f"{x:.4g}"))
     print(result.sentence)
+    if args.loo:
+        leave_one_cell_out(table, args.models, result.table, args.seed)
     return 0
 
 
