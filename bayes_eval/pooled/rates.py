@@ -124,7 +124,8 @@ def with_unrun(out: dict, post, layout, rng) -> dict:
         b = np.maximum((1 - mu) * kappa, tiny)[..., has]
         log_p = log_beta_draws(a, b, (), rng)
         milestones[..., agent[has], task[has], m] = np.exp(log_p)
-        log_q[..., has] += log_p
+        with np.errstate(over="ignore"):  # two log-rates near -1e308 sum to -inf: Q is 0
+            log_q[..., has] += log_p
     q = np.exp(log_q)
     if "bypass_task" in out:
         mean, conc = post["mu_bypass"].values[..., agent], post["kappa_bypass"].values[..., agent]
