@@ -25,7 +25,8 @@ serially.
 ``--loo`` asks whether leaving one cell out picks the same model: every model that reads
 end-to-end rows is fitted once to the whole table, ``bayes_eval.compare`` ranks them by
 leave-one-cell-out on the cells they share (the end-to-end cells), and the study prints
-that ranking and whether its first model is the hold-out ranking's first among them.
+that ranking and whether its first model is the hold-out ranking's first among them, or
+``compare``'s refusal where they share none (``joint`` scores a pair's runs together).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import pandas as pd
 from bayes_eval import compare, compare_holdout, fit
 from bayes_eval.checks.simulate import CAPTURE_THE_FLAG, random_design
 from bayes_eval.constants import END_TO_END
+from bayes_eval.errors import InputError
 from bayes_eval.inference.sweep import place_arguments
 from bayes_eval.messages import collected
 from bayes_eval.registry import model_of
@@ -96,7 +98,12 @@ def leave_one_cell_out(table: pd.DataFrame, models, held_out: pd.DataFrame, seed
         print(f"--loo: fewer than two models read end-to-end rows ({', '.join(readers)})")
         return
     with collected():
-        result = compare({m: fit(table, m, seed=seed) for m in readers})
+        fits = {m: fit(table, m, seed=seed) for m in readers}
+    try:
+        result = compare(fits)
+    except InputError as exc:  # per-pair and per-cell likelihoods share no unit
+        print(f"--loo: {exc}")
+        return
     print(result.table.to_string(float_format=lambda x: f"{x:.4g}"))
     print(result.sentence)
     first = result.table.index[0]

@@ -12,9 +12,10 @@ Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
   read from a file, which cannot be refitted as it was) are counted and named.
 
 Fits are compared only on the cells they all explain (a milestone model and an
-end-to-end model share none; a model whose likelihood is of whole pairs,
-``crossed_milestones``, shares none with one of cells); the ranking, differences, their
-standard errors and the stacking weights are ``arviz_stats.compare``'s.
+end-to-end model share none; a model whose likelihood is of whole pairs, ``joint`` or
+``crossed_milestones``, shares none with one of cells, and is refused before any refit);
+the ranking, differences, their standard errors and the stacking weights are
+``arviz_stats.compare``'s.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def compare(fits: Mapping[str, Posterior], *, refit: bool = True) -> Comparison:
     """
     if len(fits) < 2:
         raise InputError(f"fits: give two fits or more to compare ({len(fits)} given)")
+    _same_unit(fits)  # before any refit: one would be wasted on a comparison refused
     estimates = {name: _pointwise(name, posterior, refit) for name, posterior in fits.items()}
     _same_data(estimates)
     shared = _shared_cells(estimates)
@@ -170,6 +172,25 @@ def _same_data(estimates: dict) -> None:
             f"{other} each cell's total, so their log scores are of different data; compare "
             "fits of the same table"
         )
+
+
+def _same_unit(fits: Mapping[str, Posterior]) -> None:
+    """Refuse fits whose log-likelihoods score different units: a pair's runs together
+    (``joint``, ``crossed_milestones``) beside single cells share nothing to leave out."""
+    units = {
+        name: next(iter(posterior.tree["log_likelihood"].data_vars.values())).dims[-1]
+        for name, posterior in fits.items()
+        if "log_likelihood" in posterior.tree
+    }
+    if len(set(units.values())) < 2:
+        return
+    by_pair = [name for name, unit in units.items() if unit == "pair"]
+    named = ", ".join(f"{name} ({fits[name].spec.name})" for name in by_pair)
+    raise InputError(
+        f"fits: {named} score(s) each pair's runs together and the others each cell, so "
+        "leaving one out compares nothing; compare fits of one kind, or all of them by "
+        "hold-out (compare --holdout end_to_end)"
+    )
 
 
 def _left_out(posterior, log_lik: xr.DataArray, c: int) -> float:
