@@ -204,7 +204,7 @@ def test_crossed_milestones_scores_whole_pairs_with_their_blocked_mixture():
     # beside a fit of single cells of the same rows there is nothing to leave out, and
     # compare says so before it refits any cell
     cells = bayes_eval.fit(table, "mats2024")
-    refused = r"^fits: pairs \(crossed_milestones\) score\(s\) each pair's runs together"
+    refused = r"^fits: pairs \(crossed_milestones\) scores each pair's runs together"
     with pytest.raises(bayes_eval.InputError, match=refused):
         bayes_eval.compare({"pairs": posterior, "cells": cells})
 

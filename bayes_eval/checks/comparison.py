@@ -186,8 +186,9 @@ def _same_unit(fits: Mapping[str, Posterior]) -> None:
         return
     by_pair = [name for name, unit in units.items() if unit == "pair"]
     named = ", ".join(f"{name} ({fits[name].spec.name})" for name in by_pair)
+    verb = "scores" if len(by_pair) == 1 else "score"
     raise InputError(
-        f"fits: {named} score(s) each pair's runs together and the others each cell, so "
+        f"fits: {named} {verb} each pair's runs together and the others each cell, so "
         "leaving one out compares nothing; compare fits of one kind, or all of them by "
         "hold-out (compare --holdout end_to_end)"
     )
