@@ -21,6 +21,7 @@ from bayes_eval.evidence.table import Evidence, PathLike, TableSource
 from bayes_eval.fit import fit
 from bayes_eval.outputs.report import Report, build_report
 from bayes_eval.outputs.runfolder import write_run
+from bayes_eval.results.attempts import parse_attempts
 from bayes_eval.results.posterior import Posterior, load_posterior
 from bayes_eval.settings import SamplerInput
 from bayes_eval.specs import ModelSource, check_probability
@@ -38,12 +39,14 @@ __all__ = [
 
 @dataclass
 class Run:
-    """What ``run`` did: the fit, its summary, its checks and the files it wrote."""
+    """What ``run`` did: the fit, its summary, its checks, the files it wrote and, where
+    asked for, pass@k and pass^k (``bayes_eval.results.attempts``)."""
 
     posterior: Posterior
     summary: pd.DataFrame
     checks: FitChecks
     written: list[str] = field(default_factory=list)
+    attempts: pd.DataFrame | None = None
 
 
 def read_evidence(
@@ -122,6 +125,7 @@ def run(
     agents: TableSource | None = None,
     tasks: TableSource | None = None,
     predict: Sequence[str] = (),
+    attempts: Sequence[int] | str | None = None,
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -137,6 +141,9 @@ def run(
         written whole or not at all (``bayes_eval.outputs.runfolder``).
     threshold : float, optional
         The ``tau`` of ``prob_above`` and of the report's verdicts.
+    attempts : sequence of int or str, optional
+        Numbers of attempts ``k`` (1 to 1e9; text such as ``"10,1e6"`` too): pass@k and
+        pass^k of every pair in ``Run.attempts`` and ``attempts.csv``.
 
     A check, the report or a figure that fails after the fit is reported in
     ``Run.checks.failed``; the fit, its summary and the other checks are kept.
@@ -145,6 +152,8 @@ def run(
 
     if threshold is not None:
         threshold = check_probability(threshold, "threshold")
+    if attempts is not None:
+        attempts = parse_attempts(attempts)
     out = None if out is None else check_out(Path(out))
     posterior = fit(
         evidence,
@@ -156,22 +165,30 @@ def run(
         tasks=tasks,
         predict=predict,
     )
-    return conclude(posterior, out=out, threshold=threshold)
+    return conclude(posterior, out=out, threshold=threshold, attempts=attempts)
 
 
-def conclude(posterior, *, out=None, threshold=None) -> Run:
-    """What ``run`` does once the fit is made: its summary, its checks (``check_fit``) and,
-    with ``out``, its run folder (``write_run_folder``)."""
+def conclude(posterior, *, out=None, threshold=None, attempts=None) -> Run:
+    """What ``run`` does once the fit is made: its summary, its checks (``check_fit``),
+    pass@k and pass^k for ``attempts`` and, with ``out``, its run folder
+    (``write_run_folder``)."""
     summary = posterior.summary(threshold=threshold)
+    table = None if attempts is None else posterior.attempts(attempts, threshold=threshold)
     checks = check_fit(posterior)
-    written = [] if out is None else write_run_folder(out, posterior, summary, checks, threshold)
-    return Run(posterior, summary, checks, written)
+    written = (
+        []
+        if out is None
+        else write_run_folder(out, posterior, summary, checks, threshold, attempts=table)
+    )
+    return Run(posterior, summary, checks, written, table)
 
 
-def write_run_folder(out, posterior, summary, checks: FitChecks, threshold=None) -> list[str]:
+def write_run_folder(
+    out, posterior, summary, checks: FitChecks, threshold=None, attempts=None
+) -> list[str]:
     """Write a fit's run folder and return its files' names; a report or figure that
     fails is reported in ``checks.failed`` (the fit, its summary and its checks are
-    written all the same)."""
+    written all the same). ``attempts``, where given, is written as ``attempts.csv``."""
     from bayes_eval.outputs.plots import forest_plot, ppc_plot
 
     def figures(staging: Path) -> None:
@@ -185,6 +202,8 @@ def write_run_folder(out, posterior, summary, checks: FitChecks, threshold=None)
     def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")
         summary.to_csv(staging / "summary.csv", index=False)
+        if attempts is not None:
+            attempts.to_csv(staging / "attempts.csv", index=False)
         checks.predictive.to_csv(staging / "ppc.csv", index=False)
         if len(checks.assumption):
             checks.assumption.to_csv(staging / "milestone_check.csv", index=False)

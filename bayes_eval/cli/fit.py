@@ -13,6 +13,7 @@ from bayes_eval.cli.options import (
     FORMATS,
     INPUT_FORMATS,
     QUIET_HELP,
+    attempts_of,
     crossed_options,
     evidence_of,
     mcmc_options,
@@ -22,7 +23,13 @@ from bayes_eval.cli.options import (
     sweep_options,
     whole,
 )
-from bayes_eval.cli.terminal import check_text, print_summary, summary_table, verdict_text
+from bayes_eval.cli.terminal import (
+    attempts_table,
+    check_text,
+    print_summary,
+    summary_table,
+    verdict_text,
+)
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
@@ -43,6 +50,12 @@ def arguments(commands) -> None:
     )
     fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
     fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
+    fit.add_argument(
+        "--attempts",
+        metavar="K[,K...]",
+        help="pass@k and pass^k over K attempts (1 to 1e9); with --format csv or json "
+        "these rows are printed instead of the summary (which --out keeps)",
+    )
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument(
@@ -70,12 +83,13 @@ def run(args) -> int:
 
     level = None if args.level is None else check_level(args.level, "--level")
     threshold = None if args.threshold is None else check_probability(args.threshold, "--threshold")
+    attempts = None if args.attempts is None else attempts_of(args.attempts)
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     sampler = sampler_of(args)
     sweep = sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
     if args.by is not None:
-        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out)
+        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts)
     if sweep["workers"] is not None or sweep["scheduler"] is not None:
         option = "--workers" if sweep["workers"] is not None else "--scheduler"
         raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
@@ -90,6 +104,7 @@ def run(args) -> int:
         agents=args.agents,
         tasks=args.tasks,
         predict=args.predict_agent,
+        attempts=attempts,
     )
     posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
     lines = check_text(checks.predictive, checks.assumption)
@@ -97,9 +112,11 @@ def run(args) -> int:
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
     if args.format != "table":
-        print_summary(summary, args.format)
+        print_summary(summary if done.attempts is None else done.attempts, args.format)
     else:
         print(summary_table(summary, posterior, threshold))
+        if done.attempts is not None:
+            print(f"\n{attempts_table(done.attempts, threshold)}")
         if verdict:
             print(f"\n{verdict}")
         if out is not None:
@@ -107,7 +124,7 @@ def run(args) -> int:
     return 0
 
 
-def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out) -> int:
+def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) -> int:
     """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
     as it finishes (``agents.csv`` says which folder is whose), and printed together."""
     from bayes_eval.fit import fit_per_agent
@@ -135,9 +152,9 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out) -> int:
                 command="fit --by agent",
             )
         folder = None if out is None else out / folders[agent]
-        done = conclude(posterior, out=folder, threshold=threshold)
+        done = conclude(posterior, out=folder, threshold=threshold, attempts=attempts)
         lines = check_text(done.checks.predictive, done.checks.assumption)
-        fitted[agent] = (posterior, done.summary, lines, done.checks.failed)
+        fitted[agent] = (posterior, done.summary, lines, done.checks.failed, done.attempts)
 
     fit_per_agent(
         evidence,
@@ -149,18 +166,21 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out) -> int:
         **sweep,
     )
     verdicts = {}
-    for agent, (posterior, _, lines, failed) in fitted.items():
+    for agent, (posterior, _, lines, failed, _) in fitted.items():
         verdicts[agent] = verdict_text(posterior, lines, failed)
         if verdicts[agent] and args.format != "table":
             print(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
     if args.format != "table":
-        summary = pd.concat([fitted[agent][1] for agent in agents], ignore_index=True)
+        shown = 1 if attempts is None else 4  # the summaries, or the attempts tables
+        summary = pd.concat([fitted[agent][shown] for agent in agents], ignore_index=True)
         print_summary(summary, args.format)
     else:
         blocks = []
         for agent in agents:
             posterior, agent_summary = fitted[agent][:2]
             block = summary_table(agent_summary, posterior, threshold)
+            if attempts is not None:
+                block += f"\n\n{attempts_table(fitted[agent][4], threshold)}"
             blocks.append(block + (f"\n\n{verdicts[agent]}" if verdicts[agent] else ""))
         print("\n\n".join(blocks))
         if out is not None:

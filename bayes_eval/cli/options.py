@@ -297,3 +297,13 @@ def same_folder(out: Path, source: Path) -> bool:
     read from, whose files are then kept."""
     folder = source if source.is_dir() else source.parent
     return out.is_dir() and out.resolve() == folder.resolve()
+
+
+def attempts_of(text: str) -> tuple[int, ...]:
+    """``--attempts K[,K...]``: the numbers of attempts, each 1 to 1e9."""
+    from bayes_eval.results.attempts import parse_attempts
+
+    try:
+        return parse_attempts(text)
+    except InputError as exc:  # "attempts: ..." names the flag
+        raise InputError(f"--{exc}") from None

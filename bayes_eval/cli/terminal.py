@@ -127,6 +127,28 @@ def summary_table(summary, posterior, threshold) -> str:
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 
 
+def attempts_table(attempts, threshold) -> str:
+    """pass@k and pass^k per (agent, task, k), with their bounds, for the terminal."""
+    level = attempts["level"].iloc[0] if len(attempts) else math.nan
+    shown = {
+        "agent": "agent",
+        "task": "task",
+        "attempts": "k",
+        "pass_at_mean": "pass@k mean",
+        "pass_at_upper": f"upper ({level:g})",
+    }
+    if threshold is not None:
+        shown["pass_at_prob_above"] = f"P(pass@k>{threshold:g})"
+    shown.update({"pass_all_mean": "pass^k mean", "pass_all_lower": f"lower ({1 - level:g})"})
+    frame = attempts[list(shown)].rename(columns=shown)
+    frame["k"] = frame["k"].map(lambda k: f"{k:,}")
+    header = (
+        "over k attempts: pass@k = P(at least one of k succeeds), pass^k = P(all k succeed); "
+        "one-sided bounds (full rows and provenance: attempts.csv, --format csv)"
+    )
+    return "\n".join([header, "", terminal_table(frame)])
+
+
 def plain(value) -> str:
     """A plan's value for reading: numbers to four figures, or from 1,000 on whole with
     thousands separators; lists item by item."""

@@ -24,6 +24,7 @@ tasks never pay for them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -345,6 +346,18 @@ class Posterior:
         from bayes_eval.results.summary import summarise
 
         return summarise(self, self.level if level is None else level, threshold)
+
+    def attempts(
+        self,
+        attempts: Sequence[int] | str,
+        level: float | None = None,
+        threshold: float | None = None,
+    ) -> pd.DataFrame:
+        """One row per (agent, task, k): pass@k and pass^k over ``k`` attempts for each
+        ``k`` in ``attempts`` (``bayes_eval.results.attempts``)."""
+        from bayes_eval.results.attempts import summarise_attempts
+
+        return summarise_attempts(self, attempts, level, threshold)
 
     # ------------------------------------------------------------------ files
 
