@@ -359,6 +359,13 @@ class Posterior:
 
         return summarise_attempts(self, attempts, level, threshold)
 
+    def population(self, attempts: Sequence[int] | str, level: float | None = None) -> pd.DataFrame:
+        """pass@k and pass^k across each agent's tasks, observed and new, for each ``k``
+        in ``attempts`` (``bayes_eval.results.population``)."""
+        from bayes_eval.results.population import population_curves
+
+        return population_curves(self, attempts, level)
+
     # ------------------------------------------------------------------ files
 
     def to_netcdf(self, path: PathLike) -> Path:

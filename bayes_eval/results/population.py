@@ -1,0 +1,260 @@
+"""pass@k and pass^k across an agent's tasks, as curves over ``k`` with bands.
+
+Two populations per agent, each a number per posterior draw, summarised over draws (mean
+and the one-sided bounds at ``level``, ``1 - level``):
+
+* ``observed tasks``: the average over the agent's tasks with a posterior of ``P`` (point
+  values and pairs without an estimate left out, and counted in the provenance) of
+  ``1 - (1 - P_t)^k`` and ``P_t^k``. Every model with draws has it.
+* ``new task``: a task drawn from the agent's population of tasks. In
+  ``end_to_end_pooled`` (``P ~ Beta(mu kappa, (1 - mu) kappa)``) the Beta's closed forms
+  per draw; in a crossed model without task covariates or groups (``logit P = theta_a -
+  b``, ``b`` and the cell's departure normal with scales ``difficulty_scale`` and
+  ``cell_scale``) quadrature over the logit, to 1e-6 relative (or 1e-40 absolute) for
+  ``k`` up to 1e9 and scales up to 8. Other models have none: a new task of a milestone
+  model needs its milestones, and one of a model with task covariates its covariates.
+
+Under the Beta population the share of new tasks never solved in ``k`` attempts decays as
+``k^(-alpha)``, ``alpha = mu kappa``, the Beta's first shape (``power_law``): the
+exponent of pass@k's approach to 1, and the reason a fit of a power law to empirical
+pass@k curves needs the spread across tasks. ``crossing`` gives, per agent, the least
+``k`` at which the new-task pass@k reaches ``threshold``, per draw, with its lower bound at
+``level`` (the fewest attempts at which the risk may already be there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.constants import AGENT
+from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
+from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
+from bayes_eval.specs import check_level, check_probability
+
+__all__ = ["POPULATION_COLUMNS", "crossing", "population_curves", "power_law"]
+
+POPULATION_COLUMNS = (
+    "agent",
+    "population",
+    "attempts",
+    "level",
+    "pass_at_mean",
+    "pass_at_lower",
+    "pass_at_upper",
+    "pass_all_mean",
+    "pass_all_lower",
+    "pass_all_upper",
+    "provenance",
+)
+NEW_TASK = "new task"
+OBSERVED = "observed tasks"
+# The crossed model's new-task integral over the task's standardised logit ``z``: a
+# composite Gauss-Legendre rule on [-Z_RANGE, Z_RANGE] (the normal's mass beyond is below
+# 1e-44), panels of width PANEL (the rate's step from 0 to 1 in ``z`` is ``1 / scale`` wide,
+# so scales to about 1 / PANEL are resolved), NODES_PER_PANEL nodes each.
+Z_RANGE = 14.0
+PANEL = 0.125
+NODES_PER_PANEL = 8
+
+
+def population_curves(
+    posterior, attempts: Sequence[int] | str, level: float | None = None
+) -> pd.DataFrame:
+    """pass@k and pass^k of each agent's observed tasks and, where the model has one, of
+    a new task, for each ``k`` in ``attempts`` (the module docstring)."""
+    ks = np.array(parse_attempts(attempts), dtype=float)
+    level = check_level(posterior.level if level is None else level, "level")
+    rows = []
+    for agent, (rates, left) in _observed_rates(posterior).items():
+        if rates.shape[1]:
+            note = f"mean over {rates.shape[1]} task(s) with a posterior of P, per draw"
+            if left:
+                note += f"; {left} task(s) without one (point values, no estimate) left out"
+            at = np.stack([at_least_one(rates, k).mean(axis=1) for k in ks])
+            every = np.stack([all_of(rates, k).mean(axis=1) for k in ks])
+            rows += _rows(agent, OBSERVED, ks, at, every, level, note)
+    new = _new_task(posterior, ks)
+    if new is not None:
+        at, every, note = new
+        for n, agent in enumerate(posterior.coords[AGENT]):
+            rows += _rows(agent, NEW_TASK, ks, at[..., n], every[..., n], level, note)
+    return pd.DataFrame(rows, columns=list(POPULATION_COLUMNS))
+
+
+def power_law(posterior, level: float | None = None) -> pd.DataFrame | None:
+    """Per agent, the exponent ``alpha = mu kappa`` of ``1 - pass@k ~ k^(-alpha)`` for a
+    new task of an ``end_to_end_pooled`` fit: mean and bounds; None for other models."""
+    level = check_level(posterior.level if level is None else level, "level")
+    shapes = _beta_shapes(posterior)
+    if shapes is None:
+        return None
+    alpha = shapes[0]
+    low, high = np.quantile(alpha, [1.0 - level, level], axis=0)
+    return pd.DataFrame(
+        dict(
+            agent=posterior.coords[AGENT],
+            alpha_mean=alpha.mean(axis=0),
+            alpha_lower=low,
+            alpha_upper=high,
+            level=level,
+        )
+    )
+
+
+def crossing(posterior, threshold: float, level: float | None = None) -> pd.DataFrame | None:
+    """Per agent, the least ``k`` (to ``MAX_ATTEMPTS``) at which a new task's pass@k
+    reaches ``threshold``: its median over draws and its lower bound at ``level``
+    (``k_lower``: with probability ``level`` the risk comes no sooner); None where the
+    model has no new task. A draw that never reaches it counts as beyond ``MAX_ATTEMPTS``
+    (shown as infinite)."""
+    tau = check_probability(threshold, "threshold")
+    level = check_level(posterior.level if level is None else level, "level")
+    shapes = _beta_shapes(posterior)
+    curve = None
+    if shapes is not None:
+        a, b = shapes
+
+        def curve(k):
+            return mean_at_least_one(a, b, k)
+
+    elif _crossed_new_task(posterior):
+        centre, scale = _crossed_logit(posterior)
+
+        def curve(k):
+            return _new_task_rates(centre, scale, k)[0]
+
+    if curve is None:
+        return None
+    found = _least_k(curve, tau)
+    low, median = np.quantile(found, [1.0 - level, 0.5], axis=0)
+    return pd.DataFrame(
+        dict(agent=posterior.coords[AGENT], threshold=tau, k_median=median, k_lower=low)
+    )
+
+
+def _least_k(curve, tau) -> np.ndarray:
+    """Per draw and agent, the least whole ``k`` with ``curve(k) >= tau`` (inf if none to
+    ``MAX_ATTEMPTS``): bisection, the curve increasing in ``k``."""
+    top = curve(np.float64(MAX_ATTEMPTS))
+    low = np.zeros(top.shape)  # curve(0) = 0 < tau
+    high = np.full(top.shape, float(MAX_ATTEMPTS))
+    for _ in range(int(math.log2(MAX_ATTEMPTS)) + 2):
+        middle = np.floor((low + high) / 2)
+        reached = curve(np.maximum(middle, 1.0)) >= tau
+        high = np.where(reached, middle, high)
+        low = np.where(reached, low, middle)
+    return np.where(top >= tau, np.maximum(high, 1.0), np.inf)
+
+
+def _rows(agent, population, ks, at, every, level, note) -> list[dict]:
+    """One row per ``k`` from per-draw values ``at`` and ``every`` (``k`` by draw)."""
+    at_q = np.quantile(at, [1.0 - level, level], axis=1)
+    every_q = np.quantile(every, [1.0 - level, level], axis=1)
+    return [
+        dict(
+            agent=agent,
+            population=population,
+            attempts=int(k),
+            level=level,
+            pass_at_mean=at[n].mean(),
+            pass_at_lower=at_q[0, n],
+            pass_at_upper=at_q[1, n],
+            pass_all_mean=every[n].mean(),
+            pass_all_lower=every_q[0, n],
+            pass_all_upper=every_q[1, n],
+            provenance=note,
+        )
+        for n, k in enumerate(ks)
+    ]
+
+
+def _observed_rates(posterior) -> dict:
+    """Per agent: draws (flattened) by task of the rates with a posterior, and how many
+    of its tasks have none."""
+    p_task = posterior.draws["p_task"]
+    values = p_task.values.reshape(-1, *p_task.shape[-2:])
+    method, reason = posterior.values("method"), posterior.values("reason")
+    point = ~np.isnan(posterior.values("point_log")) if not posterior.is_mcmc else None
+    out = {}
+    for i, agent in enumerate(posterior.coords[AGENT]):
+        present = method[i] != ""
+        usable = present & (reason[i] == "")
+        if point is not None:
+            usable &= ~point[i]
+        usable &= ~np.isnan(values[:, i, :]).any(axis=0)
+        out[agent] = (values[:, i, usable], int(present.sum() - usable.sum()))
+    return out
+
+
+def _beta_shapes(posterior):
+    """``(mu kappa, (1 - mu) kappa)`` per draw and agent of an ``end_to_end_pooled`` fit."""
+    spec = posterior.spec
+    if not posterior.is_mcmc or spec.kind != "end_to_end" or spec.pooling != "tasks":
+        return None
+    mu = posterior.draws["mu"].values.reshape(-1, len(posterior.coords[AGENT]))
+    kappa = posterior.draws["kappa"].values.reshape(mu.shape)
+    return mu * kappa, (1.0 - mu) * kappa
+
+
+def _crossed_new_task(posterior) -> bool:
+    """A crossed end-to-end fit whose tasks have no covariates or groups."""
+    spec = posterior.spec
+    return (
+        posterior.is_mcmc
+        and spec.pooling == "crossed"
+        and spec.kind == "end_to_end"
+        and not {"task_coefficient", "group"} & set(posterior.draws.data_vars)
+    )
+
+
+def _crossed_logit(posterior):
+    """Per draw and agent: the centre and scale of a new task's logit rate."""
+    draws = posterior.draws
+    ability = draws["ability"].values.reshape(-1, len(posterior.coords[AGENT]))
+    spread = np.hypot(draws["difficulty_scale"].values, draws["cell_scale"].values)
+    return ability, spread.reshape(-1, 1)
+
+
+def _normal_rule() -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of ``E[f(z)]``, ``z ~ Normal(0, 1)`` (module constants)."""
+    x, w = np.polynomial.legendre.leggauss(NODES_PER_PANEL)
+    starts = np.arange(-Z_RANGE, Z_RANGE, PANEL)
+    nodes = (starts[:, None] + (x + 1.0) * PANEL / 2).ravel()
+    weights = np.tile(w * PANEL / 2, starts.size) * np.exp(-(nodes**2) / 2) / math.sqrt(2 * math.pi)
+    return nodes, weights
+
+
+def _new_task_rates(centre, scale, k):
+    """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)``."""
+    nodes, weights = _normal_rule()
+    k = np.asarray(k, dtype=float)[..., None]  # per draw and agent, or one for all
+    logit = centre[..., None] + scale[..., None] * nodes
+    log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+    at = -np.expm1(k * log_q)
+    every = np.exp(k * log_p)
+    return at @ weights, every @ weights
+
+
+def _new_task(posterior, ks):
+    """Per ``k``, draw and agent: a new task's pass@k and pass^k, with the provenance;
+    None where the model has no new task."""
+    shapes = _beta_shapes(posterior)
+    if shapes is not None:
+        a, b = shapes
+        at = np.stack([mean_at_least_one(a, b, k) for k in ks])
+        every = np.stack([mean_all_of(a, b, k) for k in ks])
+        note = "a new task, P ~ Beta(mu kappa, (1 - mu) kappa) per draw: closed forms"
+        return at, every, note
+    if _crossed_new_task(posterior):
+        centre, scale = _crossed_logit(posterior)
+        pairs = [_new_task_rates(centre, scale, k) for k in ks]
+        note = (
+            "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
+            "composite Gauss-Legendre quadrature over the normal"
+        )
+        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), note
+    return None
