@@ -40,13 +40,15 @@ __all__ = [
 @dataclass
 class Run:
     """What ``run`` did: the fit, its summary, its checks, the files it wrote and, where
-    asked for, pass@k and pass^k (``bayes_eval.results.attempts``)."""
+    asked for, pass@k and pass^k per pair (``attempts``: ``bayes_eval.results.attempts``)
+    and across each agent's tasks (``population``: ``bayes_eval.results.population``)."""
 
     posterior: Posterior
     summary: pd.DataFrame
     checks: FitChecks
     written: list[str] = field(default_factory=list)
     attempts: pd.DataFrame | None = None
+    population: pd.DataFrame | None = None
 
 
 def read_evidence(
@@ -143,7 +145,8 @@ def run(
         The ``tau`` of ``prob_above`` and of the report's verdicts.
     attempts : sequence of int or str, optional
         Numbers of attempts ``k`` (1 to 1e9; text such as ``"10,1e6"`` too): pass@k and
-        pass^k of every pair in ``Run.attempts`` and ``attempts.csv``.
+        pass^k of every pair in ``Run.attempts`` and ``attempts.csv``, and across each
+        agent's tasks in ``Run.population`` and ``population.csv``.
 
     A check, the report or a figure that fails after the fit is reported in
     ``Run.checks.failed``; the fit, its summary and the other checks are kept.
@@ -173,22 +176,28 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None) -> Run:
     pass@k and pass^k for ``attempts`` and, with ``out``, its run folder
     (``write_run_folder``)."""
     summary = posterior.summary(threshold=threshold)
-    table = None if attempts is None else posterior.attempts(attempts, threshold=threshold)
+    table = curves = None
+    if attempts is not None:
+        table = posterior.attempts(attempts, threshold=threshold)
+        curves = posterior.population(attempts)
     checks = check_fit(posterior)
     written = (
         []
         if out is None
-        else write_run_folder(out, posterior, summary, checks, threshold, attempts=table)
+        else write_run_folder(
+            out, posterior, summary, checks, threshold, attempts=table, population=curves
+        )
     )
-    return Run(posterior, summary, checks, written, table)
+    return Run(posterior, summary, checks, written, table, curves)
 
 
 def write_run_folder(
-    out, posterior, summary, checks: FitChecks, threshold=None, attempts=None
+    out, posterior, summary, checks: FitChecks, threshold=None, attempts=None, population=None
 ) -> list[str]:
     """Write a fit's run folder and return its files' names; a report or figure that
     fails is reported in ``checks.failed`` (the fit, its summary and its checks are
-    written all the same). ``attempts``, where given, is written as ``attempts.csv``."""
+    written all the same). ``attempts`` and ``population``, where given, are written as
+    ``attempts.csv`` and ``population.csv``."""
     from bayes_eval.outputs.plots import forest_plot, ppc_plot
 
     def figures(staging: Path) -> None:
@@ -204,6 +213,7 @@ def write_run_folder(
         summary.to_csv(staging / "summary.csv", index=False)
         if attempts is not None:
             attempts.to_csv(staging / "attempts.csv", index=False)
+            population.to_csv(staging / "population.csv", index=False)
         checks.predictive.to_csv(staging / "ppc.csv", index=False)
         if len(checks.assumption):
             checks.assumption.to_csv(staging / "milestone_check.csv", index=False)

@@ -132,3 +132,27 @@ def test_crossing_gives_a_lower_bound_below_the_median(pooled):
     crossed = crossing(pooled, 0.5).set_index("agent")
     assert (crossed["k_lower"] <= crossed["k_median"]).all()
     assert crossed.loc["weak", "k_median"] > crossed.loc["strong", "k_median"]
+
+
+def test_the_reports_deployment_section(pooled, tmp_path):
+    from bayes_eval.outputs.deployment import deployment_sections
+
+    sections, figures = deployment_sections(pooled, 0.5, 0.975)
+    assert sections[0] == ("h2", "At deployment scale")
+    assert figures["deployment.png"].startswith(b"\x89PNG")
+    lists = [payload for kind, payload in sections if kind == "list"]
+    crossing_items, exponents = lists
+    assert all("(median); with probability 0.975 not before" in item for item in crossing_items)
+    assert exponents[0].startswith("strong: alpha ")
+    report = bayes_eval.report(EXAMPLE, threshold=0.05, out=tmp_path)
+    assert "## At deployment scale" in report.markdown
+    assert "deployment.png" in report.figures and (tmp_path / "deployment.png").exists()
+    assert "When a new task's pass@k" not in report.markdown  # an exact fit has no new task
+
+
+def test_a_run_folder_keeps_the_population(tmp_path):
+    done = bayes_eval.run(EXAMPLE, out=tmp_path / "run", attempts="1,10")
+    written = pd.read_csv(tmp_path / "run" / "population.csv")
+    assert "population.csv" in done.written
+    assert written["population"].eq(OBSERVED).all() and len(written) == 2 * 2
+    np.testing.assert_allclose(written["pass_at_mean"], done.population["pass_at_mean"])

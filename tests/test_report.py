@@ -82,7 +82,8 @@ def test_html_is_self_contained(tmp_path):
     parser = Resources()
     parser.feed(result.html)
     assert parser.links and all(link.startswith("data:image/png;base64,") for link in parser.links)
-    assert len(parser.links) == len(result.figures) == 3
+    assert len(parser.links) == len(result.figures) == 4  # forest, densities, ppc, deployment
+    assert "deployment.png" in result.figures
     assert "Methods, their assumptions and failure modes" in result.markdown
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(
         ["report.html", "report.md", *result.figures]

@@ -26,6 +26,7 @@ from bayes_eval.cli.options import (
 from bayes_eval.cli.terminal import (
     attempts_table,
     check_text,
+    population_table,
     print_summary,
     summary_table,
     verdict_text,
@@ -117,6 +118,8 @@ def run(args) -> int:
         print(summary_table(summary, posterior, threshold))
         if done.attempts is not None:
             print(f"\n{attempts_table(done.attempts, threshold)}")
+            if len(done.population):
+                print(f"\n{population_table(done.population)}")
         if verdict:
             print(f"\n{verdict}")
         if out is not None:

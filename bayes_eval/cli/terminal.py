@@ -149,6 +149,24 @@ def attempts_table(attempts, threshold) -> str:
     return "\n".join([header, "", terminal_table(frame)])
 
 
+def population_table(population) -> str:
+    """pass@k and pass^k across each agent's tasks (observed, and a new one), per k."""
+    level = population["level"].iloc[0] if len(population) else math.nan
+    shown = {
+        "agent": "agent",
+        "population": "tasks",
+        "attempts": "k",
+        "pass_at_mean": "pass@k mean",
+        "pass_at_upper": f"upper ({level:g})",
+        "pass_all_mean": "pass^k mean",
+        "pass_all_lower": f"lower ({1 - level:g})",
+    }
+    frame = population[list(shown)].rename(columns=shown)
+    frame["k"] = frame["k"].map(lambda k: f"{k:,}")
+    header = "across each agent's tasks (population.csv): the observed ones' average, a new one"
+    return "\n".join([header, "", terminal_table(frame)])
+
+
 def plain(value) -> str:
     """A plan's value for reading: numbers to four figures, or from 1,000 on whole with
     thousands separators; lists item by item."""

@@ -18,6 +18,7 @@ LOG10_P = "log10 P"
 DENSITY_PANELS = 36  # the most posterior densities one figure draws
 
 __all__ = [
+    "attempts_plot",
     "calibration_plot",
     "density_plot",
     "forest_plot",
@@ -328,6 +329,58 @@ def horizon_plot(result, path: Path) -> Path:
         ax.set_xticks([])
     ax.set_title(f"time horizons, medians and {result.interval:.0%} intervals")
     ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, path)
+
+
+def attempts_plot(curves: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
+    """pass@k (upper panel) and the chance that all k attempts fail, 1 - pass@k (lower
+    panel, where a power law is a straight line), against k on log-log axes, per agent:
+    the mean and the band between the one-sided bounds, for the observed tasks and (where
+    the model has one) a new task (``bayes_eval.results.population``); the threshold
+    dashed."""
+    plt = _pyplot()
+    agents = list(dict.fromkeys(curves["agent"]))
+    columns = min(len(agents), 3)
+    blocks = math.ceil(len(agents) / columns)
+    fig, axes = plt.subplots(
+        2 * blocks, columns, figsize=(3.6 * columns, 5.4 * blocks), squeeze=False, sharex=True
+    )
+    floor = 1e-12  # 0 cannot sit on a log axis
+    for n, agent in enumerate(agents):
+        top, bottom = (
+            axes[2 * (n // columns), n % columns],
+            axes[2 * (n // columns) + 1, n % columns],
+        )
+        for population, color in (("observed tasks", "tab:blue"), ("new task", "tab:orange")):
+            curve = curves[(curves["agent"] == agent) & (curves["population"] == population)]
+            if not len(curve):
+                continue
+            k = curve["attempts"].to_numpy(dtype=float)
+            mean, low, high = (
+                curve[c].to_numpy(float) for c in ("pass_at_mean", "pass_at_lower", "pass_at_upper")
+            )
+            for ax, (m, lo, hi) in (
+                (top, (mean, low, high)),
+                (bottom, (1 - mean, 1 - high, 1 - low)),
+            ):
+                band = np.maximum(lo, floor), np.maximum(hi, floor)
+                ax.fill_between(k, *band, color=color, alpha=0.2, linewidth=0)
+                ax.plot(k, np.maximum(m, floor), color=color, label=population)
+        if threshold is not None:
+            top.axhline(threshold, color="0.3", linestyle="--", linewidth=1)
+            bottom.axhline(1 - threshold, color="0.3", linestyle="--", linewidth=1)
+        top.set_title(agent, fontsize=9)
+        bottom.set_xlabel("attempts k")
+        for ax in (top, bottom):
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.grid(True, which="major", color="0.9")
+    for n in range(len(agents), blocks * columns):
+        axes[2 * (n // columns), n % columns].set_visible(False)
+        axes[2 * (n // columns) + 1, n % columns].set_visible(False)
+    axes[0, 0].set_ylabel("pass@k")
+    axes[1, 0].set_ylabel("1 - pass@k (all k fail)")
+    axes[0, 0].legend(fontsize=7, loc="lower right")
     return _save(fig, path)
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 from bayes_eval.checks.assumption import PATH_MODELS
 from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
+from bayes_eval.outputs.deployment import deployment_sections
 from bayes_eval.registry import CROSSED, POOLED, model_of
 from bayes_eval.results.summary import format_number
 
@@ -332,6 +333,9 @@ def build_report(
         posterior, table, assumption, predictive, checks.milestone_method, threshold, level
     )
     sections += ranking_sections(posterior, checks.comparison)
+    deployment, drawn = deployment_sections(posterior, threshold, level)
+    sections += deployment
+    figures.update(drawn)
     if len(predictions):
         sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(

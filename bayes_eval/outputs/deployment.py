@@ -1,0 +1,106 @@
+"""The report's section "At deployment scale": pass@k across each agent's tasks as the
+number of attempts grows (``bayes_eval.results.population``), its figure, and the number
+of attempts at which a new task's pass@k reaches the report's threshold."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.results.population import crossing, population_curves, power_law
+from bayes_eval.results.summary import format_number
+
+__all__ = ["CURVE_ATTEMPTS", "TABLE_ATTEMPTS", "deployment_sections"]
+
+# The attempts of the figure (three per decade) and of the table.
+CURVE_ATTEMPTS = tuple(sorted({round(10 ** (e / 3)) for e in range(19)}))
+TABLE_ATTEMPTS = (1, 10, 100, 1_000, 10_000, 1_000_000)
+FIGURE = "deployment.png"
+
+
+def deployment_sections(posterior, threshold: float, level: float) -> tuple[list, dict]:
+    """The section's ``(kind, payload)`` pairs and its figure (name to PNG bytes)."""
+    from bayes_eval.outputs.plots import attempts_plot
+
+    curves = population_curves(posterior, CURVE_ATTEMPTS, level)
+    if not len(curves):
+        return [], {}
+    sections = [
+        ("h2", "At deployment scale"),
+        (
+            "p",
+            "An agent deployed to many users, or an attacker who retries, gets k attempts "
+            "at a task. pass@k is the chance that at least one of k independent attempts "
+            "succeeds, 1 - (1 - P)^k; it grows with k, and how fast depends on how the "
+            "success rates spread across tasks. The figure shows it per agent, averaged over "
+            "the agent's observed tasks (blue) and, where the model describes the agent's "
+            f"population of tasks, for a new task drawn from it (orange): posterior means, "
+            f"bands between the one-sided {1 - level:g} and {level:g} bounds, the threshold "
+            "dashed. Below each, the chance that all k attempts fail, 1 - pass@k: where the "
+            "tasks' rates follow a Beta, it falls as a power of k, a straight line. Per "
+            "pair, `bayes-eval fit --attempts` gives the same for every task.",
+        ),
+        ("figure", (FIGURE, "pass@k against attempts k (log-log), per agent")),
+        ("p", f"Per agent, pass@k's mean and, in brackets, its {level:g} upper bound:"),
+        ("table", _table(curves)),
+    ]
+    found = crossing(posterior, threshold, level)
+    if found is not None:
+        items = [_crossing_text(row, threshold, level) for row in found.itertuples()]
+        sections += [("p", f"**When a new task's pass@k reaches {threshold:g}.**"), ("list", items)]
+    law = power_law(posterior, level)
+    if law is not None:
+        sections.append(
+            (
+                "p",
+                "**The power law.** Under the model's Beta population of tasks, the share "
+                "of new tasks never solved in k attempts falls as k^(-alpha), alpha the "
+                "Beta's first shape (mu kappa): a small alpha means many tasks an agent "
+                "almost never solves, and pass@k that approaches 1 slowly.",
+            )
+        )
+        sections.append(
+            (
+                "list",
+                [
+                    f"{row.agent}: alpha {format_number(row.alpha_mean)} "
+                    f"({format_number(row.alpha_lower)} to {format_number(row.alpha_upper)})"
+                    for row in law.itertuples()
+                ],
+            )
+        )
+    with tempfile.TemporaryDirectory() as folder:
+        path = attempts_plot(curves, Path(folder) / FIGURE, threshold)
+        return sections, {FIGURE: path.read_bytes()}
+
+
+def _table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per agent and population, pass@k's mean and upper bound at ``TABLE_ATTEMPTS``."""
+    shown = curves[curves["attempts"].isin(TABLE_ATTEMPTS)]
+    rows = []
+    for (agent, population), group in shown.groupby(["agent", "population"], sort=False):
+        row = {"agent": agent, "tasks": population}
+        for r in group.itertuples():
+            row[f"k = {r.attempts:,}"] = (
+                f"{format_number(r.pass_at_mean)} (≤ {format_number(r.pass_at_upper)})"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _crossing_text(row, threshold: float, level: float) -> str:
+    if math.isinf(row.k_median) and math.isinf(row.k_lower):
+        return f"{row.agent}: not within 1e9 attempts, even at the {level:g} bound"
+    return (
+        f"{row.agent}: after {_attempts(row.k_median)} (median); with probability "
+        f"{level:g} not before {_attempts(row.k_lower)}"
+    )
+
+
+def _attempts(k: float) -> str:
+    if math.isinf(k):
+        return "more than 1e9 attempts"
+    return "1 attempt" if k == 1 else f"{int(k):,} attempts"
