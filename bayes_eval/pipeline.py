@@ -242,6 +242,7 @@ def report(
     out: PathLike | None = None,
     allow_extrapolated: bool = False,
     compare: Sequence[ModelSource] = (),
+    attempts: Sequence[int] | str | None = None,
 ) -> Report:
     """Fit (or load) and report.
 
@@ -261,8 +262,13 @@ def report(
     compare : sequence of str or path
         Models fitted to the same evidence and ranked beside the report's model and the
         milestone method in its section "Which model the bounds come from".
+    attempts : sequence of int or str, optional
+        Numbers of attempts for the section "At deployment scale" (default 1 to 1e6 in
+        decades) and its table per pair (only with ``attempts``).
     """
     threshold = check_probability(threshold, "threshold")
+    if attempts is not None:
+        attempts = parse_attempts(attempts)
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
     result = build_report(
         posterior,
@@ -270,6 +276,7 @@ def report(
         level,
         checks=check_fit(posterior, keep_going=False, others=compare),
         allow_extrapolated=allow_extrapolated,
+        attempts=attempts,
     )
     if out is not None:
         result.write(out)

@@ -156,3 +156,27 @@ def test_a_run_folder_keeps_the_population(tmp_path):
     assert "population.csv" in done.written
     assert written["population"].eq(OBSERVED).all() and len(written) == 2 * 2
     np.testing.assert_allclose(written["pass_at_mean"], done.population["pass_at_mean"])
+
+
+def test_the_report_tabulates_the_attempts_asked_for(tmp_path, capsys):
+    from bayes_eval.cli.main import main
+
+    report = bayes_eval.report(EXAMPLE, threshold=0.05, attempts="3,1e4")
+    section = report.markdown.split("## At deployment scale")[1]
+    assert "| k = 3 | k = 10,000 |" in section and "k = 100 |" not in section
+    assert "| agent-b | credential_harvest | 10,000 |" in section  # the table per pair
+    code = main(
+        [
+            "report",
+            EXAMPLE,
+            "--threshold",
+            "0.05",
+            "--attempts",
+            "0.5",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
+    assert code == 2
+    assert "error: --attempts: '0.5' is not a whole number" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 from bayes_eval.cli.options import (
     INSPECT_OPTIONS,
     QUIET_HELP,
+    attempts_of,
     evidence_of,
     reading_options,
     same_folder,
@@ -40,6 +41,11 @@ def arguments(commands) -> None:
         metavar="MODEL",
         help="models to fit to the same evidence and rank beside the report's model",
     )
+    report.add_argument(
+        "--attempts",
+        metavar="K[,K...]",
+        help="tabulate pass@k at these numbers of attempts (1 to 1e9), across tasks and per pair",
+    )
     reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -52,6 +58,7 @@ def run(args) -> int:
     threshold = check_probability(args.threshold, "--threshold")
     level = None if args.level is None else check_level(args.level, "--level")
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
+    attempts = None if args.attempts is None else attempts_of(args.attempts)
     for model in args.compare:  # before any fit
         try:
             load_spec(model)
@@ -74,6 +81,7 @@ def run(args) -> int:
         seed=seed,
         allow_extrapolated=args.allow_extrapolated,
         compare=args.compare,
+        attempts=attempts,
     )
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))

@@ -17,15 +17,19 @@ __all__ = ["CURVE_ATTEMPTS", "TABLE_ATTEMPTS", "deployment_sections"]
 
 # The attempts of the figure (three per decade) and of the table.
 CURVE_ATTEMPTS = tuple(sorted({round(10 ** (e / 3)) for e in range(19)}))
-TABLE_ATTEMPTS = (1, 10, 100, 1_000, 10_000, 1_000_000)
+TABLE_ATTEMPTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 FIGURE = "deployment.png"
 
 
-def deployment_sections(posterior, threshold: float, level: float) -> tuple[list, dict]:
-    """The section's ``(kind, payload)`` pairs and its figure (name to PNG bytes)."""
+def deployment_sections(
+    posterior, threshold: float, level: float, attempts=None
+) -> tuple[list, dict]:
+    """The section's ``(kind, payload)`` pairs and its figure (name to PNG bytes); with
+    ``attempts`` (numbers of attempts), its table at those ``k`` and a table per pair."""
     from bayes_eval.outputs.plots import attempts_plot
 
-    curves = population_curves(posterior, CURVE_ATTEMPTS, level)
+    ks = TABLE_ATTEMPTS if attempts is None else tuple(attempts)
+    curves = population_curves(posterior, sorted({*CURVE_ATTEMPTS, *ks}), level)
     if not len(curves):
         return [], {}
     sections = [
@@ -45,8 +49,13 @@ def deployment_sections(posterior, threshold: float, level: float) -> tuple[list
         ),
         ("figure", (FIGURE, "pass@k against attempts k (log-log), per agent")),
         ("p", f"Per agent, pass@k's mean and, in brackets, its {level:g} upper bound:"),
-        ("table", _table(curves)),
+        ("table", _table(curves, ks)),
     ]
+    if attempts is not None:
+        sections += [
+            ("p", f"Per pair, pass@k's mean and {level:g} upper bound, and pass^k's mean:"),
+            ("table", _pairs(posterior.attempts(ks, level, threshold), threshold)),
+        ]
     found = crossing(posterior, threshold, level)
     if found is not None:
         items = [_crossing_text(row, threshold, level) for row in found.itertuples()]
@@ -77,9 +86,9 @@ def deployment_sections(posterior, threshold: float, level: float) -> tuple[list
         return sections, {FIGURE: path.read_bytes()}
 
 
-def _table(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per agent and population, pass@k's mean and upper bound at ``TABLE_ATTEMPTS``."""
-    shown = curves[curves["attempts"].isin(TABLE_ATTEMPTS)]
+def _table(curves: pd.DataFrame, ks) -> pd.DataFrame:
+    """Per agent and population, pass@k's mean and upper bound at ``ks``."""
+    shown = curves[curves["attempts"].isin(ks)]
     rows = []
     for (agent, population), group in shown.groupby(["agent", "population"], sort=False):
         row = {"agent": agent, "tasks": population}
@@ -89,6 +98,21 @@ def _table(curves: pd.DataFrame) -> pd.DataFrame:
             )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _pairs(attempts: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """The per-pair table, numbers as the report shows them."""
+    return pd.DataFrame(
+        {
+            "agent": attempts["agent"],
+            "task": attempts["task"],
+            "k": attempts["attempts"].map(lambda k: f"{k:,}"),
+            "pass@k": attempts["pass_at_mean"].map(format_number),
+            "pass@k upper": attempts["pass_at_upper"].map(format_number),
+            f"P(pass@k > {threshold:g})": attempts["pass_at_prob_above"].map(format_number),
+            "pass^k": attempts["pass_all_mean"].map(format_number),
+        }
+    )
 
 
 def _crossing_text(row, threshold: float, level: float) -> str:

@@ -309,9 +309,11 @@ def build_report(
     *,
     checks,
     allow_extrapolated: bool = False,
+    attempts=None,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
-    below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``).
+    below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``); with
+    ``attempts`` (numbers of attempts), its section "At deployment scale" tabulates those.
 
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
     report fits nothing itself.
@@ -333,7 +335,7 @@ def build_report(
         posterior, table, assumption, predictive, checks.milestone_method, threshold, level
     )
     sections += ranking_sections(posterior, checks.comparison)
-    deployment, drawn = deployment_sections(posterior, threshold, level)
+    deployment, drawn = deployment_sections(posterior, threshold, level, attempts)
     sections += deployment
     figures.update(drawn)
     if len(predictions):
