@@ -226,7 +226,8 @@ def _exact_means(product, kf, seed) -> tuple[dict, str]:
     """``E[pass@k]`` and ``E[pass^k]`` of an exact posterior, with how they were found."""
     factors = product.factors
     if len(factors) == 1 and factors[0][0].size == 0:  # P = 1
-        return {"pass_at_mean": np.ones(kf.shape), "pass_all_mean": np.ones(kf.shape)}, ""
+        ones = np.ones(kf.shape)
+        return {"pass_at_mean": ones, "pass_all_mean": ones}, "; P = 1 exactly: so are both"
     if len(factors) == 1 and factors[0][0].size == 1:
         a, b = factors[0][0][0], factors[0][1][0]
         means = {

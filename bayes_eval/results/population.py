@@ -173,15 +173,21 @@ def _rows(agent, population, ks, at, every, level, note) -> list[dict]:
 
 
 def _observed_rates(posterior) -> dict:
-    """Per agent: draws (flattened) by task of the rates with a posterior, and how many
-    of its tasks have none."""
+    """Per agent: draws (flattened) by task of the rates of the tasks it ran that have a
+    posterior, and how many of the tasks it ran have none."""
     p_task = posterior.draws["p_task"]
     values = p_task.values.reshape(-1, *p_task.shape[-2:])
     method, reason = posterior.values("method"), posterior.values("reason")
     point = ~np.isnan(posterior.values("point_log")) if not posterior.is_mcmc else None
+    # a crossed fit's pairs never run are predictions, not observed tasks
+    run = (
+        posterior.values("observed")
+        if "observed" in posterior.group("conjugate")
+        else np.ones(method.shape, dtype=bool)
+    )
     out = {}
     for i, agent in enumerate(posterior.coords[AGENT]):
-        present = method[i] != ""
+        present = (method[i] != "") & run[i]
         usable = present & (reason[i] == "")
         if point is not None:
             usable &= ~point[i]
