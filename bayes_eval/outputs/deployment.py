@@ -45,7 +45,7 @@ def deployment_sections(
             f"bands between the one-sided {1 - level:g} and {level:g} bounds, the threshold "
             "dashed. Below each, the chance that all k attempts fail, 1 - pass@k: where the "
             "tasks' rates follow a Beta, it falls as a power of k, a straight line. Per "
-            "pair, `bayes-eval fit --attempts` gives the same for every task.",
+            "pair, bayes-eval fit --attempts gives the same for every task.",
         ),
         ("figure", (FIGURE, "pass@k against attempts k (log-log), per agent")),
         ("p", f"Per agent, pass@k's mean and, in brackets, its {level:g} upper bound:"),

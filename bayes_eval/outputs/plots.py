@@ -365,7 +365,8 @@ def attempts_plot(curves: pd.DataFrame, path: Path, threshold: float | None = No
             ):
                 band = np.maximum(lo, floor), np.maximum(hi, floor)
                 ax.fill_between(k, *band, color=color, alpha=0.2, linewidth=0)
-                ax.plot(k, np.maximum(m, floor), color=color, label=population)
+                shown = np.where(m >= floor, m, np.nan)  # below the axis: not drawn
+                ax.plot(k, shown, color=color, label=population)
         if threshold is not None:
             top.axhline(threshold, color="0.3", linestyle="--", linewidth=1)
             bottom.axhline(1 - threshold, color="0.3", linestyle="--", linewidth=1)
