@@ -17,6 +17,11 @@ EXPERT_COMPLETION = "expert_completion"
 BEST_OF_N = "expert_best_of_n"
 GOLDEN = "golden_solution"
 
+# end_to_end_pooled's optional prior role of the share of an agent's tasks never solved
+# (zero-inflation), and the model variable it is the prior of.
+NEVER_SOLVABLE = "never_solvable"
+NEVER_SHARE = "never_share"
+
 # Credible level used when neither the spec nor the user gives one.
 DEFAULT_LEVEL = 0.975
 

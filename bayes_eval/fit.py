@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
 from bayes_eval.messages import collected, note, progress
@@ -291,6 +292,11 @@ def _check_clusters(evidence: Evidence, spec) -> None:
             f"({spec.kind}/{spec.pooling}) treats every run as an independent trial; fit "
             "them with end_to_end_pooled, hierarchical or a crossed model, which model the "
             "clusters"
+        )
+    if NEVER_SOLVABLE in spec.priors:
+        raise InputError(
+            f"{spec.source}: {NEVER_SOLVABLE}: tasks never solved are not modelled with "
+            "clustered runs; drop the prior, or the cluster column"
         )
     if "cluster_concentration" not in spec.priors:
         raise InputError(

@@ -27,7 +27,14 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
+from bayes_eval.constants import (
+    BEST_OF_N,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    GOLDEN,
+    MILESTONE_METHOD,
+    NEVER_SOLVABLE,
+)
 
 __all__ = [
     "CROSSED",
@@ -63,7 +70,8 @@ class Model:
     builder : callable or str
         Its builder (see the module's docstring), or ``"module:name"``.
     optional_priors : tuple of str
-        Roles it takes where the evidence needs them (clustered runs, covariates).
+        Roles it takes where the evidence needs them (clustered runs, covariates), or
+        where a spec asks for them (``never_solvable``: tasks an agent never solves).
     requires : tuple of str
         Evidence a task must have besides any row it reads (``joint``: milestones).
     clustered : bool
@@ -186,7 +194,7 @@ register(
         "tasks",
         uses=(END_TO_END,),
         priors=("mean", "concentration"),
-        optional_priors=("cluster_concentration",),
+        optional_priors=("cluster_concentration", NEVER_SOLVABLE),
         clustered=True,
         builder="bayes_eval.pooled.models:end_to_end_model",
         clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",

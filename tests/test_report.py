@@ -121,7 +121,7 @@ def test_renders_in_headless_chromium_without_network(tmp_path):
     tables = result.markdown.count("\n|---")
     assert "Safety report" in dom and dom.count("<table") == tables >= 3
     sources = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', dom)
-    assert len(sources) == len(result.figures) == 3
+    assert len(sources) == len(result.figures) == 4  # forest, densities, ppc, deployment
     assert sorted(base64.b64decode(data) for data in sources) == sorted(result.figures.values())
     for png in result.figures.values():
         height, width = image.imread(io.BytesIO(png)).shape[:2]

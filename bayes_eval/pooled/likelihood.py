@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
-from bayes_eval.constants import AGENT, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD, TASK
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE_METHOD,
+    NEVER_SHARE,
+    TASK,
+)
 from bayes_eval.pooled.clusters import log_marginal_each
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
@@ -80,6 +87,10 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
     if layout.clusters is None:
         values = stats.betabinom.logpmf(k, n, a, b)
+        if NEVER_SHARE in post:  # a share of the agent's tasks never solved
+            share = post[NEVER_SHARE].values[..., rate_agent]
+            solvable = np.log1p(-share) + values
+            values = np.where(k == 0, np.logaddexp(np.log(share), solvable), solvable)
     else:  # the rate's clusters' counts, the rate and theirs integrated out
         log_phi = np.log(post["kappa_cluster"].values[..., rate_agent])
         values = log_marginal_each(np.log(a), np.log(b), log_phi, layout.clusters)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT
+from bayes_eval.constants import AGENT, NEVER_SHARE, NEVER_SOLVABLE
 from bayes_eval.pooled.clusters import log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 
@@ -95,8 +95,36 @@ def end_to_end_model(layout, spec, form=None):
         log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
         k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        pm.Potential("k_end_to_end", _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n))
+        if NEVER_SOLVABLE in spec.priors:
+            log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
+            total = _zero_inflated(a, b, log_pi, log_1pi, layout, k, f)
+        else:
+            total = _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n)
+        pm.Potential("k_end_to_end", total)
     return model
+
+
+def _zero_inflated(a, b, log_pi, log_1pi, layout, k, failures):
+    """``sum log`` of each pair's count where a share ``pi`` of the agent's tasks is never
+    solved (rate 0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for
+    a pair without a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial
+    coefficient, constant in the parameters) for the others."""
+    import pytensor.tensor as pt
+
+    group, n = layout.pair_agent, layout.e2e_n
+    ga, gb = a[group], b[group]
+    beta_binomial = (
+        pt.gammaln(k + ga)
+        + pt.gammaln(failures + gb)
+        + pt.gammaln(ga + gb)
+        - pt.gammaln(ga)
+        - pt.gammaln(gb)
+        - pt.gammaln(n + ga + gb)
+    )
+    solvable = log_1pi[group] + beta_binomial
+    # from the data variable, not the layout's counts: a model is refitted to new counts
+    each = pt.where(pt.eq(k, 0), pt.logaddexp(log_pi[group], solvable), solvable)
+    return pt.sum(each)
 
 
 def _task_hierarchy(pm, layout, spec, form):

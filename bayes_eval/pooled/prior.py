@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
+from bayes_eval.constants import AGENT, MILESTONE, NEVER_SHARE, NEVER_SOLVABLE, RUN, STEP, TASK
 from bayes_eval.exact.products import log_beta_draws
 
 __all__ = [
@@ -26,7 +26,12 @@ __all__ = [
 _TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
 _CLUSTERS = {"cluster_concentration": "kappa_cluster"}
 HYPER_NAMES = {
-    "end_to_end": {"mean": "mu", "concentration": "kappa", **_CLUSTERS},
+    "end_to_end": {
+        "mean": "mu",
+        "concentration": "kappa",
+        NEVER_SOLVABLE: NEVER_SHARE,
+        **_CLUSTERS,
+    },
     "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
     "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
     "joint": {
@@ -56,6 +61,8 @@ def simulate(truth, layout, spec, rng):
     if spec.kind == "end_to_end":
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
+        if NEVER_SHARE in truth:  # tasks never solved
+            p_task[rng.uniform(size=p_task.shape) < truth[NEVER_SHARE][agent]] = 0.0
         if layout.clusters is not None:
             return {"k_cluster": cluster_counts(truth, layout, p_task, agent, rng)}, p_task
         return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task

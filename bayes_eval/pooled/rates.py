@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
+from bayes_eval.constants import AGENT, MILESTONE, NEVER_SHARE, RUN, STEP, TASK
+from bayes_eval.exact.attempts import log_beta_ratio
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
@@ -52,7 +53,14 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     if spec.kind == "end_to_end":
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
-        p = rng.beta(mu * kappa + layout.e2e_k, (1 - mu) * kappa + (layout.e2e_n - layout.e2e_k))
+        k, n = layout.e2e_k, layout.e2e_n
+        p = rng.beta(mu * kappa + k, (1 - mu) * kappa + (n - k))
+        if NEVER_SHARE in post:  # a pair without a success may be one never solved
+            share = post[NEVER_SHARE].values[..., layout.pair_agent]
+            # P(never | 0 of n) = pi / (pi + (1 - pi) B(a, b + n) / B(a, b))
+            log_none = log_beta_ratio(mu * kappa, (1 - mu) * kappa, n)
+            never = share / (share + (1 - share) * np.exp(log_none))
+            p = np.where((k == 0) & (rng.uniform(size=p.shape) < never), 0.0, p)
         return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
@@ -103,7 +111,11 @@ def with_unrun(out: dict, post, layout, rng) -> dict:
     agent, task = unrun[:, 0], unrun[:, 1]
     if "mu" in post:  # end to end: P ~ Beta(mu kappa, (1 - mu) kappa)
         mu, kappa = post["mu"].values[..., agent], post["kappa"].values[..., agent]
-        p_task[..., agent, task] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
+        p = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
+        if NEVER_SHARE in post:  # or never solved, with the agent's share
+            never = rng.uniform(size=p.shape) < post[NEVER_SHARE].values[..., agent]
+            p = np.where(never, 0.0, p)
+        p_task[..., agent, task] = p
         return out
     mean, conc = post["mu_agent"].values[..., agent], post["kappa_agent"].values[..., agent]
     tiny = np.finfo(float).tiny

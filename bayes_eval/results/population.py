@@ -15,7 +15,8 @@ and the one-sided bounds at ``level``, ``1 - level``):
   model needs its milestones, and one of a model with task covariates its covariates.
 
 Under the Beta population the share of new tasks never solved in ``k`` attempts decays as
-``k^(-alpha)``, ``alpha = mu kappa``, the Beta's first shape (``power_law``): the
+``k^(-alpha)``, ``alpha = mu kappa``, the Beta's first shape (``power_law``; in
+``end_to_end_zero_inflated``, towards the share never solvable, ``never_share``): the
 exponent of pass@k's approach to 1, and the reason a fit of a power law to empirical
 pass@k curves needs the spread across tasks. ``crossing`` gives, per agent, the least
 ``k`` at which the new-task pass@k reaches ``threshold``, per draw, with its lower bound at
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import AGENT
+from bayes_eval.constants import AGENT, NEVER_SHARE
 from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
@@ -92,7 +93,7 @@ def power_law(posterior, level: float | None = None) -> pd.DataFrame | None:
     shapes = _beta_shapes(posterior)
     if shapes is None:
         return None
-    alpha = shapes[0]
+    alpha = shapes[0]  # of the solvable tasks, where some are never solved
     low, high = np.quantile(alpha, [1.0 - level, level], axis=0)
     return pd.DataFrame(
         dict(
@@ -116,10 +117,10 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
     shapes = _beta_shapes(posterior)
     curve = None
     if shapes is not None:
-        a, b = shapes
+        a, b, never = shapes
 
         def curve(k):
-            return mean_at_least_one(a, b, k)
+            return (1.0 - never) * mean_at_least_one(a, b, k)
 
     elif _crossed_new_task(posterior):
         centre, scale = _crossed_logit(posterior)
@@ -197,13 +198,19 @@ def _observed_rates(posterior) -> dict:
 
 
 def _beta_shapes(posterior):
-    """``(mu kappa, (1 - mu) kappa)`` per draw and agent of an ``end_to_end_pooled`` fit."""
+    """``(mu kappa, (1 - mu) kappa)`` per draw and agent of an ``end_to_end_pooled`` fit,
+    with the share of tasks never solved (0 without ``never_share``)."""
     spec = posterior.spec
     if not posterior.is_mcmc or spec.kind != "end_to_end" or spec.pooling != "tasks":
         return None
     mu = posterior.draws["mu"].values.reshape(-1, len(posterior.coords[AGENT]))
     kappa = posterior.draws["kappa"].values.reshape(mu.shape)
-    return mu * kappa, (1.0 - mu) * kappa
+    never = (
+        posterior.draws[NEVER_SHARE].values.reshape(mu.shape)
+        if NEVER_SHARE in posterior.draws
+        else np.zeros(mu.shape)
+    )
+    return mu * kappa, (1.0 - mu) * kappa, never
 
 
 def _crossed_new_task(posterior) -> bool:
@@ -250,10 +257,12 @@ def _new_task(posterior, ks):
     None where the model has no new task."""
     shapes = _beta_shapes(posterior)
     if shapes is not None:
-        a, b = shapes
-        at = np.stack([mean_at_least_one(a, b, k) for k in ks])
-        every = np.stack([mean_all_of(a, b, k) for k in ks])
+        a, b, never = shapes
+        at = np.stack([(1.0 - never) * mean_at_least_one(a, b, k) for k in ks])
+        every = np.stack([(1.0 - never) * mean_all_of(a, b, k) for k in ks])
         note = "a new task, P ~ Beta(mu kappa, (1 - mu) kappa) per draw: closed forms"
+        if NEVER_SHARE in posterior.draws:
+            note += "; or never solved (P = 0), with the agent's share never_share"
         return at, every, note
     if _crossed_new_task(posterior):
         centre, scale = _crossed_logit(posterior)
