@@ -72,11 +72,12 @@ def log_beta_ratio(a, b, k):
     out = np.zeros(head.shape)
     for start in range(0, out.size, CHUNK):
         cells = slice(start, start + CHUNK)
-        top = tops[cells, None] + j
+        width = j[: int(head[cells].max(initial=0))]  # the chunk's factors, no more
+        top = tops[cells, None] + width
         bottom = top + shares[cells, None]
         share = shares[cells, None] / bottom
         terms = np.where(share < 0.5, np.log1p(-np.minimum(share, 0.5)), np.log(top / bottom))
-        out[cells] = np.where(j < head[cells, None], terms, 0.0).sum(axis=1)
+        out[cells] = np.where(width < head[cells, None], terms, 0.0).sum(axis=1)
     out = out.reshape(a.shape)
     rest = k - DIRECT
     tail = rest > 0
