@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from bayes_eval.cli.options import FORMATS, fraction, positive, whole
+from bayes_eval.cli.options import FORMATS, attempts_of, fraction, positive, whole
 from bayes_eval.cli.terminal import plain, terminal_table
 from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
@@ -17,10 +17,12 @@ from bayes_eval.results.summary import format_number
 def arguments(commands) -> None:
     """The command's flags."""
     plan = commands.add_parser(
-        "plan", help="trials that certify P < TAU, or the next run to make (RUN_DIR --task)"
+        "plan",
+        help="trials that certify P < TAU, the next run to make (RUN_DIR --task), or where "
+        "to spend a budget of runs for pass@k (RUN_DIR --attempts K --budget B)",
     )
     plan.add_argument("run_dir", nargs="?", help="folder written by fit --out (next-run mode)")
-    plan.add_argument("--threshold", required=True, help="the TAU to certify P < TAU")
+    plan.add_argument("--threshold", help="the TAU to certify P < TAU (all but --budget)")
     plan.add_argument("--level", help=f"one-sided credible level (default: {DEFAULT_LEVEL})")
     plan.add_argument("--prior", default="uniform", help="uniform, jeffreys or ALPHA,BETA")
     plan.add_argument("--rate", help="hypothesised true end-to-end rate: expected trials")
@@ -30,7 +32,16 @@ def arguments(commands) -> None:
     plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
     plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
     plan.add_argument("--end-to-end-cost", dest="e2e_cost", default="1")
-    plan.add_argument("--batch", nargs="+", default=["10", "50"], help="batch sizes")
+    plan.add_argument(
+        "--batch", nargs="+", help="batch sizes (default 10 50; with --budget one, default 1)"
+    )
+    plan.add_argument("--attempts", help="with --budget: the k of pass@k to pin down")
+    plan.add_argument("--budget", help="runs to share among an agent's tasks (RUN_DIR)")
+    plan.add_argument(
+        "--rule",
+        default="information",
+        help="with --budget: information (default), hardest or uniform",
+    )
     plan.add_argument("--seed", default="0")
     plan.add_argument("--format", default="table", choices=FORMATS)
     plan.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -44,6 +55,10 @@ def run(args) -> int:
     from bayes_eval import plan
     from bayes_eval.specs import check_level, check_probability
 
+    if args.budget is not None:
+        return _allocation(args)
+    if args.threshold is None:
+        raise InputError("plan: --threshold is required (except with --budget)")
     threshold = check_probability(args.threshold, "--threshold")
     level = DEFAULT_LEVEL if args.level is None else check_level(args.level, "--level")
     prior = plan.parse_prior(args.prior)
@@ -114,8 +129,45 @@ def _next_run(args, threshold, level, seed):
         agent=args.agent,
         costs=costs,
         end_to_end_cost=positive(args.e2e_cost, "--end-to-end-cost"),
-        batches=[whole(b, "--batch", 1) for b in args.batch],
+        batches=[whole(b, "--batch", 1) for b in (args.batch or ["10", "50"])],
         threshold=threshold,
         level=level,
         seed=seed,
     )
+
+
+def _allocation(args) -> int:
+    """``plan RUN_DIR --attempts K --budget B``: runs per task, and what each rule leaves."""
+    from bayes_eval.allocation import allocate
+    from bayes_eval.results.posterior import load_posterior
+
+    if args.run_dir is None or args.attempts is None:
+        raise InputError("plan: --budget needs RUN_DIR (an exact fit) and --attempts K")
+    given = [o for o in ("threshold", "task", "rate", "milestone_rates") if getattr(args, o)]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')}: does not apply with --budget")
+    if args.batch is not None and len(args.batch) != 1:
+        raise InputError("--batch: one batch size with --budget")
+    batch = 1 if args.batch is None else whole(args.batch[0], "--batch", 1)
+    table = allocate(
+        load_posterior(args.run_dir),
+        attempts_of(args.attempts)[0] if "," not in args.attempts else args.attempts,
+        whole(args.budget, "--budget", 1),
+        agent=args.agent,
+        rule=args.rule,
+        batch=batch,
+    )
+    if args.format == "json":
+        print(json.dumps(table.to_dict("records"), indent=2))
+    elif args.format == "csv":
+        sys.stdout.write(table.to_csv(index=False))
+    else:
+        print(terminal_table(table))
+        attrs = table.attrs
+        after = ", ".join(f"{rule} {format_number(sd)}" for rule, sd in attrs["sd_after"].items())
+        print(
+            f"\nexpected posterior sd of the average pass@{attrs['attempts']:,} over the "
+            f"tasks: now {format_number(attrs['sd_now'])}; after the runs, by rule: {after} "
+            f"(this plan: {attrs['rule']})"
+        )
+    return 0
