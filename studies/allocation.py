@@ -43,7 +43,8 @@ def average(posterior, k: int) -> tuple[float, float, float, float]:
     """The average pass@k over the tasks: posterior mean, sd and the central 95% band."""
     row = posterior.population([k], level=LEVEL).iloc[0]
     draws = posterior.draws["p_task"].values.reshape(-1, posterior.draws["p_task"].shape[-1])
-    values = (-np.expm1(k * np.log1p(-draws))).mean(axis=1)
+    with np.errstate(divide="ignore"):  # a draw of exactly 1: pass@k is 1
+        values = (-np.expm1(k * np.log1p(-draws))).mean(axis=1)
     return row.pass_at_mean, float(values.std(ddof=1)), row.pass_at_lower, row.pass_at_upper
 
 

@@ -94,7 +94,10 @@ def test_allocation_refuses_what_it_cannot_plan(tmp_path, capsys):
         allocate(chain, 10, 5, agent="agent-a", rule="best")
     bayes_eval.run(_evidence([0, 1], [2, 2]), "end_to_end", out=tmp_path / "run")
     assert main(["plan", str(tmp_path / "run"), "--budget", "4"]) == 2
-    assert "--budget needs RUN_DIR (an exact fit) and --attempts K" in capsys.readouterr().err
+    assert (
+        "--budget needs RUN_DIR (a fit written by fit --out) and --attempts K"
+        in capsys.readouterr().err
+    )
     assert main(["plan", str(tmp_path / "run"), "--budget", "4", "--attempts", "10"]) == 0
     out = capsys.readouterr().out
     assert "expected posterior sd of the average pass@10 over the tasks" in out

@@ -1,4 +1,5 @@
-"""``bayes-eval plan``: the trials that certify ``P < TAU``, or the next run to make."""
+"""``bayes-eval plan``: the trials that certify ``P < TAU``, the next run to make, or where
+to spend a budget of runs for pass@k."""
 
 from __future__ import annotations
 
@@ -142,16 +143,21 @@ def _allocation(args) -> int:
     from bayes_eval.results.posterior import load_posterior
 
     if args.run_dir is None or args.attempts is None:
-        raise InputError("plan: --budget needs RUN_DIR (an exact fit) and --attempts K")
+        raise InputError(
+            "plan: --budget needs RUN_DIR (a fit written by fit --out) and --attempts K"
+        )
     given = [o for o in ("threshold", "task", "rate", "milestone_rates") if getattr(args, o)]
     if given:
         raise InputError(f"--{given[0].replace('_', '-')}: does not apply with --budget")
     if args.batch is not None and len(args.batch) != 1:
         raise InputError("--batch: one batch size with --budget")
     batch = 1 if args.batch is None else whole(args.batch[0], "--batch", 1)
+    attempts = attempts_of(args.attempts)
+    if len(attempts) != 1:
+        raise InputError("--attempts: one target k with --budget")
     table = allocate(
         load_posterior(args.run_dir),
-        attempts_of(args.attempts)[0] if "," not in args.attempts else args.attempts,
+        attempts[0],
         whole(args.budget, "--budget", 1),
         agent=args.agent,
         rule=args.rule,
