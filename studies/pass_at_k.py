@@ -22,6 +22,9 @@ distribution of the fraction of its tasks with A:
   each ``@ROLE=P1,P2`` replaces that prior's parameters (in the spec's order: a
   LogNormal's ``mu, sigma``, a Beta's ``alpha, beta``).
 
+With ``--compare``, the models are also ranked by leave-one-cell-out on the evidence
+(``bayes_eval.compare``): what a user without held-out runs would see.
+
 Reported: the held-out log score of both events (natural log, summed over cells;
 probabilities clipped to [1e-9, 1 - 1e-9] so that the plug-in's certainties score
 finitely), the mean absolute error of each agent's predicted fraction of tasks with A,
@@ -43,7 +46,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from bayes_eval import fit
+from bayes_eval import compare, fit
 from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
 from bayes_eval.specs import DISTRIBUTIONS, load_spec
 
@@ -119,6 +122,9 @@ def with_priors(text: str):
     return replace(spec, priors=priors)
 
 
+FITS: dict = {}  # each model's fit to the evidence, for --compare
+
+
 def model(text):
     spec = with_priors(text)
 
@@ -126,7 +132,7 @@ def model(text):
         evidence = cells.assign(method="end_to_end")[
             ["agent", "task", "method", "successes", "trials"]
         ]
-        posterior = fit(evidence, spec)
+        posterior = FITS[text] = fit(evidence, spec)
         table = posterior.attempts([k]).set_index(["agent", "task"])
         keys = list(zip(cells["agent"], cells["task"], strict=True))
         p_task = posterior.draws["p_task"]
@@ -184,6 +190,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cell-runs", type=int, default=8)
     parser.add_argument("--evidence", type=int, default=2)
     parser.add_argument("--models", nargs="*", default=["end_to_end_pooled"])
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also rank the models by leave-one-cell-out on the evidence (bayes_eval.compare)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     cells, k = split(args.runs, args.cell_runs, args.evidence)
@@ -205,6 +216,11 @@ def main(argv=None) -> int:
         print(results.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print()
         print(agents.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.compare and len(FITS) > 1:
+        ranked = compare(FITS)
+        print()
+        print(ranked.table[["rank", "elpd", "elpd_diff", "dse"]].to_string())
+        print(ranked.sentence)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         results.to_csv(args.out / "pass_at_k.csv", index=False)
