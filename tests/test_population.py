@@ -104,7 +104,7 @@ def test_the_exponent_is_the_betas_first_shape(pooled):
 
 
 @pytest.mark.parametrize("centre", [-22.0, -5.0, 0.0, 3.0])
-@pytest.mark.parametrize("scale", [0.05, 1.0, 3.0, 8.0])
+@pytest.mark.parametrize("scale", [0.05, 1.0, 3.0, 8.0, 20.0])
 @pytest.mark.parametrize("k", [1, 10**3, 10**6, 10**9])
 def test_the_crossed_new_task_quadrature_matches_scipy(centre, scale, k):
     def rate(z, power):

@@ -11,7 +11,7 @@ and the one-sided bounds at ``level``, ``1 - level``):
   per draw; in a crossed model without task covariates or groups (``logit P = theta_a -
   b``, ``b`` and the cell's departure normal with scales ``difficulty_scale`` and
   ``cell_scale``) quadrature over the logit, to 1e-6 relative (or 1e-40 absolute) for
-  ``k`` up to 1e9 and scales up to 8. Other models have none: a new task of a milestone
+  ``k`` up to 1e9. Other models have none: a new task of a milestone
   model needs its milestones, and one of a model with task covariates its covariates.
 
 Under the Beta population the share of new tasks never solved in ``k`` attempts decays as
@@ -55,11 +55,14 @@ NEW_TASK = "new task"
 OBSERVED = "observed tasks"
 # The crossed model's new-task integral over the task's standardised logit ``z``: a
 # composite Gauss-Legendre rule on [-Z_RANGE, Z_RANGE] (the normal's mass beyond is below
-# 1e-44), panels of width PANEL (the rate's step from 0 to 1 in ``z`` is ``1 / scale`` wide,
-# so scales to about 1 / PANEL are resolved), NODES_PER_PANEL nodes each.
+# 1e-44) of NODES_PER_PANEL nodes per panel; the rate's step from 0 to 1 in ``z`` is
+# ``1 / scale`` wide, so a panel is ``1 / scale`` of the largest scale, at most MAX_PANEL.
 Z_RANGE = 14.0
-PANEL = 0.125
+MAX_PANEL = 0.5
 NODES_PER_PANEL = 8
+# Draws (evenly spaced) of a crossed fit over which its new task is integrated (each
+# draw on the rule above) and the crossing k solved.
+CROSSED_DRAWS = 1000
 
 
 def population_curves(
@@ -111,7 +114,7 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
     reaches ``threshold``: its median over draws and its lower bound at ``level``
     (``k_lower``: with probability ``level`` the risk comes no sooner); None where the
     model has no new task. A draw that never reaches it counts as beyond ``MAX_ATTEMPTS``
-    (shown as infinite)."""
+    (shown as infinite). A crossed fit's is solved on ``CROSSED_DRAWS`` of its draws."""
     tau = check_probability(threshold, "threshold")
     level = check_level(posterior.level if level is None else level, "level")
     shapes = _beta_shapes(posterior)
@@ -131,7 +134,8 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
     if curve is None:
         return None
     found = _least_k(curve, tau)
-    low, median = np.quantile(found, [1.0 - level, 0.5], axis=0)
+    # whole numbers, some infinite: the order statistics below, never an interpolation
+    low, median = np.quantile(found, [1.0 - level, 0.5], axis=0, method="lower")
     return pd.DataFrame(
         dict(agent=posterior.coords[AGENT], threshold=tau, k_median=median, k_lower=low)
     )
@@ -225,25 +229,31 @@ def _crossed_new_task(posterior) -> bool:
 
 
 def _crossed_logit(posterior):
-    """Per draw and agent: the centre and scale of a new task's logit rate."""
+    """Per draw (``CROSSED_DRAWS`` of them) and agent: the centre and scale of a new
+    task's logit rate."""
     draws = posterior.draws
     ability = draws["ability"].values.reshape(-1, len(posterior.coords[AGENT]))
     spread = np.hypot(draws["difficulty_scale"].values, draws["cell_scale"].values)
-    return ability, spread.reshape(-1, 1)
+    kept = np.linspace(0, len(ability) - 1, min(CROSSED_DRAWS, len(ability))).astype(int)
+    return ability[kept], spread.reshape(-1, 1)[kept]
 
 
-def _normal_rule() -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights of ``E[f(z)]``, ``z ~ Normal(0, 1)`` (module constants)."""
+def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of ``E[f(z)]``, ``z ~ Normal(0, 1)``, for rates whose logit has
+    scales up to ``largest_scale`` (the module constants)."""
+    panel = min(MAX_PANEL, 1.0 / max(largest_scale, 1e-12))
+    panels = math.ceil(2 * Z_RANGE / panel)
+    panel = 2 * Z_RANGE / panels
     x, w = np.polynomial.legendre.leggauss(NODES_PER_PANEL)
-    starts = np.arange(-Z_RANGE, Z_RANGE, PANEL)
-    nodes = (starts[:, None] + (x + 1.0) * PANEL / 2).ravel()
-    weights = np.tile(w * PANEL / 2, starts.size) * np.exp(-(nodes**2) / 2) / math.sqrt(2 * math.pi)
-    return nodes, weights
+    starts = -Z_RANGE + panel * np.arange(panels)
+    nodes = (starts[:, None] + (x + 1.0) * panel / 2).ravel()
+    density = np.exp(-(nodes**2) / 2) / math.sqrt(2 * math.pi)
+    return nodes, np.tile(w * panel / 2, panels) * density
 
 
 def _new_task_rates(centre, scale, k):
     """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)``."""
-    nodes, weights = _normal_rule()
+    nodes, weights = _normal_rule(float(np.max(scale)))
     k = np.asarray(k, dtype=float)[..., None]  # per draw and agent, or one for all
     logit = centre[..., None] + scale[..., None] * nodes
     log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
@@ -269,7 +279,7 @@ def _new_task(posterior, ks):
         pairs = [_new_task_rates(centre, scale, k) for k in ks]
         note = (
             "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
-            "composite Gauss-Legendre quadrature over the normal"
+            f"composite Gauss-Legendre quadrature over the normal, on {len(centre)} draws"
         )
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), note
     return None
