@@ -96,3 +96,13 @@ def test_clustered_runs_are_refused(tmp_path):
         InputError, match="never_solvable: tasks never solved are not modelled with clustered runs"
     ):
         bayes_eval.fit(evidence, MODEL)
+
+
+def test_the_report_warns_that_large_k_bounds_rest_on_the_zeros(fitted):
+    from bayes_eval.outputs.deployment import deployment_sections
+
+    _, posterior = fitted
+    sections, _ = deployment_sections(posterior, 0.5, 0.975)
+    texts = [payload for kind, payload in sections if kind == "p"]
+    assert any(text.startswith("**Tasks never solved.**") for text in texts)
+    assert "not conservative" in posterior.population([10])["provenance"].iloc[-1]

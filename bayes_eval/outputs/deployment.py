@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bayes_eval.constants import NEVER_SHARE
 from bayes_eval.results.population import crossing, population_curves, power_law
 from bayes_eval.results.summary import format_number
 
@@ -60,6 +61,18 @@ def deployment_sections(
     if found is not None:
         items = [_crossing_text(row, threshold, level) for row in found.itertuples()]
         sections += [("p", f"**When a new task's pass@k reaches {threshold:g}.**"), ("list", items)]
+    if NEVER_SHARE in posterior.draws:
+        sections.append(
+            (
+                "p",
+                "**Tasks never solved.** This model takes a share of each agent's tasks to be "
+                "never solvable (P = 0), so a new task's pass@k levels off below 1. A task "
+                "not solved in its runs may instead be one solved once in a million "
+                "attempts, which no few runs can tell apart: for k far beyond the runs per "
+                "task its upper bound is not conservative. For the attacker's question at "
+                "large k, read end_to_end_pooled's bound beside it.",
+            )
+        )
     law = power_law(posterior, level)
     if law is not None:
         sections.append(

@@ -272,7 +272,12 @@ def _new_task(posterior, ks):
         every = np.stack([(1.0 - never) * mean_all_of(a, b, k) for k in ks])
         note = "a new task, P ~ Beta(mu kappa, (1 - mu) kappa) per draw: closed forms"
         if NEVER_SHARE in posterior.draws:
-            note += "; or never solved (P = 0), with the agent's share never_share"
+            note += (
+                "; or never solved (P = 0), with the agent's share never_share: a task not "
+                "solved in its runs may be one solved rarely, which this model cannot tell "
+                "apart, so for k far beyond the runs per task the upper bound is not "
+                "conservative (end_to_end_pooled's is)"
+            )
         return at, every, note
     if _crossed_new_task(posterior):
         centre, scale = _crossed_logit(posterior)
