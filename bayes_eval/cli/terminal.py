@@ -144,7 +144,8 @@ def attempts_table(attempts, threshold) -> str:
     frame["k"] = frame["k"].map(lambda k: f"{k:,}")
     header = (
         "over k attempts: pass@k = P(at least one of k succeeds), pass^k = P(all k succeed); "
-        "one-sided bounds (full rows and provenance: attempts.csv, --format csv)"
+        "one-sided bounds (every column and the provenance: --format csv, or attempts.csv "
+        "in --out)"
     )
     return "\n".join([header, "", terminal_table(frame)])
 
@@ -163,7 +164,10 @@ def population_table(population) -> str:
     }
     frame = population[list(shown)].rename(columns=shown)
     frame["k"] = frame["k"].map(lambda k: f"{k:,}")
-    header = "across each agent's tasks (population.csv): the observed ones' average, a new one"
+    header = (
+        "across each agent's tasks: the observed ones' average, and a new one where the "
+        "model has a population (population.csv in --out)"
+    )
     return "\n".join([header, "", terminal_table(frame)])
 
 
