@@ -81,7 +81,12 @@ def deployment_sections(
                 "**The power law.** Under the model's Beta population of tasks, the share "
                 "of new tasks never solved in k attempts falls as k^(-alpha), alpha the "
                 "Beta's first shape (mu kappa): a small alpha means many tasks an agent "
-                "almost never solves, and pass@k that approaches 1 slowly.",
+                "almost never solves, and pass@k that approaches 1 slowly"
+                + (
+                    " (here of the tasks it can solve; the share never solvable stays)."
+                    if NEVER_SHARE in posterior.draws
+                    else "."
+                ),
             )
         )
         sections.append(
