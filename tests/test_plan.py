@@ -207,7 +207,7 @@ def test_plan_never_suggests_the_model_in_use(capsys, tmp_path):
         (["plan", "--threshold", "0.01", "--milestone-rates", "0.5", "0.1"], "not below"),
         (["plan", "--threshold", "0.01", "--rate", "x"], "--rate: 'x' is not a number"),
         (["plan", "somewhere", "--threshold", "0.01"], "needs --task"),
-        (["plan"], "the following arguments are required: --threshold"),
+        (["plan"], "plan: --threshold is required (except with --budget)"),
     ],
 )
 def test_bad_plan_arguments(capsys, args, message):
