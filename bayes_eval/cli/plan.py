@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 
 from bayes_eval.cli.options import FORMATS, attempts_of, fraction, positive, whole
-from bayes_eval.cli.terminal import plain, terminal_table
+from bayes_eval.cli.terminal import plain, print_summary, terminal_table
 from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.results.summary import format_number
@@ -163,10 +163,8 @@ def _allocation(args) -> int:
         rule=args.rule,
         batch=batch,
     )
-    if args.format == "json":
-        print(json.dumps(table.to_dict("records"), indent=2))
-    elif args.format == "csv":
-        sys.stdout.write(table.to_csv(index=False))
+    if args.format != "table":
+        print_summary(table, args.format)
     else:
         print(terminal_table(table))
         attrs = table.attrs

@@ -140,14 +140,12 @@ def attempts_table(attempts, threshold) -> str:
     if threshold is not None:
         shown["pass_at_prob_above"] = f"P(pass@k>{threshold:g})"
     shown.update({"pass_all_mean": "pass^k mean", "pass_all_lower": f"lower ({1 - level:g})"})
-    frame = attempts[list(shown)].rename(columns=shown)
-    frame["k"] = frame["k"].map(lambda k: f"{k:,}")
     header = (
         "over k attempts: pass@k = P(at least one of k succeeds), pass^k = P(all k succeed); "
         "one-sided bounds (every column and the provenance: --format csv, or attempts.csv "
         "in --out)"
     )
-    return "\n".join([header, "", terminal_table(frame)])
+    return _per_k(attempts, shown, header)
 
 
 def population_table(population) -> str:
@@ -162,12 +160,18 @@ def population_table(population) -> str:
         "pass_all_mean": "pass^k mean",
         "pass_all_lower": f"lower ({1 - level:g})",
     }
-    frame = population[list(shown)].rename(columns=shown)
-    frame["k"] = frame["k"].map(lambda k: f"{k:,}")
     header = (
         "across each agent's tasks: the observed ones' average, and a new one where the "
         "model has a population (population.csv in --out)"
     )
+    return _per_k(population, shown, header)
+
+
+def _per_k(table, shown: dict, header: str) -> str:
+    """``table``'s ``shown`` columns, renamed, ``k`` with thousands separators, under
+    ``header``."""
+    frame = table[list(shown)].rename(columns=shown)
+    frame["k"] = frame["k"].map(lambda k: f"{k:,}")
     return "\n".join([header, "", terminal_table(frame)])
 
 
