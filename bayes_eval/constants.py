@@ -22,6 +22,11 @@ GOLDEN = "golden_solution"
 NEVER_SOLVABLE = "never_solvable"
 NEVER_SHARE = "never_share"
 
+# end_to_end_pooled's optional prior role of how far the agents' concentrations spread
+# around one they share (the standard deviation of log kappa across agents); with it, the
+# concentration prior is the prior of that shared concentration.
+CONCENTRATION_SCALE = "concentration_scale"
+
 # Credible level used when neither the spec nor the user gives one.
 DEFAULT_LEVEL = 0.975
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from bayes_eval.constants import (
     BEST_OF_N,
+    CONCENTRATION_SCALE,
     END_TO_END,
     EXPERT_COMPLETION,
     GOLDEN,
@@ -194,7 +195,7 @@ register(
         "tasks",
         uses=(END_TO_END,),
         priors=("mean", "concentration"),
-        optional_priors=("cluster_concentration", NEVER_SOLVABLE),
+        optional_priors=("cluster_concentration", NEVER_SOLVABLE, CONCENTRATION_SCALE),
         clustered=True,
         builder="bayes_eval.pooled.models:end_to_end_model",
         clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",

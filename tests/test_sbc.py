@@ -9,6 +9,16 @@ from bayes_eval.checks.sbc import sbc
 
 def design(model: str) -> pd.DataFrame:
     """A small evidence design per model; its counts are ignored by SBC."""
+    if model == "end_to_end_shared":  # the concentration shared across three agents
+        return pd.DataFrame(
+            dict(
+                agent=[f"a{t % 3}" for t in range(12)],
+                task=[f"t{t // 3}" for t in range(12)],
+                method="end_to_end",
+                successes=0,
+                trials=10,
+            )
+        )
     if model.startswith("end_to_end"):
         return pd.DataFrame(
             dict(task=[f"t{t}" for t in range(6)], method="end_to_end", successes=0, trials=30)
@@ -38,7 +48,14 @@ def design(model: str) -> pd.DataFrame:
 
 # end_to_end_zero_inflated's rates have a point mass at 0: ties with the truth are broken
 # at random, so its ranks are uniform too.
-MODELS = ["end_to_end_pooled", "end_to_end_zero_inflated", "hierarchical", "ecr_pooled", "joint"]
+MODELS = [
+    "end_to_end_pooled",
+    "end_to_end_zero_inflated",
+    "end_to_end_shared",
+    "hierarchical",
+    "ecr_pooled",
+    "joint",
+]
 # Task means (and joint's milestone rates) sampled centred and non-centred: the three
 # models with task means share that code, so the default run checks the non-centred task
 # means once (hierarchical). Joint, whose SBC takes two minutes to compile and sample in

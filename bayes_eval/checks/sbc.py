@@ -129,11 +129,9 @@ def sbc(
     # milestone rates in _simulate, in log space (a prior task mean may be 1 in floating
     # point); each is ranked on its own scale (its sampled logit ranks the same).
     # (joint's sampled milestone rates are ranked through p_task, which they make up)
-    hyper = tuple(
-        r for r in spec.priors if pooled_prior.HYPER_NAMES[spec.kind][r] in built.named_vars
-    )
-    ranked = tuple(pooled_prior.HYPER_NAMES[spec.kind][role] for role in hyper)
-    ranked += ("mu_task",) if "mu_task" in built.named_vars else ()
+    hyper = pooled_prior.hyper_roles(layout, spec)
+    ranked = tuple(hyper.values())
+    ranked += tuple(v for v in ("kappa", "mu_task") if v in built.named_vars and v not in ranked)
     setup = _Setup(
         spec, evidence_rows, evidence.clusters, layout, chosen, hyper, ranked, draws, tune, seed
     )
@@ -145,14 +143,15 @@ def sbc(
 class _Setup:
     """What every simulation of one SBC run reads (sent to each dask worker once):
     ``design`` is the pooled layout or the crossed design, ``form`` the pooled form,
-    ``hyper`` the prior roles drawn and ``ranked`` the variables ranked (pooled)."""
+    ``hyper`` the prior roles drawn (with their variables) and ``ranked`` the variables
+    ranked (pooled)."""
 
     spec: object
     evidence_rows: dict
     clusters: pd.DataFrame | None
     design: object
     form: object
-    hyper: tuple
+    hyper: dict
     ranked: tuple
     draws: int
     tune: int
@@ -183,11 +182,7 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
 
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
-    names = pooled_prior.HYPER_NAMES[spec.kind]
-    truth = {
-        names[role]: pooled_prior.prior_draw(spec.priors[role], len(layout.agents), rng)
-        for role in setup.hyper
-    }
+    truth = pooled_prior.hyper_truth(setup.hyper, spec, len(layout.agents), rng)
     data, p_task = pooled_prior.simulate(truth, layout, spec, rng)
     simulated = layout
     with warnings.catch_warnings():

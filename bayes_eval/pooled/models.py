@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, NEVER_SHARE, NEVER_SOLVABLE
+from bayes_eval.constants import AGENT, CONCENTRATION_SCALE, NEVER_SHARE, NEVER_SOLVABLE
 from bayes_eval.pooled.clusters import log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 
@@ -69,6 +69,22 @@ def _concentration(pm, name, prior, dims):
     return pt.log(kappa)
 
 
+def _agent_concentration(pm, spec):
+    """``log kappa`` per agent: each agent's own LogNormal, or, with a
+    ``concentration_scale`` prior, ``log kappa_population + kappa_scale z`` (``z`` standard
+    normal per agent, sampled as ``kappa_z``): the agents' concentrations spread around
+    one they share, which every agent's tasks inform; ``kappa`` is kept per agent."""
+    if CONCENTRATION_SCALE not in spec.priors:
+        return _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+    log_shared = _concentration(pm, "kappa_population", spec.priors["concentration"], None)
+    scale = pm.LogNormal(
+        "kappa_scale", **{k: spec.priors[CONCENTRATION_SCALE].params[k] for k in ("mu", "sigma")}
+    )
+    log_kappa = log_shared + scale * pm.Normal("kappa_z", 0.0, 1.0, dims=AGENT)
+    pm.Deterministic("kappa", pm.math.exp(log_kappa), dims=AGENT)
+    return log_kappa
+
+
 def _mean(pm, name, prior, dims):
     """``log mu`` and ``log (1 - mu)`` of a Beta-distributed mean, sampled as its logit."""
     import pytensor.tensor as pt
@@ -92,7 +108,7 @@ def end_to_end_model(layout, spec, form=None):
 
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
-        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+        log_kappa = _agent_concentration(pm, spec)
         k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         if NEVER_SOLVABLE in spec.priors:
@@ -282,7 +298,7 @@ def clustered_end_to_end_model(layout, spec, form=None):
 
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
-        log_kappa = _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
+        log_kappa = _agent_concentration(pm, spec)
         log_phi = _cluster_concentration(pm, spec)
         agent = layout.pair_agent
         log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]

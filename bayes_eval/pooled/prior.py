@@ -9,12 +9,23 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from bayes_eval.constants import AGENT, MILESTONE, NEVER_SHARE, NEVER_SOLVABLE, RUN, STEP, TASK
+from bayes_eval.constants import (
+    AGENT,
+    CONCENTRATION_SCALE,
+    MILESTONE,
+    NEVER_SHARE,
+    NEVER_SOLVABLE,
+    RUN,
+    STEP,
+    TASK,
+)
 from bayes_eval.exact.products import log_beta_draws
 
 __all__ = [
     "HYPER_NAMES",
     "cluster_counts",
+    "hyper_roles",
+    "hyper_truth",
     "log_prior",
     "prior_draw",
     "prior_density",
@@ -22,7 +33,8 @@ __all__ = [
     "simulate",
 ]
 
-# The model variable of each prior role, by kind of model.
+# The model variable of each prior role, by kind of model (one value per agent, except the
+# concentration the agents share where a spec has a concentration_scale).
 _TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
 _CLUSTERS = {"cluster_concentration": "kappa_cluster"}
 HYPER_NAMES = {
@@ -30,6 +42,7 @@ HYPER_NAMES = {
         "mean": "mu",
         "concentration": "kappa",
         NEVER_SOLVABLE: NEVER_SHARE,
+        CONCENTRATION_SCALE: "kappa_scale",
         **_CLUSTERS,
     },
     "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
@@ -41,10 +54,13 @@ HYPER_NAMES = {
         "bypass_concentration": "kappa_bypass",
     },
 }
+# The concentration the agents share, and its scale: one value per draw, not per agent.
+_SHARED = ("kappa_population", "kappa_scale")
 
 
 def prior_draw(prior, size, rng) -> np.ndarray:
-    """One draw per agent from a pooled spec's prior (Beta mean or LogNormal concentration)."""
+    """One draw per agent (``size`` of them; ``None``: one scalar) from a pooled spec's prior
+    (Beta mean, LogNormal concentration or scale)."""
     if prior.dist == "Beta":
         return rng.beta(prior.alpha, prior.beta, size)
     return rng.lognormal(prior.params["mu"], prior.params["sigma"], size)
@@ -102,12 +118,29 @@ def cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
 def hyper_roles(layout, spec) -> dict:
     """``{prior role: model variable}`` of the agent-level parameters ``spec`` draws
     from its priors on this design (the cluster concentration only with clusters)."""
-    names = HYPER_NAMES[spec.kind]
+    names = dict(HYPER_NAMES[spec.kind])
+    if CONCENTRATION_SCALE in spec.priors:
+        names["concentration"] = "kappa_population"
     return {
         role: names[role]
         for role in spec.priors
         if role in names and (role not in _CLUSTERS or layout.clusters is not None)
     }
+
+
+def hyper_truth(roles, spec, n_agents, rng) -> dict:
+    """One draw of the parameters ``roles`` (from ``hyper_roles``) from their priors: one
+    per agent, and the concentration the agents share and its scale as scalars, with the
+    agents' ``kappa`` drawn around it."""
+    shared = CONCENTRATION_SCALE in spec.priors
+    truth = {
+        name: prior_draw(spec.priors[role], None if name in _SHARED else n_agents, rng)
+        for role, name in roles.items()
+    }
+    if shared:
+        z = rng.standard_normal(n_agents)
+        truth["kappa"] = np.exp(np.log(truth["kappa_population"]) + truth["kappa_scale"] * z)
+    return truth
 
 
 def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
@@ -120,19 +153,18 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     agents, tasks = layout.agents, layout.tasks
     at = (np.array([agents.index(a) for a, _ in layout.pairs]), layout.pair_task)
     grid = (n_draws, len(agents), len(tasks))
-    values = {name: np.empty((n_draws, len(agents))) for name in roles.values()}
+    values = {}
     p_task, mu_task, bypass = (np.full(grid, np.nan) for _ in range(3))
     factor = None
     if spec.kind != "end_to_end":
         n_runs = max(len(r) for r in layout.runs)
         factor = np.full(grid + (n_runs, int(layout.cell_factor.max())), np.nan)
     for d in range(n_draws):
-        truth = {
-            name: prior_draw(spec.priors[role], len(agents), rng) for role, name in roles.items()
-        }
+        truth = hyper_truth(roles, spec, len(agents), rng)
+        drawn = list(truth)  # before simulate adds the task means and rates
         _, p_task[(d, *at)] = simulate(truth, layout, spec, rng)
-        for name in roles.values():
-            values[name][d] = truth[name]
+        for name in drawn:
+            values.setdefault(name, np.empty((n_draws, *np.shape(truth[name]))))[d] = truth[name]
         if factor is not None:
             mu_task[(d, *at)] = truth["mu_task"]
             cell = (d, *(i[layout.cell_pair] for i in at), layout.cell_run, layout.cell_factor - 1)
@@ -140,7 +172,7 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
         if "bypass" in truth:
             bypass[(d, *at)] = truth["bypass"]
     dims = ("chain", "draw", AGENT, TASK)
-    data = {name: (("chain", "draw", AGENT), v[None]) for name, v in values.items()}
+    data = {name: (_hyper_dims(name), v[None]) for name, v in values.items()}
     data["p_task"] = (dims, p_task[None])
     coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
     if factor is not None:
@@ -157,9 +189,7 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them
         from bayes_eval.pooled.rates import with_unrun
 
-        hyper = xr.Dataset(
-            {name: (("chain", "draw", AGENT), v[None]) for name, v in values.items()}
-        )
+        hyper = xr.Dataset({name: (_hyper_dims(name), v[None]) for name, v in values.items()})
         data = with_unrun(data, hyper, layout, rng)
         if "mu_task_unrun" in data:
             unrun = data.pop("mu_task_unrun")[1]
@@ -167,9 +197,14 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     return xr.Dataset(data, coords=coords)
 
 
+def _hyper_dims(name):
+    return ("chain", "draw") if name in _SHARED else ("chain", "draw", AGENT)
+
+
 def log_prior(post: xr.Dataset, layout, spec) -> xr.Dataset:
     """The log density of each posterior draw of the agent-level parameters under the
-    spec's priors, one variable per parameter over ``(chain, draw, agent)``: what
+    spec's priors, one variable per parameter over ``(chain, draw, agent)`` (``(chain,
+    draw)`` for a concentration the agents share and its scale): what
     ``arviz_stats.psense`` power-scales. The task means and rates below them are the
     model's population, not a prior, and are left unscaled (Kallioinen et al. 2024
     power-scale the top-level priors of a hierarchical model)."""
