@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.constants import NEVER_SHARE
+from bayes_eval.constants import CONCENTRATION_SCALE, END_TO_END, NEVER_SHARE
 from bayes_eval.results.population import crossing, population_curves, power_law
 from bayes_eval.results.summary import format_number
 
@@ -61,6 +61,9 @@ def deployment_sections(
     if found is not None:
         items = [_crossing_text(row, threshold, level) for row in found.itertuples()]
         sections += [("p", f"**When a new task's pass@k reaches {threshold:g}.**"), ("list", items)]
+    spread = _spread_of_the_prior(posterior)
+    if spread is not None:
+        sections.append(("p", spread))
     if NEVER_SHARE in posterior.draws:
         sections.append(
             (
@@ -102,6 +105,35 @@ def deployment_sections(
     with tempfile.TemporaryDirectory() as folder:
         path = attempts_plot(curves, Path(folder) / FIGURE, threshold)
         return sections, {FIGURE: path.read_bytes()}
+
+
+def _spread_of_the_prior(posterior) -> str | None:
+    """A warning naming the agents of an end-to-end Beta population whose spread of task
+    rates the prior alone decides: those whose tasks each ran once at most (under a
+    concentration shared across agents, only where every agent's did)."""
+    if posterior.spec.kind != END_TO_END or "kappa" not in posterior.draws:
+        return None
+    cells = posterior.tree["constant_data"]
+    trials = pd.DataFrame(
+        {"agent": cells["agent"].values, "task": cells["task"].values, "n": cells["trials"].values}
+    )
+    most = trials.groupby(["agent", "task"])["n"].sum().groupby("agent").max()
+    once = list(most.index[most <= 1])
+    if not once or (CONCENTRATION_SCALE in posterior.spec.priors and len(once) < len(most)):
+        return None
+    who = "every agent" if len(once) == len(most) else "agents " + ", ".join(once)
+    return (
+        f"**The spread is the prior's.** For {who}, each task ran once at most, and one "
+        "run per task says nothing about how alike the tasks are: one outcome per task "
+        "fits every spread of rates equally. How pass@k grows with k, and every bound at "
+        "k above 1, is then what the concentration prior says, not the data. Two runs of "
+        "some tasks let the data decide"
+        + (
+            "; end_to_end_shared learns the spread from every agent's tasks run twice or more."
+            if CONCENTRATION_SCALE not in posterior.spec.priors
+            else "."
+        )
+    )
 
 
 def _table(curves: pd.DataFrame, ks) -> pd.DataFrame:

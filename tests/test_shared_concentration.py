@@ -1,0 +1,113 @@
+"""``end_to_end_shared``: the agents' concentrations drawn around one they share. Its prior
+draws against the stated hierarchy, the spread learnt from every agent's tasks on a
+simulated U-shaped table (known truth), and one run per task fitted at the defaults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bayes_eval
+from bayes_eval.specs import load_spec
+
+MODEL = "end_to_end_shared"
+KAPPA = 0.6  # U-shaped: Beta(mu 0.6, (1 - mu) 0.6) for every agent
+MEANS = (0.15, 0.3, 0.45, 0.6, 0.75)
+
+
+def table(runs: int, seed: int, tasks: int = 24) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for a, mu in enumerate(MEANS):
+        rates = rng.beta(mu * KAPPA, (1 - mu) * KAPPA, tasks)
+        for t, p in enumerate(rates):
+            k = int(rng.binomial(runs, p))
+            rows.append(
+                dict(agent=f"a{a}", task=f"t{t}", method="end_to_end", successes=k, trials=runs)
+            )
+    # an agent that never succeeds: 0 of 2 on each of its 8 tasks
+    rows += [
+        dict(agent="zero", task=f"t{t}", method="end_to_end", successes=0, trials=runs)
+        for t in range(8)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def two_runs():
+    evidence = table(runs=2, seed=5)
+    return bayes_eval.fit(evidence, MODEL), bayes_eval.fit(evidence, "end_to_end_pooled")
+
+
+def test_the_prior_group_draws_the_hierarchy(two_runs):
+    shared, _ = two_runs
+    prior = shared.tree["prior"].to_dataset()
+    spec = load_spec(MODEL)
+    roles = {"kappa_population": "concentration", "kappa_scale": "concentration_scale"}
+    for name, role in roles.items():
+        params = spec.priors[role].params
+        values = np.log(prior[name].values.ravel())
+        assert stats.kstest(values, stats.norm(params["mu"], params["sigma"]).cdf).pvalue > 0.01
+    z = (np.log(prior["kappa"]) - np.log(prior["kappa_population"])) / prior["kappa_scale"]
+    assert stats.kstest(z.values.ravel(), stats.norm().cdf).pvalue > 0.01
+
+
+def test_the_spread_is_learnt_from_every_agent(two_runs):
+    shared, pooled = two_runs
+    assert shared.diagnostics.ok and pooled.diagnostics.ok
+    low, high = shared.draws["kappa_population"].quantile([0.025, 0.975]).values
+    assert low < KAPPA < high
+    # each agent's concentration is known better than from its own tasks alone
+    for agent in [f"a{a}" for a in range(len(MEANS))] + ["zero"]:
+
+        def width(posterior, agent=agent):
+            q = np.log(posterior.draws["kappa"].sel(agent=agent).quantile([0.05, 0.95]).values)
+            return q[1] - q[0]
+
+        assert width(shared) < width(pooled), agent
+
+
+def test_an_agent_never_successful_gets_a_small_pass_at_k(two_runs):
+    shared, pooled = two_runs
+    zero = {
+        name: posterior.attempts([6]).query("agent == 'zero'")
+        for name, posterior in (("shared", shared), ("pooled", pooled))
+    }
+    # the U-shaped spread learnt from the other agents says a task never solved in 2 runs
+    # is mostly one never solved in 6 more
+    assert (zero["shared"]["pass_at_mean"] < zero["pooled"]["pass_at_mean"]).all()
+    assert (zero["shared"]["pass_at_mean"] < 0.1).all()
+    assert (zero["shared"]["pass_at_upper"] > zero["shared"]["pass_at_mean"]).all()
+
+
+def spread_warning(posterior) -> str | None:
+    """The report's paragraph saying the spread of task rates is the prior's, if any."""
+    from bayes_eval.outputs.deployment import deployment_sections
+
+    sections, _ = deployment_sections(posterior, 0.5, 0.975)
+    texts = [p for kind, p in sections if kind == "p" and "The spread is the prior's" in p]
+    return texts[0] if texts else None
+
+
+def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
+    posterior = bayes_eval.fit(table(runs=1, seed=6), MODEL)
+    assert posterior.diagnostics.ok, posterior.diagnostics.messages
+    new = posterior.population([10]).query("population == 'new task'")
+    assert len(new) == len(MEANS) + 1 and new["pass_at_mean"].between(0, 1).all()
+    assert "For every agent, each task ran once at most" in spread_warning(posterior)
+
+
+def test_the_report_names_the_agents_whose_spread_is_the_priors(two_runs):
+    shared, _ = two_runs
+    assert spread_warning(shared) is None
+    once = table(runs=1, seed=7).query("agent in ['a0', 'a1']")
+    twice = table(runs=3, seed=8).query("agent in ['a2']")
+    mixed, small = pd.concat([once, twice]), {"draws": 300, "tune": 300, "chains": 2}
+    pooled = bayes_eval.fit(mixed, "end_to_end_pooled", sampler=small)
+    text = spread_warning(pooled)
+    assert "For agents a0, a1, each task ran once at most" in text
+    assert "end_to_end_shared learns the spread" in text
+    # shared across agents, a2's runs tell the spread for all three
+    assert spread_warning(bayes_eval.fit(mixed, MODEL, sampler=small)) is None
