@@ -182,12 +182,15 @@ def _tasks(posterior, agent) -> tuple[pd.DataFrame, list, list]:
     i = agents.index(agent)
     spec = posterior.spec
     pooled = posterior.is_mcmc
-    if pooled and (
-        (spec.kind, spec.pooling) != (END_TO_END, "tasks") or NEVER_SHARE in posterior.draws
-    ):
+    if pooled and (spec.kind, spec.pooling) != (END_TO_END, "tasks"):
         raise InputError(
             f"allocation needs exact per-task posteriors or an end_to_end_pooled fit, not "
             f"{spec.name}: the runs of a task must update its rate alone, in closed form"
+        )
+    if NEVER_SHARE in posterior.draws:
+        raise InputError(
+            f"allocation does not model tasks never solved ({spec.name}'s never_share): "
+            "fit end_to_end_pooled for the plan"
         )
     if pooled:
         mu = posterior.draws["mu"].sel(agent=agent).values.ravel()

@@ -1,6 +1,8 @@
-"""``end_to_end_shared``: the agents' concentrations drawn around one they share. Its prior
-draws against the stated hierarchy, the spread learnt from every agent's tasks on a
-simulated U-shaped table (known truth), and one run per task fitted at the defaults."""
+"""``end_to_end_shared``: the agents' concentrations drawn around one they share, and a
+sparse share of tasks never solved. Its prior draws against the stated hierarchy, the
+spread learnt from every agent's tasks on a simulated U-shaped table (known truth), one
+run per task fitted at the defaults, and what the report says of its spread and its
+tasks never solved."""
 
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def test_the_prior_group_draws_the_hierarchy(two_runs):
         params = spec.priors[role].params
         values = np.log(prior[name].values.ravel())
         assert stats.kstest(values, stats.norm(params["mu"], params["sigma"]).cdf).pvalue > 0.01
+    share = prior["never_share"].values.ravel()
+    assert stats.kstest(share, stats.beta(0.2, 1.0).cdf).pvalue > 0.01
     z = (np.log(prior["kappa"]) - np.log(prior["kappa_population"])) / prior["kappa_scale"]
     assert stats.kstest(z.values.ravel(), stats.norm().cdf).pvalue > 0.01
 
@@ -82,6 +86,16 @@ def test_an_agent_never_successful_gets_a_small_pass_at_k(two_runs):
     assert (zero["shared"]["pass_at_upper"] > zero["shared"]["pass_at_mean"]).all()
 
 
+def test_the_plan_refuses_tasks_never_solved(two_runs):
+    from bayes_eval.allocation import allocate
+    from bayes_eval.errors import InputError
+
+    shared, pooled = two_runs
+    with pytest.raises(InputError, match="does not model tasks never solved"):
+        allocate(shared, 10, 20, agent="a0")
+    assert allocate(pooled, 10, 20, agent="a0")["runs"].sum() == 20
+
+
 def spread_warning(posterior) -> str | None:
     """The report's paragraph saying the spread of task rates is the prior's, if any."""
     from bayes_eval.outputs.deployment import deployment_sections
@@ -102,6 +116,11 @@ def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
 def test_the_report_names_the_agents_whose_spread_is_the_priors(two_runs):
     shared, _ = two_runs
     assert spread_warning(shared) is None
+    # its sparse prior on the share never solved is named, without the caution that a
+    # uniform one earns (docs/attempts.md measures both)
+    provenance = shared.population([10])["provenance"].iloc[-1]
+    assert "the bounds rest on the prior of that share, Beta(0.2, 1)" in provenance
+    assert "not conservative" not in provenance
     once = table(runs=1, seed=7).query("agent in ['a0', 'a1']")
     twice = table(runs=3, seed=8).query("agent in ['a2']")
     mixed, small = pd.concat([once, twice]), {"draws": 300, "tune": 300, "chains": 2}

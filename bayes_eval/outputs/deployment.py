@@ -11,7 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.constants import CONCENTRATION_SCALE, END_TO_END, NEVER_SHARE
-from bayes_eval.results.population import crossing, population_curves, power_law
+from bayes_eval.results.population import (
+    crossing,
+    never_solved_caution,
+    population_curves,
+    power_law,
+)
 from bayes_eval.results.summary import format_number
 
 __all__ = ["CURVE_ATTEMPTS", "TABLE_ATTEMPTS", "deployment_sections"]
@@ -69,11 +74,9 @@ def deployment_sections(
             (
                 "p",
                 "**Tasks never solved.** This model takes a share of each agent's tasks to be "
-                "never solvable (P = 0), so a new task's pass@k levels off below 1. A task "
-                "not solved in its runs may instead be one solved once in a million "
-                "attempts, which no few runs can tell apart: for k far beyond the runs per "
-                "task its upper bound is not conservative. For the attacker's question at "
-                "large k, read end_to_end_pooled's bound beside it.",
+                "never solvable (P = 0), so a new task's pass@k levels off below 1. But "
+                + never_solved_caution(posterior.spec)
+                + ".",
             )
         )
     law = power_law(posterior, level)

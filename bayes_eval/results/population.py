@@ -31,12 +31,18 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import AGENT, NEVER_SHARE
+from bayes_eval.constants import AGENT, NEVER_SHARE, NEVER_SOLVABLE
 from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
 
-__all__ = ["POPULATION_COLUMNS", "crossing", "population_curves", "power_law"]
+__all__ = [
+    "POPULATION_COLUMNS",
+    "crossing",
+    "never_solved_caution",
+    "population_curves",
+    "power_law",
+]
 
 POPULATION_COLUMNS = (
     "agent",
@@ -262,6 +268,25 @@ def _new_task_rates(centre, scale, k):
     return at @ weights, every @ weights
 
 
+def never_solved_caution(spec) -> str:
+    """What a new task's pass@k at large k rests on under a model with tasks never solved:
+    the prior of their share, and, where that prior does not favour small shares (first
+    shape 1 or more), that the upper bound is not conservative."""
+    prior = spec.priors[NEVER_SOLVABLE]
+    text = (
+        "a task not solved in its runs may be one solved rarely, which no few runs tell "
+        "apart, so for k far beyond the runs per task the bounds rest on the prior of that "
+        f"share, {prior.label()}"
+    )
+    if prior.alpha >= 1:
+        text += (
+            ", which does not favour small shares: it takes rarely solved tasks for "
+            "impossible, and the upper bound is not conservative (end_to_end_shared's "
+            "sparse prior keeps both open)"
+        )
+    return text
+
+
 def _new_task(posterior, ks):
     """Per ``k``, draw and agent: a new task's pass@k and pass^k, with the provenance;
     None where the model has no new task."""
@@ -272,11 +297,8 @@ def _new_task(posterior, ks):
         every = np.stack([(1.0 - never) * mean_all_of(a, b, k) for k in ks])
         note = "a new task, P ~ Beta(mu kappa, (1 - mu) kappa) per draw: closed forms"
         if NEVER_SHARE in posterior.draws:
-            note += (
-                "; or never solved (P = 0), with the agent's share never_share: a task not "
-                "solved in its runs may be one solved rarely, which this model cannot tell "
-                "apart, so for k far beyond the runs per task the upper bound is not "
-                "conservative (end_to_end_pooled's is)"
+            note += "; or never solved (P = 0), with the agent's share never_share: " + (
+                never_solved_caution(posterior.spec)
             )
         return at, every, note
     if _crossed_new_task(posterior):
