@@ -116,12 +116,10 @@ def _spread_of_the_prior(posterior) -> str | None:
     concentration shared across agents, only where every agent's did)."""
     if posterior.spec.kind != END_TO_END or "kappa" not in posterior.draws:
         return None
-    cells = posterior.tree["constant_data"]
-    trials = pd.DataFrame(
-        {"agent": cells["agent"].values, "task": cells["task"].values, "n": cells["trials"].values}
-    )
-    most = trials.groupby(["agent", "task"])["n"].sum().groupby("agent").max()
-    once = list(most.index[most <= 1])
+    trials, most = posterior.values("cp_trials"), {}  # each pair's end-to-end runs
+    for agent, _, i, j in posterior.cells():
+        most[agent] = max(most.get(agent, 0), trials[i, j])
+    once = [agent for agent, n in most.items() if n <= 1]
     if not once or (CONCENTRATION_SCALE in posterior.spec.priors and len(once) < len(most)):
         return None
     who = "every agent" if len(once) == len(most) else "agents " + ", ".join(once)
