@@ -29,7 +29,7 @@ def table(runs: int, seed: int, tasks: int = 24) -> pd.DataFrame:
             rows.append(
                 dict(agent=f"a{a}", task=f"t{t}", method="end_to_end", successes=k, trials=runs)
             )
-    # an agent that never succeeds: 0 of 2 on each of its 8 tasks
+    # an agent that never succeeds: no success in any run of its 8 tasks
     rows += [
         dict(agent="zero", task=f"t{t}", method="end_to_end", successes=0, trials=runs)
         for t in range(8)
