@@ -7,6 +7,9 @@ posterior draw, ``p | mu, kappa, k ~ Beta(mu kappa + k, (1 - mu) kappa + n - k)`
 NUTS explores only the hyperparameters:
 
 * ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled.
+  With a ``never_solvable`` prior, a share ``never_share`` of the agent's tasks has
+  ``P = 0``; with a ``concentration_scale`` prior, the agents' ``kappa`` are drawn around
+  one they share (``kappa_population``, ``kappa_scale``).
 * ``milestone`` / ``partial`` (the ``hierarchical`` spec): milestone rates pooled within
   a task around the task mean ``mu_task``; task means pooled across tasks around the
   agent's ``mu_agent`` with concentration ``kappa_agent``; ``P = prod p_m``.
@@ -61,12 +64,16 @@ __all__ = [
 ]
 
 
+def _lognormal(pm, name, prior, dims):
+    """The model variable of a LogNormal prior (a concentration or a scale)."""
+    return pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
+
+
 def _concentration(pm, name, prior, dims):
     """``log kappa`` of a LogNormal concentration (``name``, sampled on the log scale)."""
     import pytensor.tensor as pt
 
-    kappa = pm.LogNormal(name, mu=prior.params["mu"], sigma=prior.params["sigma"], dims=dims)
-    return pt.log(kappa)
+    return pt.log(_lognormal(pm, name, prior, dims))
 
 
 def _agent_concentration(pm, spec):
@@ -77,9 +84,7 @@ def _agent_concentration(pm, spec):
     if CONCENTRATION_SCALE not in spec.priors:
         return _concentration(pm, "kappa", spec.priors["concentration"], AGENT)
     log_shared = _concentration(pm, "kappa_population", spec.priors["concentration"], None)
-    scale = pm.LogNormal(
-        "kappa_scale", **{k: spec.priors[CONCENTRATION_SCALE].params[k] for k in ("mu", "sigma")}
-    )
+    scale = _lognormal(pm, "kappa_scale", spec.priors[CONCENTRATION_SCALE], None)
     log_kappa = log_shared + scale * pm.Normal("kappa_z", 0.0, 1.0, dims=AGENT)
     pm.Deterministic("kappa", pm.math.exp(log_kappa), dims=AGENT)
     return log_kappa
