@@ -11,8 +11,16 @@ P(y) Var g | (a_t + y, b_t + m - y)``: exact, a finite sum. In an ``end_to_end_p
 fit a task's rate is ``Beta(mu kappa + k_t, (1 - mu) kappa + n_t - k_t)`` given the
 agent's population ``(mu, kappa)``; ``V_t`` is then averaged over ``HYPER_DRAWS`` of the
 population's posterior draws, held there: the part of the task's uncertainty its own runs
-can remove (more runs also teach the population, which this leaves out). Three rules
-share a budget:
+can remove (more runs also teach the population, which this leaves out).
+
+Where the fit has a share ``pi`` of tasks never solved (``never_share``:
+``end_to_end_shared``, ``end_to_end_zero_inflated``), a task without a success in its
+``n`` runs is never solved with probability ``w = pi / (pi + (1 - pi) B(a, b + n) / B(a,
+b))``, its rate is otherwise ``Beta(a, b + n)``: ``g(P)`` has variance ``(1 - w) Var_B g +
+w (1 - w) E_B[g]^2``, and ``m`` more runs give ``y = 0`` with probability ``w + (1 - w)
+BB(0 | m)``, after which ``w`` becomes ``w / (w + (1 - w) BB(0 | m))``, or ``y > 0`` with
+probability ``(1 - w) BB(y | m)``, after which the task is solvable: the same finite sum,
+in two parts. Three rules share a budget:
 
 * ``information`` (ours): greedy, each batch of runs to the task whose ``V_t`` it lowers
   most: the expected posterior variance of ``A`` falls as fast as it can, batch by batch;
@@ -31,7 +39,7 @@ from scipy import stats
 
 from bayes_eval.constants import AGENT, END_TO_END, NEVER_SHARE, TASK
 from bayes_eval.errors import InputError
-from bayes_eval.exact.attempts import log_beta_ratio
+from bayes_eval.exact.attempts import log_beta_ratio, never_solved
 from bayes_eval.results.attempts import parse_attempts
 
 __all__ = ["RULES", "allocate", "expected_variance"]
@@ -44,21 +52,28 @@ MAX_BUDGET = 100_000
 HYPER_DRAWS = 256
 
 
-def expected_variance(a, b, k: int, runs: int) -> float:
+def expected_variance(a, b, k: int, runs: int, never=0.0) -> float:
     """``V(m)``: the expected posterior variance of ``1 - (1 - P)^k`` after ``runs`` more
-    runs, ``P ~ Beta(a, b)`` now, averaged over the shapes given (arrays: the draws of a
-    pooled fit's population; the module docstring)."""
+    runs, ``P ~ Beta(a, b)`` now, or ``P = 0`` with probability ``never``, averaged over
+    the shapes given (arrays: the draws of a pooled fit's population; the module
+    docstring)."""
     a, b = np.atleast_1d(a)[None, :], np.atleast_1d(b)[None, :]
+    never = np.broadcast_to(np.asarray(never, dtype=float), a.shape)
     y = np.arange(runs + 1)[:, None]
-    weights = stats.betabinom.pmf(y, runs, a, b)
-    return float(np.mean(np.sum(weights * _variance(a + y, b + runs - y, k), axis=0)))
+    weights = (1.0 - never) * stats.betabinom.pmf(y, runs, a, b)
+    weights[0] += never[0]
+    # no success in the runs: the task is never solved with the updated probability
+    after = np.where(y == 0, never_solved(never, a, b, runs), 0.0)
+    return float(np.mean(np.sum(weights * _variance(a + y, b + runs - y, k, after), axis=0)))
 
 
-def _variance(a, b, k):
-    """``Var[1 - (1 - P)^k]`` for ``P ~ Beta(a, b)``: ``R(2k) - R(k)^2``, never below 0."""
+def _variance(a, b, k, never=0.0):
+    """``Var[1 - (1 - P)^k]`` for ``P ~ Beta(a, b)``, or ``P = 0`` with probability
+    ``never``: ``(1 - w) (R(2k) - R(k)^2) + w (1 - w) (1 - R(k))^2``, never below 0."""
     once = log_beta_ratio(a, b, k)
     twice = log_beta_ratio(a, b, 2 * k)
-    return np.maximum(np.exp(twice) - np.exp(2 * once), 0.0)
+    solvable = np.maximum(np.exp(twice) - np.exp(2 * once), 0.0)
+    return (1.0 - never) * (solvable + never * np.expm1(once) ** 2)
 
 
 def allocate(
@@ -76,8 +91,9 @@ def allocate(
     ----------
     posterior : Posterior
         An exact fit whose every task of ``agent`` has an end-to-end Beta posterior
-        (``end_to_end``, or ``phuong_chain`` where every task has end-to-end runs), or an
-        ``end_to_end_pooled`` fit.
+        (``end_to_end``, or ``phuong_chain`` where every task has end-to-end runs), or a
+        pooled end-to-end fit (``end_to_end_pooled``, ``end_to_end_shared``,
+        ``end_to_end_zero_inflated``).
     attempts : int or str
         The target ``k`` of pass@k.
     budget, batch : int
@@ -107,12 +123,12 @@ def allocate(
         raise InputError(f"budget: a whole number of runs from 1 to {MAX_BUDGET:,}")
     if not (isinstance(batch, int) and batch >= 1):
         raise InputError("batch: a whole number of runs, 1 or more")
-    tasks, a, b = _tasks(posterior, agent)
-    plans = {name: _runs(name, a, b, k, budget, batch) for name in RULES}
+    tasks, shapes = _tasks(posterior, agent)
+    plans = {name: _runs(name, shapes, k, budget, batch) for name in RULES}
     runs = plans[rule]
-    now = _expected(a, b, k, np.zeros(len(a), dtype=int))
-    after = _expected(a, b, k, runs)
-    means = [float(np.mean(-np.expm1(log_beta_ratio(x, y, k)))) for x, y in zip(a, b, strict=True)]
+    now = _expected(shapes, k, np.zeros(len(shapes), dtype=int))
+    after = _expected(shapes, k, runs)
+    means = [float(np.mean((1 - w) * -np.expm1(log_beta_ratio(x, y, k)))) for x, y, w in shapes]
     table = tasks.assign(
         pass_at_mean=means, pass_at_sd=np.sqrt(now), runs=runs, expected_sd=np.sqrt(after)
     )
@@ -122,41 +138,42 @@ def allocate(
         attempts=k,
         sd_now=math.sqrt(now.sum()) / size,
         sd_after={
-            name: math.sqrt(_expected(a, b, k, plan).sum()) / size for name, plan in plans.items()
+            name: math.sqrt(_expected(shapes, k, plan).sum()) / size for name, plan in plans.items()
         },
     )
     return table
 
 
-def _runs(rule, a, b, k, budget, batch) -> np.ndarray:
+def _runs(rule, shapes, k, budget, batch) -> np.ndarray:
     """Runs per task under ``rule``."""
-    size = len(a)
+    size = len(shapes)
     if rule == "uniform":
         return _even(budget, np.arange(size), size)
     if rule == "hardest":
-        means = np.array([np.mean(x / (x + y)) for x, y in zip(a, b, strict=True)])
+        means = np.array([np.mean((1 - w) * x / (x + y)) for x, y, w in shapes])
         order = np.argsort(means, kind="stable")  # hardest first
         return _even(budget, order[: max(1, size // 2)], size)
     runs = np.zeros(size, dtype=int)
-    current = _expected(a, b, k, runs)
-    following = _expected(a, b, k, runs + min(batch, budget))
+    current = _expected(shapes, k, runs)
+    following = _expected(shapes, k, runs + min(batch, budget))
     left = budget
     while left > 0:
         step = min(batch, left)
         if step != batch:  # the last, smaller batch
-            following = _expected(a, b, k, runs + step)
+            following = _expected(shapes, k, runs + step)
         best = int(np.argmax(current - following))
         runs[best] += step
         left -= step
         current[best] = following[best]
-        following[best] = expected_variance(a[best], b[best], k, int(runs[best]) + batch)
+        a, b, never = shapes[best]
+        following[best] = expected_variance(a, b, k, int(runs[best]) + batch, never)
     return runs
 
 
-def _expected(a, b, k, runs) -> np.ndarray:
+def _expected(shapes, k, runs) -> np.ndarray:
     """``V_t(runs_t)`` of every task."""
     return np.array(
-        [expected_variance(x, y, k, int(m)) for x, y, m in zip(a, b, runs, strict=True)]
+        [expected_variance(a, b, k, int(m), w) for (a, b, w), m in zip(shapes, runs, strict=True)]
     )
 
 
@@ -169,9 +186,10 @@ def _even(budget, chosen, size) -> np.ndarray:
     return runs
 
 
-def _tasks(posterior, agent) -> tuple[pd.DataFrame, list, list]:
-    """The agent's tasks (agent, task, successes, trials) and each one's Beta shapes: one
-    pair for an exact posterior, ``HYPER_DRAWS`` for a pooled one (a refusal otherwise)."""
+def _tasks(posterior, agent) -> tuple[pd.DataFrame, list]:
+    """The agent's tasks (agent, task, successes, trials) and each one's Beta shapes with
+    its probability of being never solved: one triple for an exact posterior,
+    ``HYPER_DRAWS`` for a pooled one (a refusal otherwise)."""
     agents = posterior.coords[AGENT]
     if agent is None:
         if len(agents) > 1:
@@ -184,27 +202,30 @@ def _tasks(posterior, agent) -> tuple[pd.DataFrame, list, list]:
     pooled = posterior.is_mcmc
     if pooled and (spec.kind, spec.pooling) != (END_TO_END, "tasks"):
         raise InputError(
-            f"allocation needs exact per-task posteriors or an end_to_end_pooled fit, not "
+            f"allocation needs exact per-task posteriors or a pooled end-to-end fit, not "
             f"{spec.name}: the runs of a task must update its rate alone, in closed form"
         )
-    if NEVER_SHARE in posterior.draws:
-        raise InputError(
-            f"allocation does not model tasks never solved ({spec.name}'s never_share): "
-            "fit end_to_end_pooled for the plan"
-        )
     if pooled:
-        mu = posterior.draws["mu"].sel(agent=agent).values.ravel()
-        kappa = posterior.draws["kappa"].sel(agent=agent).values.ravel()
+        draws = posterior.draws
+        mu, kappa = (draws[name].sel(agent=agent).values.ravel() for name in ("mu", "kappa"))
         kept = np.linspace(0, mu.size - 1, min(HYPER_DRAWS, mu.size)).astype(int)
         population = (mu[kept] * kappa[kept], (1 - mu[kept]) * kappa[kept])
-    rows, alphas, betas = [], [], []
+        share = (
+            draws[NEVER_SHARE].sel(agent=agent).values.ravel()[kept]
+            if NEVER_SHARE in draws
+            else np.zeros(kept.size)
+        )
+    rows, shapes = [], []
     for name, task, ii, j in posterior.cells():
         if ii != i:
             continue
         method = posterior.values("method")[ii, j]
         k, n = posterior.values("cp_successes")[ii, j], posterior.values("cp_trials")[ii, j]
+        never = 0.0
         if pooled:
-            shapes = (population[0] + k, population[1] + n - k)
+            a, b = population[0] + k, population[1] + n - k
+            if k == 0:  # never solved, or solvable and failed n times
+                never = never_solved(share, *population, n)
         else:
             product = posterior.product_at(ii, j)
             factors = None if product is None else product.factors
@@ -219,8 +240,7 @@ def _tasks(posterior, agent) -> tuple[pd.DataFrame, list, list]:
                     f"has no end-to-end Beta posterior ({method or 'no estimate'}); fit "
                     "with --model end_to_end or end_to_end_pooled"
                 )
-            shapes = factors[0]
+            a, b = factors[0]
         rows.append({AGENT: name, TASK: task, "successes": int(k), "trials": int(n)})
-        alphas.append(np.asarray(shapes[0], dtype=float))
-        betas.append(np.asarray(shapes[1], dtype=float))
-    return pd.DataFrame(rows), alphas, betas
+        shapes.append((np.asarray(a, dtype=float), np.asarray(b, dtype=float), never))
+    return pd.DataFrame(rows), shapes

@@ -32,17 +32,19 @@ def _evidence(successes, trials) -> pd.DataFrame:
     )
 
 
+@pytest.mark.parametrize("never", [0.0, 0.3])
 @pytest.mark.parametrize(("a", "b", "k"), [(1.0, 3.0, 1), (1.0, 21.0, 50), (0.4, 2.5, 1000)])
-def test_the_variance_of_pass_at_k_matches_integration(a, b, k):
+def test_the_variance_of_pass_at_k_matches_integration(a, b, k, never):
     density = stats.beta(a, b).pdf
 
     def moment(power):
         def f(p):
             return (1 - (1 - p) ** k) ** power * density(p)
 
-        return integrate.quad(f, 0, 1, points=[1 / k], limit=400)[0]
+        # P = 0 with probability never adds nothing: pass@k of a rate 0 is 0
+        return (1 - never) * integrate.quad(f, 0, 1, points=[1 / k], limit=400)[0]
 
-    assert _variance(a, b, k) == pytest.approx(moment(2) - moment(1) ** 2, rel=1e-6)
+    assert _variance(a, b, k, never) == pytest.approx(moment(2) - moment(1) ** 2, rel=1e-6)
 
 
 def test_the_preposterior_variance_matches_simulation():
@@ -54,6 +56,25 @@ def test_the_preposterior_variance_matches_simulation():
     error = simulated.std(ddof=1) / np.sqrt(simulated.size)
     assert abs(expected_variance(a, b, k, runs) - simulated.mean()) < 4 * error
     assert expected_variance(a, b, k, runs) < expected_variance(a, b, k, 0)
+
+
+def test_the_preposterior_of_a_task_perhaps_never_solved_matches_simulation():
+    """No formula in the check: draw (never solved, P, y), then the expected posterior
+    variance is the spread of pass@k among draws with the same y, weighted by y's share;
+    its Monte Carlo error from 20 independent batches."""
+    a, b, k, runs, never = 0.5, 4.0, 20, 3, 0.4
+    rng = np.random.default_rng(7)
+    batches = []
+    for _ in range(20):
+        size = 200_000
+        p = np.where(rng.uniform(size=size) < never, 0.0, rng.beta(a, b, size))
+        y = rng.binomial(runs, p)
+        g = 1 - (1 - p) ** k
+        batches.append(sum(np.mean(y == v) * g[y == v].var() for v in range(runs + 1)))
+    error = np.std(batches, ddof=1) / np.sqrt(len(batches))
+    assert abs(expected_variance(a, b, k, runs, never) - np.mean(batches)) < 4 * error
+    # the runs can show the task solvable, and teach more than when it surely is
+    assert expected_variance(a, b, k, runs, never) < _variance(a, b, k, never)
 
 
 def test_the_greedy_rule_finds_the_best_allocation_of_a_small_budget():

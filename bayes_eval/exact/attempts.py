@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["all_of", "at_least_one", "log_beta_ratio", "mean_all_of", "mean_at_least_one"]
+__all__ = [
+    "all_of",
+    "at_least_one",
+    "log_beta_ratio",
+    "mean_all_of",
+    "mean_at_least_one",
+    "never_solved",
+]
 
 # Factors of the ratio's product summed one by one before its Stirling tail: beyond them
 # every Gamma argument is at least DIRECT, where three terms of Stirling's series are
@@ -45,6 +52,16 @@ def mean_at_least_one(a, b, k):
 def mean_all_of(a, b, k):
     """``E[P^k]`` for ``P ~ Beta(a, b)``, to about 1e-9 relative."""
     return np.exp(log_beta_ratio(b, a, k))
+
+
+def never_solved(share, a, b, n):
+    """``P(P = 0 | no success in n runs)`` where a ``share`` of tasks is never solved and
+    the rest have ``P ~ Beta(a, b)``: ``pi / (pi + (1 - pi) B(a, b + n) / B(a, b))``
+    (arrays, broadcast; 0 where ``share`` is 0)."""
+    share = np.asarray(share, dtype=float)
+    solvable = (1.0 - share) * np.exp(log_beta_ratio(a, b, n))
+    total = share + solvable
+    return np.divide(share, total, where=share > 0, out=np.zeros(np.shape(total)))
 
 
 def log_beta_ratio(a, b, k):

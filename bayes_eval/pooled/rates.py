@@ -12,7 +12,7 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, MILESTONE, NEVER_SHARE, RUN, STEP, TASK
-from bayes_eval.exact.attempts import log_beta_ratio
+from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
@@ -57,9 +57,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         p = rng.beta(mu * kappa + k, (1 - mu) * kappa + (n - k))
         if NEVER_SHARE in post:  # a pair without a success may be one never solved
             share = post[NEVER_SHARE].values[..., layout.pair_agent]
-            # P(never | 0 of n) = pi / (pi + (1 - pi) B(a, b + n) / B(a, b))
-            log_none = log_beta_ratio(mu * kappa, (1 - mu) * kappa, n)
-            never = share / (share + (1 - share) * np.exp(log_none))
+            never = never_solved(share, mu * kappa, (1 - mu) * kappa, n)
             p = np.where((k == 0) & (rng.uniform(size=p.shape) < never), 0.0, p)
         return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "joint":
