@@ -16,7 +16,8 @@ and its population pass@k (``Posterior.population``) is compared, for each ``k``
 ``1 - (1 - p_t)^k``; for ``new task`` the population's own, ``(1 - pi) (1 - B(a, b + k) /
 B(a, b))``. Reported per family, runs, population and ``k``: the share of agents whose
 band (the one-sided bounds at 0.025 and 0.975, a central 95% interval) covers the truth,
-and the shares missed above the upper bound (the safety-relevant miss) and below.
+the shares missed above its upper bound (the safety-relevant miss) and below, and the
+share missed above the one-sided 95% upper bound (``bound``, the package's default).
 
 Run::
 
@@ -41,6 +42,7 @@ from pass_at_k import with_priors  # noqa: E402
 
 FAMILIES = ("u_shaped", "zero_inflated")
 LEVEL = 0.975
+BOUND = 0.95
 
 
 def population(family: str, rng) -> dict:
@@ -96,8 +98,9 @@ def main(argv=None) -> int:
                     started = time.perf_counter()
                     posterior = fit(evidence, with_priors(model))
                     curves = posterior.population(ks, level=LEVEL)
+                    bounds = posterior.population(ks, level=BOUND)["pass_at_upper"]
                     ok = bool(posterior.diagnostics.ok)
-                    for row in curves.itertuples():
+                    for row, bound in zip(curves.itertuples(), bounds, strict=True):
                         pop, rates = truths[row.agent]
                         value = truth(pop, rates, row.attempts)[row.population]
                         records.append(
@@ -114,6 +117,7 @@ def main(argv=None) -> int:
                                 upper=row.pass_at_upper,
                                 above=value > row.pass_at_upper,
                                 below=value < row.pass_at_lower,
+                                above_bound=value > bound,
                                 diagnostics_ok=ok,
                             )
                         )
@@ -129,6 +133,7 @@ def main(argv=None) -> int:
         covered=("above", lambda s: 1 - (s | results.loc[s.index, "below"]).mean()),
         missed_above=("above", "mean"),
         missed_below=("below", "mean"),
+        missed_bound=("above_bound", "mean"),
         diagnostics_ok=("diagnostics_ok", "mean"),
     )
     with pd.option_context("display.width", 200, "display.max_rows", 500):
