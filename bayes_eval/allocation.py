@@ -39,7 +39,7 @@ from scipy import stats
 
 from bayes_eval.constants import AGENT, END_TO_END, NEVER_SHARE, TASK
 from bayes_eval.errors import InputError
-from bayes_eval.exact.attempts import log_beta_ratio, never_solved
+from bayes_eval.exact.attempts import log_beta_ratio, mean_at_least_one, never_solved
 from bayes_eval.results.attempts import parse_attempts
 
 __all__ = ["RULES", "allocate", "expected_variance"]
@@ -128,7 +128,7 @@ def allocate(
     runs = plans[rule]
     now = _expected(shapes, k, np.zeros(len(shapes), dtype=int))
     after = _expected(shapes, k, runs)
-    means = [float(np.mean((1 - w) * -np.expm1(log_beta_ratio(x, y, k)))) for x, y, w in shapes]
+    means = [float(np.mean((1 - w) * mean_at_least_one(x, y, k))) for x, y, w in shapes]
     table = tasks.assign(
         pass_at_mean=means, pass_at_sd=np.sqrt(now), runs=runs, expected_sd=np.sqrt(after)
     )
