@@ -21,6 +21,13 @@ GOLDEN = "golden_solution"
 # (zero-inflation), and the model variable it is the prior of.
 NEVER_SOLVABLE = "never_solvable"
 NEVER_SHARE = "never_share"
+# Its optional companion: the chance that an agent has no task it never solves (a point
+# mass at a share of 0), shared by the agents; with it, the sampled share is the share
+# if the agent has such tasks (``never_share_if_any``), whether it has them is drawn back
+# per agent and draw (``any_never_solved``), and ``never_share`` is their product.
+ALL_SOLVABLE = "all_solvable"
+NEVER_SHARE_IF_ANY = "never_share_if_any"
+ANY_NEVER_SOLVED = "any_never_solved"
 
 # end_to_end_pooled's optional prior role of how far the agents' concentrations spread
 # around one they share (the standard deviation of log kappa across agents); with it, the

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bayes_eval.constants import (
+    ALL_SOLVABLE,
     BEST_OF_N,
     CONCENTRATION_SCALE,
     END_TO_END,
@@ -195,7 +196,12 @@ register(
         "tasks",
         uses=(END_TO_END,),
         priors=("mean", "concentration"),
-        optional_priors=("cluster_concentration", NEVER_SOLVABLE, CONCENTRATION_SCALE),
+        optional_priors=(
+            "cluster_concentration",
+            NEVER_SOLVABLE,
+            ALL_SOLVABLE,
+            CONCENTRATION_SCALE,
+        ),
         clustered=True,
         builder="bayes_eval.pooled.models:end_to_end_model",
         clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",

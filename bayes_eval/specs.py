@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import DEFAULT_LEVEL, MCMC_ENGINES
+from bayes_eval.constants import ALL_SOLVABLE, DEFAULT_LEVEL, MCMC_ENGINES, NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 from bayes_eval.registry import MODELS
@@ -258,6 +258,11 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
         priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=pooling == "none")
+    if ALL_SOLVABLE in priors and NEVER_SOLVABLE not in priors:
+        raise InputError(
+            f"{source}: [priors.{ALL_SOLVABLE}] needs [priors.{NEVER_SOLVABLE}]: it is the "
+            "chance that an agent has no task it never solves"
+        )
     table = dict(_get(source, data, "sampler", dict, required=False) or {})
     _unknown_keys(f"{source} [sampler]", table, SAMPLER_KEYS)
     try:

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bayes_eval.constants import EBFMI_MIN, ESS_MIN, RETRY_TARGET_ACCEPT, RHAT_MAX
+from bayes_eval.constants import (
+    ANY_NEVER_SOLVED,
+    EBFMI_MIN,
+    ESS_MIN,
+    NEVER_SHARE,
+    RETRY_TARGET_ACCEPT,
+    RHAT_MAX,
+)
 
 __all__ = ["Diagnostics", "diagnose"]
 
@@ -59,8 +66,9 @@ class Diagnostics:
 PARTS = ("_logit", "_z", "_upper", "_lower")
 
 
-# The rates drawn back exactly for every posterior draw (``p_task`` is checked on its own).
-DRAWN_BACK = ("p_task", "p_milestone", "p_step", "bypass_task")
+# The rates drawn back exactly for every posterior draw (``p_task`` is checked on its own),
+# and whether an agent has tasks it never solves (``never_share`` is then drawn back too).
+DRAWN_BACK = ("p_task", "p_milestone", "p_step", "bypass_task", ANY_NEVER_SOLVED)
 
 
 def sampled_variables(posterior) -> list[str]:
@@ -71,10 +79,11 @@ def sampled_variables(posterior) -> list[str]:
     def part(v):
         return any(v.endswith(s) and v.removesuffix(s) in posterior for s in PARTS)
 
+    drawn_back = DRAWN_BACK + ((NEVER_SHARE,) if ANY_NEVER_SOLVED in posterior else ())
     return [
         v
         for v in posterior.data_vars
-        if v not in DRAWN_BACK and not v.endswith("__") and not part(v)
+        if v not in drawn_back and not v.endswith("__") and not part(v)
     ]
 
 

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.constants import CONCENTRATION_SCALE, END_TO_END, NEVER_SHARE
+from bayes_eval.constants import (
+    AGENT,
+    ANY_NEVER_SOLVED,
+    CONCENTRATION_SCALE,
+    END_TO_END,
+    NEVER_SHARE,
+)
 from bayes_eval.results.population import (
     crossing,
     never_solved_caution,
@@ -74,9 +80,12 @@ def deployment_sections(
             (
                 "p",
                 "**Tasks never solved.** This model takes a share of each agent's tasks to be "
-                "never solvable (P = 0), so a new task's pass@k levels off below 1. But "
+                "never solvable (P = 0)"
+                + (", or none" if ANY_NEVER_SOLVED in posterior.draws else "")
+                + ", so a new task's pass@k may level off below 1. But "
                 + never_solved_caution(posterior.spec)
-                + ".",
+                + "."
+                + _any_never_solved(posterior),
             )
         )
     law = power_law(posterior, level)
@@ -108,6 +117,17 @@ def deployment_sections(
     with tempfile.TemporaryDirectory() as folder:
         path = attempts_plot(curves, Path(folder) / FIGURE, threshold)
         return sections, {FIGURE: path.read_bytes()}
+
+
+def _any_never_solved(posterior) -> str:
+    """Each agent's posterior chance of having tasks it never solves, where the model has
+    one (``any_never_solved``); else nothing."""
+    if ANY_NEVER_SOLVED not in posterior.draws:
+        return ""
+    chance = posterior.draws[ANY_NEVER_SOLVED].mean(("chain", "draw"))
+    pairs = zip(chance[AGENT].values, chance.values, strict=True)
+    each = ", ".join(f"{agent} {p:.2f}" for agent, p in pairs)
+    return f" The posterior chance that an agent has such tasks at all: {each}."
 
 
 def _spread_of_the_prior(posterior) -> str | None:

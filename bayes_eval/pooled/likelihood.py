@@ -87,10 +87,13 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
     if layout.clusters is None:
         values = stats.betabinom.logpmf(k, n, a, b)
-        if NEVER_SHARE in post:  # a share of the agent's tasks never solved
+        if NEVER_SHARE in post:  # a share of the agent's tasks never solved (0 in the draws
+            # where the agent has none, under all_solvable: given those, as mu and kappa)
             share = post[NEVER_SHARE].values[..., rate_agent]
             solvable = np.log1p(-share) + values
-            values = np.where(k == 0, np.logaddexp(np.log(share), solvable), solvable)
+            with np.errstate(divide="ignore"):  # a share of 0: an agent without such tasks
+                log_share = np.log(share)
+            values = np.where(k == 0, np.logaddexp(log_share, solvable), solvable)
     else:  # the rate's clusters' counts, the rate and theirs integrated out
         log_phi = np.log(post["kappa_cluster"].values[..., rate_agent])
         values = log_marginal_each(np.log(a), np.log(b), log_phi, layout.clusters)

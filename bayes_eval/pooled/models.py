@@ -8,7 +8,10 @@ NUTS explores only the hyperparameters:
 
 * ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled.
   With a ``never_solvable`` prior, a share ``never_share`` of the agent's tasks has
-  ``P = 0``; with a ``concentration_scale`` prior, the agents' ``kappa`` are drawn around
+  ``P = 0``; with an ``all_solvable`` prior too, the agent has no such task with a chance
+  ``all_solvable`` the agents share, else a share ``never_share_if_any`` (both cases
+  summed over per agent; which one drawn back exactly, ``any_never_solved``); with a
+  ``concentration_scale`` prior, the agents' ``kappa`` are drawn around
   one they share (``kappa_population``, ``kappa_scale``).
 * ``milestone`` / ``partial`` (the ``hierarchical`` spec): milestone rates pooled within
   a task around the task mean ``mu_task``; task means pooled across tasks around the
@@ -40,7 +43,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, CONCENTRATION_SCALE, NEVER_SHARE, NEVER_SOLVABLE
+from bayes_eval.constants import (
+    AGENT,
+    ALL_SOLVABLE,
+    CONCENTRATION_SCALE,
+    NEVER_SHARE,
+    NEVER_SHARE_IF_ANY,
+    NEVER_SOLVABLE,
+)
 from bayes_eval.pooled.clusters import log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 
@@ -116,20 +126,43 @@ def end_to_end_model(layout, spec, form=None):
         log_kappa = _agent_concentration(pm, spec)
         k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        if NEVER_SOLVABLE in spec.priors:
+        if ALL_SOLVABLE in spec.priors:
+            log_pi, log_1pi = _mean(pm, NEVER_SHARE_IF_ANY, spec.priors[NEVER_SOLVABLE], AGENT)
+            all_solvable = _chance(pm, ALL_SOLVABLE, spec.priors[ALL_SOLVABLE])
+            each = _zero_inflated(a, b, log_pi, log_1pi, layout, k, f)
+            total = _spike(each, all_solvable, layout, len(layout.agents))
+        elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
-            total = _zero_inflated(a, b, log_pi, log_1pi, layout, k, f)
+            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, layout, k, f)[0])
         else:
             total = _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n)
         pm.Potential("k_end_to_end", total)
     return model
 
 
+def _chance(pm, name, prior):
+    """``log c`` and ``log (1 - c)`` of one probability ``c ~ Beta(alpha, beta)`` shared by
+    the agents, sampled as its logit."""
+    c = pm.Beta(name, alpha=prior.alpha, beta=prior.beta)
+    return pm.math.log(c), pm.math.log1p(-c)
+
+
+def _spike(each, chance, layout, n_agents):
+    """``sum log`` over agents of ``c L_beta + (1 - c) L_share``: each agent has no task it
+    never solves with chance ``c`` (its tasks' counts then ``Beta(a, b)``-Binomial, the
+    second of ``each``), or a share ``pi`` of such tasks (the first of ``each``)."""
+    import pytensor.tensor as pt
+
+    log_c, log_1c = chance
+    share, beta = (pt.inc_subtensor(pt.zeros(n_agents)[layout.pair_agent], terms) for terms in each)
+    return pt.sum(pt.logaddexp(log_c + beta, log_1c + share))
+
+
 def _zero_inflated(a, b, log_pi, log_1pi, layout, k, failures):
-    """``sum log`` of each pair's count where a share ``pi`` of the agent's tasks is never
-    solved (rate 0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for
-    a pair without a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial
-    coefficient, constant in the parameters) for the others."""
+    """Each pair's log count where a share ``pi`` of the agent's tasks is never solved (rate
+    0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for a pair without
+    a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial coefficient, constant
+    in the parameters) for the others; and each pair's ``log BB(k | n)`` alone."""
     import pytensor.tensor as pt
 
     group, n = layout.pair_agent, layout.e2e_n
@@ -145,7 +178,7 @@ def _zero_inflated(a, b, log_pi, log_1pi, layout, k, failures):
     solvable = log_1pi[group] + beta_binomial
     # from the data variable, not the layout's counts: a model is refitted to new counts
     each = pt.where(pt.eq(k, 0), pt.logaddexp(log_pi[group], solvable), solvable)
-    return pt.sum(each)
+    return each, beta_binomial
 
 
 def _task_hierarchy(pm, layout, spec, form):

@@ -11,9 +11,12 @@ from scipy import stats
 
 from bayes_eval.constants import (
     AGENT,
+    ALL_SOLVABLE,
+    ANY_NEVER_SOLVED,
     CONCENTRATION_SCALE,
     MILESTONE,
     NEVER_SHARE,
+    NEVER_SHARE_IF_ANY,
     NEVER_SOLVABLE,
     RUN,
     STEP,
@@ -42,6 +45,7 @@ HYPER_NAMES = {
         "mean": "mu",
         "concentration": "kappa",
         NEVER_SOLVABLE: NEVER_SHARE,
+        ALL_SOLVABLE: ALL_SOLVABLE,
         CONCENTRATION_SCALE: "kappa_scale",
         **_CLUSTERS,
     },
@@ -54,8 +58,9 @@ HYPER_NAMES = {
         "bypass_concentration": "kappa_bypass",
     },
 }
-# The concentration the agents share, and its scale: one value per draw, not per agent.
-_SHARED = ("kappa_population", "kappa_scale")
+# The concentration the agents share, its scale, and the chance that an agent has no task
+# it never solves: one value per draw, not per agent.
+_SHARED = ("kappa_population", "kappa_scale", ALL_SOLVABLE)
 
 
 def prior_draw(prior, size, rng) -> np.ndarray:
@@ -121,6 +126,8 @@ def hyper_roles(layout, spec) -> dict:
     names = dict(HYPER_NAMES[spec.kind])
     if CONCENTRATION_SCALE in spec.priors:
         names["concentration"] = "kappa_population"
+    if ALL_SOLVABLE in spec.priors:
+        names[NEVER_SOLVABLE] = NEVER_SHARE_IF_ANY
     return {
         role: names[role]
         for role in spec.priors
@@ -131,7 +138,8 @@ def hyper_roles(layout, spec) -> dict:
 def hyper_truth(roles, spec, n_agents, rng) -> dict:
     """One draw of the parameters ``roles`` (from ``hyper_roles``) from their priors: one
     per agent, and the concentration the agents share and its scale as scalars, with the
-    agents' ``kappa`` drawn around it."""
+    agents' ``kappa`` drawn around it; with ``all_solvable``, whether each agent has tasks
+    it never solves, and their share (``never_share``, 0 where it has none)."""
     shared = CONCENTRATION_SCALE in spec.priors
     truth = {
         name: prior_draw(spec.priors[role], None if name in _SHARED else n_agents, rng)
@@ -140,6 +148,10 @@ def hyper_truth(roles, spec, n_agents, rng) -> dict:
     if shared:
         z = rng.standard_normal(n_agents)
         truth["kappa"] = np.exp(np.log(truth["kappa_population"]) + truth["kappa_scale"] * z)
+    if ALL_SOLVABLE in truth:
+        some = rng.uniform(size=n_agents) >= truth[ALL_SOLVABLE]
+        truth[ANY_NEVER_SOLVED] = some.astype(float)
+        truth[NEVER_SHARE] = truth[NEVER_SHARE_IF_ANY] * some
     return truth
 
 

@@ -11,7 +11,17 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, MILESTONE, NEVER_SHARE, RUN, STEP, TASK
+from bayes_eval.constants import (
+    AGENT,
+    ALL_SOLVABLE,
+    ANY_NEVER_SOLVED,
+    MILESTONE,
+    NEVER_SHARE,
+    NEVER_SHARE_IF_ANY,
+    RUN,
+    STEP,
+    TASK,
+)
 from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
@@ -25,6 +35,7 @@ from bayes_eval.pooled.models import (
 )
 
 __all__ = [
+    "any_never_solved",
     "by_agent_and_task",
     "cell_shapes",
     "mixture_log_product",
@@ -51,6 +62,10 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
         return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
     if spec.kind == "end_to_end":
+        spike = {}
+        if NEVER_SHARE_IF_ANY in post:  # whether each agent has tasks it never solves
+            spike = any_never_solved(post, layout, rng)
+            post = post.assign(spike)
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
         k, n = layout.e2e_k, layout.e2e_n
@@ -59,7 +74,8 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             share = post[NEVER_SHARE].values[..., layout.pair_agent]
             never = never_solved(share, mu * kappa, (1 - mu) * kappa, n)
             p = np.where((k == 0) & (rng.uniform(size=p.shape) < never), 0.0, p)
-        return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
+        out = {"p_task": (ALL_DIMS, _gridded(grid, where, p)), **spike}
+        return with_unrun(out, post, layout, rng)
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
@@ -93,6 +109,39 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         return out
     out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
     return with_unrun(out, post, layout, rng)
+
+
+def any_never_solved(post, layout, rng) -> dict:
+    """Per draw and agent, whether the agent has tasks it never solves (``any_never_solved``,
+    1 or 0), drawn from its exact conditional given the draw's ``mu``, ``kappa``,
+    ``never_share_if_any`` and ``all_solvable`` (``c``): 1 with probability ``(1 - c)
+    L_share / (c L_beta + (1 - c) L_share)``, the likelihoods of the agent's counts with
+    and without the share (``bayes_eval.pooled.models``); and ``never_share``, the share
+    drawn times that."""
+    agent, k, n = layout.pair_agent, layout.e2e_k, layout.e2e_n
+    mu, kappa = post["mu"].values[..., agent], post["kappa"].values[..., agent]
+    tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
+    a, b = np.maximum(mu * kappa, tiny), np.maximum((1 - mu) * kappa, tiny)
+    # as the model writes it: scipy's betaln loses shapes near 1e-70 (a chain gone astray)
+    beta = (
+        special.gammaln(k + a)
+        + special.gammaln(n - k + b)
+        + special.gammaln(a + b)
+        - special.gammaln(a)
+        - special.gammaln(b)
+        - special.gammaln(n + a + b)
+    )
+    share = post[NEVER_SHARE_IF_ANY].values
+    log_pi = np.log(share)[..., agent]
+    solvable = np.log1p(-share)[..., agent] + beta
+    each = np.where(k == 0, np.logaddexp(log_pi, solvable), solvable)
+    agents = range(share.shape[-1])
+    c = post[ALL_SOLVABLE].values[..., None]
+    log_some = np.log1p(-c) + np.stack([each[..., agent == i].sum(-1) for i in agents], -1)
+    log_none = np.log(c) + np.stack([beta[..., agent == i].sum(-1) for i in agents], -1)
+    some = np.log(rng.uniform(size=share.shape)) < log_some - np.logaddexp(log_some, log_none)
+    dims = ("chain", "draw", AGENT)
+    return {ANY_NEVER_SOLVED: (dims, some.astype(float)), NEVER_SHARE: (dims, share * some)}
 
 
 def with_unrun(out: dict, post, layout, rng) -> dict:

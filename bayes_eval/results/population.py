@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import AGENT, NEVER_SHARE, NEVER_SOLVABLE
+from bayes_eval.constants import AGENT, ALL_SOLVABLE, NEVER_SHARE, NEVER_SOLVABLE
 from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
@@ -270,19 +270,25 @@ def _new_task_rates(centre, scale, k):
 
 def never_solved_caution(spec) -> str:
     """What a new task's pass@k at large k rests on under a model with tasks never solved:
-    the prior of their share, and, where that prior does not favour small shares (first
-    shape 1 or more), that the upper bound is not conservative."""
+    the prior of their share (and of the chance that there are none), and, where neither
+    favours small shares (no such chance, the share's first shape 1 or more), that the
+    upper bound is not conservative."""
     prior = spec.priors[NEVER_SOLVABLE]
     text = (
         "a task not solved in its runs may be one solved rarely, which no few runs tell "
         "apart, so for k far beyond the runs per task the bounds rest on the prior of that "
         f"share, {prior.label()}"
     )
-    if prior.alpha >= 1:
+    if ALL_SOLVABLE in spec.priors:
+        text += (
+            f", and on the chance that an agent has no such task at all, "
+            f"{spec.priors[ALL_SOLVABLE].label()}, which the agents share and learn"
+        )
+    elif prior.alpha >= 1:
         text += (
             ", which does not favour small shares: it takes rarely solved tasks for "
             "impossible, and the upper bound is not conservative (end_to_end_shared's "
-            "sparse prior keeps both open)"
+            "chance that an agent has none keeps both open)"
         )
     return text
 
