@@ -52,8 +52,16 @@ def test_the_prior_group_draws_the_hierarchy(two_runs):
         params = spec.priors[role].params
         values = np.log(prior[name].values.ravel())
         assert stats.kstest(values, stats.norm(params["mu"], params["sigma"]).cdf).pvalue > 0.01
-    share = prior["never_share"].values.ravel()
-    assert stats.kstest(share, stats.beta(0.2, 1.0).cdf).pvalue > 0.01
+    for name, role in (("never_share_if_any", "never_solvable"), ("all_solvable", "all_solvable")):
+        values, params = prior[name].values.ravel(), spec.priors[role].params
+        assert stats.kstest(values, stats.beta(params["alpha"], params["beta"]).cdf).pvalue > 0.01
+    chance = prior["all_solvable"].values.ravel()
+    # each agent has tasks it never solves with chance 1 - all_solvable, their share then
+    # never_share_if_any
+    some = prior["any_never_solved"]
+    np.testing.assert_array_equal(prior["never_share"], prior["never_share_if_any"] * some)
+    expected = 1.0 - chance.mean()
+    assert abs(float(some.mean()) - expected) < 4 * np.sqrt(expected * (1 - expected) / some.size)
     z = (np.log(prior["kappa"]) - np.log(prior["kappa_population"])) / prior["kappa_scale"]
     assert stats.kstest(z.values.ravel(), stats.norm().cdf).pvalue > 0.01
 
@@ -84,6 +92,67 @@ def test_an_agent_never_successful_gets_a_small_pass_at_k(two_runs):
     assert (zero["shared"]["pass_at_mean"] < zero["pooled"]["pass_at_mean"]).all()
     assert (zero["shared"]["pass_at_mean"] < 0.1).all()
     assert (zero["shared"]["pass_at_upper"] > zero["shared"]["pass_at_mean"]).all()
+
+
+def test_whether_an_agent_has_tasks_never_solved_is_drawn_from_its_conditional(two_runs):
+    """Per draw, P(the agent has tasks it never solves) = (1 - c) L_share / (c L_beta + (1
+    - c) L_share), each L the product over its tasks of scipy's Beta-Binomial (with the
+    share: pi 1[k = 0] + (1 - pi) BB(k)); the draws' share of 1s against its mean."""
+    shared, _ = two_runs
+    evidence = table(runs=2, seed=5)
+    draws = shared.draws
+    for agent in ("a1", "zero"):
+        rows = evidence[evidence["agent"] == agent]
+        mu, kappa, share = (
+            draws[name].sel(agent=agent).values.ravel()[:, None]
+            for name in ("mu", "kappa", "never_share_if_any")
+        )
+        c = draws["all_solvable"].values.ravel()
+        k, n = rows["successes"].to_numpy(), rows["trials"].to_numpy()
+        pmf = stats.betabinom.pmf(k, n, mu * kappa, (1 - mu) * kappa)
+        log_beta = np.log(pmf).sum(axis=1)
+        log_share = np.log(share * (k == 0) + (1 - share) * pmf).sum(axis=1)
+        some = np.log1p(-c) + log_share
+        expected = np.exp(some - np.logaddexp(some, np.log(c) + log_beta)).mean()
+        drawn = draws["any_never_solved"].sel(agent=agent).values.ravel()
+        assert set(np.unique(drawn)) <= {0.0, 1.0}
+        assert abs(drawn.mean() - expected) < 4 * np.sqrt(expected * (1 - expected) / drawn.size)
+        np.testing.assert_array_equal(
+            draws["never_share"].sel(agent=agent).values.ravel(), share.ravel() * drawn
+        )
+
+
+def test_the_report_gives_each_agents_chance_of_tasks_never_solved(two_runs):
+    from bayes_eval.outputs.deployment import deployment_sections
+
+    shared, _ = two_runs
+    sections, _ = deployment_sections(shared, 0.5, 0.975)
+    text = next(t for kind, t in sections if str(t).startswith("**Tasks never solved.**"))
+    for agent in ("a0", "zero"):
+        chance = float(shared.draws["any_never_solved"].sel(agent=agent).mean())
+        assert f"{agent} {chance:.2f}" in text
+
+
+def test_an_agent_that_solves_every_task_sometimes_is_told_from_one_that_does_not():
+    """Known truth: one agent's tasks are all solvable (rates Beta(1.5, 1.5)), the other
+    never solves half of its; 10 runs per task."""
+    rng = np.random.default_rng(31)
+    rows = []
+    for agent, never in (("every", 0.0), ("half", 0.5)):
+        rates = rng.beta(1.5, 1.5, 30)
+        rates[rng.uniform(size=30) < never] = 0.0
+        rows += [
+            dict(agent=agent, task=f"t{t}", method="end_to_end", successes=k, trials=10)
+            for t, k in enumerate(rng.binomial(10, rates))
+        ]
+    posterior = bayes_eval.fit(pd.DataFrame(rows), MODEL)
+    assert posterior.diagnostics.ok, posterior.diagnostics.messages
+    # the posterior favours the truth for each agent (a Beta with a small first shape also
+    # explains many tasks without a success, so neither is certain from 10 runs a task)
+    some = posterior.draws["any_never_solved"].mean(("chain", "draw"))
+    assert some.sel(agent="half") > 0.5 > some.sel(agent="every")
+    low, high = posterior.draws["never_share"].sel(agent="half").quantile([0.025, 0.975]).values
+    assert low < 0.5 < high
 
 
 def test_the_plan_weighs_tasks_perhaps_never_solved(two_runs):
@@ -125,10 +194,11 @@ def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
 def test_the_report_names_the_agents_whose_spread_is_the_priors(two_runs):
     shared, _ = two_runs
     assert spread_warning(shared) is None
-    # its sparse prior on the share never solved is named, without the caution that a
-    # uniform one earns (docs/attempts.md measures both)
+    # the priors its bounds at large k rest on are named, without the caution that a
+    # uniform share without the chance of none earns (docs/attempts.md measures both)
     provenance = shared.population([10])["provenance"].iloc[-1]
-    assert "the bounds rest on the prior of that share, Beta(0.2, 1)" in provenance
+    assert "the bounds rest on the prior of that share, Beta(1, 1)" in provenance
+    assert "the chance that an agent has no such task at all, Beta(1, 1)" in provenance
     assert "not conservative" not in provenance
     once = table(runs=1, seed=7).query("agent in ['a0', 'a1']")
     twice = table(runs=3, seed=8).query("agent in ['a2']")

@@ -32,6 +32,15 @@ def test_published_priors():
     assert load_spec("ecr2024").priors["step"].label() == "Beta(0.02, 0.02)"
 
 
+def test_the_chance_of_no_task_never_solved_needs_the_share():
+    text = load_spec("end_to_end_shared").text
+    start = text.index("[priors.never_solvable]")
+    without = text[:start] + text[text.index("[priors.all_solvable]") :]
+    with pytest.raises(InputError) as info:
+        spec_from_toml(without, "s.toml")
+    assert str(info.value).startswith("s.toml: [priors.all_solvable] needs [priors.never_solvable]")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
