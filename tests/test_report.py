@@ -102,6 +102,18 @@ def test_a_report_of_point_values_only_is_written(tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
+def test_a_lower_bound_of_zero_does_not_stretch_the_probability_axis():
+    """A task perhaps never solved has a lower bound of 0 (log10 -inf, floored at -300):
+    the axis spans the positive values, 5% of their span beside them."""
+    from bayes_eval.outputs.plots import axis_limits
+
+    assert axis_limits([1e-3, 0.5, np.nan]) is None  # nothing at 0: ArviZ's own axis
+    low, high = axis_limits([0.0, 1e-3, 0.2, 0.5, np.nan])
+    span = np.log10(0.5) + 3  # from 1e-3 to 0.5 in decades
+    assert low == pytest.approx(-3 - 0.05 * span)
+    assert high == pytest.approx(np.log10(0.5) + 0.05 * span)
+
+
 def test_renders_in_headless_chromium_without_network(tmp_path):
     """Chromium, with the network blocked, parses every table and every figure of the
     report (each embedded PNG decodes to an image of its own size), and draws it at

@@ -63,6 +63,23 @@ def _bounds(summary: pd.DataFrame) -> xr.Dataset:
     return xr.concat([lower, upper], dim="ci_bound").assign_coords(ci_bound=["lower", "upper"])
 
 
+def axis_limits(values) -> tuple[float, float] | None:
+    """The edges of a ``log10 P`` axis on which some value is 0 exactly (a lower bound
+    where a task may never be solved), which would stretch the axis to 1e-300: the
+    positive values' span and 5% beside it; None where no value is 0 (NaN ignored)."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    positive = values[values > 0]
+    if not (values == 0).any() or not positive.size:
+        return None
+    low, high = np.log10(positive.min()), np.log10(positive.max())
+    margin = 0.05 * max(high - low, 0.5)
+    return float(low - margin), float(high + margin)
+
+
+ZERO_BOUND = "a lower bound of 0 (a task perhaps never solved) runs off the left edge"
+
+
 def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
     """Each (agent, task) on a log10 probability axis: median, one-sided bounds, threshold.
 
@@ -99,6 +116,11 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
         pc.coords = None
     ax.set_xlabel(f"{LOG10_P} (success probability)")
     threshold_text = "" if threshold is None else f", dashed: threshold {threshold:g}"
+    shown = rows[["lower", "median", "upper", "mean"]].to_numpy(dtype=float).ravel()
+    limits = axis_limits([*shown, *([] if threshold is None else [threshold])])
+    if limits is not None:
+        ax.set_xlim(*limits)
+        threshold_text += f"\n{ZERO_BOUND}"
     ax.set_title(
         f"line: one-sided {level:g} lower to upper bound, dot: posterior median\n"
         f"hollow diamond: point value (no posterior){threshold_text}",
@@ -261,6 +283,15 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
         figure_kwargs={"figsize": (3.8 * n_cols, 2.4 * n_rows)},
     )
     add_lines(pc, values=[math.log10(threshold)])
+    limits = [
+        axis_limits([*cell.ravel(), row.lower, row.median, row.upper, threshold])
+        for row, cell in zip(rows.itertuples(), cells, strict=True)
+    ]
+    for label, edges in zip(estimates["estimate"].values, limits, strict=True):
+        if edges is not None:
+            pc.get_target(LOG10_P, {"estimate": label}).set_xlim(*edges)
+    if any(edges is not None for edges in limits):
+        shown += f"; {ZERO_BOUND}"
     level = rows["level"].iloc[0] if len(rows) else 0.975
     figure = pc.viz["figure"].item()
     figure.suptitle(
