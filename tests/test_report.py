@@ -101,7 +101,6 @@ def test_a_report_of_point_values_only_is_written(tmp_path):
     assert result.table["sentence"].iloc[0].endswith("no credible bound; undecided at τ = 5%.")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_a_lower_bound_of_zero_does_not_stretch_the_probability_axis():
     """A task perhaps never solved has a lower bound of 0 (log10 -inf, floored at -300):
     the axis spans the positive values, 5% of their span beside them."""
@@ -114,6 +113,7 @@ def test_a_lower_bound_of_zero_does_not_stretch_the_probability_axis():
     assert high == pytest.approx(np.log10(0.5) + 0.05 * span)
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_renders_in_headless_chromium_without_network(tmp_path):
     """Chromium, with the network blocked, parses every table and every figure of the
     report (each embedded PNG decodes to an image of its own size), and draws it at
