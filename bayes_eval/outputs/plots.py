@@ -115,15 +115,15 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
         add_lines(pc, values=[math.log10(threshold)])
         pc.coords = None
     ax.set_xlabel(f"{LOG10_P} (success probability)")
-    threshold_text = "" if threshold is None else f", dashed: threshold {threshold:g}"
+    legend = "" if threshold is None else f", dashed: threshold {threshold:g}"
     shown = rows[["lower", "median", "upper", "mean"]].to_numpy(dtype=float).ravel()
     limits = axis_limits([*shown, *([] if threshold is None else [threshold])])
     if limits is not None:
         ax.set_xlim(*limits)
-        threshold_text += f"\n{ZERO_BOUND}"
+        legend += f"\n{ZERO_BOUND}"
     ax.set_title(
         f"line: one-sided {level:g} lower to upper bound, dot: posterior median\n"
-        f"hollow diamond: point value (no posterior){threshold_text}",
+        f"hollow diamond: point value (no posterior){legend}",
         fontsize=9,
     )
     return _save(pc.viz["figure"].item(), path)

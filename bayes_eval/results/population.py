@@ -281,7 +281,7 @@ def never_solved_caution(spec) -> str:
     )
     if ALL_SOLVABLE in spec.priors:
         text += (
-            f", and on the chance that an agent has no such task at all, "
+            ", and on the chance that an agent has no such task at all, "
             f"{spec.priors[ALL_SOLVABLE].label()}, which the agents share and learn"
         )
     elif prior.alpha >= 1:
