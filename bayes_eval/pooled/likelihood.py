@@ -48,7 +48,7 @@ from bayes_eval.constants import (
 from bayes_eval.pooled.clusters import log_marginal_each
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
-from bayes_eval.pooled.rates import cell_shapes
+from bayes_eval.pooled.rates import cell_shapes, zero_inflated_log
 from bayes_eval.results.predictive import cell_coords
 
 if TYPE_CHECKING:
@@ -89,11 +89,7 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
         values = stats.betabinom.logpmf(k, n, a, b)
         if NEVER_SHARE in post:  # a share of the agent's tasks never solved (0 in the draws
             # where the agent has none, under all_solvable: given those, as mu and kappa)
-            share = post[NEVER_SHARE].values[..., rate_agent]
-            solvable = np.log1p(-share) + values
-            with np.errstate(divide="ignore"):  # a share of 0: an agent without such tasks
-                log_share = np.log(share)
-            values = np.where(k == 0, np.logaddexp(log_share, solvable), solvable)
+            values = zero_inflated_log(k, values, post[NEVER_SHARE].values[..., rate_agent])
     else:  # the rate's clusters' counts, the rate and theirs integrated out
         log_phi = np.log(post["kappa_cluster"].values[..., rate_agent])
         values = log_marginal_each(np.log(a), np.log(b), log_phi, layout.clusters)

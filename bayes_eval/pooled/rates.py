@@ -42,6 +42,7 @@ __all__ = [
     "pooled_rates",
     "task_means",
     "with_unrun",
+    "zero_inflated_log",
 ]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
@@ -132,9 +133,7 @@ def any_never_solved(post, layout, rng) -> dict:
         - special.gammaln(n + a + b)
     )
     share = post[NEVER_SHARE_IF_ANY].values
-    log_pi = np.log(share)[..., agent]
-    solvable = np.log1p(-share)[..., agent] + beta
-    each = np.where(k == 0, np.logaddexp(log_pi, solvable), solvable)
+    each = zero_inflated_log(k, beta, share[..., agent])
     agents = range(share.shape[-1])
     c = post[ALL_SOLVABLE].values[..., None]
     log_some = np.log1p(-c) + np.stack([each[..., agent == i].sum(-1) for i in agents], -1)
@@ -142,6 +141,17 @@ def any_never_solved(post, layout, rng) -> dict:
     some = np.log(rng.uniform(size=share.shape)) < log_some - np.logaddexp(log_some, log_none)
     dims = ("chain", "draw", AGENT)
     return {ANY_NEVER_SOLVED: (dims, some.astype(float)), NEVER_SHARE: (dims, share * some)}
+
+
+def zero_inflated_log(k, log_count, share):
+    """Each pair's log count where a ``share`` of the agent's tasks is never solved:
+    ``log(share + (1 - share) C)`` for a pair without a success, ``log(1 - share) + log C``
+    for the others, ``log C`` (``log_count``) its Beta-Binomial log count (arrays,
+    broadcast; a share of 0 leaves ``log C``)."""
+    with np.errstate(divide="ignore"):  # a share of 0: an agent without such tasks
+        log_share = np.log(share)
+    solvable = np.log1p(-share) + log_count
+    return np.where(k == 0, np.logaddexp(log_share, solvable), solvable)
 
 
 def with_unrun(out: dict, post, layout, rng) -> dict:
