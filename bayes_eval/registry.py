@@ -15,7 +15,7 @@ imported only when the model is fitted, so an exact fit never imports PyMC:
 * pooled: ``builder(layout, spec, form)`` returns the PyMC model
   (``clustered_builder`` the one for clustered runs);
 * crossed: ``builder(design, spec)`` returns the PyMC model (the design carries its
-  form).
+  form); the builder's module also gives the model's other functions (``Model.part``).
 
 Adding a model is one entry here (``register``) and one builder; ``docs/models.md``
 ("Adding a model") shows how.
@@ -115,6 +115,14 @@ class Model:
     def build(self, clustered: bool = False) -> Callable:
         """The builder, imported (the clustered one with ``clustered``)."""
         return resolve(self.clustered_builder if clustered else self.builder)
+
+    def part(self, name: str):
+        """``name`` from the module of a crossed model's builder: its ``draw_rates``,
+        ``prior_draw``, ``simulate``, ``log_likelihood`` (None where it has no pointwise
+        one), and ``LATENT`` and ``LATENT_DIMS``, what a fit drops once its rates are drawn."""
+        builder = self.builder
+        module = builder.__module__ if callable(builder) else builder.partition(":")[0]
+        return getattr(importlib.import_module(module), name)
 
 
 def resolve(builder: Builder) -> Callable:
@@ -299,5 +307,39 @@ register(
             "that is not small beside hierarchical's (docs/coverage.md)."
         ),
         differs=POOLED_MILESTONES,
+    )
+)
+register(
+    Model(
+        "joint",
+        "crossed",
+        uses=(END_TO_END, MILESTONE_METHOD),
+        priors=(
+            *CROSSED_PRIORS,
+            "cell_scale",
+            "milestone_mean",
+            "milestone_ability_scale",
+            "milestone_difficulty_scale",
+            "step_scale",
+            "pair_scale",
+            "milestone_cell_scale",
+            "link",
+        ),
+        optional_priors=("coefficient", "group_scale"),
+        builder="bayes_eval.crossed.linked:build_model",
+        predicts=(UNRUN_PAIRS, NEW_AGENTS),
+        title="Agents x tasks, milestones linked to end-to-end runs",
+        text=(
+            "Each pair's guided (milestone) runs measure its milestone competence, and its "
+            "end-to-end rate rises with that competence by a slope the data set (link); the "
+            "rest of the end-to-end rate, the bypass, has the crossed model's agent x task "
+            "structure. It does not multiply milestone rates. It assumes that a pair's "
+            "competence on the subtasks carries into its end-to-end runs with one slope "
+            "shared by every agent and task."
+        ),
+        differs=(
+            "it reads end-to-end runs, which count every path to success, and links them to "
+            "the milestones by a learned slope instead of their product"
+        ),
     )
 )

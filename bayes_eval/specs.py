@@ -50,7 +50,7 @@ COVARIATE_KEYS = ("agent", "task", "task_group", "length")
 # Means take Beta priors, concentrations and scales LogNormal ones; the crossed model's
 # intercept and coefficients (logit scale) Normal ones.
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
-NORMAL_ROLES = ("ability_mean", "coefficient")
+NORMAL_ROLES = ("ability_mean", "coefficient", "milestone_mean", "link")
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,13 @@ CROSSED_RANKED = (
     "cell_scale",
     "blocked_share",
     "kappa_cluster",
+    "milestone_mean",
+    "milestone_ability_scale",
+    "milestone_difficulty_scale",
+    "step_scale",
+    "pair_scale",
+    "milestone_cell_scale",
+    "link",
     "agent_coefficient",
     "task_coefficient",
     "ability",
@@ -264,12 +271,14 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a crossed spec: every parameter drawn from its
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
-    from bayes_eval.crossed.model import draw_rates, prior_draw, simulate
     from bayes_eval.pooled.models import model_structure
     from bayes_eval.registry import model_of
 
     spec, design = setup.spec, setup.design
-    build_model = model_of(spec).build()
+    entry = model_of(spec)
+    build_model = entry.build()
+    names = ("draw_rates", "prior_draw", "simulate")
+    draw_rates, prior_draw, simulate = (entry.part(name) for name in names)
     layout = design.layout
     rng = replicate_rng(setup.seed, index)
     truth = prior_draw(design, spec, rng)
@@ -307,6 +316,10 @@ def _with_counts(layout, spec, data):
 
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data.get("k_obs", layout.e2e_k))
+    if "e2e_obs" in data:  # a crossed model's end-to-end counts, over the pairs run end to end
+        e2e_k = layout.e2e_k.copy()
+        e2e_k[layout.e2e_n > 0] = data["e2e_obs"]
+        return dataclasses.replace(layout, k=data["k_obs"], e2e_k=e2e_k)
     e2e_k = layout.e2e_k.copy()
     for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
         if name in data:

@@ -41,7 +41,6 @@ ability_scale z`` with ``z`` drawn anew per posterior draw.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -53,8 +52,10 @@ from bayes_eval.constants import (
     EBFMI_MIN,
     END_TO_END,
     MILESTONE,
+    MILESTONE_METHOD,
     TASK,
 )
+from bayes_eval.crossed.groups import AGENT_TERM, TASK_TERM, covariate_group, estimates_group
 from bayes_eval.crossed.likelihood import log_likelihood
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
@@ -66,19 +67,27 @@ from bayes_eval.pooled.models import count_data_vars, model_structure
 from bayes_eval.registry import model_of
 
 __all__ = [
+    "LATENT",
+    "LATENT_DIMS",
     "Design",
+    "abilities_and_difficulties",
+    "every_ability",
+    "structure_coords",
     "build_model",
     "centred_abilities",
     "design_of",
     "draw_rates",
     "fit_crossed",
+    "log_likelihood",
     "prior_draw",
     "simulate",
 ]
 
-AGENT_TERM, TASK_TERM, GROUP = "agent_covariate", "task_covariate", "task_group"
+GROUP = "task_group"
 RATE = "rate"  # the rates that depart from the additive mean: pairs, or milestone cells
 CENTRED, NON_CENTRED = "agent_centred", "agent_non_centred"  # the abilities, as sampled
+# What a fit drops once the rates are drawn (they live on in the rates), and its dims.
+LATENT, LATENT_DIMS = ("ability", "cell_z"), (AGENT, RATE, CENTRED, NON_CENTRED)
 
 
 @dataclass(frozen=True)
@@ -240,7 +249,7 @@ def _information(layout: Layout, spec, group: np.ndarray, size: int) -> np.ndarr
     or milestone cells), ``n p (1 - p)`` the binomial information of ``n`` trials at its
     pooled rate ``p = (K + 1/2) / (N + 1)``, and 1 the departure's variance at its prior's
     median scale."""
-    if spec.kind == END_TO_END:
+    if spec.kind != MILESTONE_METHOD:  # abilities on end-to-end runs (alone, or linked)
         owner, k, n = group, layout.e2e_k, layout.e2e_n
     else:
         owner, k, n = group[layout.cell_pair], layout.k, layout.n
@@ -249,6 +258,18 @@ def _information(layout: Layout, spec, group: np.ndarray, size: int) -> np.ndarr
     binomial = n * rate[owner] * (1 - rate[owner])
     carried = np.divide(binomial, binomial + 1, out=np.zeros(n.size), where=n > 0)
     return np.bincount(owner, carried, minlength=size)
+
+
+def structure_coords(design: Design) -> dict:
+    """The dims of the abilities and difficulties (``abilities_and_difficulties``)."""
+    layout = design.layout
+    return {
+        AGENT: layout.agents,
+        TASK: layout.tasks,
+        **covariate_coords(design),
+        CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if c],
+        NON_CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if not c],
+    }
 
 
 def covariate_coords(design: Design) -> dict:
@@ -267,35 +288,12 @@ def build_model(design: Design, spec):
     import pymc as pm
     import pytensor.tensor as pt
 
-    layout, cov = design.layout, design.covariates
-    coords = {
-        AGENT: layout.agents,
-        TASK: layout.tasks,
-        **covariate_coords(design),
-        CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if c],
-        NON_CENTRED: [a for a, c in zip(layout.agents, design.centred, strict=True) if not c],
-        RATE: np.arange(layout.k.size if spec.kind != END_TO_END else len(layout.pairs)),
-    }
+    layout = design.layout
+    coords = structure_coords(design)
+    coords[RATE] = np.arange(layout.k.size if spec.kind != END_TO_END else len(layout.pairs))
     priors = spec.priors
     with pm.Model(coords=coords) as model:
-        mean = _normal(pm, "ability_mean", priors["ability_mean"])
-        if cov.agent_terms:
-            beta = _normal(pm, "agent_coefficient", priors["coefficient"], AGENT_TERM)
-            mean = mean + pt.dot(cov.agent_matrix, beta)
-        scale = _lognormal(pm, "ability_scale", priors["ability_scale"])
-        ability = pm.Deterministic("ability", _abilities(pm, pt, mean, scale, design), dims=AGENT)
-        spread = _lognormal(pm, "difficulty_scale", priors["difficulty_scale"])
-        if design.centred_tasks:
-            difficulty = pm.ZeroSumNormal("difficulty_offset", sigma=spread, dims=TASK)
-        else:
-            difficulty = spread * pm.ZeroSumNormal("difficulty_z", sigma=1.0, dims=TASK)
-        if cov.task_terms:
-            beta = _normal(pm, "task_coefficient", priors["coefficient"], TASK_TERM)
-            difficulty = difficulty + pt.dot(cov.task_matrix, beta)
-        if cov.groups:
-            group = _zero_sum(pm, "group", priors["group_scale"], GROUP)
-            difficulty = difficulty + group[cov.task_group]
-        difficulty = pm.Deterministic("difficulty", difficulty, dims=TASK)
+        ability, difficulty = abilities_and_difficulties(pm, pt, design, spec)
         eta = ability[layout.pair_agent] - difficulty[design.pair_task]
         if spec.kind != END_TO_END:  # the rates are the milestone cells
             eta = eta[layout.cell_pair]
@@ -318,6 +316,31 @@ def build_model(design: Design, spec):
             share = pm.Beta("blocked_share", **priors["blocked_share"].params)
             pm.Potential(name, _blocked_mixture(pt, each, failed, share, layout))
     return model
+
+
+def abilities_and_difficulties(pm, pt, design: Design, spec):
+    """The abilities (``ability``, over ``agent``) and the difficulties (``difficulty``,
+    over ``task``) of the module's form, with their covariates and task groups, in the
+    model being built."""
+    cov, priors = design.covariates, spec.priors
+    mean = _normal(pm, "ability_mean", priors["ability_mean"])
+    if cov.agent_terms:
+        beta = _normal(pm, "agent_coefficient", priors["coefficient"], AGENT_TERM)
+        mean = mean + pt.dot(cov.agent_matrix, beta)
+    scale = _lognormal(pm, "ability_scale", priors["ability_scale"])
+    ability = pm.Deterministic("ability", _abilities(pm, pt, mean, scale, design), dims=AGENT)
+    spread = _lognormal(pm, "difficulty_scale", priors["difficulty_scale"])
+    if design.centred_tasks:
+        difficulty = pm.ZeroSumNormal("difficulty_offset", sigma=spread, dims=TASK)
+    else:
+        difficulty = spread * pm.ZeroSumNormal("difficulty_z", sigma=1.0, dims=TASK)
+    if cov.task_terms:
+        beta = _normal(pm, "task_coefficient", priors["coefficient"], TASK_TERM)
+        difficulty = difficulty + pt.dot(cov.task_matrix, beta)
+    if cov.groups:
+        group = _zero_sum(pm, "group", priors["group_scale"], GROUP)
+        difficulty = difficulty + group[cov.task_group]
+    return ability, pm.Deterministic("difficulty", difficulty, dims=TASK)
 
 
 def _tensor_add_at(values, index, size):
@@ -388,16 +411,8 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     """``ability`` of every agent (the predicted ones drawn anew) and ``p_task`` (with
     ``p_milestone`` for milestone runs) of every (agent, task), per posterior draw: a rate
     that was run from its sampled departure, one never run from a fresh one."""
-    layout, cov = design.layout, design.covariates
-    ability = post["ability"].values
-    if design.predicted:
-        fresh = post["ability_mean"].values[..., None] + post["ability_scale"].values[
-            ..., None
-        ] * rng.standard_normal(ability.shape[:2] + (len(design.predicted),))
-        if cov.agent_terms:
-            x = cov.standard_agents(design.predicted_raw)
-            fresh = fresh + post["agent_coefficient"].values @ x.T
-        ability = np.concatenate([ability, fresh], axis=-1)
+    layout = design.layout
+    ability = every_ability(post, design, rng)
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
     scale = post["cell_scale"].values[..., None, None]
     sampled = post["cell_z"].values
@@ -426,6 +441,21 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     out["p_task"] = (("chain", "draw", AGENT, TASK), np.exp(np.nansum(log_p, axis=-1)))
     out["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), np.exp(log_p))
     return out
+
+
+def every_ability(post, design: Design, rng) -> np.ndarray:
+    """``(chain, draw, agent)``: the fitted agents' abilities, then the predicted agents',
+    drawn anew per posterior draw from the agents' trend and spread."""
+    ability, cov = post["ability"].values, design.covariates
+    if not design.predicted:
+        return ability
+    fresh = post["ability_mean"].values[..., None] + post["ability_scale"].values[
+        ..., None
+    ] * rng.standard_normal(ability.shape[:2] + (len(design.predicted),))
+    if cov.agent_terms:
+        x = cov.standard_agents(design.predicted_raw)
+        fresh = fresh + post["agent_coefficient"].values @ x.T
+    return np.concatenate([ability, fresh], axis=-1)
 
 
 def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
@@ -467,12 +497,13 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     from bayes_eval.results.posterior import Posterior
 
     layout, cov = design.layout, design.covariates
+    entry = model_of(spec)
 
     def finish(draws):
-        rates = draw_rates(draws, design, spec, np.random.default_rng(seed + 1))
+        rates = entry.part("draw_rates")(draws, design, spec, np.random.default_rng(seed + 1))
         # the departures live on in the rates; abilities come back with the predicted agents
-        draws = draws.drop_vars(["ability", "cell_z"])
-        draws = draws.drop_dims([AGENT, RATE, CENTRED, NON_CENTRED], errors="ignore")
+        draws = draws.drop_vars(list(entry.part("LATENT")), errors="ignore")
+        draws = draws.drop_dims(list(entry.part("LATENT_DIMS")), errors="ignore")
         draws = draws.assign_coords({AGENT: design.agents})
         draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
         if MILESTONE in draws.dims:
@@ -482,7 +513,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
     key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
     key += (cov.task_group.tobytes(),)
 
-    builder = model_of(spec).build()
+    builder = entry.build()
 
     def build(form):
         return builder(
@@ -506,6 +537,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         )
     groups["conjugate"] = estimates_group(design, spec, seed, run_text)
     groups["covariates"] = covariate_group(design)
+    pointwise = entry.part("log_likelihood")
     return Posterior.build(
         groups,
         spec,
@@ -513,97 +545,10 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         level=level,
         seed=seed,
         # a partial, not a lambda: a sweep's workers send the posterior back pickled
-        log_likelihood=functools.partial(log_likelihood, design=design, spec=spec),
+        log_likelihood=pointwise and functools.partial(pointwise, design=design, spec=spec),
         prior=functools.partial(prior_of_fit, design=design, spec=spec),
         log_prior=functools.partial(log_prior_of_fit, spec=spec),
     )
-
-
-def estimates_group(design: Design, spec, seed, run):
-    """The ``conjugate`` group: method, provenance and ``observed`` per (agent, task),
-    and the end-to-end counts behind the Clopper-Pearson bound of the pairs run."""
-    import xarray as xr
-
-    layout, cov = design.layout, design.covariates
-    agents, tasks = design.agents, layout.tasks
-    shape = (len(agents), len(tasks))
-    observed = design.observed()
-    priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
-    head = f"{spec.name}; {spec.kind}/crossed; {priors}; {cov.describe()}; {run}; seed {seed}"
-    provenance = np.full(shape, "", dtype=object)
-    counts = np.full(shape + (2,), -1, dtype=np.int64)
-    for p, (i, j) in enumerate(zip(layout.pair_agent, design.pair_task, strict=True)):
-        if spec.kind == END_TO_END:
-            counts[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
-    fitted = len(layout.agents)
-    for i, agent in enumerate(agents):
-        for j in range(len(tasks)):
-            if observed[i, j]:
-                provenance[i, j] = head
-            elif i < fitted:
-                provenance[i, j] = (
-                    f"{head}; PREDICTION: never run; from the agent's ability on the tasks it "
-                    "ran and the task's difficulty for the agents that ran it"
-                )
-            else:
-                given = zip(cov.agent_terms, design.predicted_raw[i - fitted], strict=True)
-                values = ", ".join(f"{term.text} {value:g}" for term, value in given)
-                provenance[i, j] = (
-                    f"{head}; PREDICTION: new agent '{agent}' described by its covariates "
-                    f"alone ({values}), its ability drawn from the agents' trend"
-                )
-    pair = (AGENT, TASK)
-    return xr.Dataset(
-        {
-            "method": (pair, np.full(shape, spec.kind)),
-            "provenance": (pair, provenance.astype(str)),
-            "reason": (pair, np.full(shape, "", dtype=str)),
-            "point_log": (pair, np.full(shape, np.nan)),
-            "cp_successes": (pair, counts[..., 0]),
-            "cp_trials": (pair, counts[..., 1]),
-            "observed": (pair, observed),
-        },
-        coords={AGENT: agents, TASK: tasks},
-    )
-
-
-def covariate_group(design: Design):
-    """The ``covariates`` group: every agent's and task's covariate values on the terms'
-    scale, how they were standardised, the task groups, and (attributes) the terms, the
-    length term, the date terms, the predicted agents and where values came from."""
-    import xarray as xr
-
-    cov = design.covariates
-    groups = cov.task_group if cov.groups else np.full(len(design.layout.tasks), -1)
-    raw = cov.agent_raw
-    if design.predicted:
-        raw = np.concatenate([raw, design.predicted_raw], axis=0)
-    data = xr.Dataset(
-        {
-            "agent_value": ((AGENT, AGENT_TERM), raw),
-            "agent_centre": ((AGENT_TERM,), cov.agent_centre),
-            "agent_scale": ((AGENT_TERM,), cov.agent_scale),
-            "task_value": ((TASK, TASK_TERM), cov.task_raw),
-            "task_centre": ((TASK_TERM,), cov.task_centre),
-            "task_scale": ((TASK_TERM,), cov.task_scale),
-            "task_group": ((TASK,), groups),
-        },
-        coords={
-            AGENT: design.agents,
-            TASK: design.layout.tasks,
-            AGENT_TERM: [t.text for t in cov.agent_terms],
-            TASK_TERM: [t.text for t in cov.task_terms],
-        },
-    )
-    data.attrs = {
-        "groups": json.dumps(cov.groups),
-        "group_column": cov.group_column or "",
-        "length": cov.length.text if cov.length else "",
-        "agent_dates": json.dumps(list(cov.agent_dates)),
-        "predicted": json.dumps(list(design.predicted)),
-        "sources": json.dumps(cov.sources),
-    }
-    return data
 
 
 # ---------------------------------------------------------------------------
@@ -641,7 +586,7 @@ def prior_draw(design: Design, spec, rng) -> dict:
         truth["group_z"] = _zero_sum_draw(rng, len(cov.groups))
     if design.layout.clusters is not None:
         truth["kappa_cluster"] = draw("cluster_concentration")
-    if spec.kind != END_TO_END:
+    if spec.kind == MILESTONE_METHOD:
         truth["blocked_share"] = rng.beta(
             priors["blocked_share"].alpha, priors["blocked_share"].beta
         )

@@ -11,18 +11,17 @@ import numpy as np
 import xarray as xr
 
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, TASK
+from bayes_eval.crossed.groups import covariate_group, estimates_group
+from bayes_eval.crossed.linked import MILESTONE_SCALARS
 from bayes_eval.crossed.model import (
     AGENT_TERM,
     GROUP,
     TASK_TERM,
     Design,
     covariate_coords,
-    covariate_group,
-    draw_rates,
-    estimates_group,
-    prior_draw,
 )
 from bayes_eval.pooled.prior import prior_density
+from bayes_eval.registry import model_of
 
 __all__ = ["log_prior", "log_prior_of_fit", "prior_crossed", "prior_draws", "prior_of_fit"]
 
@@ -30,6 +29,8 @@ __all__ = ["log_prior", "log_prior_of_fit", "prior_crossed", "prior_draws", "pri
 DIMS = {
     "difficulty_z": (TASK,),
     "difficulty": (TASK,),
+    "milestone_difficulty_z": (TASK,),
+    "milestone_difficulty": (TASK,),
     "agent_coefficient": (AGENT_TERM,),
     "task_coefficient": (TASK_TERM,),
     "group_z": (GROUP,),
@@ -45,6 +46,7 @@ ROLES = {
     "group_scale": "group_scale",
     "kappa_cluster": "cluster_concentration",
     "blocked_share": "blocked_share",
+    **{name: name for name in MILESTONE_SCALARS},
 }
 
 
@@ -54,7 +56,8 @@ def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) 
     them as a fit draws it back, with no counts (a pair of failed milestone runs is
     blocked with the prior's ``blocked_share``)."""
     rng = np.random.default_rng(seed)
-    truths = [prior_draw(design, spec, rng) for _ in range(n_draws)]
+    entry = model_of(spec)
+    truths = [entry.part("prior_draw")(design, spec, rng) for _ in range(n_draws)]
     sample = {"chain": [0], "draw": np.arange(n_draws)}
     stacked = {name: np.array([t[name] for t in truths])[None] for name in truths[0]}
     prior = xr.Dataset(
@@ -67,11 +70,12 @@ def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) 
     unseen = dataclasses.replace(
         layout, k=np.zeros_like(layout.k), n=np.zeros_like(layout.n), clusters=None
     )
-    # a departure per rate run (per pair end to end, per cell on milestones)
-    rates_run = len(layout.pairs) if spec.kind == END_TO_END else layout.cell_pair.size
-    z = rng.standard_normal((1, n_draws, rates_run))
-    prior["cell_z"] = (("chain", "draw", "cell_z_dim"), z)
-    rates = draw_rates(prior, dataclasses.replace(design, layout=unseen), spec, rng)
+    if "cell_z" not in prior:  # a departure per rate run (per pair end to end, per milestone cell)
+        rates_run = len(layout.pairs) if spec.kind == END_TO_END else layout.cell_pair.size
+        z = rng.standard_normal((1, n_draws, rates_run))
+        prior["cell_z"] = (("chain", "draw", "cell_z_dim"), z)
+    unseen = dataclasses.replace(design, layout=unseen)
+    rates = entry.part("draw_rates")(prior, unseen, spec, rng)
     # the rates on their rectangle, as draw_rates makes them (stacked as the posterior's
     # by the caller); the parameters on the posterior's dims
     names = list(rates) + [n for n in ROLES if n in prior] + list(DIMS)

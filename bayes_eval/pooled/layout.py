@@ -192,8 +192,8 @@ def build_layout(by_pair, spec, clusters=None) -> Layout:
     for p, pair in enumerate(pairs):
         rows = by_pair[pair]
         run_names = []
-        if cell_method is not None:
-            table = rows[cell_method]
+        table = rows.get(cell_method) if cell_method is not None else None
+        if table is not None:  # (crossed_joint reads pairs with end-to-end rows alone too)
             run_names = sorted(set(table["run"])) if cell_method == EXPERT_COMPLETION else [""]
             for run, step, k, n in zip(
                 table["run"], table["step"], table["successes"], table["trials"], strict=True

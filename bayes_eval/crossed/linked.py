@@ -1,0 +1,236 @@
+"""The linked crossed model: milestone runs and end-to-end runs of agents x tasks in one
+model, the end-to-end rate linked to the milestones by a learned slope.
+
+Guided (milestone) runs and unguided (end-to-end) runs of the same pairs measure two
+different things: the chance of passing each subtask when told what it is, and the chance
+of solving the whole task alone, by the subtasks' path or by any other. Multiplying the
+subtask rates gives the second only where the path is the only one and the guidance
+changes nothing; on agentic benchmarks neither holds (most unguided successes come from
+pairs whose guided run failed a subtask). This model does not multiply. Each pair has a
+*milestone competence*, ``omega_at``, that its guided runs measure, and its end-to-end
+rate rises with it by a slope the data set, ``link``::
+
+    omega_at    = milestone_ability_scale y_a - milestone_difficulty_scale x_t
+                  + pair_scale u_at
+    logit p_atm = milestone_mean + omega_at - step_scale s_tm  (+ milestone_cell_scale e_atm)
+    logit P_at  = theta_a - b_t + link omega_at + cell_scale e_at
+
+``theta_a`` and ``b_t`` are the crossed model's abilities and difficulties (covariates and
+task groups included), here the part of the end-to-end rate the milestones do not explain:
+the bypass, on the logit scale. ``y_a``, ``u_at``, ``s_tm``, ``e`` are standard normal and
+``x_t`` zero-sum normal. ``s_tm`` is each subtask's own difficulty; ``u_at`` how much
+better or worse the agent does on the task's subtasks than its ability and the task's
+difficulty say, shared by all the pair's subtasks and carried into its end-to-end rate.
+With ``link = 0`` the end-to-end part is the ``crossed`` model; the milestones then say
+nothing of it.
+
+A milestone cell with one trial has no departure of its own (``e_atm``): one Bernoulli
+trial cannot tell a departure from the rest of its log-odds, and its rate is the
+departures' average. A cell with more trials has one, sampled non-centred. Every sampled
+quantity is non-centred but the abilities and difficulties, whose form the crossed model
+chooses (``bayes_eval.crossed.model``).
+
+Every (agent, task) of the design gets draws of ``P``: a pair run on milestones from its
+sampled ``u_at``, a pair run end to end from its sampled ``e_at``, and anything never run
+from fresh draws of its population, so a pair with guided runs alone is predicted from
+them, and a pair never run at all as ``crossed`` predicts it. A new agent described by
+covariates gets a fresh ability and a fresh milestone ability.
+
+The model has no pointwise log-likelihood yet (``log_likelihood`` is None): a pair's
+guided and unguided runs share ``u_at``, and their likelihood needs it integrated out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from bayes_eval.constants import AGENT, TASK
+from bayes_eval.crossed.model import (
+    CENTRED,
+    NON_CENTRED,
+    RATE,
+    Design,
+    abilities_and_difficulties,
+    every_ability,
+    structure_coords,
+)
+from bayes_eval.crossed.model import (
+    prior_draw as crossed_prior_draw,
+)
+from bayes_eval.errors import InputError
+from bayes_eval.pooled.models import count_data, count_data_vars
+
+__all__ = [
+    "LATENT",
+    "LATENT_DIMS",
+    "MILESTONE_SCALARS",
+    "build_model",
+    "draw_rates",
+    "log_likelihood",
+    "prior_draw",
+    "simulate",
+    "steps_of",
+]
+
+PAIR, STEP, SEVERAL = "linked_pair", "step", "milestone_rate"
+LATENT = ("ability", "cell_z", "pair_z", "step_z", "milestone_z", "milestone_ability_z")
+LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, STEP, SEVERAL)
+# The scalars of the milestone side, each with its prior role of the same name.
+MILESTONE_SCALARS = (
+    "milestone_mean",
+    "milestone_ability_scale",
+    "milestone_difficulty_scale",
+    "step_scale",
+    "pair_scale",
+    "milestone_cell_scale",
+    "link",
+)
+log_likelihood = None
+
+
+def steps_of(design: Design) -> tuple[np.ndarray, int]:
+    """Each milestone cell's subtask (its task's milestone number, one index per (task,
+    milestone) of the design) and the number of subtasks."""
+    layout = design.layout
+    width = max(int(design.milestones.max(initial=0)), 1)
+    slot = design.pair_task[layout.cell_pair] * width + layout.cell_factor - 1
+    slots, index = np.unique(slot, return_inverse=True)
+    return index.astype(np.int64), slots.size
+
+
+def build_model(design: Design, spec):
+    """The PyMC model of ``design`` (the module's form)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    layout, priors = design.layout, spec.priors
+    if not layout.k.size:
+        raise InputError(
+            f"model {spec.name}: the table has no milestone rows, and this model links "
+            "end-to-end runs to milestone runs; fit end-to-end rows alone with crossed"
+        )
+    ran, several = layout.e2e_n > 0, layout.n > 1
+    step, n_steps = steps_of(design)
+    coords = structure_coords(design)
+    coords.update(
+        {
+            RATE: np.flatnonzero(ran),
+            PAIR: np.arange(len(layout.pairs)),
+            STEP: np.arange(n_steps),
+            SEVERAL: np.flatnonzero(several),
+        }
+    )
+    with pm.Model(coords=coords) as model:
+        ability, difficulty = abilities_and_difficulties(pm, pt, design, spec)
+        scalar = {
+            name: pm.Normal(name, **priors[name].params)
+            if priors[name].dist == "Normal"
+            else pm.LogNormal(name, **priors[name].params)
+            for name in MILESTONE_SCALARS
+        }
+        own = scalar["milestone_ability_scale"] * pm.Normal(
+            "milestone_ability_z", 0.0, 1.0, dims=AGENT
+        )
+        pm.Deterministic("milestone_ability", own, dims=AGENT)
+        hard = scalar["milestone_difficulty_scale"] * pm.ZeroSumNormal(
+            "milestone_difficulty_z", sigma=1.0, dims=TASK
+        )
+        hard = pm.Deterministic("milestone_difficulty", hard, dims=TASK)
+        omega = own[layout.pair_agent] - hard[design.pair_task]
+        omega = omega + scalar["pair_scale"] * pm.Normal("pair_z", 0.0, 1.0, dims=PAIR)
+        cell = scalar["milestone_mean"] + omega[layout.cell_pair]
+        cell = cell - scalar["step_scale"] * pm.Normal("step_z", 0.0, 1.0, dims=STEP)[step]
+        if several.any():
+            z = pm.Normal("milestone_z", 0.0, 1.0, dims=SEVERAL)
+            where = np.flatnonzero(several)
+            cell = pt.inc_subtensor(cell[where], scalar["milestone_cell_scale"] * z)
+        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n)
+        pm.Potential("k_binomial", pt.sum(k * -pt.softplus(-cell) + f * -pt.softplus(cell)))
+        if ran.any():
+            scale = pm.LogNormal("cell_scale", **priors["cell_scale"].params)
+            eta = ability[layout.pair_agent] - difficulty[design.pair_task]
+            eta = eta + scalar["link"] * omega
+            logit = eta[ran] + scale * pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
+            k, f = count_data_vars(pm, "e2e_obs", layout.e2e_k[ran], layout.e2e_n[ran])
+            pm.Potential("e2e_binomial", pt.sum(k * -pt.softplus(-logit) + f * -pt.softplus(logit)))
+        else:
+            pm.LogNormal("cell_scale", **priors["cell_scale"].params)
+    return model
+
+
+def draw_rates(post, design: Design, spec, rng) -> dict:
+    """``ability``, ``milestone_ability`` (the predicted agents' drawn anew) and ``p_task``,
+    the end-to-end rate of every (agent, task), per posterior draw: each pair's sampled
+    competence and departure where it was run, fresh ones where it was not."""
+    layout = design.layout
+    ability = every_ability(post, design, rng)
+    own = post["milestone_ability"].values
+    if design.predicted:
+        fresh = post["milestone_ability_scale"].values[..., None] * rng.standard_normal(
+            own.shape[:2] + (len(design.predicted),)
+        )
+        own = np.concatenate([own, fresh], axis=-1)
+    agents, tasks = layout.pair_agent, design.pair_task
+    u = rng.standard_normal(ability.shape + (len(layout.tasks),))
+    u[..., agents, tasks] = post["pair_z"].values
+    omega = own[..., :, None] - post["milestone_difficulty"].values[..., None, :]
+    omega = omega + post["pair_scale"].values[..., None, None] * u
+    e = rng.standard_normal(u.shape)
+    ran = layout.e2e_n > 0
+    e[..., agents[ran], tasks[ran]] = post["cell_z"].values
+    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
+    eta = eta + post["link"].values[..., None, None] * omega
+    p = special.expit(eta + post["cell_scale"].values[..., None, None] * e)
+    return {
+        "ability": (("chain", "draw", AGENT), ability),
+        "milestone_ability": (("chain", "draw", AGENT), own),
+        "p_task": (("chain", "draw", AGENT, TASK), p),
+    }
+
+
+def prior_draw(design: Design, spec, rng) -> dict:
+    """One draw of every sampled parameter from the spec's priors, by model name, with the
+    abilities, difficulties and milestone competences they make."""
+    truth = crossed_prior_draw(design, spec, rng)
+    layout, priors = design.layout, spec.priors
+    for name in MILESTONE_SCALARS:
+        params = priors[name].params
+        if priors[name].dist == "Normal":
+            truth[name] = rng.normal(params["mu"], params["sigma"])
+        else:
+            truth[name] = rng.lognormal(params["mu"], params["sigma"])
+    z = rng.standard_normal(len(layout.tasks))
+    truth["milestone_difficulty_z"] = z - z.mean()
+    truth["milestone_ability_z"] = rng.standard_normal(len(layout.agents))
+    truth["pair_z"] = rng.standard_normal(len(layout.pairs))
+    truth["step_z"] = rng.standard_normal(steps_of(design)[1])
+    truth["milestone_z"] = rng.standard_normal(int((layout.n > 1).sum()))
+    truth["cell_z"] = rng.standard_normal(int((layout.e2e_n > 0).sum()))
+    truth["milestone_ability"] = truth["milestone_ability_scale"] * truth["milestone_ability_z"]
+    truth["milestone_difficulty"] = (
+        truth["milestone_difficulty_scale"] * truth["milestone_difficulty_z"]
+    )
+    return truth
+
+
+def simulate(truth: dict, design: Design, spec, rng):
+    """Counts drawn from ``truth`` on the design (the model's data: ``k_obs`` for the
+    milestone cells, ``e2e_obs`` for the pairs run end to end) and the true ``P`` of every
+    pair (a fresh departure where it was not run end to end)."""
+    layout = design.layout
+    agents, tasks = layout.pair_agent, design.pair_task
+    omega = truth["milestone_ability"][agents] - truth["milestone_difficulty"][tasks]
+    omega = omega + truth["pair_scale"] * truth["pair_z"]
+    cell = truth["milestone_mean"] + omega[layout.cell_pair]
+    cell = cell - truth["step_scale"] * truth["step_z"][steps_of(design)[0]]
+    several = layout.n > 1
+    cell[several] += truth["milestone_cell_scale"] * truth["milestone_z"]
+    ran = layout.e2e_n > 0
+    e = rng.standard_normal(len(layout.pairs))
+    e[ran] = truth["cell_z"]
+    eta = truth["ability"][agents] - truth["difficulty"][tasks] + truth["link"] * omega
+    p_task = special.expit(eta + truth["cell_scale"] * e)
+    data = count_data("k_obs", rng.binomial(layout.n, special.expit(cell)), layout.n)
+    e2e = rng.binomial(layout.e2e_n[ran], p_task[ran])
+    return {**data, **count_data("e2e_obs", e2e, layout.e2e_n[ran])}, p_task
