@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bayes_eval.advice import advice, refuse_unfit
 from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
@@ -38,6 +39,7 @@ def fit(
     agents: TableSource | None = None,
     tasks: TableSource | None = None,
     predict: Sequence[str] = (),
+    allow_unfit: bool = False,
 ) -> Posterior:
     """Fit a model to evidence.
 
@@ -65,6 +67,9 @@ def fit(
     predict : list of str, optional
         Crossed models: new agents described by covariates alone, each
         ``name,column=value,...``; the fit predicts their success on every task.
+    allow_unfit : bool
+        Fit even a table the model refuses before sampling as outside what it can fit
+        (``bayes_eval.advice.refuse_unfit``): for studies of the refusal itself.
 
     Returns
     -------
@@ -73,16 +78,28 @@ def fit(
     Raises
     ------
     InputError
-        Bad evidence, spec or level, or a task with no evidence the model can use.
+        Bad evidence, spec or level, a task with no evidence the model can use, or a
+        table outside what the model can fit (``bayes_eval.advice.refuse_unfit``).
     """
-    from bayes_eval.results.posterior import Posterior
-
     evidence = load_evidence(evidence)
     spec = load_spec(model)
     level, seed, sampler = _settings(spec, level, seed, sampler)
     side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
+    if not allow_unfit:
+        refuse_unfit(evidence.table, spec)
+    posterior = _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict)
+    said = advice(evidence.table, spec, evidence.source)
+    if said:
+        note(said)
+    return posterior
+
+
+def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> Posterior:
+    """``fit`` of the rows ``by_pair`` the model reads, by the model's family."""
+    from bayes_eval.results.posterior import Posterior
+
     model = model_of(spec)
     if model.family == CROSSED:
         from bayes_eval.crossed.model import design_of, fit_crossed

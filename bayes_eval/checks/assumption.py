@@ -8,7 +8,8 @@ agent succeeds by paths the milestones do not describe, and milestone-based boun
 underestimate it. It refits, so it sits above ``bayes_eval.fit``.
 
 A model that itself describes success by other paths (``joint``, through its bypass
-probability) already answers the check: under it, each row is evidence about the paths
+probability; ``crossed_joint``, which links the end-to-end rate to the milestones without
+multiplying them) already answers the check: under it, each row is evidence about the paths
 (how many end-to-end successes the milestones alone predict, and the bypass the fit
 found), never a warning, and marks nothing doubtful. What marks such an estimate doubtful
 is the fit's own posterior predictive check of the end-to-end counts
@@ -73,7 +74,11 @@ def milestone_assumption(
     posterior = fit(_as_input(frame), model, seed=seed)
     summary = posterior.summary().set_index(["agent", "task"])
     post = posterior.draws["p_task"]
-    bypass = fitted.draws["bypass_task"].mean(("chain", "draw")) if accounted else None
+    # the pooled joint model's bypass; crossed_joint links P to the milestones instead
+    paths = None
+    if accounted:
+        name = "bypass_task" if "bypass_task" in fitted.draws else "p_task"
+        paths = fitted.draws[name].mean(("chain", "draw"))
     rows = []
     for agent, task in both:
         k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
@@ -94,10 +99,16 @@ def milestone_assumption(
             expected=n * mean,
             p_value=value,
             contradicted=bad,
-            bypass=float(bypass.sel({AGENT: agent, TASK: task})) if accounted else np.nan,
+            bypass=np.nan,
             doubtful=bad and not accounted,
         )
-        row["message"] = _path_message(row, fitted.spec.name) if accounted else _message(row)
+        if accounted:
+            value = float(paths.sel({AGENT: agent, TASK: task}))
+            if paths.name == "bypass_task":
+                row["bypass"] = value
+            row["message"] = _path_message(row, fitted.spec.name, value)
+        else:
+            row["message"] = _message(row)
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -121,20 +132,25 @@ def _message(row) -> str:
     )
 
 
-def _path_message(row, model: str) -> str:
-    """The check as evidence about paths, under a model that accounts for them."""
+def _path_message(row, model: str, paths: float) -> str:
+    """The check as evidence about paths, under a model that accounts for them: with its
+    bypass (``joint``), or with its end-to-end rate, which it links to the milestones
+    without multiplying them (``crossed_joint``): ``paths``, the posterior mean of either."""
     counts = f"{row['successes']}/{row['trials']}"
     head = f"{row['task']} ({row['agent']}): {counts} end-to-end successes"
-    bypass = f"{model} bypass ≈ {row['bypass']:.2g}"
+    if np.isnan(row["bypass"]):
+        said = f"{model}, which does not multiply milestone rates, puts P ≈ {paths:.2g}"
+    else:
+        said = f"{model} bypass ≈ {paths:.2g}"
     if np.isnan(row["p_value"]):
-        return f"{head}; no milestone posterior to compare with; {bypass}"
+        return f"{head}; no milestone posterior to compare with; {said}"
     alone = f"the milestones alone predict about {row['expected']:.2g} (p = {row['p_value']:.2g})"
-    if row["contradicted"]:
+    if row["contradicted"] and not np.isnan(row["bypass"]):
         return (
             f"{head}; {alone}; the {model} model attributes the difference to other paths, "
-            f"bypass ≈ {row['bypass']:.2g}"
+            f"bypass ≈ {paths:.2g}"
         )
-    return f"{head}; {alone}; {bypass}"
+    return f"{head}; {alone}; {said}"
 
 
 def _as_input(frame: pd.DataFrame) -> pd.DataFrame:

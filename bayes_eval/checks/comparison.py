@@ -29,6 +29,7 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
+from bayes_eval.registry import CROSSED, model_of
 from bayes_eval.results.predictive import exact_loo, position_of
 
 if TYPE_CHECKING:
@@ -123,6 +124,13 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     import arviz_stats
 
     tree = posterior.tree
+    entry = model_of(posterior.spec)
+    if entry.family == CROSSED and entry.part("log_likelihood") is None:
+        raise InputError(
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood yet "
+            "(a pair's guided and unguided runs share a latent competence); rank it by the "
+            "unguided outcomes it was not shown instead: compare --holdout end_to_end"
+        )
     if "log_likelihood" not in tree:
         raise InputError(
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
