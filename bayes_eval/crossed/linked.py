@@ -31,9 +31,7 @@ A milestone cell with one trial has no departure of its own (``e_atm``): one Ber
 trial cannot tell a departure from the rest of its log-odds, and its rate is the
 departures' average. A cell with more trials has one, sampled non-centred. Every sampled
 quantity is non-centred but the abilities and difficulties, whose form the crossed model
-chooses (``bayes_eval.crossed.model``), and the milestone abilities, centred where every
-agent's milestone runs say more of them than their population does
-(``centred_milestone_abilities``).
+chooses (``bayes_eval.crossed.model``).
 
 Every (agent, task) of the design gets draws of ``P``: a pair run on milestones from its
 sampled ``u_at``, a pair run end to end from its sampled ``e_at``, and anything never run
@@ -50,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, CENTRED_MARGIN, TASK
+from bayes_eval.constants import AGENT, TASK
 from bayes_eval.crossed.model import (
     CENTRED,
     NON_CENTRED,
@@ -58,7 +56,6 @@ from bayes_eval.crossed.model import (
     Design,
     abilities_and_difficulties,
     every_ability,
-    information,
     structure_coords,
 )
 from bayes_eval.crossed.model import (
@@ -72,7 +69,6 @@ __all__ = [
     "LATENT_DIMS",
     "MILESTONE_SCALARS",
     "build_model",
-    "centred_milestone_abilities",
     "draw_rates",
     "log_likelihood",
     "prior_draw",
@@ -88,7 +84,6 @@ LATENT = (
     "step_z",
     "milestone_z",
     "milestone_ability_z",
-    "milestone_ability_offset",
 )
 LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, STEP, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
@@ -112,22 +107,6 @@ def steps_of(design: Design) -> tuple[np.ndarray, int]:
     slot = design.pair_task[layout.cell_pair] * width + layout.cell_factor - 1
     slots, index = np.unique(slot, return_inverse=True)
     return index.astype(np.int64), slots.size
-
-
-def centred_milestone_abilities(design: Design, spec) -> bool:
-    """Whether to sample the milestone abilities centred (all of them, zero-sum either
-    way): where every agent's milestone runs carry ``CENTRED_MARGIN`` times the
-    population's information, taken one prior sd below ``milestone_ability_scale``'s
-    log-median, as ``centred_abilities`` rules for the abilities. On the shipped pooled
-    example (two agents, 50 trials per milestone) the non-centred form diverged after
-    every refit; a capture-the-flag table of one trial per cell carries about 30 per
-    agent, above the margin (22 at the shipped prior)."""
-    layout = design.layout
-    prior = spec.priors["milestone_ability_scale"].params
-    scale = np.exp(prior["mu"] - prior["sigma"])
-    owner = layout.pair_agent[layout.cell_pair]
-    carried = information(owner, layout.k, layout.n, len(layout.agents))
-    return bool((carried >= CENTRED_MARGIN / scale**2).all())
 
 
 def build_model(design: Design, spec):
@@ -163,14 +142,9 @@ def build_model(design: Design, spec):
             else pm.LogNormal(name, **priors[name].params)
             for name in MILESTONE_SCALARS
         }
-        if centred_milestone_abilities(design, spec):
-            own = pm.ZeroSumNormal(
-                "milestone_ability_offset", sigma=scalar["milestone_ability_scale"], dims=AGENT
-            )
-        else:
-            own = scalar["milestone_ability_scale"] * pm.ZeroSumNormal(
-                "milestone_ability_z", sigma=1.0, dims=AGENT
-            )
+        own = scalar["milestone_ability_scale"] * pm.ZeroSumNormal(
+            "milestone_ability_z", sigma=1.0, dims=AGENT
+        )
         pm.Deterministic("milestone_ability", own, dims=AGENT)
         hard = scalar["milestone_difficulty_scale"] * pm.ZeroSumNormal(
             "milestone_difficulty_z", sigma=1.0, dims=TASK

@@ -77,7 +77,6 @@ __all__ = [
     "draw_rates",
     "every_ability",
     "fit_crossed",
-    "information",
     "log_likelihood",
     "prior_draw",
     "simulate",
@@ -251,13 +250,9 @@ def _information(layout: Layout, spec, group: np.ndarray, size: int) -> np.ndarr
     pooled rate ``p = (K + 1/2) / (N + 1)``, and 1 the departure's variance at its prior's
     median scale."""
     if spec.kind != MILESTONE_METHOD:  # abilities on end-to-end runs (alone, or linked)
-        return information(group, layout.e2e_k, layout.e2e_n, size)
-    return information(group[layout.cell_pair], layout.k, layout.n, size)
-
-
-def information(owner: np.ndarray, k: np.ndarray, n: np.ndarray, size: int) -> np.ndarray:
-    """``_information`` of the rates with counts ``k`` of ``n``, each of the agent or task
-    ``owner`` (of ``size``)."""
+        owner, k, n = group, layout.e2e_k, layout.e2e_n
+    else:
+        owner, k, n = group[layout.cell_pair], layout.k, layout.n
     runs = np.bincount(owner, n, minlength=size)
     rate = (np.bincount(owner, k, minlength=size) + 0.5) / (runs + 1)
     binomial = n * rate[owner] * (1 - rate[owner])
