@@ -41,6 +41,7 @@ from bayes_eval.constants import (
 __all__ = [
     "CROSSED",
     "EXACT",
+    "LINKED_PRIORS",
     "MODELS",
     "NEW_AGENTS",
     "POOLED",
@@ -152,6 +153,16 @@ def model_of(spec) -> Model:
 
 HIERARCHY = ("task_mean", "task_concentration")
 CROSSED_PRIORS = ("ability_mean", "ability_scale", "difficulty_scale")
+# crossed_joint's milestone side: each a scalar sampled under the prior role of its name.
+LINKED_PRIORS = (
+    "milestone_mean",
+    "milestone_ability_scale",
+    "milestone_difficulty_scale",
+    "step_scale",
+    "pair_scale",
+    "milestone_cell_scale",
+    "link",
+)
 COVARIATE_PRIORS = ("coefficient", "group_scale", "cluster_concentration")
 # Why a bound differs from the milestone method's, by the evidence a model reads.
 POOLED_MILESTONES = "pooling draws each milestone rate towards the task's and agent's others"
@@ -314,17 +325,7 @@ register(
         "joint",
         "crossed",
         uses=(END_TO_END, MILESTONE_METHOD),
-        priors=(
-            *CROSSED_PRIORS,
-            "cell_scale",
-            "milestone_mean",
-            "milestone_ability_scale",
-            "milestone_difficulty_scale",
-            "step_scale",
-            "pair_scale",
-            "milestone_cell_scale",
-            "link",
-        ),
+        priors=(*CROSSED_PRIORS, "cell_scale", *LINKED_PRIORS),
         optional_priors=("coefficient", "group_scale"),
         builder="bayes_eval.crossed.linked:build_model",
         predicts=(UNRUN_PAIRS, NEW_AGENTS),

@@ -26,6 +26,7 @@ from scipy import stats
 from bayes_eval.inference.engines import compile_nutpie, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
+from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = ["SBCResult", "sbc"]
 
@@ -254,13 +255,7 @@ CROSSED_RANKED = (
     "cell_scale",
     "blocked_share",
     "kappa_cluster",
-    "milestone_mean",
-    "milestone_ability_scale",
-    "milestone_difficulty_scale",
-    "step_scale",
-    "pair_scale",
-    "milestone_cell_scale",
-    "link",
+    *LINKED_PRIORS,
     "agent_coefficient",
     "task_coefficient",
     "ability",

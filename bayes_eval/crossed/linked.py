@@ -63,6 +63,7 @@ from bayes_eval.crossed.model import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.pooled.models import count_data, count_data_vars
+from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = [
     "LATENT",
@@ -87,15 +88,7 @@ LATENT = (
 )
 LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, STEP, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
-MILESTONE_SCALARS = (
-    "milestone_mean",
-    "milestone_ability_scale",
-    "milestone_difficulty_scale",
-    "step_scale",
-    "pair_scale",
-    "milestone_cell_scale",
-    "link",
-)
+MILESTONE_SCALARS = LINKED_PRIORS
 log_likelihood = None
 
 
