@@ -3,6 +3,9 @@ tasks, the end-to-end rate linked to the pair's milestone competence. Sparse, ra
 designs: one trial per cell, pairs never run, pairs with guided runs alone, an agent
 without an end-to-end success."""
 
+import math
+
+import arviz_stats
 import numpy as np
 import pandas as pd
 import pytest
@@ -38,7 +41,7 @@ def test_every_pair_gets_draws_and_a_pair_never_run_is_its_population():
     is marked so. Its rate is ``expit(m + sqrt(link^2 pair_scale^2 + cell_scale^2) z)``
     per posterior draw, ``m = theta_a - b_t + link (phi_a - c_t)``: its mean over the draws
     matches that logistic-normal integral (Gauss-Hermite, per draw) within 4 Monte Carlo
-    standard errors. Leaving one cell out cannot rank it (no pointwise log-likelihood)."""
+    standard errors."""
     table = _sparse_table()
     with collected():
         posterior = bayes_eval.fit(table, "crossed_joint", seed=3, sampler=SMALL)
@@ -64,9 +67,168 @@ def test_every_pair_gets_draws_and_a_pair_never_run_is_its_population():
     expected = (special.expit(m[:, None] + spread[:, None] * x) @ w / w.sum()).mean()
     got = p.sel(agent="a0", task="t1").values.ravel()
     assert abs(got.mean() - expected) < 4 * got.std() / np.sqrt(got.size)
-    # no pointwise log-likelihood yet: leave-one-cell-out refuses it, naming the hold-out
-    with pytest.raises(InputError, match="no pointwise log-likelihood yet.*--holdout end_to_end"):
-        bayes_eval.compare({"one": posterior, "two": posterior})
+    # its pointwise log-likelihood is of whole pairs, read by ArviZ as it is, and equal to
+    # the integral over the pair's competence and departures (scipy's quadrature)
+    runs = posterior.tree["log_likelihood"]["runs"]
+    assert runs.dims == ("chain", "draw", "pair") and runs.sizes["pair"] == 22
+    assert np.isfinite(runs.values).all()
+    assert arviz_stats.loo(posterior.tree, pointwise=True).elpd_i.size == 22
+    for agent, task in (("a0", "t0"), ("a1", "t2"), ("a3", "t5")):
+        pair = (runs["agent"] == agent) & (runs["task"] == task)
+        for chain, draw in ((0, 0), (1, 123)):
+            got = float(runs.isel(chain=chain, draw=draw).where(pair, drop=True).item())
+            one = draws.isel(chain=chain, draw=draw)
+            assert got == pytest.approx(_pair_by_quadrature(table, one, agent, task), abs=1e-7)
+
+
+def _pair_by_quadrature(table, draw, agent, task) -> float:
+    """A pair's log-likelihood at one posterior draw, from the model's formulas and
+    scipy's quadrature over ``u`` and ``e`` (the pair's cells are of one trial)."""
+    from scipy import integrate
+
+    def value(name, **at):
+        return float(draw[name].sel(**at).item()) if at else float(draw[name].item())
+
+    rows = table[(table["agent"] == agent) & (table["task"] == task)]
+    base = value("milestone_ability", agent=agent) - value("milestone_difficulty", task=task)
+    milestones = rows[rows["method"] == "milestone"]
+    cells = [
+        value("milestone_mean")
+        + base
+        - value("step_scale") * value("step_z", step=f"{task} / {int(step)}")
+        for step in milestones["step"]
+    ]
+    end = rows[rows["method"] == "end_to_end"]
+    eta = value("ability", agent=agent) - value("difficulty", task=task) + value("link") * base
+    scale, link, spread = value("pair_scale"), value("link"), value("cell_scale")
+
+    passed = milestones["successes"].tolist()
+    solved = end["successes"].iloc[0] if len(end) else None
+
+    def density(e, u):
+        out = math.exp(-(u * u + e * e) / 2) / (2 * math.pi)
+        for x, k in zip(cells, passed, strict=True):
+            p = 1 / (1 + math.exp(-(x + scale * u)))
+            out *= p if k == 1 else 1 - p
+        if solved is not None:
+            q = 1 / (1 + math.exp(-(eta + link * scale * u + spread * e)))
+            out *= q if solved == 1 else 1 - q
+        return out
+
+    total, _ = integrate.dblquad(density, -12, 12, -12, 12, epsabs=0, epsrel=1e-10)
+    return float(np.log(total))
+
+
+def _quadrature(cells, ks, ns, eta, big_k, big_n, scales):
+    """``log L`` of one pair by scipy's adaptive quadrature: ``u`` outside, each
+    departure (of a cell of several trials, and of the end-to-end runs) inside."""
+    from scipy import integrate
+
+    pair, link, spread, own = scales
+
+    def binomial(k, n, x):
+        p = 1 / (1 + math.exp(-x))
+        return math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+    def inner(x, s, k, n):
+        if s == 0:
+            return binomial(k, n, x)
+        return integrate.quad(
+            lambda e: binomial(k, n, x + s * e) * math.exp(-e * e / 2) / math.sqrt(2 * math.pi),
+            -12, 12, epsabs=0, epsrel=1e-10, limit=200,
+        )[0]  # fmt: skip
+
+    def density(u):
+        out = math.exp(-u * u / 2) / math.sqrt(2 * math.pi)
+        for x, k, n in zip(cells, ks, ns, strict=True):
+            out *= inner(x + pair * u, own if n > 1 else 0.0, k, n)
+        if big_n:
+            out *= inner(eta + link * pair * u, spread, big_k, big_n)
+        return out
+
+    grid = np.linspace(-10, 10, 81)
+    values = [density(u) for u in grid]
+    top, peak = max(values), grid[np.argmax(values)]
+    total = integrate.quad(
+        lambda u: density(u) / top, -10, 10, epsabs=0, epsrel=1e-10, limit=400, points=[peak]
+    )[0]
+    return np.log(total) + np.log(top)
+
+
+@pytest.mark.parametrize(
+    "cells, ks, ns, eta, big_k, big_n, scales",
+    [
+        ([-1.4, -2.9, 1.6, 3.3], [0, 0, 0, 0], [1, 1, 3, 1], -0.5, 1, 1, (1.1, -0.13, 5.6, 1.0)),
+        (
+            [-0.3, -0.6, -0.5, -4.2],
+            [2, 15, 4, 1],
+            [3, 50, 50, 1],
+            -1.4,
+            0,
+            1,
+            (1.2, -0.1, 1.6, 0.3),
+        ),
+        ([0.8, 1.2], [38, 43], [50, 50], 0.4, 26, 40, (0.6, 1.5, 0.5, 0.3)),
+        ([2.9, -2.5, -5.7, 1.9, -3.0], [1, 1, 1, 0, 1], [1] * 5, -3.0, 1, 4, (0.5, 1.9, 1.7, 0.4)),
+        ([0.5, -1.0, 0.0], [1, 0, 0], [1, 1, 1], 0.0, 0, 0, (2.5, 1.0, 1.0, 1.0)),
+        ([0.5], [1], [1], 0.0, 0, 1, (4.0, 1.0, 1.0, 1.0)),
+        ([], [], [], -0.9, 0, 1, (0.6, -0.7, 2.9, 0.6)),
+    ],
+)
+def test_a_pairs_likelihood_is_its_integral(cells, ks, ns, eta, big_k, big_n, scales):
+    """The pointwise log-likelihood of one pair against scipy's adaptive quadrature, on
+    one-trial cells and cells of 50 trials with their own departures, a sharp end-to-end
+    departure (``cell_scale`` 5.6), sharp one-trial cells (``pair_scale`` 2.5 and 4),
+    40 end-to-end runs, a pair never run end to end and one with end-to-end runs alone:
+    within 1e-7, the accuracy ``NODES`` buys where ``pair_scale`` is 4 (5e-8)."""
+    from types import SimpleNamespace
+
+    from bayes_eval.crossed.linked_likelihood import pair_log_likelihood
+
+    layout = SimpleNamespace(
+        pairs=[("a", "t")], cell_pair=np.zeros(len(cells), dtype=int),
+        k=np.array(ks, float), n=np.array(ns, float),
+        e2e_k=np.array([big_k], float), e2e_n=np.array([big_n], float),
+    )  # fmt: skip
+    names = ("pair_scale", "link", "cell_scale", "milestone_cell_scale")
+    got = pair_log_likelihood(
+        np.array([cells], float).reshape(1, -1),
+        np.array([[eta]]),
+        {name: np.array([[value]]) for name, value in zip(names, scales, strict=True)},
+        layout,
+    )[0, 0]
+    assert got == pytest.approx(_quadrature(cells, ks, ns, eta, big_k, big_n, scales), abs=1e-7)
+
+
+def test_pairs_of_the_same_end_to_end_counts_read_one_table_that_agrees_with_the_rule():
+    """300 pairs of one end-to-end trial each (the table's path) score as each scored
+    alone (the rule's path, a table being larger than one pair's values), within 1e-7;
+    the draws differ in every scale."""
+    from types import SimpleNamespace
+
+    from bayes_eval.crossed.linked_likelihood import pair_log_likelihood
+
+    rng = np.random.default_rng(4)
+    pairs, draws = 300, 40
+    layout = SimpleNamespace(
+        pairs=[("a", str(i)) for i in range(pairs)], cell_pair=np.repeat(np.arange(pairs), 3),
+        k=rng.integers(0, 2, 3 * pairs).astype(float), n=np.ones(3 * pairs),
+        e2e_k=rng.integers(0, 2, pairs).astype(float), e2e_n=np.ones(pairs),
+    )  # fmt: skip
+    cell, eta = rng.normal(0, 2, (draws, 3 * pairs)), rng.normal(-2, 2, (draws, pairs))
+    scales = {
+        name: rng.lognormal(0, 0.5, (draws, 1))
+        for name in ("pair_scale", "link", "cell_scale", "milestone_cell_scale")
+    }
+    together = pair_log_likelihood(cell, eta, scales, layout)
+    for i in rng.choice(pairs, 12, replace=False):
+        alone = SimpleNamespace(
+            pairs=[layout.pairs[i]], cell_pair=np.zeros(3, dtype=int),
+            k=layout.k[3 * i : 3 * i + 3], n=np.ones(3),
+            e2e_k=layout.e2e_k[i : i + 1], e2e_n=np.ones(1),
+        )  # fmt: skip
+        one = pair_log_likelihood(cell[:, 3 * i : 3 * i + 3], eta[:, i : i + 1], scales, alone)
+        np.testing.assert_allclose(together[:, i], one[:, 0], rtol=0, atol=1e-7)
 
 
 def test_a_table_without_either_kind_of_run_is_refused_naming_the_model_to_use():

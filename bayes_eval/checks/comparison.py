@@ -12,8 +12,10 @@ Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
   read from a file, which cannot be refitted as it was) are counted and named.
 
 Fits are compared only on the cells they all explain (a milestone model and an
-end-to-end model share none; a model whose likelihood is of whole pairs, ``joint`` or
-``crossed_milestones``, shares none with one of cells, and is refused before any refit);
+end-to-end model share none; a model whose likelihood is of whole pairs, ``joint``,
+``crossed_joint`` or ``crossed_milestones``, shares none with one of cells, and the first
+two score a pair's milestone and end-to-end runs where the third scores its milestone
+runs: such fits are refused before any refit);
 the ranking, differences, their standard errors and the stacking weights are
 ``arviz_stats.compare``'s.
 """
@@ -29,7 +31,6 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
-from bayes_eval.registry import CROSSED, model_of
 from bayes_eval.results.predictive import exact_loo, position_of
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ GOOD_K = 0.7
 MAX_REFITS = 10
 # A difference smaller than this many standard errors is read as noise.
 NOISE_SE = 2.0
+# What a likelihood of whole pairs scores, by the model's kind.
+PAIR_RUNS = {"milestone": "milestone runs", "joint": "milestone and end-to-end runs"}
 
 
 @dataclass(frozen=True)
@@ -124,13 +127,6 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     import arviz_stats
 
     tree = posterior.tree
-    entry = model_of(posterior.spec)
-    if entry.family == CROSSED and entry.part("log_likelihood") is None:
-        raise InputError(
-            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood yet "
-            "(a pair's guided and unguided runs share a latent competence); rank it by the "
-            "unguided outcomes it was not shown instead: compare --holdout end_to_end"
-        )
     if "log_likelihood" not in tree:
         raise InputError(
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
@@ -184,15 +180,26 @@ def _same_data(estimates: dict) -> None:
 
 def _same_unit(fits: Mapping[str, Posterior]) -> None:
     """Refuse fits whose log-likelihoods score different units: a pair's runs together
-    (``joint``, ``crossed_milestones``) beside single cells share nothing to leave out."""
+    (``joint``, ``crossed_joint``, ``crossed_milestones``) beside single cells share
+    nothing to leave out, and a pair's milestone runs alone are not its milestone and
+    end-to-end runs."""
     units = {
         name: next(iter(posterior.tree["log_likelihood"].data_vars.values())).dims[-1]
         for name, posterior in fits.items()
         if "log_likelihood" in posterior.tree
     }
+    by_pair = [name for name, unit in units.items() if unit == "pair"]
+    kinds = {fits[name].spec.kind: name for name in by_pair}
+    if len(kinds) > 1:  # a pair's milestone runs alone, or with its end-to-end runs
+        (one, first), (other, second) = sorted(kinds.items())[:2]
+        raise InputError(
+            f"fits: {first} ({fits[first].spec.name}) scores each pair's {PAIR_RUNS[one]} "
+            f"and {second} ({fits[second].spec.name}) its {PAIR_RUNS[other]}, so their log "
+            "scores are of different data; compare them by hold-out (compare --holdout "
+            "end_to_end)"
+        )
     if len(set(units.values())) < 2:
         return
-    by_pair = [name for name, unit in units.items() if unit == "pair"]
     named = ", ".join(f"{name} ({fits[name].spec.name})" for name in by_pair)
     verb = "scores" if len(by_pair) == 1 else "score"
     raise InputError(

@@ -55,7 +55,7 @@ from bayes_eval.results.predictive import cell_coords
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["log_likelihood", "log_marginal", "log_marginal_clusters"]
+__all__ = ["departure_mode", "log_likelihood", "log_marginal", "log_marginal_clusters"]
 
 # The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
 # half-width of its window around the mode (the module's docstring).
@@ -109,22 +109,23 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     return xr.Dataset({"runs": (("chain", "draw", "pair"), runs)}, coords={**sample, **pairs})
 
 
-def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+def log_marginal(eta, scale, k, n, slope: bool = False):
     """``log integral Binomial(k | n, expit(eta + s e)) phi(e) de`` (the module's rule).
 
     ``eta`` is ``(..., pairs)``, ``scale`` broadcasts against it, ``k`` and ``n`` are
-    ``(pairs,)``.
+    ``(pairs,)``. With ``slope``, also its derivative in ``eta``, the mean of
+    ``k - n expit(eta + s e)`` under the normalised integrand.
     """
     eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
     k, n = np.asarray(k, float), np.asarray(n, float)
-    mode = _mode(eta, scale, k, n)
+    mode = departure_mode(eta, scale, k, n)
     p = special.expit(eta + scale * mode)
     width = 1.0 / np.sqrt(1.0 + scale**2 * n * p * (1.0 - p))
     narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), width)
     flat = narrowest.reshape(-1, eta.shape[-1])
     spacing = SPACING * flat.min(axis=0)  # per pair, over the draws
     log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-    out = np.empty(eta.shape)
+    out, rise = np.empty(eta.shape), np.empty(eta.shape)
     # pairs of about the same number of nodes together, the draws in chunks
     half = np.ceil(HALF_WIDTH / spacing).astype(int)
     half = (np.ceil(half / 16) * 16).astype(int)
@@ -136,6 +137,7 @@ def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarra
         m_all = m_all.reshape(-1, pairs.size)
         rows = max(1, CHUNK // (pairs.size * offsets.shape[1]))
         target = out[..., pairs].reshape(-1, pairs.size)
+        target_rise = rise[..., pairs].reshape(-1, pairs.size)
         for start in range(0, e_all.shape[0], rows):
             chunk = slice(start, start + rows)
             e = m_all[chunk, :, None] + offsets  # (draws, pairs, nodes)
@@ -145,9 +147,17 @@ def log_marginal(eta: np.ndarray, scale: np.ndarray, k: np.ndarray, n: np.ndarra
                 + (n - k)[pairs, None] * -np.logaddexp(0.0, x)
                 - 0.5 * e**2
             )
-            target[chunk] = special.logsumexp(log_f, axis=-1)
+            top = log_f.max(axis=-1, keepdims=True)  # scipy's logsumexp, without its dispatch
+            weight = np.exp(log_f - top)
+            total = weight.sum(axis=-1)
+            target[chunk] = top[..., 0] + np.log(total)
+            if slope:
+                gap = k[pairs, None] - n[pairs, None] * special.expit(x)
+                target_rise[chunk] = (weight * gap).sum(axis=-1) / total
         out[..., pairs] = target.reshape(eta.shape[:-1] + (pairs.size,))
-    return out + np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+        rise[..., pairs] = target_rise.reshape(eta.shape[:-1] + (pairs.size,))
+    out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+    return (out, rise) if slope else out
 
 
 def log_marginal_clusters(
@@ -187,7 +197,7 @@ def log_marginal_clusters(
     return out.reshape(eta.shape) + log_coefficients(terms)
 
 
-def _mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:
+def departure_mode(eta, scale, k, n, steps: int = 60) -> np.ndarray:
     """The mode of ``log phi(e) + k log p + (n - k) log (1 - p)``, ``p = expit(eta + s e)``:
     Newton's steps, bisection where a step would leave the bracket ``[s (k - n), s k]``
     (where the derivative changes sign)."""

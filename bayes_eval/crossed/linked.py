@@ -39,16 +39,35 @@ from fresh draws of its population, so a pair with guided runs alone is predicte
 them, and a pair never run at all as ``crossed`` predicts it. A new agent described by
 covariates gets a fresh ability and a fresh milestone ability.
 
-The model has no pointwise log-likelihood yet (``log_likelihood`` is None): a pair's
-guided and unguided runs share ``u_at``, and their likelihood needs it integrated out.
+Its pointwise log-likelihood (``log_likelihood``, for ArviZ's ``loo`` and ``compare``)
+is of whole pairs: a pair's guided and unguided runs share ``u_at``, so its unit is the
+pair, as ``crossed_milestones``'s is. ``runs``, over a ``pair`` dimension, is the log
+probability of all of a pair's counts given the draw of everything the pairs share,
+``u_at``, ``e_at`` and the cells' departures integrated out::
+
+    L = integral of phi(u) phi(e) prod_m L_m(u) Binomial(K | N, expit(eta + link pair_scale u
+        + cell_scale e)) du de,
+    eta = theta_a - b_t + link (milestone_ability_scale y_a - milestone_difficulty_scale x_t)
+
+``L_m(u)`` a milestone cell's binomial given ``u``, or for a cell of several trials its
+integral over the cell's departure (``bayes_eval.crossed.likelihood.log_marginal``).
+The integrand is log-concave in ``(u, e)``, so it is integrated by adaptive
+Gauss-Hermite quadrature: ``NODES`` x ``NODES`` nodes placed by the integrand's mode and
+curvature (damped Newton steps; a cell of several trials's departure there taken in the
+logistic-normal approximation, which places the nodes and changes no value). The values
+are whole log probabilities, binomial coefficients included; ``tests/test_crossed_joint.py``
+checks them against scipy's adaptive quadrature.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, TASK
+from bayes_eval.crossed.linked_likelihood import pair_log_likelihood
 from bayes_eval.crossed.model import (
     CENTRED,
     NON_CENTRED,
@@ -65,6 +84,9 @@ from bayes_eval.errors import InputError
 from bayes_eval.pooled.models import count_data, count_data_vars
 from bayes_eval.registry import LINKED_PRIORS
 
+if TYPE_CHECKING:
+    import xarray as xr
+
 __all__ = [
     "LATENT",
     "LATENT_DIMS",
@@ -78,28 +100,23 @@ __all__ = [
 ]
 
 PAIR, STEP, SEVERAL = "linked_pair", "step", "milestone_rate"
-LATENT = (
-    "ability",
-    "cell_z",
-    "pair_z",
-    "step_z",
-    "milestone_z",
-    "milestone_ability_z",
-)
-LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, STEP, SEVERAL)
+# what a fit drops once its rates are drawn (its subtasks' step_z stay: the pointwise
+# log-likelihood reads them)
+LATENT = ("ability", "cell_z", "pair_z", "milestone_z", "milestone_ability_z")
+LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
 MILESTONE_SCALARS = LINKED_PRIORS
-log_likelihood = None
 
 
-def steps_of(design: Design) -> tuple[np.ndarray, int]:
+def steps_of(design: Design) -> tuple[np.ndarray, list[str]]:
     """Each milestone cell's subtask (its task's milestone number, one index per (task,
-    milestone) of the design) and the number of subtasks."""
+    milestone) of the design) and the subtasks' names, ``"task / milestone"``."""
     layout = design.layout
     width = max(int(design.milestones.max(initial=0)), 1)
     slot = design.pair_task[layout.cell_pair] * width + layout.cell_factor - 1
     slots, index = np.unique(slot, return_inverse=True)
-    return index.astype(np.int64), slots.size
+    names = [f"{layout.tasks[s // width]} / {s % width + 1}" for s in slots]
+    return index.astype(np.int64), names
 
 
 def build_model(design: Design, spec):
@@ -117,13 +134,13 @@ def build_model(design: Design, spec):
             f"model {spec.name}: the table has no {missing} rows, and this model learns how "
             f"end-to-end runs follow milestone runs from pairs with both; use {use}"
         )
-    step, n_steps = steps_of(design)
+    step, subtasks = steps_of(design)
     coords = structure_coords(design)
     coords.update(
         {
             RATE: np.flatnonzero(ran),
             PAIR: np.arange(len(layout.pairs)),
-            STEP: np.arange(n_steps),
+            STEP: subtasks,
             SEVERAL: np.flatnonzero(several),
         }
     )
@@ -207,7 +224,7 @@ def prior_draw(design: Design, spec, rng) -> dict:
     z = rng.standard_normal(len(layout.agents))
     truth["milestone_ability_z"] = z - z.mean()
     truth["pair_z"] = rng.standard_normal(len(layout.pairs))
-    truth["step_z"] = rng.standard_normal(steps_of(design)[1])
+    truth["step_z"] = rng.standard_normal(len(steps_of(design)[1]))
     truth["milestone_z"] = rng.standard_normal(int((layout.n > 1).sum()))
     truth["cell_z"] = rng.standard_normal(int((layout.e2e_n > 0).sum()))
     truth["milestone_ability"] = truth["milestone_ability_scale"] * truth["milestone_ability_z"]
@@ -237,3 +254,34 @@ def simulate(truth: dict, design: Design, spec, rng):
     data = count_data("k_obs", rng.binomial(layout.n, special.expit(cell)), layout.n)
     e2e = rng.binomial(layout.e2e_n[ran], p_task[ran])
     return {**data, **count_data("e2e_obs", e2e, layout.e2e_n[ran])}, p_task
+
+
+def log_likelihood(post: xr.Dataset, design: Design, spec) -> xr.Dataset:
+    """The ``log_likelihood`` group of a fit (the module's form): ``runs``, the log
+    probability of each pair's counts, over a ``pair`` dimension."""
+    import xarray as xr
+
+    layout = design.layout
+    agents, tasks = layout.pair_agent, design.pair_task
+
+    def draws(name):
+        return post[name].values.reshape(-1, *post[name].shape[2:])
+
+    base = draws("milestone_ability")[:, agents] - draws("milestone_difficulty")[:, tasks]
+    cell = draws("milestone_mean")[:, None] + base[:, layout.cell_pair]
+    cell = cell - draws("step_scale")[:, None] * draws("step_z")[:, steps_of(design)[0]]
+    eta = draws("ability")[:, agents] - draws("difficulty")[:, tasks]
+    eta = eta + draws("link")[:, None] * base
+    scales = {name: draws(name)[:, None] for name in ("pair_scale", "link", "cell_scale")}
+    scales["milestone_cell_scale"] = draws("milestone_cell_scale")[:, None]
+    runs = pair_log_likelihood(cell, eta, scales, layout)
+    shape = post["link"].shape + (len(layout.pairs),)
+    pairs = {
+        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
+        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
+        TASK: ("pair", [task for _, task in layout.pairs]),
+    }
+    sample = {"chain": post["chain"], "draw": post["draw"]}
+    return xr.Dataset(
+        {"runs": (("chain", "draw", "pair"), runs.reshape(shape))}, coords={**sample, **pairs}
+    )
