@@ -119,8 +119,9 @@ class Model:
 
     def part(self, name: str):
         """``name`` from the module of a crossed model's builder: its ``draw_rates``,
-        ``prior_draw``, ``simulate``, ``log_likelihood`` (None where it has no pointwise
-        one), and ``LATENT`` and ``LATENT_DIMS``, what a fit drops once its rates are drawn."""
+        ``prior_draw``, ``simulate``, ``log_likelihood``, ``form_text`` (the provenance's
+        words for its other sampled parts), and ``LATENT`` and ``LATENT_DIMS``, what a fit
+        drops once its rates are drawn."""
         builder = self.builder
         module = builder.__module__ if callable(builder) else builder.partition(":")[0]
         return getattr(importlib.import_module(module), name)

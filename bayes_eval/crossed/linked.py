@@ -31,7 +31,9 @@ A milestone cell with one trial has no departure of its own (``e_atm``): one Ber
 trial cannot tell a departure from the rest of its log-odds, and its rate is the
 departures' average. A cell with more trials has one, sampled non-centred. Every sampled
 quantity is non-centred but the abilities and difficulties, whose form the crossed model
-chooses (``bayes_eval.crossed.model``).
+chooses (``bayes_eval.crossed.model``), and the milestone abilities of a few agents each
+well measured on milestones, sampled centred (``centred_milestone_abilities``); the
+provenance names the form (``form_text``).
 
 Every (agent, task) of the design gets draws of ``P``: a pair run on milestones from its
 sampled ``u_at``, a pair run end to end from its sampled ``e_at``, and anything never run
@@ -43,20 +45,8 @@ Its pointwise log-likelihood (``log_likelihood``, for ArviZ's ``loo`` and ``comp
 is of whole pairs: a pair's guided and unguided runs share ``u_at``, so its unit is the
 pair, as ``crossed_milestones``'s is. ``runs``, over a ``pair`` dimension, is the log
 probability of all of a pair's counts given the draw of everything the pairs share,
-``u_at``, ``e_at`` and the cells' departures integrated out::
-
-    L = integral of phi(u) phi(e) prod_m L_m(u) Binomial(K | N, expit(eta + link pair_scale u
-        + cell_scale e)) du de,
-    eta = theta_a - b_t + link (milestone_ability_scale y_a - milestone_difficulty_scale x_t)
-
-``L_m(u)`` a milestone cell's binomial given ``u``, or for a cell of several trials its
-integral over the cell's departure (``bayes_eval.crossed.likelihood.log_marginal``).
-The integrand is log-concave in ``(u, e)``, so it is integrated by adaptive
-Gauss-Hermite quadrature: ``NODES`` x ``NODES`` nodes placed by the integrand's mode and
-curvature (damped Newton steps; a cell of several trials's departure there taken in the
-logistic-normal approximation, which places the nodes and changes no value). The values
-are whole log probabilities, binomial coefficients included; ``tests/test_crossed_joint.py``
-checks them against scipy's adaptive quadrature.
+``u_at``, ``e_at`` and the cells' departures integrated out
+(``bayes_eval.crossed.linked_likelihood``).
 """
 
 from __future__ import annotations
@@ -66,7 +56,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, TASK
+from bayes_eval.constants import AGENT, CENTRED_MARGIN, TASK
 from bayes_eval.crossed.linked_likelihood import pair_log_likelihood
 from bayes_eval.crossed.model import (
     CENTRED,
@@ -75,6 +65,7 @@ from bayes_eval.crossed.model import (
     Design,
     abilities_and_difficulties,
     every_ability,
+    information,
     structure_coords,
 )
 from bayes_eval.crossed.model import (
@@ -92,7 +83,9 @@ __all__ = [
     "LATENT_DIMS",
     "MILESTONE_SCALARS",
     "build_model",
+    "centred_milestone_abilities",
     "draw_rates",
+    "form_text",
     "log_likelihood",
     "prior_draw",
     "simulate",
@@ -106,6 +99,9 @@ LATENT = ("ability", "cell_z", "pair_z", "milestone_z", "milestone_ability_z")
 LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
 MILESTONE_SCALARS = LINKED_PRIORS
+# Fewer agents than this, each well measured on milestones, have their milestone
+# abilities sampled centred (``centred_milestone_abilities``).
+FEW_AGENTS = 4
 
 
 def steps_of(design: Design) -> tuple[np.ndarray, list[str]]:
@@ -117,6 +113,33 @@ def steps_of(design: Design) -> tuple[np.ndarray, list[str]]:
     slots, index = np.unique(slot, return_inverse=True)
     names = [f"{layout.tasks[s // width]} / {s % width + 1}" for s in slots]
     return index.astype(np.int64), names
+
+
+def centred_milestone_abilities(design: Design, spec) -> bool:
+    """Whether to sample the milestone abilities centred: where the agents are few and
+    each one's milestone runs say more of its milestone ability than its population does
+    (``CENTRED_MARGIN`` times, as ``centred_abilities`` reads an agent's runs).
+
+    With few agents the abilities' scale is barely learnt, its posterior nearly its
+    prior, and non-centred abilities pinch where the scale is large: the shipped pooled
+    example's two agents, 50 trials per milestone cell, diverged there. With many (a
+    1,000-pair table of 20 agents) the scale is learnt and centred abilities, sampled
+    there, failed their first fit; a few agents with few runs leave their abilities to
+    the population, and stay non-centred.
+    """
+    layout = design.layout
+    if len(layout.agents) >= FEW_AGENTS:
+        return False
+    scale = np.exp(spec.priors["milestone_ability_scale"].params["mu"])
+    carried = information(layout, spec, layout.pair_agent, len(layout.agents), milestones=True)
+    return bool((carried >= CENTRED_MARGIN / scale**2).all())
+
+
+def form_text(design: Design, spec) -> str:
+    """How the parts sampled besides the abilities and difficulties are, for the
+    provenance."""
+    form = "centred" if centred_milestone_abilities(design, spec) else "non-centred"
+    return f"milestone abilities zero-sum {form}; departures non-centred"
 
 
 def build_model(design: Design, spec):
@@ -152,10 +175,15 @@ def build_model(design: Design, spec):
             else pm.LogNormal(name, **priors[name].params)
             for name in MILESTONE_SCALARS
         }
-        own = scalar["milestone_ability_scale"] * pm.ZeroSumNormal(
-            "milestone_ability_z", sigma=1.0, dims=AGENT
-        )
-        pm.Deterministic("milestone_ability", own, dims=AGENT)
+        if centred_milestone_abilities(design, spec):
+            own = pm.ZeroSumNormal(
+                "milestone_ability", sigma=scalar["milestone_ability_scale"], dims=AGENT
+            )
+        else:
+            own = scalar["milestone_ability_scale"] * pm.ZeroSumNormal(
+                "milestone_ability_z", sigma=1.0, dims=AGENT
+            )
+            pm.Deterministic("milestone_ability", own, dims=AGENT)
         hard = scalar["milestone_difficulty_scale"] * pm.ZeroSumNormal(
             "milestone_difficulty_z", sigma=1.0, dims=TASK
         )

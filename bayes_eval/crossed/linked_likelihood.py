@@ -11,21 +11,21 @@ pair's end-to-end log-odds but for ``link pair_scale u + cell_scale e``::
 
 ``L_m(u)`` is the cell's binomial at ``x_m + pair_scale u``, or for a cell of several
 trials its integral over the cell's departure. The integrand is log-concave in ``u``
-(and ``e``), smooth in ``u`` and possibly sharp in ``e`` (a one-trial outcome is a step
-in ``e`` when ``cell_scale`` is large), so:
+and ``e``; a one-trial outcome is a step in ``e`` where ``cell_scale`` is large, and in
+``u`` where ``pair_scale`` is, so:
 
 - ``u`` is integrated by adaptive Gauss-Hermite quadrature, ``NODES`` nodes placed by the
   mode and curvature of the joint integrand in ``(u, e)`` (damped Newton steps; a cell of
   several trials's departure there at its own mode given ``u``, which places the nodes
-  and changes no value). A one-trial cell is a step in ``u`` where ``pair_scale`` is
-  large: 20 nodes are within 5e-8 of scipy's quadrature at ``pair_scale`` 4, 1e-9 at 1;
+  and changes no value): within 1e-7 of scipy's quadrature in the tests, ``pair_scale``
+  4 among them;
 - ``e``, and a cell's own departure, by ``bayes_eval.crossed.likelihood.log_marginal``'s
-  trapezoid rule at each node. Pairs with the same end-to-end counts share one table of
-  ``E`` over the range of their log-odds (``GRID / sqrt(N)`` apart) and of
-  ``cell_scale`` (``STEP / N`` apart), read by cubic Hermite interpolation in the first
-  and cubic Lagrange in the second, wherever the table is smaller than the values it
-  replaces: within 4e-8 of the rule (``tests/test_crossed_joint.py``), and far cheaper
-  at one trial per pair.
+  trapezoid rule at each node, which follows a step of any sharpness. Pairs with the same
+  end-to-end counts share one table of ``E`` over the range of their log-odds
+  (``GRID / sqrt(N)`` apart) and of ``cell_scale`` (``STEP / N`` apart), read by cubic
+  Hermite interpolation in the first and cubic Lagrange in the second, wherever the
+  table is smaller than the values it replaces: within 1e-7 of the rule in the tests,
+  and far cheaper at one trial per pair.
 
 The values are whole log probabilities, binomial coefficients included; the tests check
 them against scipy's adaptive quadrature.

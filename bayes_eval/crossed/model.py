@@ -77,6 +77,8 @@ __all__ = [
     "draw_rates",
     "every_ability",
     "fit_crossed",
+    "form_text",
+    "information",
     "log_likelihood",
     "prior_draw",
     "simulate",
@@ -213,7 +215,7 @@ def centred_abilities(layout: Layout, spec) -> np.ndarray:
     ability than their population does.
 
     An agent's runs on a rate (a pair, or a milestone cell) carry ``1 / (1 + 1 / (n p (1
-    - p)))`` about its ability on the logit scale (``_information``). Centred where the
+    - p)))`` about its ability on the logit scale (``information``). Centred where the
     agent's sum is ``CENTRED_MARGIN`` times the population's, ``1 / ability_scale ** 2``,
     taken one prior sd below the scale's log-median (``exp(mu - sigma)``, 0.37 for
     ``LogNormal(0, 1)``): where covariates explain the abilities their scale can be that
@@ -226,7 +228,7 @@ def centred_abilities(layout: Layout, spec) -> np.ndarray:
     """
     prior = spec.priors["ability_scale"].params
     scale = np.exp(prior["mu"] - prior["sigma"])
-    return _information(layout, spec, layout.pair_agent, len(layout.agents)) >= (
+    return information(layout, spec, layout.pair_agent, len(layout.agents)) >= (
         CENTRED_MARGIN / scale**2
     )
 
@@ -239,17 +241,28 @@ def centred_difficulties(layout: Layout, spec, pair_task: np.ndarray) -> bool:
     against 370 to 620 of 4,000 draws); a table with a few runs per pair stays
     non-centred."""
     scale = np.exp(spec.priors["difficulty_scale"].params["mu"])
-    information = _information(layout, spec, pair_task, len(layout.tasks))
-    return bool(np.median(information) >= CENTRED_MARGIN / scale**2)
+    carried = information(layout, spec, pair_task, len(layout.tasks))
+    return bool(np.median(carried) >= CENTRED_MARGIN / scale**2)
 
 
-def _information(layout: Layout, spec, group: np.ndarray, size: int) -> np.ndarray:
+def form_text(design: Design, spec) -> str:
+    """How the parts sampled besides the abilities and difficulties are, for the
+    provenance."""
+    return "departures non-centred"
+
+
+def information(
+    layout: Layout, spec, group: np.ndarray, size: int, milestones: bool | None = None
+) -> np.ndarray:
     """What each agent's or task's runs (``group`` per pair: its index) say about its
     place on the logit scale: ``sum 1 / (1 + 1 / (n p (1 - p)))`` over its rates (pairs,
     or milestone cells), ``n p (1 - p)`` the binomial information of ``n`` trials at its
     pooled rate ``p = (K + 1/2) / (N + 1)``, and 1 the departure's variance at its prior's
-    median scale."""
-    if spec.kind != MILESTONE_METHOD:  # abilities on end-to-end runs (alone, or linked)
+    median scale. ``milestones`` chooses the milestone cells (by default, for a spec of
+    that kind) or the end-to-end pairs."""
+    if milestones is None:
+        milestones = spec.kind == MILESTONE_METHOD
+    if not milestones:  # abilities on end-to-end runs (alone, or linked)
         owner, k, n = group, layout.e2e_k, layout.e2e_n
     else:
         owner, k, n = group[layout.cell_pair], layout.k, layout.n
@@ -529,7 +542,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         key,
         cells=layout.n.size + layout.e2e_n.size,
     )
-    run_text += "; departures non-centred"
+    run_text += "; " + entry.part("form_text")(design, spec)
     if layout.clusters is not None:
         run_text += (
             f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
