@@ -118,7 +118,8 @@ def steps_of(design: Design) -> tuple[np.ndarray, list[str]]:
 def centred_milestone_abilities(design: Design, spec) -> bool:
     """Whether to sample the milestone abilities centred: where the agents are few and
     each one's milestone runs say more of its milestone ability than its population does
-    (``CENTRED_MARGIN`` times, as ``centred_abilities`` reads an agent's runs).
+    (``CENTRED_MARGIN`` times ``1 / milestone_ability_scale ** 2`` at the scale's prior
+    median; an agent's runs read as ``centred_abilities`` reads them).
 
     With few agents the abilities' scale is barely learnt, its posterior nearly its
     prior, and non-centred abilities pinch where the scale is large: the shipped pooled
