@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, END_TO_END, TASK
+from bayes_eval.constants import END_TO_END
 from bayes_eval.pooled.clusters import (
     ABSENT,
     ClusterTerms,
@@ -50,7 +50,7 @@ from bayes_eval.pooled.clusters import (
     log_coefficients,
     log_normaliser,
 )
-from bayes_eval.results.predictive import cell_coords
+from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -101,11 +101,7 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     failed = np.bincount(cell, k, len(layout.pairs)) == 0  # every run of the pair failed
     runs = np.log1p(-share) + described
     runs = np.where(failed, np.logaddexp(np.log(share), runs), runs)
-    pairs = {
-        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
-        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
-        TASK: ("pair", [task for _, task in layout.pairs]),
-    }
+    pairs = pair_coords(layout.pairs)
     return xr.Dataset({"runs": (("chain", "draw", "pair"), runs)}, coords={**sample, **pairs})
 
 

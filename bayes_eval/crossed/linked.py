@@ -74,6 +74,7 @@ from bayes_eval.crossed.model import (
 from bayes_eval.errors import InputError
 from bayes_eval.pooled.models import count_data, count_data_vars
 from bayes_eval.registry import LINKED_PRIORS
+from bayes_eval.results.predictive import pair_coords
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -305,11 +306,7 @@ def log_likelihood(post: xr.Dataset, design: Design, spec) -> xr.Dataset:
     scales["milestone_cell_scale"] = draws("milestone_cell_scale")[:, None]
     runs = pair_log_likelihood(cell, eta, scales, layout)
     shape = post["link"].shape + (len(layout.pairs),)
-    pairs = {
-        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
-        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
-        TASK: ("pair", [task for _, task in layout.pairs]),
-    }
+    pairs = pair_coords(layout.pairs)
     sample = {"chain": post["chain"], "draw": post["draw"]}
     return xr.Dataset(
         {"runs": (("chain", "draw", "pair"), runs.reshape(shape))}, coords={**sample, **pairs}

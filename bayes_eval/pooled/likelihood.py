@@ -38,18 +38,16 @@ import numpy as np
 from scipy import stats
 
 from bayes_eval.constants import (
-    AGENT,
     END_TO_END,
     EXPERT_COMPLETION,
     MILESTONE_METHOD,
     NEVER_SHARE,
-    TASK,
 )
 from bayes_eval.pooled.clusters import log_marginal_each
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
 from bayes_eval.pooled.rates import cell_shapes, zero_inflated_log
-from bayes_eval.results.predictive import cell_coords
+from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -148,11 +146,7 @@ def _joint(post: xr.Dataset, layout) -> xr.Dataset:
             logsumexp=True,
         )
         runs[:, many] += terms.reshape(len(a), many.size)
-    labels = {
-        "pair": ("pair", [f"{agent} / {task}" for agent, task in layout.pairs]),
-        AGENT: ("pair", [agent for agent, _ in layout.pairs]),
-        TASK: ("pair", [task for _, task in layout.pairs]),
-    }
+    labels = pair_coords(layout.pairs)
     return xr.Dataset(
         {"runs": (("chain", "draw", "pair"), runs.reshape(sample + (pairs,)))},
         coords={"chain": post["chain"], "draw": post["draw"], **labels},

@@ -30,6 +30,7 @@ from bayes_eval.constants import (
 from bayes_eval.results.factors import by_cell, cell_label
 
 __all__ = [
+    "pair_coords",
     "COLUMNS",
     "FLAG_HIGH",
     "FLAG_LOW",
@@ -257,6 +258,17 @@ def position_of(method: str, step, run) -> str:
     if method == EXPERT_COMPLETION:
         return f"run {run}, step {step}"
     return ""
+
+
+def pair_coords(pairs) -> dict:
+    """The coordinates of a ``pair`` dimension, one per ``(agent, task)``: ``pair`` names
+    it (``agent / task``), ``agent`` and ``task`` label it too. The log-likelihoods of
+    whole pairs share them."""
+    return {
+        "pair": ("pair", [f"{agent} / {task}" for agent, task in pairs]),
+        "agent": ("pair", [agent for agent, _ in pairs]),
+        "task": ("pair", [task for _, task in pairs]),
+    }
 
 
 def cell_coords(keys) -> dict:
