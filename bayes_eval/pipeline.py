@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
+from bayes_eval.checks.sensitivity import Sensitivity, prior_sensitivity
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource
@@ -31,6 +32,7 @@ __all__ = [
     "conclude",
     "load_or_fit",
     "read_evidence",
+    "refitter",
     "report",
     "run",
     "write_run_folder",
@@ -41,7 +43,8 @@ __all__ = [
 class Run:
     """What ``run`` did: the fit, its summary, its checks, the files it wrote and, where
     asked for, pass@k and pass^k per pair (``attempts``: ``bayes_eval.results.attempts``)
-    and across each agent's tasks (``population``: ``bayes_eval.results.population``)."""
+    and across each agent's tasks (``population``: ``bayes_eval.results.population``), and
+    the bounds under the prior family (``sensitivity``: ``bayes_eval.prior_sensitivity``)."""
 
     posterior: Posterior
     summary: pd.DataFrame
@@ -49,6 +52,7 @@ class Run:
     written: list[str] = field(default_factory=list)
     attempts: pd.DataFrame | None = None
     population: pd.DataFrame | None = None
+    sensitivity: Sensitivity | None = None
 
 
 def read_evidence(
@@ -128,6 +132,7 @@ def run(
     tasks: TableSource | None = None,
     predict: Sequence[str] = (),
     attempts: Sequence[int] | str | None = None,
+    sensitivity: bool = False,
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -147,6 +152,10 @@ def run(
         Numbers of attempts ``k`` (1 to 1e9; text such as ``"10,1e6"`` too): pass@k and
         pass^k of every pair in ``Run.attempts`` and ``attempts.csv``, and across each
         agent's tasks in ``Run.population`` and ``population.csv``.
+    sensitivity : bool
+        Each bound under the prior family (``bayes_eval.prior_sensitivity``): the
+        summary's ``prior_*`` columns, ``Run.sensitivity`` and ``sensitivity.csv``;
+        members that reweighting cannot reach are refitted with these same arguments.
 
     A check, the report or a figure that fails after the fit is reported in
     ``Run.checks.failed``; the fit, its summary and the other checks are kept.
@@ -158,51 +167,95 @@ def run(
     if attempts is not None:
         attempts = parse_attempts(attempts)
     out = None if out is None else check_out(Path(out))
-    posterior = fit(
-        evidence,
-        model,
-        level=level,
-        seed=seed,
-        sampler=sampler,
-        agents=agents,
-        tasks=tasks,
-        predict=predict,
+    given = dict(level=level, seed=seed, sampler=sampler, agents=agents, tasks=tasks)
+    posterior = fit(evidence, model, predict=predict, **given)
+
+    def refit(spec):
+        return fit(posterior.evidence, spec, predict=predict, **given)
+
+    return conclude(
+        posterior,
+        out=out,
+        threshold=threshold,
+        attempts=attempts,
+        sensitivity=refit if sensitivity else None,
     )
-    return conclude(posterior, out=out, threshold=threshold, attempts=attempts)
 
 
-def conclude(posterior, *, out=None, threshold=None, attempts=None) -> Run:
+def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=None) -> Run:
     """What ``run`` does once the fit is made: its summary, its checks (``check_fit``),
-    pass@k and pass^k for ``attempts`` and, with ``out``, its run folder
-    (``write_run_folder``)."""
+    pass@k and pass^k for ``attempts``, where ``sensitivity`` is given (a function that
+    refits a spec, or True) the bounds under the prior family, and with ``out`` its run
+    folder (``write_run_folder``)."""
     summary = posterior.summary(threshold=threshold)
-    table = curves = None
+    table = curves = found = None
     if attempts is not None:
         table = posterior.attempts(attempts, threshold=threshold)
         curves = posterior.population(attempts)
     checks = check_fit(posterior)
+    if sensitivity is not None:
+        refit = sensitivity if callable(sensitivity) else refitter(posterior)
+        found = guarded(
+            "the prior sensitivity",
+            checks.failed,
+            prior_sensitivity,
+            posterior,
+            threshold,
+            refit=refit,
+        )
+        if found is not None:
+            summary = found.mark(summary)
     written = (
         []
         if out is None
         else write_run_folder(
-            out, posterior, summary, checks, threshold, attempts=table, population=curves
+            out,
+            posterior,
+            summary,
+            checks,
+            threshold,
+            attempts=table,
+            population=curves,
+            sensitivity=found,
         )
     )
-    return Run(posterior, summary, checks, written, table, curves)
+    return Run(posterior, summary, checks, written, table, curves, found)
+
+
+def refitter(posterior):
+    """A function that fits another spec to a fit's evidence with its level and seed, or
+    None where the fit's side tables (a crossed model's covariates) are not at hand."""
+    if posterior.spec.covariates.get("agent") or posterior.spec.covariates.get("task"):
+        return None
+
+    def refit(spec):
+        return fit(posterior.evidence, spec, level=posterior.level, seed=posterior.seed)
+
+    return refit
 
 
 def write_run_folder(
-    out, posterior, summary, checks: FitChecks, threshold=None, attempts=None, population=None
+    out,
+    posterior,
+    summary,
+    checks: FitChecks,
+    threshold=None,
+    attempts=None,
+    population=None,
+    sensitivity=None,
 ) -> list[str]:
     """Write a fit's run folder and return its files' names; a report or figure that
     fails is reported in ``checks.failed`` (the fit, its summary and its checks are
-    written all the same). ``attempts`` and ``population``, where given, are written as
-    ``attempts.csv`` and ``population.csv``."""
+    written all the same). ``attempts``, ``population`` and ``sensitivity`` (its bounds),
+    where given, are written as ``attempts.csv``, ``population.csv`` and
+    ``sensitivity.csv``."""
     from bayes_eval.outputs.plots import forest_plot, ppc_plot
 
     def figures(staging: Path) -> None:
         if threshold is not None:  # the report (its verdicts need the threshold) draws
-            build_report(posterior, threshold, checks=checks).write(staging)
+            build_report(posterior, threshold, checks=checks, sensitivity=sensitivity).write(
+                staging
+            )
         else:  # the pairs run (a crossed fit's predictions are in the summary)
             forest_plot(summary[summary["observed"]], staging / "forest.png", threshold)
             if len(checks.predictive):
@@ -215,6 +268,8 @@ def write_run_folder(
             attempts.to_csv(staging / "attempts.csv", index=False)
             population.to_csv(staging / "population.csv", index=False)
         checks.predictive.to_csv(staging / "ppc.csv", index=False)
+        if sensitivity is not None:
+            sensitivity.bounds.to_csv(staging / "sensitivity.csv", index=False)
         if len(checks.assumption):
             checks.assumption.to_csv(staging / "milestone_check.csv", index=False)
         guarded("the report and figures", checks.failed, figures, staging)
@@ -243,6 +298,7 @@ def report(
     allow_extrapolated: bool = False,
     compare: Sequence[ModelSource] = (),
     attempts: Sequence[int] | str | None = None,
+    sensitivity: bool = True,
 ) -> Report:
     """Fit (or load) and report.
 
@@ -265,18 +321,35 @@ def report(
     attempts : sequence of int or str, optional
         Numbers of attempts for the section "At deployment scale" (default 1 to 1e6 in
         decades) and its table per pair (only with ``attempts``).
+    sensitivity : bool
+        The section on the prior: each bound under the prior family, and the verdicts
+        it flips (``bayes_eval.prior_sensitivity``).
     """
     threshold = check_probability(threshold, "threshold")
     if attempts is not None:
         attempts = parse_attempts(attempts)
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
+    checks = check_fit(posterior, keep_going=False, others=compare)
+    found = None
+    if sensitivity:
+        refit = refitter(posterior)
+        found = guarded(
+            "the prior sensitivity",
+            checks.failed,
+            prior_sensitivity,
+            posterior,
+            threshold,
+            level=level,
+            refit=refit,
+        )
     result = build_report(
         posterior,
         threshold,
         level,
-        checks=check_fit(posterior, keep_going=False, others=compare),
+        checks=checks,
         allow_extrapolated=allow_extrapolated,
         attempts=attempts,
+        sensitivity=found,
     )
     if out is not None:
         result.write(out)

@@ -13,6 +13,10 @@
   exact engine; beside it the end-to-end trials with the same power (exact binomial).
 * ``trials_to_decide``: more end-to-end trials after which the bound probably decides
   ``P`` against ``tau`` either way (the report's ``undecided`` verdicts).
+* ``zero_success_family`` and ``milestone_family``: the same under each prior of the
+  family (``prior_family.beta_family``).
+* ``trials_to_separate``: more end-to-end trials of each of two agents after which the
+  posterior of the difference of their rates probably decides it against a margin.
 * ``next_run``: preposterior analysis of a fitted exact posterior. For each candidate
   (a milestone, or end-to-end where the estimate is end-to-end) and batch size, draw the
   batch's outcomes from the current posterior, update the conjugate posterior, and
@@ -40,6 +44,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.prior_family import beta_family
 from bayes_eval.specs import check_level, check_probability
 
 if TYPE_CHECKING:
@@ -48,11 +53,14 @@ if TYPE_CHECKING:
 __all__ = [
     "PRIORS",
     "expected_trials",
+    "milestone_family",
     "milestone_trials",
     "next_run",
     "parse_prior",
     "trials_to_certify",
     "trials_to_decide",
+    "trials_to_separate",
+    "zero_success_family",
     "zero_success_trials",
 ]
 
@@ -138,10 +146,10 @@ def trials_to_decide(
     such crossing, so it is "about" (the report rounds it to two figures).
     """
     limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
-    spread = mean * (1.0 - mean) / sd**2 - 1.0 if sd > 0 else 0.0
-    if not (0.0 < mean < 1.0 and spread > 0 and math.isfinite(spread)):
+    shape = _beta_shapes(mean, sd)
+    if shape is None:
         return None
-    a, b = mean * spread, (1.0 - mean) * spread
+    a, b = shape
 
     def below(k, n):  # P(P <= tau) > level after k successes in n: upper bound below tau
         return stats.beta.cdf(threshold, a + k, b + n - k) > level
@@ -174,6 +182,67 @@ def trials_to_decide(
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if chance(mid) >= 0.5 else (mid, hi)
     return hi
+
+
+def trials_to_separate(
+    mean_a: float,
+    sd_a: float,
+    mean_b: float,
+    sd_b: float,
+    margin: float,
+    level: float,
+    max_trials=None,
+    seed: int = 0,
+) -> int | None:
+    """More end-to-end trials of each agent (``n`` each) after which the difference
+    ``P_B - P_A`` probably (chance at least 1/2) decides against ``margin`` at ``level``:
+    its one-sided lower bound above the margin, or its upper bound below it. None when
+    either posterior is degenerate or more than ``max_trials`` would be needed.
+
+    Each posterior is taken as the Beta of its mean and sd, as in ``trials_to_decide``;
+    the outcomes of ``n`` trials are Beta-Binomial (``PLAN_SIMULATIONS`` simulated pairs of
+    counts, common random numbers across ``n``), and the updated difference is taken as
+    normal with the two Betas' means and variances. ``n`` is found by doubling and
+    bisection on the chance.
+    """
+    limit = PLAN_MAX_TRIALS if max_trials is None else max_trials
+    shapes = [_beta_shapes(m, s) for m, s in ((mean_a, sd_a), (mean_b, sd_b))]
+    if None in shapes:
+        return None
+    rng = np.random.default_rng(seed)
+    rates = [rng.beta(a, b, PLAN_SIMULATIONS) for a, b in shapes]
+    uniforms = rng.uniform(size=(2, PLAN_SIMULATIONS))
+    z = stats.norm.ppf(level)
+
+    def chance(n):
+        means, variances = [], []
+        for (a, b), rate, u in zip(shapes, rates, uniforms, strict=True):
+            k = stats.binom.ppf(u, n, rate) if n > 0 else np.zeros(PLAN_SIMULATIONS)
+            a2, b2 = a + k, b + n - k
+            means.append(a2 / (a2 + b2))
+            variances.append(a2 * b2 / ((a2 + b2) ** 2 * (a2 + b2 + 1)))
+        gap = (means[1] - means[0] - margin) / np.sqrt(variances[0] + variances[1])
+        return float(np.mean(np.abs(gap) > z))
+
+    if chance(0) >= 0.5:
+        return 0
+    lo, hi = 0, 1
+    while chance(hi) < 0.5:
+        if hi >= limit:
+            return None
+        lo, hi = hi, min(2 * hi, limit)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if chance(mid) >= 0.5 else (mid, hi)
+    return hi
+
+
+def _beta_shapes(mean: float, sd: float) -> tuple[float, float] | None:
+    """The Beta of a mean and sd, or None where none has them."""
+    spread = mean * (1.0 - mean) / sd**2 - 1.0 if sd > 0 else 0.0
+    if not (0.0 < mean < 1.0 and spread > 0 and math.isfinite(spread)):
+        return None
+    return mean * spread, (1.0 - mean) * spread
 
 
 def zero_success_trials(
@@ -210,6 +279,26 @@ def zero_success_trials(
     while not _certified(0, n, threshold, level, prior):
         n += 1
     return n
+
+
+def zero_success_family(threshold: float, level: float, prior=PRIORS["uniform"]) -> dict:
+    """``zero_success_trials`` under each member of the prior's family
+    (``prior_family.beta_family``: the prior, uniform, Jeffreys, sceptical, permissive):
+    ``{member: trials}``. A decision robust to the prior needs the largest."""
+    family = beta_family(*prior)
+    return {name: zero_success_trials(threshold, level, shapes) for name, shapes in family.items()}
+
+
+def milestone_family(rates, threshold, level, prior, power, seed) -> dict:
+    """``milestone_trials``' trials per milestone under each member of the prior's family,
+    ``{member: trials}`` (see ``zero_success_family``)."""
+    family = beta_family(*prior)
+    return {
+        name: milestone_trials(rates, threshold, level, shapes, power=power, seed=seed)[
+            "trials_per_milestone"
+        ]
+        for name, shapes in family.items()
+    }
 
 
 def expected_trials(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import json
 import math
 import numbers
 import os
@@ -25,6 +27,7 @@ __all__ = [
     "load_spec",
     "shipped_specs",
     "spec_from_toml",
+    "spec_text",
 ]
 
 # Draws kept from exact posteriors, for plots and predictive checks, and the seed of a
@@ -168,6 +171,56 @@ def spec_from_toml(text: str, source: str) -> Spec:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: not valid TOML ({exc})") from exc
     return _validate(data, source, text)
+
+
+def spec_text(spec: Spec) -> str:
+    """The TOML text of ``spec`` as it stands: its own text where that text gives this
+    very spec (comments and layout kept), else the spec written out anew, so that a spec
+    changed in Python (``dataclasses.replace(spec, priors=...)``) is saved as itself."""
+    if spec.text:
+        try:
+            parsed = spec_from_toml(spec.text, spec.source)
+        except InputError:
+            parsed = None
+        if parsed is not None and dataclasses.replace(parsed, text=spec.text) == spec:
+            return spec.text
+    return _toml(spec)
+
+
+def _toml(spec: Spec) -> str:
+    """``spec`` as TOML text, which ``spec_from_toml`` reads back to an equal spec."""
+    lines = [f"schema_version = {SCHEMA_VERSION}"]
+    for key in ("name", "kind", "pooling", "description"):
+        lines.append(f"{key} = {_toml_value(getattr(spec, key))}")
+    for role, prior in spec.priors.items():
+        lines += ["", f"[priors.{role}]", f"dist = {_toml_value(prior.dist)}"]
+        lines += [
+            f"{name} = {_toml_value(prior.params[name])}" for name in DISTRIBUTIONS[prior.dist]
+        ]
+        lines.append(f"reason = {_toml_value(prior.reason)}")
+    sampler = {key: getattr(spec.sampler, key) for key in SAMPLER_KEYS if key != "seed"}
+    if spec.exact:
+        sampler = {"engine": spec.sampler.engine, "draws": spec.sampler.draws}
+    lines += ["", "[sampler]"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in sampler.items()]
+    lines += [f"seed = {spec.seed}", "", "[report]", f"level = {_toml_value(spec.level)}"]
+    if spec.covariates:
+        lines += ["", "[covariates]"]
+        for key, value in spec.covariates.items():
+            text = [term.text for term in value] if key in ("agent", "task") else value
+            lines.append(f"{key} = {_toml_value(text)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    """A TOML value: a JSON string is a TOML basic string, a float keeps its point."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def check_probability(value, what: str) -> float:

@@ -13,6 +13,7 @@ from bayes_eval.cli.options import (
     FORMATS,
     INPUT_FORMATS,
     QUIET_HELP,
+    SENSITIVITY_HELP,
     attempts_of,
     crossed_options,
     evidence_of,
@@ -28,6 +29,7 @@ from bayes_eval.cli.terminal import (
     check_text,
     population_table,
     print_summary,
+    sensitivity_text,
     summary_table,
     verdict_text,
 )
@@ -58,6 +60,7 @@ def arguments(commands) -> None:
         "these rows are printed instead of the summary (which --out keeps)",
     )
     fit.add_argument("--seed", help="seed of the posterior draws (default: the spec's)")
+    fit.add_argument("--sensitivity", action="store_true", help=SENSITIVITY_HELP)
     fit.add_argument("--out", help="folder for posterior.nc and summary.csv")
     fit.add_argument(
         "--format",
@@ -106,6 +109,7 @@ def run(args) -> int:
         tasks=args.tasks,
         predict=args.predict_agent,
         attempts=attempts,
+        sensitivity=args.sensitivity,
     )
     posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
     lines = check_text(checks.predictive, checks.assumption)
@@ -120,6 +124,8 @@ def run(args) -> int:
             print(f"\n{attempts_table(done.attempts, threshold)}")
             if len(done.population):
                 print(f"\n{population_table(done.population)}")
+        if done.sensitivity is not None:
+            print(f"\n{sensitivity_text(done.sensitivity)}")
         if verdict:
             print(f"\n{verdict}")
         if out is not None:

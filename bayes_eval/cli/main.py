@@ -19,6 +19,7 @@ import traceback
 import warnings
 
 from bayes_eval.cli import (
+    agents,
     calibrate,
     check,
     compare,
@@ -74,6 +75,7 @@ COMMAND_MODULES = {
     "fit": fit,
     "check": check,
     "compare": compare,
+    "compare-agents": agents,
     "calibrate": calibrate,
     "simulate": simulate,
     "report": report,

@@ -23,6 +23,10 @@ class Parser(argparse.ArgumentParser):
 
 
 QUIET_HELP = "no progress on stderr (shown only when stderr is a terminal anyway)"
+SENSITIVITY_HELP = (
+    "each bound under the prior family (the spec's, uniform, Jeffreys, sceptical, "
+    "permissive); with --threshold, the verdicts it flips"
+)
 
 
 FORMATS = ("table", "csv", "json")

@@ -70,9 +70,13 @@ def run(args) -> int:
         rates = [check_probability(r, "--milestone-rates") for r in args.milestone_rates]
         power = check_probability(args.power, "--power")
         result = plan.milestone_trials(rates, threshold, level, prior, power=power, seed=seed)
+        result["trials_by_prior"] = plan.milestone_family(
+            rates, threshold, level, prior, power, seed
+        )
     else:
         trials = plan.zero_success_trials(threshold, level, prior)
         result = {"threshold": threshold, "level": level, "prior": list(prior), "trials": trials}
+        result["trials_by_prior"] = plan.zero_success_family(threshold, level, prior)
         if trials > PLAN_PRACTICAL_TRIALS:
             result["note"] = (
                 f"{plain(trials)} end-to-end trials, all failures, is impractical. The milestone "

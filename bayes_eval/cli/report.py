@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from bayes_eval.cli.options import (
     INSPECT_OPTIONS,
     QUIET_HELP,
+    SENSITIVITY_HELP,
     attempts_of,
     evidence_of,
     reading_options,
@@ -46,6 +48,12 @@ def arguments(commands) -> None:
         metavar="K[,K...]",
         help="tabulate pass@k at these numbers of attempts (1 to 1e9), across tasks and per pair",
     )
+    report.add_argument(
+        "--sensitivity",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"{SENSITIVITY_HELP} (on by default)",
+    )
     reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -82,6 +90,7 @@ def run(args) -> int:
         allow_extrapolated=args.allow_extrapolated,
         compare=args.compare,
         attempts=attempts,
+        sensitivity=args.sensitivity,
     )
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))

@@ -226,3 +226,27 @@ def check_text(checks, assumption) -> str:
         lines.append(head)
         lines += [f"  - {message}" for message in bad["message"]]
     return "\n".join(lines)
+
+
+def sensitivity_text(sensitivity) -> str:
+    """The prior family's verdict on the fit: how far the bounds move, and each pair whose
+    verdict it flips."""
+    pairs = sensitivity.pairs
+    if not len(pairs):
+        return "prior sensitivity: no bound to test"
+    spread = (pairs["upper_high"] / pairs["upper_low"]).max()
+    worst = pairs.loc[(pairs["upper_high"] / pairs["upper_low"]).idxmax()]
+    lines = [
+        f"prior sensitivity: across the family the bounds move by up to a factor "
+        f"{spread:.3g} ({worst['agent']}, {worst['task']}: {format_number(worst['upper_low'])} "
+        f"under {worst['low_member']} to {format_number(worst['upper_high'])} under "
+        f"{worst['high_member']})"
+    ]
+    if sensitivity.threshold is not None:
+        flipped = pairs[pairs["prior_sensitive"].astype(bool)]
+        lines[0] += f"; {len(flipped)} of {len(pairs)} verdicts change within it"
+        lines += [
+            f"  {row.agent}, {row.task}: {sensitivity.note(row.agent, row.task)}"
+            for row in flipped.itertuples()
+        ]
+    return "\n".join(lines)

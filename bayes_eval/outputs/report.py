@@ -34,6 +34,7 @@ import pandas as pd
 from bayes_eval.checks.assumption import PATH_MODELS
 from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
+from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
 from bayes_eval.registry import CROSSED, POOLED, model_of
 from bayes_eval.results.summary import format_number
@@ -310,10 +311,13 @@ def build_report(
     checks,
     allow_extrapolated: bool = False,
     attempts=None,
+    sensitivity=None,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
     below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``); with
-    ``attempts`` (numbers of attempts), its section "At deployment scale" tabulates those.
+    ``attempts`` (numbers of attempts), its section "At deployment scale" tabulates those;
+    with ``sensitivity`` (``checks.sensitivity.prior_sensitivity`` at ``threshold``), each
+    row says whether its verdict is prior-sensitive, in a section of its own.
 
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
     report fits nothing itself.
@@ -330,10 +334,19 @@ def build_report(
         summary, assumption, threshold, predictive, allow_extrapolated
     )
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
+    if sensitivity is not None:
+        table = sensitivity.mark(table)
+        table["sentence"] = [
+            text + (f" {note}." if (note := sensitivity.note(row.agent, row.task)) else "")
+            for text, row in zip(table["sentence"], table.itertuples(), strict=True)
+        ]
     figures = _figures(posterior, summary, predictive, threshold)
     sections = _sections(
         posterior, table, assumption, predictive, checks.milestone_method, threshold, level
     )
+    if sensitivity is not None:
+        sections += sensitivity_sections(sensitivity, level)
+    sections += agent_sections(posterior, level)
     sections += ranking_sections(posterior, checks.comparison)
     deployment, drawn = deployment_sections(posterior, threshold, level, attempts)
     sections += deployment

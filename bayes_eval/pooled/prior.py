@@ -34,6 +34,7 @@ __all__ = [
     "prior_density",
     "prior_draws",
     "simulate",
+    "variable_roles",
 ]
 
 # The model variable of each prior role, by kind of model (one value per agent, except the
@@ -123,16 +124,22 @@ def cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
 def hyper_roles(layout, spec) -> dict:
     """``{prior role: model variable}`` of the agent-level parameters ``spec`` draws
     from its priors on this design (the cluster concentration only with clusters)."""
+    return {
+        role: name
+        for name, role in variable_roles(spec).items()
+        if role not in _CLUSTERS or layout.clusters is not None
+    }
+
+
+def variable_roles(spec) -> dict:
+    """``{model variable: prior role}`` of every parameter ``spec``'s priors govern (the
+    cluster concentration's whether or not the evidence has clusters)."""
     names = dict(HYPER_NAMES[spec.kind])
     if CONCENTRATION_SCALE in spec.priors:
         names["concentration"] = "kappa_population"
     if ALL_SOLVABLE in spec.priors:
         names[NEVER_SOLVABLE] = NEVER_SHARE_IF_ANY
-    return {
-        role: names[role]
-        for role in spec.priors
-        if role in names and (role not in _CLUSTERS or layout.clusters is not None)
-    }
+    return {names[role]: role for role in spec.priors if role in names}
 
 
 def hyper_truth(roles, spec, n_agents, rng) -> dict:

@@ -47,7 +47,7 @@ from bayes_eval.exact.products import BetaProduct, log_beta_draws
 from bayes_eval.files import check_readable
 from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
-from bayes_eval.specs import Spec, spec_from_toml
+from bayes_eval.specs import Spec, spec_from_toml, spec_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -254,7 +254,7 @@ class Posterior:
             "bayes_eval_format": FILE_FORMAT,
             "spec_name": spec.name,
             "spec_source": spec.source,
-            "spec_toml": spec.text,
+            "spec_toml": spec_text(spec),
             "evidence_source": evidence.source,
             "evidence_hash": evidence.hash,
             "level": float(level),

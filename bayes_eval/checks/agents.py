@@ -1,0 +1,220 @@
+"""Is agent B more capable than agent A? Per task and across tasks, from one fit.
+
+Per task both agents have a posterior for: ``P(P_B > P_A)``, the posterior of the
+difference ``P_B - P_A`` and of the ratio ``P_B / P_A``, each with its one-sided lower and
+upper bounds at the level. The draws compared are the fit's own: within one joint
+posterior for a pooled or crossed fit (draw ``d`` of both agents comes from the same
+state of the model, so what they share is counted once), and independent draws of the two
+conjugate posteriors for an exact fit (which are independent). A task where either agent
+has a point value (expert best-of-N, golden solution) or no estimate is refused by name,
+never compared as NaN.
+
+Across tasks, the model's agent-level quantity: ``mu`` (``end_to_end`` pooled), the mean
+``mu_agent`` of an agent's task means (the other pooled models) or the ability ``theta``
+(crossed models, log-odds; its ratio is the odds ratio). An exact fit has none: it
+compares the mean of ``P`` over the tasks both agents have a posterior for.
+
+With a margin ``M``, each row gets a verdict at the level: ``more capable by more than
+M`` where the lower bound of the difference exceeds ``M``, ``not more capable by more
+than M`` where its upper bound is below ``M``, else ``undecided``, with the end-to-end
+trials per agent after which a task probably decides (``plan.trials_to_separate``). The
+crossed ability's verdict is on the log-odds scale, against 0 (more capable at all), as a
+margin in ``P`` has no fixed size there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.errors import InputError
+from bayes_eval.plan import trials_to_separate
+from bayes_eval.registry import CROSSED, model_of
+from bayes_eval.specs import check_level
+
+if TYPE_CHECKING:
+    from bayes_eval.results.posterior import Posterior
+
+__all__ = ["AgentComparison", "compare_agents"]
+
+ACROSS_TASKS = "(across tasks)"
+MORE, NOT_MORE, UNDECIDED = "more capable", "not more capable", "undecided"
+# The agent-level quantity of each pooled kind (crossed models: the ability).
+AGENT_LEVEL = {"end_to_end": "mu"}
+DEFAULT_AGENT_LEVEL = "mu_agent"
+
+
+@dataclass(frozen=True)
+class AgentComparison:
+    """Agent ``b`` against agent ``a``.
+
+    Attributes
+    ----------
+    a, b : str
+    table : pandas.DataFrame
+        One row per task compared, then one ``(across tasks)``: ``quantity``,
+        ``prob_b_greater``, ``diff_mean``, ``diff_lower``, ``diff_upper``,
+        ``ratio_median``, ``ratio_lower``, ``ratio_upper``, ``draws`` and, with a margin,
+        ``verdict`` and ``trials_to_decide`` (per agent, end-to-end).
+    refused : list of str
+        One line per task not compared, naming it and why.
+    level : float
+    margin : float or None
+    """
+
+    a: str
+    b: str
+    table: pd.DataFrame
+    refused: list
+    level: float
+    margin: float | None
+
+    def sentences(self) -> list[str]:
+        """One sentence per row with a verdict (``margin`` given)."""
+        if self.margin is None:
+            return []
+        out = []
+        for row in self.table.itertuples():
+            head = f"{row.task}: " if row.task != ACROSS_TASKS else "across tasks: "
+            what = f"P_B - P_A > {self.margin:g}" if row.quantity == "P" else row.quantity
+            if row.verdict == MORE:
+                text = f"{self.b} is more capable than {self.a} by more than {self.margin:g}"
+            elif row.verdict == NOT_MORE:
+                text = f"{self.b} is not more capable than {self.a} by more than {self.margin:g}"
+            else:
+                trials = row.trials_to_decide
+                more = (
+                    f"about {int(trials):,} more end-to-end trials of each agent would "
+                    "probably decide it"
+                    if pd.notna(trials)
+                    else "no practical number of end-to-end trials decides it"
+                )
+                text = f"undecided whether {what}; {more}"
+            out.append(f"{head}{text} ({100 * self.level:g}% credible)")
+        return out
+
+
+def compare_agents(
+    posterior: Posterior,
+    a: str,
+    b: str,
+    *,
+    level: float | None = None,
+    margin: float | None = None,
+) -> AgentComparison:
+    """Agent ``b`` against agent ``a`` in one fit (the module docstring).
+
+    Raises
+    ------
+    InputError
+        An agent not in the fit, the same agent twice, a margin outside (-1, 1), or no
+        task both agents have a posterior for.
+    """
+    level = posterior.level if level is None else check_level(level, "level")
+    agents = list(posterior.draws["p_task"]["agent"].values)
+    for name in (a, b):
+        if name not in agents:
+            raise InputError(
+                f"compare-agents: no agent '{name}' in the fit; agents: {', '.join(agents)}"
+            )
+    if a == b:
+        raise InputError(f"compare-agents: '{a}' against itself; name two agents")
+    if margin is not None and not -1.0 < float(margin) < 1.0:
+        raise InputError(
+            f"--margin: {margin} must lie strictly between -1 and 1 (a difference of P)"
+        )
+    summary = posterior.summary(level=level).set_index(["agent", "task"])
+    p = posterior.draws["p_task"]
+    rows, refused, common = [], [], []
+    for task in p["task"].values:
+        why = [_why_not(summary, agent, task) for agent in (a, b)]
+        if any(why):
+            refused.append(f"{task}: " + "; ".join(w for w in why if w))
+            continue
+        pa, pb = (p.sel(agent=agent, task=task).values.ravel() for agent in (a, b))
+        rows.append(_row(task, "P", pa, pb, level, ratio=pb / pa))
+        common.append(task)
+    if not rows:
+        raise InputError(
+            f"compare-agents: no task where both {a} and {b} have a posterior ("
+            + "; ".join(refused)
+            + ")"
+        )
+    rows.append(_across(posterior, p, a, b, common, level))
+    table = pd.DataFrame(rows)
+    if margin is not None:
+        margin = float(margin)
+        table["verdict"] = [_verdict(r, margin) for r in table.itertuples()]
+        table["trials_to_decide"] = [
+            _trials(summary, a, b, r, margin, level) for r in table.itertuples()
+        ]
+    return AgentComparison(a, b, table, refused, level, margin)
+
+
+def _why_not(summary, agent, task) -> str:
+    """Why a pair cannot be compared (empty where it can)."""
+    if (agent, task) not in summary.index:
+        return f"{agent} has no estimate (not run)"
+    row = summary.loc[(agent, task)]
+    if pd.notna(row["upper"]):
+        return ""
+    if pd.notna(row["mean"]):
+        return f"{agent} has a point value ({row['method']}), no posterior to compare"
+    return f"{agent} has no estimate ({row['provenance'].split('no estimate: ')[-1]})"
+
+
+def _row(task, quantity, xa, xb, level, ratio) -> dict:
+    diff = xb - xa
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.asarray(ratio, dtype=float)
+    return {
+        "task": task,
+        "quantity": quantity,
+        "prob_b_greater": float(np.mean(xb > xa)),
+        "diff_mean": float(np.mean(diff)),
+        "diff_lower": float(np.quantile(diff, 1.0 - level)),
+        "diff_upper": float(np.quantile(diff, level)),
+        "ratio_median": float(np.median(ratio)),
+        "ratio_lower": float(np.quantile(ratio, 1.0 - level)),
+        "ratio_upper": float(np.quantile(ratio, level)),
+        "draws": int(diff.size),
+    }
+
+
+def _across(posterior, p, a, b, common, level) -> dict:
+    """The agent-level comparison: the model's quantity, or the mean over common tasks."""
+    draws = posterior.draws
+    if not posterior.is_mcmc:
+        xa, xb = (p.sel(agent=agent, task=common).mean("task").values.ravel() for agent in (a, b))
+        return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level, xb / xa)
+    if model_of(posterior.spec).family == CROSSED:
+        xa, xb = (draws["ability"].sel(agent=agent).values.ravel() for agent in (a, b))
+        return _row(
+            ACROSS_TASKS, "ability θ (log-odds; ratio: odds ratio)", xa, xb, level, np.exp(xb - xa)
+        )
+    name = AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
+    xa, xb = (draws[name].sel(agent=agent).values.ravel() for agent in (a, b))
+    return _row(ACROSS_TASKS, name, xa, xb, level, xb / xa)
+
+
+def _verdict(row, margin: float) -> str:
+    """The verdict at ``margin`` (on the ability's log-odds scale: more capable at all)."""
+    margin = 0.0 if row.quantity.startswith("ability") else margin
+    if row.diff_lower > margin:
+        return MORE
+    if row.diff_upper < margin:
+        return NOT_MORE
+    return UNDECIDED
+
+
+def _trials(summary, a, b, row, margin, level) -> float:
+    """End-to-end trials per agent that probably decide an undecided task (NaN otherwise)."""
+    if row.verdict != UNDECIDED or row.task == ACROSS_TASKS:
+        return math.nan
+    ra, rb = summary.loc[(a, row.task)], summary.loc[(b, row.task)]
+    trials = trials_to_separate(ra["mean"], ra["sd"], rb["mean"], rb["sd"], margin, level)
+    return math.nan if trials is None else float(trials)

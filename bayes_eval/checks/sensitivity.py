@@ -1,0 +1,375 @@
+"""Prior sensitivity of every bound: each pair's bounds under the family of priors
+(``bayes_eval.prior_family``), and whether its verdict at ``tau`` holds under all of them.
+
+* Exact models refit every member, exactly: a member is another conjugate posterior.
+* MCMC models (pooled and crossed) reweight the fit's draws by the ratio of the member's
+  prior density to the spec's at the draws of the parameters that prior governs, with
+  Pareto-smoothed importance sampling (``arviz_stats`` ``psislw``). Where the Pareto
+  ``k`` of the weights exceeds ``KHAT_LIMIT`` the reweighted bounds cannot be trusted and
+  the member is refitted (``refit``); without a way to refit, its bounds are left empty
+  and the row says why. Each bound also carries its power-scaling diagnostic
+  (``arviz_stats.psense`` of ``p_task``, Kallioinen et al. 2024): the rate at which the
+  posterior moves as the spec's prior is raised to a power near 1; above
+  ``PSENSE_LIMIT`` the prior is informative for that pair.
+
+A pair is ``prior_sensitive`` at ``tau`` when its verdict (upper bound below ``tau``,
+lower bound above it, or neither) differs between members; the summary names the members
+that flip it and the end-to-end trials after which every member probably decides
+(``plan.trials_to_decide``, the largest over the members).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from bayes_eval.messages import collected
+from bayes_eval.plan import trials_to_decide
+from bayes_eval.prior_family import OWN, Member, prior_family
+from bayes_eval.registry import CROSSED, model_of
+from bayes_eval.results.summary import format_number
+from bayes_eval.specs import Spec, check_level, check_probability
+
+if TYPE_CHECKING:
+    from bayes_eval.results.posterior import Posterior
+
+__all__ = [
+    "KHAT_LIMIT",
+    "PSENSE_LIMIT",
+    "Sensitivity",
+    "prior_sensitivity",
+    "reweighted_bounds",
+]
+
+# Pareto k above which importance weights do not give trustworthy estimates (Vehtari et
+# al. 2024, for the few thousand draws of a fit), and the power-scaling sensitivity above
+# which a prior is called informative (Kallioinen et al. 2024).
+KHAT_LIMIT = 0.7
+PSENSE_LIMIT = 0.05
+# How a member's bounds were found.
+EXACT, FITTED, REWEIGHTED, REFITTED, UNTRUSTED = (
+    "exact",
+    "fitted",
+    "reweighted",
+    "refitted",
+    "not trusted",
+)
+BOUND_COLUMNS = ("mean", "sd", "lower", "upper")
+PAIR_COLUMNS = (
+    "agent",
+    "task",
+    "upper",
+    "upper_low",
+    "upper_high",
+    "low_member",
+    "high_member",
+    "psense",
+    "untrusted",
+)
+FLIP_COLUMNS = ("prior_sensitive", "flipped_by", "robust_trials")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The bounds of a fit under the prior family.
+
+    Attributes
+    ----------
+    bounds : pandas.DataFrame
+        One row per (agent, task, member): ``member``, ``priors`` (what it changed),
+        ``method`` (a fallback chain's rung can change with the prior),
+        ``how`` (``exact``; ``fitted`` for an MCMC fit's own, ``reweighted``,
+        ``refitted`` or ``not trusted``),
+        ``pareto_k`` (reweighting), ``mean``, ``sd``, ``lower``, ``upper`` and, with a
+        threshold, ``verdict`` (``below``, ``above`` or ``undecided``).
+    pairs : pandas.DataFrame
+        One row per (agent, task) with a bound: ``upper`` (the spec's), ``upper_low`` and
+        ``upper_high`` (the range over the family), ``psense`` (MCMC fits), and with a
+        threshold ``prior_sensitive``, ``flipped_by`` and ``robust_trials``.
+    threshold, level : float
+    """
+
+    bounds: pd.DataFrame
+    pairs: pd.DataFrame
+    threshold: float | None
+    level: float
+
+    def note(self, agent: str, task: str) -> str:
+        """The words on a prior-sensitive pair, for its provenance and its sentence
+        (empty where its verdict holds under the family)."""
+        key = (self.pairs["agent"] == agent) & (self.pairs["task"] == task)
+        if self.threshold is None or not key.any():
+            return ""
+        row = self.pairs[key].iloc[0]
+        if not row["prior_sensitive"]:
+            return ""
+        trials = row["robust_trials"]
+        more = (
+            f"about {int(trials):,} more end-to-end trials would decide it under every prior"
+            if pd.notna(trials)
+            else "no number of end-to-end trials within the planner's reach settles it"
+        )
+        return f"PRIOR-SENSITIVE at τ = {self.threshold:g}: {row['flipped_by']}; {more}"
+
+    def mark(self, summary: pd.DataFrame) -> pd.DataFrame:
+        """``summary`` with the family's range of each bound (``prior_upper_low``,
+        ``prior_upper_high``), its power-scaling diagnostic (``prior_psense``) and, with a
+        threshold, ``prior_sensitive``, the provenance naming the prior that flips it."""
+        pairs = self.pairs.set_index(["agent", "task"])
+        keys = list(zip(summary["agent"], summary["task"], strict=True))
+        out = summary.copy()
+        for column, source in (
+            ("prior_upper_low", "upper_low"),
+            ("prior_upper_high", "upper_high"),
+            ("prior_psense", "psense"),
+        ):
+            out[column] = [pairs[source].get(key, math.nan) for key in keys]
+        if self.threshold is not None:
+            flags = [pairs["prior_sensitive"].get(key, pd.NA) for key in keys]
+            out["prior_sensitive"] = pd.array(flags, dtype="boolean")
+            notes = [self.note(agent, task) for agent, task in keys]
+            out["provenance"] = [
+                text + (f"; {note}" if note else "")
+                for text, note in zip(out["provenance"], notes, strict=True)
+            ]
+        return out
+
+
+def prior_sensitivity(
+    posterior: Posterior,
+    threshold: float | None = None,
+    *,
+    level: float | None = None,
+    refit: Callable[[Spec], object] | None = None,
+) -> Sensitivity:
+    """The bounds of ``posterior`` under each member of its spec's prior family.
+
+    Parameters
+    ----------
+    posterior : bayes_eval.Posterior
+    threshold : float, optional
+        The ``tau`` of the verdicts; without it, bounds and ranges only.
+    level : float, optional
+        One-sided credible level; the fit's by default.
+    refit : callable, optional
+        MCMC fits: ``refit(spec)`` fits the member's spec to the same evidence (the
+        same side tables and sampler) and returns its ``Posterior``; used where the
+        reweighting's Pareto ``k`` exceeds ``KHAT_LIMIT``. Exact fits refit themselves.
+    """
+    level = posterior.level if level is None else check_level(level, "level")
+    tau = None if threshold is None else check_probability(threshold, "threshold")
+    own = posterior.summary(level=level, threshold=tau)
+    members = prior_family(posterior.spec)
+    frames = [_from_summary(own, members[0], FITTED if posterior.is_mcmc else EXACT)]
+    governed = set(_variable_roles(posterior).values()) if posterior.is_mcmc else set()
+    for member in members[1:]:
+        if posterior.is_mcmc and governed.isdisjoint(member.changed):
+            continue  # a prior this fit does not use (a cluster's, without clusters)
+        if posterior.is_mcmc:
+            frames.append(_reweighted(posterior, own, member, level, refit))
+        else:
+            frames.append(_exact_member(posterior, member, level))
+    bounds = pd.concat(frames, ignore_index=True)
+    bounds = bounds[bounds["upper"].notna() | (bounds["how"] == UNTRUSTED)]
+    if tau is not None:
+        bounds["verdict"] = _verdicts(bounds, tau)
+    psense = _psense(posterior) if posterior.is_mcmc else None
+    pairs = _pairs(bounds, psense, tau, level)
+    return Sensitivity(bounds.reset_index(drop=True), pairs, tau, level)
+
+
+def _from_summary(summary: pd.DataFrame, member: Member, how: str, k=math.nan) -> pd.DataFrame:
+    table = summary[["agent", "task", "method", *BOUND_COLUMNS]].copy()
+    table.insert(2, "member", member.name)
+    table.insert(3, "priors", member.label())
+    table.insert(4, "how", how)
+    table.insert(5, "pareto_k", k)
+    return table
+
+
+def _exact_member(posterior, member: Member, level: float) -> pd.DataFrame:
+    """A member of an exact fit: the same conjugate fit under the member's priors."""
+    from bayes_eval.fit import fit
+
+    with collected():  # the fit's own notes said what its rows are
+        refitted = fit(posterior.evidence, member.spec, level=level, seed=posterior.seed)
+    return _from_summary(refitted.summary(level=level), member, EXACT)
+
+
+def _reweighted(posterior, own: pd.DataFrame, member: Member, level, refit) -> pd.DataFrame:
+    """A member of an MCMC fit by importance reweighting, refitted where the Pareto k of
+    the weights says the reweighting cannot be trusted."""
+    draws = posterior.draws["p_task"]
+    pairs = zip(own["agent"], own["task"], strict=True)
+    at = [(_index(draws, "agent", a), _index(draws, "task", t)) for a, t in pairs]
+    values = draws.values.reshape(-1, *draws.shape[2:])
+    values = np.stack([values[:, i, j] for i, j in at], axis=1)
+    bounds, k = reweighted_bounds(values, _log_ratio(posterior, member), level)
+    if k > KHAT_LIMIT:
+        if refit is None:
+            table = _from_summary(own, member, UNTRUSTED, k)
+            table[list(BOUND_COLUMNS)] = np.nan
+            return table
+        with collected():
+            refitted = refit(member.spec)
+        return _from_summary(refitted.summary(level=level), member, REFITTED, k)
+    table = _from_summary(own, member, REWEIGHTED, k)
+    for name in BOUND_COLUMNS:
+        table[name] = np.where(own["upper"].notna(), bounds[name], np.nan)
+    return table
+
+
+def reweighted_bounds(values: np.ndarray, log_ratio: np.ndarray, level: float):
+    """Mean, sd and one-sided bounds of each column of ``values`` (draws x pairs) under
+    importance weights ``exp(log_ratio)`` (chain x draw, the draws in the same order),
+    Pareto-smoothed; with the weights' Pareto k."""
+    if not log_ratio.any():
+        weights, k = np.full(log_ratio.size, 1.0 / log_ratio.size), 0.0
+    else:
+        import arviz_stats  # noqa: F401 (adds the azstats accessor)
+        import xarray as xr
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # psislw reads a log-likelihood, as leave-one-out does, whose weights are
+            # its negative: the ratio goes in negated
+            log_weights, k = xr.DataArray(-log_ratio, dims=("chain", "draw")).azstats.psislw(
+                dim=["chain", "draw"]
+            )
+        weights, k = np.exp(log_weights.values.ravel()), float(k)
+    out = {name: [] for name in BOUND_COLUMNS}
+    for x in values.T:
+        kept = ~np.isnan(x)
+        w = weights[kept] / weights[kept].sum() if kept.any() else weights[kept]
+        mean = float(np.sum(w * x[kept])) if kept.any() else math.nan
+        out["mean"].append(mean)
+        out["sd"].append(math.sqrt(max(float(np.sum(w * (x[kept] - mean) ** 2)), 0.0)))
+        out["lower"].append(_weighted_quantile(x[kept], w, 1.0 - level))
+        out["upper"].append(_weighted_quantile(x[kept], w, level))
+    return out, k
+
+
+def _index(draws, dim: str, label) -> int:
+    return int(np.flatnonzero(draws[dim].values == label)[0])
+
+
+def _log_ratio(posterior, member: Member) -> np.ndarray:
+    """The log ratio (chain, draw) of the member's prior density to the spec's at the
+    fit's draws of the parameters that the changed priors govern."""
+    from bayes_eval.pooled.prior import prior_density
+
+    draws = posterior.draws
+    ratio = np.zeros((draws.sizes["chain"], draws.sizes["draw"]))
+    for name, role in _variable_roles(posterior).items():
+        if role not in member.changed:
+            continue
+        x = draws[name].values.reshape(*ratio.shape, -1)
+        new, old = prior_density(member.changed[role]), prior_density(posterior.spec.priors[role])
+        ratio += (new.logpdf(x) - old.logpdf(x)).sum(axis=-1)
+    return ratio
+
+
+def _variable_roles(posterior) -> dict[str, str]:
+    """``{posterior variable: prior role}`` of the parameters the spec's priors govern."""
+    spec = posterior.spec
+    if model_of(spec).family == CROSSED:
+        from bayes_eval.crossed.prior import ROLES as roles
+    else:
+        from bayes_eval.pooled.prior import variable_roles
+
+        roles = variable_roles(spec)
+    draws = posterior.draws
+    return {name: role for name, role in roles.items() if name in draws and role in spec.priors}
+
+
+def _weighted_quantile(x: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The smallest draw whose cumulative weight (of weights summing to 1) reaches ``q``."""
+    if not x.size:
+        return math.nan
+    order = np.argsort(x)
+    cumulative = np.cumsum(weights[order])
+    return float(x[order][min(np.searchsorted(cumulative, q), x.size - 1)])
+
+
+def _verdicts(bounds: pd.DataFrame, tau: float) -> list[str]:
+    out = []
+    for lower, upper in zip(bounds["lower"], bounds["upper"], strict=True):
+        if pd.isna(upper):
+            out.append("")
+        elif upper < tau:
+            out.append("below")
+        elif pd.notna(lower) and lower > tau:
+            out.append("above")
+        else:
+            out.append("undecided")
+    return out
+
+
+def _psense(posterior) -> pd.Series:
+    """The power-scaling prior sensitivity of each pair's ``p_task`` (0 where every prior
+    is flat, which power scaling leaves unchanged)."""
+    import arviz_stats
+
+    tree = posterior.tree
+    draws = posterior.draws["p_task"]
+    if "log_prior" not in tree:
+        values = np.zeros(draws.shape[2:])
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = arviz_stats.psense(tree, var_names=["p_task"], group="prior")["p_task"].values
+    return pd.Series(
+        values.ravel(),
+        index=pd.MultiIndex.from_product([draws["agent"].values, draws["task"].values]),
+    )
+
+
+def _pairs(bounds: pd.DataFrame, psense, tau, level) -> pd.DataFrame:
+    rows = []
+    for (agent, task), group in bounds.groupby(["agent", "task"], sort=False):
+        if not (group["member"] == OWN).any():
+            continue  # a bound under some member where the spec's prior gives none
+        spec = group[group["member"] == OWN].iloc[0]
+        known = group[group["upper"].notna()]
+        row = {
+            "agent": agent,
+            "task": task,
+            "upper": spec["upper"],
+            "upper_low": known["upper"].min(),
+            "upper_high": known["upper"].max(),
+            "low_member": known.loc[known["upper"].idxmin(), "member"],
+            "high_member": known.loc[known["upper"].idxmax(), "member"],
+            "psense": math.nan if psense is None else float(psense.get((agent, task), math.nan)),
+            "untrusted": ", ".join(group.loc[group["how"] == UNTRUSTED, "member"]),
+        }
+        if tau is not None:
+            row.update(_flips(known, spec, tau, level))
+        rows.append(row)
+    columns = [*PAIR_COLUMNS, *(FLIP_COLUMNS if tau is not None else ())]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _flips(known: pd.DataFrame, spec, tau: float, level: float) -> dict:
+    """Whether the members' verdicts differ, which members differ from the spec's, and the
+    trials after which every member probably decides."""
+    others = known[known["verdict"] != spec["verdict"]]
+    if not len(others):
+        return {"prior_sensitive": False, "flipped_by": "", "robust_trials": math.nan}
+    said = ", ".join(f"{row.member} ({format_number(row.upper)})" for row in others.itertuples())
+    flipped = (
+        f"{spec['verdict']} under the spec's prior ({format_number(spec['upper'])}), "
+        f"{'/'.join(sorted(set(others['verdict'])))} under {said}"
+    )
+    needed = [
+        trials_to_decide(row.mean, row.sd, tau, level)
+        for row in known.itertuples()
+        if row.sd > 0 and 0 < row.mean < 1
+    ]
+    trials = math.nan if not needed or None in needed else max(needed)
+    return {"prior_sensitive": True, "flipped_by": flipped, "robust_trials": trials}

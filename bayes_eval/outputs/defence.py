@@ -1,0 +1,109 @@
+"""The report's defence of its bounds: how much of each bound is the prior (the prior
+family, ``checks.sensitivity``), and whether each agent is more capable than the one
+before it (``checks.agents``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bayes_eval.checks.agents import ACROSS_TASKS, compare_agents
+from bayes_eval.errors import InputError
+from bayes_eval.results.summary import format_number
+
+__all__ = ["agent_sections", "sensitivity_sections"]
+
+# At most this many consecutive pairs of agents get a comparison in the report.
+REPORTED_AGENT_PAIRS = 10
+
+
+def sensitivity_sections(sensitivity, level: float) -> list:
+    """The section "How much of each bound is the prior": each bound's range over the
+    prior family, its power-scaling diagnostic, and the verdicts the family flips."""
+    pairs = sensitivity.pairs
+    if not len(pairs):
+        return []
+    flipped = pairs[pairs["prior_sensitive"].fillna(False).astype(bool)]
+    text = (
+        "Each bound recomputed under a family of priors: the spec's own, uniform and "
+        "Jeffreys' priors for every rate or mean, and for each prior a sceptical member "
+        "(holding twice as hard to its centre) and a permissive one (half as hard). "
+        "Exact models recompute every member exactly; MCMC models reweight the fit's "
+        "draws (Pareto-smoothed importance sampling) and refit where the weights' Pareto "
+        "k exceeds 0.7. "
+        f"{len(flipped)} of {len(pairs)} verdicts change within the family."
+    )
+    shown = pd.DataFrame(
+        {
+            "agent": pairs["agent"],
+            "task": pairs["task"],
+            f"upper ({level:g})": pairs["upper"].map(format_number),
+            "lowest": pairs["upper_low"].map(format_number) + " (" + pairs["low_member"] + ")",
+            "highest": pairs["upper_high"].map(format_number) + " (" + pairs["high_member"] + ")",
+        }
+    )
+    if pairs["psense"].notna().any():
+        shown["power-scaling"] = pairs["psense"].map(format_number)
+    shown["prior-sensitive"] = pairs["prior_sensitive"].map(
+        lambda flag: "PRIOR-SENSITIVE" if flag is True else ("no" if flag is False else "-")
+    )
+    sections = [("h2", "How much of each bound is the prior"), ("p", text), ("table", shown)]
+    if len(flipped):
+        notes = [
+            f"{row.agent}, {row.task}: {sensitivity.note(row.agent, row.task)}"
+            for row in flipped.itertuples()
+        ]
+        sections.append(("list", notes))
+    untrusted = pairs[pairs["untrusted"] != ""]
+    if len(untrusted):
+        sections.append(
+            (
+                "p",
+                f"{len(untrusted)} bound(s) have members whose reweighting could not be "
+                "trusted and that could not be refitted here (bayes-eval fit --sensitivity "
+                "refits them): " + ", ".join(sorted(set(untrusted["untrusted"]))) + ".",
+            )
+        )
+    return sections
+
+
+def agent_sections(posterior, level: float) -> list:
+    """The section "Agents compared": each agent against the one before it in the
+    evidence, across tasks and per task (``checks.agents.compare_agents``)."""
+    agents = list(dict.fromkeys(posterior.evidence.table["agent"]))
+    if len(agents) < 2:
+        return []
+    rows, refused = [], []
+    for a, b in list(zip(agents, agents[1:], strict=False))[:REPORTED_AGENT_PAIRS]:
+        try:
+            result = compare_agents(posterior, a, b, level=level)
+        except InputError as exc:
+            refused.append(f"{b} against {a}: {exc}")
+            continue
+        refused += [f"{b} against {a}, {line}" for line in result.refused]
+        tasks = result.table[result.table["task"] != ACROSS_TASKS]
+        across = result.table[result.table["task"] == ACROSS_TASKS].iloc[0]
+        rows.append(
+            {
+                "B against A": f"{b} against {a}",
+                "across tasks": across["quantity"],
+                "P(B > A)": format_number(across["prob_b_greater"]),
+                f"B - A ({level:g} bounds)": f"{format_number(across['diff_lower'])} to "
+                f"{format_number(across['diff_upper'])}",
+                "tasks B ahead": int((tasks["prob_b_greater"] > level).sum()),
+                "tasks A ahead": int((tasks["prob_b_greater"] < 1 - level).sum()),
+                "tasks compared": len(tasks),
+            }
+        )
+    text = (
+        "Each agent against the one before it in the evidence, within this one fit: "
+        "P(B > A) and the one-sided bounds of the difference across tasks (the model's "
+        "agent-level quantity), and the tasks where either is ahead with probability "
+        f"above {level:g}. bayes-eval compare-agents RUN_DIR A B gives each task, the "
+        "ratio and, with --margin, a verdict."
+    )
+    sections = [("h2", "Agents compared"), ("p", text)]
+    if rows:
+        sections.append(("table", pd.DataFrame(rows)))
+    if refused:
+        sections.append(("list", [f"not compared: {line}" for line in refused]))
+    return sections
