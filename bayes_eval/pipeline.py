@@ -178,22 +178,22 @@ def run(
         out=out,
         threshold=threshold,
         attempts=attempts,
-        sensitivity=refit if sensitivity else None,
+        sensitivity=refit if sensitivity else False,
     )
 
 
-def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=None) -> Run:
+def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=False) -> Run:
     """What ``run`` does once the fit is made: its summary, its checks (``check_fit``),
-    pass@k and pass^k for ``attempts``, where ``sensitivity`` is given (a function that
-    refits a spec, or True) the bounds under the prior family, and with ``out`` its run
-    folder (``write_run_folder``)."""
+    pass@k and pass^k for ``attempts``, with ``sensitivity`` (True, or a function that
+    refits a spec for the members reweighting cannot reach) the bounds under the prior
+    family, and with ``out`` its run folder (``write_run_folder``)."""
     summary = posterior.summary(threshold=threshold)
     table = curves = found = None
     if attempts is not None:
         table = posterior.attempts(attempts, threshold=threshold)
         curves = posterior.population(attempts)
     checks = check_fit(posterior)
-    if sensitivity is not None:
+    if sensitivity:
         refit = sensitivity if callable(sensitivity) else refitter(posterior)
         found = guarded(
             "the prior sensitivity",

@@ -141,3 +141,34 @@ def test_compare_agents_on_the_command_line(tmp_path):
     assert bad.stderr.strip().splitlines() == [
         "error: compare-agents: no agent 'agent-z' in the fit; agents: agent-a, agent-b"
     ]
+
+
+def test_difference_bounds_are_calibrated_where_the_truth_is_the_models_own_prior():
+    # rates drawn from the uniform prior of end_to_end: the posterior of each difference
+    # is exact, so its one-sided 0.9 bounds miss the truth 10% of the time each
+    rng = np.random.default_rng(11)
+    tasks = 1000
+    rates = rng.uniform(size=(2, tasks))
+    trials = rng.integers(1, 6, size=(2, tasks))
+    successes = rng.binomial(trials, rates)
+    counts = {
+        (agent, f"t{t}"): (successes[i, t], trials[i, t])
+        for i, agent in enumerate("ab")
+        for t in range(tasks)
+    }
+    posterior = bayes_eval.fit(_table(counts), "end_to_end")
+    table = compare_agents(posterior, "a", "b", level=0.9).table
+    table = table[table["task"] != ACROSS_TASKS]
+    truth = rates[1] - rates[0]
+    # binomial sd of a 10% share of 1000: 0.0095; 3 sd
+    assert np.mean(truth > table["diff_upper"].to_numpy()) == pytest.approx(0.1, abs=0.03)
+    assert np.mean(truth < table["diff_lower"].to_numpy()) == pytest.approx(0.1, abs=0.03)
+
+
+def test_the_comparison_study_runs_on_a_small_table(load_study):
+    study = load_study("agent_comparison")
+    rows = study.comparisons("end_to_end", "beta", 0, 3, 4, 2, 0.975, 0)
+    assert len(rows) == 2 * 4  # two pairs of neighbours, four tasks
+    assert rows["both_zero"].any()
+    summary = study.summarise(rows)
+    assert summary["tasks"].iloc[0] == 8 and summary["upper_missed"].between(0, 1).all()

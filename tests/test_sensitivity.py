@@ -36,8 +36,10 @@ def test_zero_of_twenty_every_member_matches_its_closed_form_and_the_verdict_fli
     assert [round(uppers[m], 3) for m in uppers.index] == [0.161, 0.117, 0.219]
     pair = found.pairs.iloc[0]
     assert pair["prior_sensitive"]
-    assert "below under jeffreys" in pair["flipped_by"]
-    assert "undecided under the spec's prior" in pair["flipped_by"]
+    lower, upper = stats.beta.ppf([1 - LEVEL, LEVEL], 0.5, 20.5)
+    jeffreys = f"jeffreys = permissive end_to_end (bounds {lower:.4g} to {upper:.4g})"
+    assert f"below under {jeffreys}" in pair["flipped_by"]
+    assert "undecided under the spec's prior (bounds " in pair["flipped_by"]
     # every member probably decides after that many more trials: the sceptical member,
     # Beta(2, 22) now, certifies 0.15 after all-failure runs by its own closed form
     assert pair["robust_trials"] > 0
@@ -196,3 +198,73 @@ def test_plan_gives_the_trials_under_each_prior_of_the_family():
     for name, (a, b) in beta_family(1, 1).items():
         n = trials[name]
         assert stats.beta.ppf(LEVEL, a, b + n) <= 0.15 < stats.beta.ppf(LEVEL, a, b + n - 1)
+
+
+@pytest.mark.parametrize("name", sorted(bayes_eval.shipped_specs()))
+def test_every_shipped_spec_written_anew_reads_back_as_itself(name):
+    from bayes_eval.specs import spec_from_toml, spec_text
+
+    spec = bayes_eval.load_spec(name)
+    written = spec_text(dataclasses.replace(spec, text=""))
+    assert written != spec.text  # written anew, not the file's text
+    assert dataclasses.replace(spec_from_toml(written, spec.source), text=spec.text) == spec
+
+
+def test_a_member_the_weights_cannot_reach_is_refitted(monkeypatch):
+    from bayes_eval.checks import sensitivity
+
+    frame = pd.DataFrame(
+        dict(
+            agent=["a"] * 3,
+            task=["t1", "t2", "t3"],
+            method=["end_to_end"] * 3,
+            successes=[0, 2, 1],
+            trials=[10, 10, 10],
+        )
+    )
+    small = {"draws": 300, "tune": 300, "chains": 2}
+    posterior = bayes_eval.fit(frame, "end_to_end_pooled", sampler=small, seed=4)
+    # every member's weights taken as untrustworthy: each is refitted, and its bounds
+    # are those of a fit of the member's spec, made directly
+    monkeypatch.setattr(sensitivity, "KHAT_LIMIT", -np.inf)
+    refits = []
+
+    def refit(spec):
+        refits.append(spec)
+        return bayes_eval.fit(frame, spec, sampler=small, seed=4)
+
+    found = prior_sensitivity(posterior, 0.3, refit=refit)
+    members = found.bounds[found.bounds["member"] != "spec"]
+    assert set(members["how"]) == {"refitted"} and len(refits) == members["member"].nunique()
+    direct = bayes_eval.fit(frame, refits[0], sampler=small, seed=4).summary()
+    first = members[members["member"] == members["member"].iloc[0]]
+    assert list(first["upper"]) == list(direct["upper"])
+    # without a way to refit, the member's bounds stay empty and the pair says which
+    found = prior_sensitivity(posterior, 0.3)
+    assert found.pairs["untrusted"].str.len().gt(0).all()
+
+
+@pytest.mark.slow
+def test_every_bound_of_the_shipped_pooled_example_reports_its_power_scaling(tmp_path):
+    evidence = bayes_eval.shipped_datasets()["example_pooled"]
+    done = bayes_eval.run(evidence, "hierarchical", threshold=0.1, sensitivity=True)
+    summary = done.summary[done.summary["upper"].notna()]
+    assert summary["prior_psense"].notna().all() and (summary["prior_psense"] >= 0).all()
+    assert summary["prior_sensitive"].notna().all()
+    assert (summary["prior_upper_low"] <= summary["upper"]).all()
+
+
+@pytest.mark.parametrize("name", sorted(bayes_eval.shipped_specs()))
+def test_every_member_of_every_shipped_family_is_a_valid_spec_saved_as_itself(name):
+    from bayes_eval.specs import spec_from_toml, spec_text
+
+    spec = bayes_eval.load_spec(name)
+    members = prior_family(spec)
+    assert members[0].name == "spec" and members[0].spec.priors == spec.priors
+    for member in members[1:]:
+        # one change at a time (uniform and Jeffreys: every Beta prior at once)
+        assert member.changed and all(spec.priors[r] != p for r, p in member.changed.items())
+        back = spec_from_toml(spec_text(member.spec), spec.source)
+        assert back.priors == member.spec.priors
+    changes = [m.changed for m in members]
+    assert all(changes.index(c) == i for i, c in enumerate(changes))  # no member twice

@@ -7,7 +7,8 @@ posterior for a pooled or crossed fit (draw ``d`` of both agents comes from the 
 state of the model, so what they share is counted once), and independent draws of the two
 conjugate posteriors for an exact fit (which are independent). A task where either agent
 has a point value (expert best-of-N, golden solution) or no estimate is refused by name,
-never compared as NaN.
+never compared as NaN. A crossed fit's predictions for pairs never run are compared, and
+marked (``observed`` false).
 
 Across tasks, the model's agent-level quantity: ``mu`` (``end_to_end`` pooled), the mean
 ``mu_agent`` of an agent's task means (the other pooled models) or the ability ``theta``
@@ -58,8 +59,9 @@ class AgentComparison:
     table : pandas.DataFrame
         One row per task compared, then one ``(across tasks)``: ``quantity``,
         ``prob_b_greater``, ``diff_mean``, ``diff_lower``, ``diff_upper``,
-        ``ratio_median``, ``ratio_lower``, ``ratio_upper``, ``draws`` and, with a margin,
-        ``verdict`` and ``trials_to_decide`` (per agent, end-to-end).
+        ``ratio_median``, ``ratio_lower``, ``ratio_upper``, ``draws``, ``observed``
+        (false where a crossed fit predicts a pair never run; empty across tasks) and,
+        with a margin, ``verdict`` and ``trials_to_decide`` (per agent, end-to-end).
     refused : list of str
         One line per task not compared, naming it and why.
     level : float
@@ -79,22 +81,27 @@ class AgentComparison:
             return []
         out = []
         for row in self.table.itertuples():
-            head = f"{row.task}: " if row.task != ACROSS_TASKS else "across tasks: "
-            what = f"P_B - P_A > {self.margin:g}" if row.quantity == "P" else row.quantity
-            if row.verdict == MORE:
-                text = f"{self.b} is more capable than {self.a} by more than {self.margin:g}"
-            elif row.verdict == NOT_MORE:
-                text = f"{self.b} is not more capable than {self.a} by more than {self.margin:g}"
+            across = row.task == ACROSS_TASKS
+            head = "across tasks" if across else row.task
+            if across and row.quantity.startswith("ability"):
+                head, margin = "across tasks (ability, log-odds)", 0.0
             else:
-                trials = row.trials_to_decide
-                more = (
-                    f"about {int(trials):,} more end-to-end trials of each agent would "
-                    "probably decide it"
-                    if pd.notna(trials)
-                    else "no practical number of end-to-end trials decides it"
-                )
-                text = f"undecided whether {what}; {more}"
-            out.append(f"{head}{text} ({100 * self.level:g}% credible)")
+                margin = self.margin
+            if row.verdict == MORE:
+                text = f"{self.b} is more capable than {self.a} by more than {margin:g}"
+            elif row.verdict == NOT_MORE:
+                text = f"{self.b} is not more capable than {self.a} by more than {margin:g}"
+            else:
+                text = f"undecided whether {self.b} is ahead of {self.a} by more than {margin:g}"
+                if not across:
+                    trials = row.trials_to_decide
+                    text += (
+                        f"; about {int(trials):,} more end-to-end trials of each agent would "
+                        "probably decide it"
+                        if pd.notna(trials)
+                        else "; no practical number of end-to-end trials decides it"
+                    )
+            out.append(f"{head}: {text} ({100 * self.level:g}% credible)")
         return out
 
 
@@ -124,9 +131,7 @@ def compare_agents(
     if a == b:
         raise InputError(f"compare-agents: '{a}' against itself; name two agents")
     if margin is not None and not -1.0 < float(margin) < 1.0:
-        raise InputError(
-            f"--margin: {margin} must lie strictly between -1 and 1 (a difference of P)"
-        )
+        raise InputError(f"margin: {margin} must lie strictly between -1 and 1 (a difference of P)")
     summary = posterior.summary(level=level).set_index(["agent", "task"])
     p = posterior.draws["p_task"]
     rows, refused, common = [], [], []
@@ -136,7 +141,7 @@ def compare_agents(
             refused.append(f"{task}: " + "; ".join(w for w in why if w))
             continue
         pa, pb = (p.sel(agent=agent, task=task).values.ravel() for agent in (a, b))
-        rows.append(_row(task, "P", pa, pb, level, ratio=pb / pa))
+        rows.append(_row(task, "P", pa, pb, level) | {"observed": _observed(summary, a, b, task)})
         common.append(task)
     if not rows:
         raise InputError(
@@ -167,10 +172,12 @@ def _why_not(summary, agent, task) -> str:
     return f"{agent} has no estimate ({row['provenance'].split('no estimate: ')[-1]})"
 
 
-def _row(task, quantity, xa, xb, level, ratio) -> dict:
+def _row(task, quantity, xa, xb, level, ratio=None) -> dict:
+    """The comparison of two sets of draws (the ratio ``xb / xa`` unless given)."""
     diff = xb - xa
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.asarray(ratio, dtype=float)
+    if ratio is None:
+        with np.errstate(divide="ignore", invalid="ignore"):  # a rate of 0: ratio inf
+            ratio = xb / xa
     return {
         "task": task,
         "quantity": quantity,
@@ -185,12 +192,19 @@ def _row(task, quantity, xa, xb, level, ratio) -> dict:
     }
 
 
+def _observed(summary, a, b, task) -> bool:
+    """Whether both agents were run on the task (a crossed fit predicts pairs never run)."""
+    if "observed" not in summary:
+        return True
+    return bool(summary.loc[(a, task), "observed"] and summary.loc[(b, task), "observed"])
+
+
 def _across(posterior, p, a, b, common, level) -> dict:
     """The agent-level comparison: the model's quantity, or the mean over common tasks."""
     draws = posterior.draws
     if not posterior.is_mcmc:
         xa, xb = (p.sel(agent=agent, task=common).mean("task").values.ravel() for agent in (a, b))
-        return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level, xb / xa)
+        return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level)
     if model_of(posterior.spec).family == CROSSED:
         xa, xb = (draws["ability"].sel(agent=agent).values.ravel() for agent in (a, b))
         return _row(
@@ -198,7 +212,7 @@ def _across(posterior, p, a, b, common, level) -> dict:
         )
     name = AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
     xa, xb = (draws[name].sel(agent=agent).values.ravel() for agent in (a, b))
-    return _row(ACROSS_TASKS, name, xa, xb, level, xb / xa)
+    return _row(ACROSS_TASKS, name, xa, xb, level)
 
 
 def _verdict(row, margin: float) -> str:

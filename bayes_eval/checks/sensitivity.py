@@ -355,15 +355,21 @@ def _pairs(bounds: pd.DataFrame, psense, tau, level) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _bounds(lower: float, upper: float) -> str:
+    return f"bounds {format_number(lower)} to {format_number(upper)}"
+
+
 def _flips(known: pd.DataFrame, spec, tau: float, level: float) -> dict:
     """Whether the members' verdicts differ, which members differ from the spec's, and the
     trials after which every member probably decides."""
     others = known[known["verdict"] != spec["verdict"]]
     if not len(others):
         return {"prior_sensitive": False, "flipped_by": "", "robust_trials": math.nan}
-    said = ", ".join(f"{row.member} ({format_number(row.upper)})" for row in others.itertuples())
+    said = ", ".join(
+        f"{row.member} ({_bounds(row.lower, row.upper)})" for row in others.itertuples()
+    )
     flipped = (
-        f"{spec['verdict']} under the spec's prior ({format_number(spec['upper'])}), "
+        f"{spec['verdict']} under the spec's prior ({_bounds(spec['lower'], spec['upper'])}), "
         f"{'/'.join(sorted(set(others['verdict'])))} under {said}"
     )
     needed = [

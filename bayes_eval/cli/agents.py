@@ -59,8 +59,12 @@ def _shown(result) -> pd.DataFrame:
     shown = pd.DataFrame(
         {
             "task": [
-                task if quantity == "P" else f"across tasks: {quantity}"
-                for task, quantity in zip(table["task"], table["quantity"], strict=True)
+                f"across tasks: {quantity}"
+                if quantity != "P"
+                else (task if observed else f"{task} (predicted, not run)")
+                for task, quantity, observed in zip(
+                    table["task"], table["quantity"], table["observed"], strict=True
+                )
             ],
             "P(B > A)": table["prob_b_greater"],
             "B - A": table["diff_mean"],

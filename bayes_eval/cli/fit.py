@@ -161,7 +161,8 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) 
                 command="fit --by agent",
             )
         folder = None if out is None else out / folders[agent]
-        done = conclude(posterior, out=folder, threshold=threshold, attempts=attempts)
+        asked = dict(threshold=threshold, attempts=attempts, sensitivity=args.sensitivity)
+        done = conclude(posterior, out=folder, **asked)
         lines = check_text(done.checks.predictive, done.checks.assumption)
         fitted[agent] = (posterior, done.summary, lines, done.checks.failed, done.attempts)
 

@@ -229,8 +229,10 @@ def check_text(checks, assumption) -> str:
 
 
 def sensitivity_text(sensitivity) -> str:
-    """The prior family's verdict on the fit: how far the bounds move, and each pair whose
-    verdict it flips."""
+    """The prior family's verdict on the fit: how far the bounds move, how many the prior
+    informs (power scaling, MCMC fits), and each pair whose verdict it flips."""
+    from bayes_eval.checks.sensitivity import PSENSE_LIMIT
+
     pairs = sensitivity.pairs
     if not len(pairs):
         return "prior sensitivity: no bound to test"
@@ -242,6 +244,12 @@ def sensitivity_text(sensitivity) -> str:
         f"under {worst['low_member']} to {format_number(worst['upper_high'])} under "
         f"{worst['high_member']})"
     ]
+    informative = int((pairs["psense"] > PSENSE_LIMIT).sum())
+    if pairs["psense"].notna().any():
+        lines[0] += (
+            f"; {informative} of {len(pairs)} bounds have a power-scaling prior sensitivity "
+            f"above {PSENSE_LIMIT:g} (an informative prior)"
+        )
     if sensitivity.threshold is not None:
         flipped = pairs[pairs["prior_sensitive"].astype(bool)]
         lines[0] += f"; {len(flipped)} of {len(pairs)} verdicts change within it"

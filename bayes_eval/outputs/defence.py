@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bayes_eval.checks.agents import ACROSS_TASKS, compare_agents
+from bayes_eval.checks.sensitivity import PSENSE_LIMIT
 from bayes_eval.errors import InputError
 from bayes_eval.results.summary import format_number
 
@@ -32,6 +33,12 @@ def sensitivity_sections(sensitivity, level: float) -> list:
         "k exceeds 0.7. "
         f"{len(flipped)} of {len(pairs)} verdicts change within the family."
     )
+    if pairs["psense"].notna().any():
+        informative = int((pairs["psense"] > PSENSE_LIMIT).sum())
+        text += (
+            f" Power scaling (Kallioinen et al. 2024) finds the prior informative (sensitivity "
+            f"above {PSENSE_LIMIT:g}) for {informative} of {len(pairs)} bounds."
+        )
     shown = pd.DataFrame(
         {
             "agent": pairs["agent"],

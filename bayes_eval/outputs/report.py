@@ -215,10 +215,14 @@ def verdicts(
 
 
 def verdict_line(table: pd.DataFrame, threshold: float) -> str:
-    """The count per verdict, and how many rows rest on an extrapolated bound below
-    ``threshold`` (``below`` when asked for, else ``undecided``)."""
+    """The count per verdict, how many are prior-sensitive (where the table says), and
+    how many rows rest on an extrapolated bound below ``threshold`` (``below`` when asked
+    for, else ``undecided``)."""
     tally = table["verdict"].value_counts()
     line = "; ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)
+    if "prior_sensitive" in table:  # the report's prior family was asked for
+        sensitive = int(table["prior_sensitive"].fillna(False).sum())
+        line += f"; {sensitive} prior-sensitive (the verdict changes within the prior family)"
     extrapolated = pd.Series([_extrapolated(row) for row in table.itertuples()], table.index)
     below = (table["upper"] < threshold) & table["verdict"].isin([BELOW, UNDECIDED])
     resting = table[extrapolated & below]
