@@ -225,7 +225,7 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=
 def refitter(posterior):
     """A function that fits another spec to a fit's evidence with its level and seed, or
     None where the fit's side tables (a crossed model's covariates) are not at hand."""
-    if posterior.spec.covariates.get("agent") or posterior.spec.covariates.get("task"):
+    if any(posterior.spec.covariates.get(key) for key in ("agent", "task", "task_group")):
         return None
 
     def refit(spec):

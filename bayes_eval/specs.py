@@ -216,10 +216,10 @@ def _toml_value(value) -> str:
     """A TOML value: a JSON string is a TOML basic string, a float keeps its point."""
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):  # numpy's floats too, written as plain floats
+        return repr(float(value))
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -50,7 +50,8 @@ def test_example_matches_a_hand_computation_and_refuses_the_point_value_by_name(
         pb = p.sel(agent="agent-b", task=row.task).values.ravel()
         assert row.prob_b_greater == np.mean(pb > pa)
         assert row.diff_upper == pytest.approx(np.quantile(pb - pa, 0.9))
-        assert row.ratio_lower == pytest.approx(np.quantile(pb / pa, 0.1))
+        # the ratio's bounds are draws (no interpolation): the 400th of 4000 sorted
+        assert row.ratio_lower == np.sort(pb / pa)[399]
     assert "privilege_escalation" not in set(result.table["task"])
     assert result.refused == [
         "privilege_escalation: agent-a has a point value (expert_best_of_n), "
@@ -172,3 +173,17 @@ def test_the_comparison_study_runs_on_a_small_table(load_study):
     assert rows["both_zero"].any()
     summary = study.summarise(rows)
     assert summary["tasks"].iloc[0] == 8 and summary["upper_missed"].between(0, 1).all()
+
+
+def test_a_task_one_agent_never_ran_is_refused_by_name():
+    counts = {("a", "t"): (3, 20), ("b", "t"): (8, 20), ("a", "u"): (0, 10)}
+    posterior = bayes_eval.fit(_table(counts), "end_to_end")
+    result = compare_agents(posterior, "a", "b")
+    assert list(result.table["task"]) == ["t", ACROSS_TASKS]
+    assert result.refused == ["u: b has no estimate (not run)"]
+    with pytest.raises(bayes_eval.InputError, match="no task where both a and b"):
+        compare_agents(
+            bayes_eval.fit(_table({("a", "u"): (0, 10), ("b", "t"): (1, 5)}), "end_to_end"),
+            "a",
+            "b",
+        )

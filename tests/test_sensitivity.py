@@ -137,7 +137,8 @@ def test_a_pooled_fit_reports_each_bound_under_the_family_with_its_power_scaling
 
 def test_a_prior_changed_in_python_or_in_a_file_is_saved_as_itself(tmp_path):
     spec = bayes_eval.load_spec("end_to_end")
-    jeffreys = Prior("Beta", {"alpha": 0.5, "beta": 0.5}, "Jeffreys, for this test")
+    # numpy's numbers, as a user's code may hand them over
+    jeffreys = Prior("Beta", {"alpha": np.float64(0.5), "beta": np.float64(0.5)}, "Jeffreys")
     changed = dataclasses.replace(spec, priors={"end_to_end": jeffreys})
     text = bayes_eval.load_spec("end_to_end").source
     file_spec = tmp_path / "jeffreys.toml"

@@ -176,7 +176,7 @@ def _row(task, quantity, xa, xb, level, ratio=None) -> dict:
     """The comparison of two sets of draws (the ratio ``xb / xa`` unless given)."""
     diff = xb - xa
     if ratio is None:
-        with np.errstate(divide="ignore", invalid="ignore"):  # a rate of 0: ratio inf
+        with np.errstate(all="ignore"):  # a rate of 0 or below 1e-308: ratio inf or nan
             ratio = xb / xa
     return {
         "task": task,
@@ -185,9 +185,10 @@ def _row(task, quantity, xa, xb, level, ratio=None) -> dict:
         "diff_mean": float(np.mean(diff)),
         "diff_lower": float(np.quantile(diff, 1.0 - level)),
         "diff_upper": float(np.quantile(diff, level)),
-        "ratio_median": float(np.median(ratio)),
-        "ratio_lower": float(np.quantile(ratio, 1.0 - level)),
-        "ratio_upper": float(np.quantile(ratio, level)),
+        # draws themselves (no interpolation): a ratio is infinite where a rate is 0
+        "ratio_median": float(np.quantile(ratio, 0.5, method="inverted_cdf")),
+        "ratio_lower": float(np.quantile(ratio, 1.0 - level, method="inverted_cdf")),
+        "ratio_upper": float(np.quantile(ratio, level, method="inverted_cdf")),
         "draws": int(diff.size),
     }
 

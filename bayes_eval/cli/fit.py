@@ -114,6 +114,8 @@ def run(args) -> int:
     posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
     lines = check_text(checks.predictive, checks.assumption)
     verdict = verdict_text(posterior, lines, checks.failed)
+    if done.sensitivity is not None:  # before the checks, on stderr too with csv or json
+        verdict = "\n\n".join(filter(None, (sensitivity_text(done.sensitivity), verdict)))
     if verdict and args.format != "table":
         print(verdict, file=sys.stderr)
     if args.format != "table":
@@ -124,8 +126,6 @@ def run(args) -> int:
             print(f"\n{attempts_table(done.attempts, threshold)}")
             if len(done.population):
                 print(f"\n{population_table(done.population)}")
-        if done.sensitivity is not None:
-            print(f"\n{sensitivity_text(done.sensitivity)}")
         if verdict:
             print(f"\n{verdict}")
         if out is not None:
