@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import bayes_eval
 from bayes_eval.errors import InputError
@@ -81,8 +81,13 @@ def test_a_new_task_may_never_be_solved(fitted):
     new = new.set_index(["agent", "attempts"])
     a, b, share = _hyper(posterior, "a0")
     assert new.loc[("a0", 1), "pass_at_mean"] == pytest.approx(np.mean((1 - share) * a / (a + b)))
-    # pass@k tends to the share solvable, not to 1
-    assert new.loc[("a0", 10**6), "pass_at_upper"] < 0.85
+    # pass@k tends to the share solvable, not to 1: per draw, (1 - share) times the
+    # chance that a Beta(a, b) task is solved within k, 1 - B(a, b + k) / B(a, b)
+    k = 10**6
+    solved_within = -np.expm1(special.betaln(a, b + k) - special.betaln(a, b))
+    by_hand = (1 - share) * solved_within
+    assert new.loc[("a0", k), "pass_at_mean"] == pytest.approx(np.mean(by_hand), rel=1e-6)
+    assert new.loc[("a0", k), "pass_at_upper"] <= np.quantile(1 - share, 0.975)
     assert "never solved" in new.loc[("a0", 1), "provenance"]
 
 
