@@ -142,6 +142,15 @@ def test_compare_agents_on_the_command_line(tmp_path):
     assert bad.stderr.strip().splitlines() == [
         "error: compare-agents: no agent 'agent-z' in the fit; agents: agent-a, agent-b"
     ]
+    wide = subprocess.run(
+        [*run, "compare-agents", str(out), "agent-a", "agent-b", "--margin", "2"],
+        capture_output=True,
+        text=True,
+    )
+    assert wide.returncode == 2 and wide.stdout == ""
+    assert wide.stderr.strip().splitlines() == [
+        "error: --margin: 2.0 must lie strictly between -1 and 1 (a difference of P)"
+    ]
 
 
 def test_difference_bounds_are_calibrated_where_the_truth_is_the_models_own_prior():

@@ -184,6 +184,7 @@ FLAGS = {
     "costs": "--cost",
     "agent": "--agent",
     "task": "--task",
+    "margin": "--margin",
 }
 # A parameter named in the body of a message.
 PARAMETER = re.compile(r"`([a-z_]+)`")
