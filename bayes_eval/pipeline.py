@@ -195,14 +195,7 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=
     checks = check_fit(posterior)
     if sensitivity:
         refit = sensitivity if callable(sensitivity) else refitter(posterior)
-        found = guarded(
-            "the prior sensitivity",
-            checks.failed,
-            prior_sensitivity,
-            posterior,
-            threshold,
-            refit=refit,
-        )
+        found = _sensitivity(posterior, threshold, checks, refit)
         if found is not None:
             summary = found.mark(summary)
     written = (
@@ -220,6 +213,20 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=
         )
     )
     return Run(posterior, summary, checks, written, table, curves, found)
+
+
+def _sensitivity(posterior, threshold, checks: FitChecks, refit, level=None):
+    """``prior_sensitivity`` after the fit: None, with a line in ``checks.failed``, where
+    it fails (the fit is kept)."""
+    return guarded(
+        "the prior sensitivity",
+        checks.failed,
+        prior_sensitivity,
+        posterior,
+        threshold,
+        level=level,
+        refit=refit,
+    )
 
 
 def refitter(posterior):
@@ -330,18 +337,11 @@ def report(
         attempts = parse_attempts(attempts)
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
     checks = check_fit(posterior, keep_going=False, others=compare)
-    found = None
-    if sensitivity:
-        refit = refitter(posterior)
-        found = guarded(
-            "the prior sensitivity",
-            checks.failed,
-            prior_sensitivity,
-            posterior,
-            threshold,
-            level=level,
-            refit=refit,
-        )
+    found = (
+        _sensitivity(posterior, threshold, checks, refitter(posterior), level)
+        if sensitivity
+        else None
+    )
     result = build_report(
         posterior,
         threshold,

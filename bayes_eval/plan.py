@@ -171,17 +171,7 @@ def trials_to_decide(
         decided = predictive.cdf(k_below) if k_below >= 0 else 0.0
         return decided + (predictive.sf(k_above - 1) if k_above <= n else 0.0)
 
-    if chance(0) >= 0.5:
-        return 0
-    lo, hi = 0, 1
-    while chance(hi) < 0.5:
-        if hi >= limit:
-            return None
-        lo, hi = hi, min(2 * hi, limit)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if chance(mid) >= 0.5 else (mid, hi)
-    return hi
+    return _probably_decided(chance, limit)
 
 
 def trials_to_separate(
@@ -224,6 +214,12 @@ def trials_to_separate(
         gap = (means[1] - means[0] - margin) / np.sqrt(variances[0] + variances[1])
         return float(np.mean(np.abs(gap) > z))
 
+    return _probably_decided(chance, limit)
+
+
+def _probably_decided(chance, limit: int) -> int | None:
+    """The ``n`` (0 to ``limit``) where ``chance(n)``, a chance of deciding after ``n``
+    more trials, first reaches 1/2 under doubling and bisection; None past ``limit``."""
     if chance(0) >= 0.5:
         return 0
     lo, hi = 0, 1

@@ -20,6 +20,7 @@ that flip it and the end-to-end trials after which every member probably decides
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -103,19 +104,25 @@ class Sensitivity:
     def note(self, agent: str, task: str) -> str:
         """The words on a prior-sensitive pair, for its provenance and its sentence
         (empty where its verdict holds under the family)."""
-        key = (self.pairs["agent"] == agent) & (self.pairs["task"] == task)
-        if self.threshold is None or not key.any():
-            return ""
-        row = self.pairs[key].iloc[0]
-        if not row["prior_sensitive"]:
-            return ""
-        trials = row["robust_trials"]
-        more = (
-            f"about {int(trials):,} more end-to-end trials would decide it under every prior"
-            if pd.notna(trials)
-            else "no number of end-to-end trials within the planner's reach settles it"
-        )
-        return f"PRIOR-SENSITIVE at τ = {self.threshold:g}: {row['flipped_by']}; {more}"
+        return self._notes.get((agent, task), "")
+
+    @functools.cached_property
+    def _notes(self) -> dict:
+        """``note`` of every prior-sensitive pair, by (agent, task)."""
+        if self.threshold is None:
+            return {}
+        notes = {}
+        for row in self.pairs[self.pairs["prior_sensitive"].astype(bool)].itertuples():
+            more = (
+                f"about {int(row.robust_trials):,} more end-to-end trials would decide it "
+                "under every prior"
+                if pd.notna(row.robust_trials)
+                else "no number of end-to-end trials within the planner's reach settles it"
+            )
+            notes[(row.agent, row.task)] = (
+                f"PRIOR-SENSITIVE at τ = {self.threshold:g}: {row.flipped_by}; {more}"
+            )
+        return notes
 
     def mark(self, summary: pd.DataFrame) -> pd.DataFrame:
         """``summary`` with the family's range of each bound (``prior_upper_low``,
@@ -167,14 +174,15 @@ def prior_sensitivity(
     own = posterior.summary(level=level, threshold=tau)
     members = prior_family(posterior.spec)
     frames = [_from_summary(own, members[0], FITTED if posterior.is_mcmc else EXACT)]
-    governed = set(_variable_roles(posterior).values()) if posterior.is_mcmc else set()
+    if posterior.is_mcmc:  # read once: every member reweights the same draws
+        roles, values = _variable_roles(posterior), _pair_draws(posterior, own)
     for member in members[1:]:
-        if posterior.is_mcmc and governed.isdisjoint(member.changed):
-            continue  # a prior this fit does not use (a cluster's, without clusters)
-        if posterior.is_mcmc:
-            frames.append(_reweighted(posterior, own, member, level, refit))
-        else:
+        if not posterior.is_mcmc:
             frames.append(_exact_member(posterior, member, level))
+        elif not set(roles.values()).isdisjoint(member.changed):
+            log_ratio = _log_ratio(posterior, member, roles)
+            frames.append(_reweighted(own, member, values, log_ratio, level, refit))
+        # else a prior this fit does not use (a cluster's, without clusters): skipped
     bounds = pd.concat(frames, ignore_index=True)
     bounds = bounds[bounds["upper"].notna() | (bounds["how"] == UNTRUSTED)]
     if tau is not None:
@@ -202,15 +210,20 @@ def _exact_member(posterior, member: Member, level: float) -> pd.DataFrame:
     return _from_summary(refitted.summary(level=level), member, EXACT)
 
 
-def _reweighted(posterior, own: pd.DataFrame, member: Member, level, refit) -> pd.DataFrame:
-    """A member of an MCMC fit by importance reweighting, refitted where the Pareto k of
-    the weights says the reweighting cannot be trusted."""
+def _pair_draws(posterior, own: pd.DataFrame) -> np.ndarray:
+    """The fit's draws of ``p_task`` (draws x pairs), the pairs in the order of ``own``."""
     draws = posterior.draws["p_task"]
     pairs = zip(own["agent"], own["task"], strict=True)
     at = [(_index(draws, "agent", a), _index(draws, "task", t)) for a, t in pairs]
     values = draws.values.reshape(-1, *draws.shape[2:])
-    values = np.stack([values[:, i, j] for i, j in at], axis=1)
-    bounds, k = reweighted_bounds(values, _log_ratio(posterior, member), level)
+    return np.stack([values[:, i, j] for i, j in at], axis=1)
+
+
+def _reweighted(own, member: Member, values, log_ratio, level, refit) -> pd.DataFrame:
+    """A member of an MCMC fit by importance reweighting of the pairs' draws ``values``
+    by ``log_ratio``, refitted where the Pareto k of the weights says the reweighting
+    cannot be trusted."""
+    bounds, k = reweighted_bounds(values, log_ratio, level)
     if k > KHAT_LIMIT:
         if refit is None:
             table = _from_summary(own, member, UNTRUSTED, k)
@@ -259,14 +272,15 @@ def _index(draws, dim: str, label) -> int:
     return int(np.flatnonzero(draws[dim].values == label)[0])
 
 
-def _log_ratio(posterior, member: Member) -> np.ndarray:
+def _log_ratio(posterior, member: Member, roles: dict) -> np.ndarray:
     """The log ratio (chain, draw) of the member's prior density to the spec's at the
-    fit's draws of the parameters that the changed priors govern."""
+    fit's draws of the parameters that the changed priors govern (``roles``:
+    ``_variable_roles``)."""
     from bayes_eval.pooled.prior import prior_density
 
     draws = posterior.draws
     ratio = np.zeros((draws.sizes["chain"], draws.sizes["draw"]))
-    for name, role in _variable_roles(posterior).items():
+    for name, role in roles.items():
         if role not in member.changed:
             continue
         x = draws[name].values.reshape(*ratio.shape, -1)
