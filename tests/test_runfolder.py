@@ -156,3 +156,23 @@ def test_an_interrupt_inside_a_finaliser_still_stops_the_command():
         for _ in range(500):  # the signal, sent again, lands here
             time.sleep(0.01)
     assert caught.value.exit_status == 143
+
+
+def test_an_interrupt_during_an_import_waits_until_the_module_is_whole(tmp_path, monkeypatch):
+    """An exception raised inside a compiled extension's initialiser aborts the process
+    (the fault-injection test above once died so, in jaxlib's). A signal that lands while
+    a module is being imported is raised after the import, with the module whole."""
+    (tmp_path / "signalled_on_import.py").write_text(
+        "import signal, time\n"
+        "signal.raise_signal(signal.SIGTERM)\n"
+        "time.sleep(0.05)\n"  # the signal, sent again, would land here without the wait
+        "whole = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(Interrupted) as caught, interrupts.raising():
+        import signalled_on_import  # noqa: F401
+
+        for _ in range(500):
+            time.sleep(0.01)
+    assert sys.modules.pop("signalled_on_import").whole
+    assert caught.value.exit_status == 143

@@ -8,7 +8,10 @@ the signals back for the few system calls that must not be cut in two (swapping 
 finished run folder into place); a signal that arrives meanwhile is delivered after.
 A signal that lands while a finaliser (``__del__``) runs would be swallowed by Python
 and printed as "Exception ignored"; ``raising()`` sends it again a millisecond later
-(by SIGALRM), so that it reaches the code that stops the command.
+(by SIGALRM), so that it reaches the code that stops the command. A signal that lands
+while a module is being imported waits, the same way, until the import is done: raised
+inside a compiled extension's initialiser (jaxlib's, imported by matplotlib on a fit's
+first figure), it aborts the whole process.
 
 Standard library only: the command line installs the handlers before it imports the
 rest of the package.
@@ -39,7 +42,26 @@ class Interrupted(BaseException):  # noqa: N818 (it is a signal, like KeyboardIn
 
 
 def _raise(signum, frame):
+    if _importing(frame):
+        _send_again(signum, 0.01)
+        return
     raise Interrupted(signum)
+
+
+def _importing(frame) -> bool:
+    """Whether a module is being imported on the stack that ends in ``frame``."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_again(signum: int, seconds: float) -> None:
+    """Deliver ``signum`` again after ``seconds``, by SIGALRM (``raising()`` restores the
+    SIGALRM handler it found when it ends)."""
+    signal.signal(signal.SIGALRM, lambda _, frame: _raise(signum, frame))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def _main_thread() -> bool:
@@ -62,9 +84,7 @@ def raising():
         timer, after the finaliser (raised at once, it would land in this hook and be
         swallowed again); anything else goes to the hook found."""
         if isinstance(unraisable.exc_value, Interrupted):
-            signum = unraisable.exc_value.signum
-            signal.signal(signal.SIGALRM, lambda *_: _raise(signum, None))
-            signal.setitimer(signal.ITIMER_REAL, 1e-3)
+            _send_again(unraisable.exc_value.signum, 1e-3)
         else:
             hook(unraisable)
 
