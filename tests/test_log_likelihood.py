@@ -10,11 +10,12 @@ import pytest
 from scipy import special, stats
 
 import bayes_eval
+from bayes_eval.exact.grid import log_sum_exp
 from bayes_eval.fit import usable_rows
 from bayes_eval.messages import collected
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.registry import model_of
-from bayes_eval.results.predictive import exact_loo
+from bayes_eval.results.predictive import binomial_logpmf, exact_log_predictive, exact_loo
 
 SMALL = {"draws": 150, "tune": 150, "chains": 2}
 
@@ -277,3 +278,43 @@ def test_exact_leave_one_out_is_the_prior_predictive_of_the_cell():
     )
     haldane = exact_loo(bayes_eval.fit(milestones, "phuong2024"))  # proper posteriors
     assert haldane.sizes["cell"] == 2 and np.isnan(haldane.values).all()  # improper prior
+
+
+def test_exact_in_sample_density_is_the_posterior_predictive_of_the_cell():
+    """``compare`` scores an exact fit without draws: each cell's in-sample log predictive
+    density in closed form, checked by hand, against the mean over the tree's own draws,
+    and at a point-mass posterior (Haldane's prior after zero successes)."""
+    posterior = bayes_eval.fit(_sparse_end_to_end(), "end_to_end")  # Beta(1, 1) prior
+    lppd = exact_log_predictive(posterior)["lppd"]
+    # one success in one trial: Beta(2, 1), so P(success) = E[p] = 2/3
+    assert lppd.sel(cell="a / t2 / end_to_end").item() == pytest.approx(np.log(2 / 3), rel=1e-12)
+    (log_lik,) = posterior.tree["log_likelihood"].data_vars.values()
+    values = log_lik.values.reshape(-1, log_lik.sizes["cell"])
+    monte_carlo = special.logsumexp(values, axis=0) - np.log(values.shape[0])
+    assert list(lppd["cell"].values) == list(log_lik["cell"].values)
+    np.testing.assert_allclose(lppd.values, monte_carlo, atol=0.02)
+    milestones = pd.DataFrame(
+        dict(task="t", method="milestone", step=[1, 2], successes=[4, 2], trials=[4, 4])
+    )
+    haldane = exact_log_predictive(bayes_eval.fit(milestones, "phuong2024"))
+    # Beta(4, 0): p = 1, so four successes are certain; Beta(2, 2): the beta-binomial
+    assert haldane["lppd"].values[0] == 0.0
+    assert haldane["lppd"].values[1] == pytest.approx(stats.betabinom.logpmf(2, 4, 2, 2))
+    assert np.isnan(haldane["elpd_loo"].values).all()  # the improper prior predicts nothing
+
+
+def test_the_hand_written_kernels_are_scipys_arithmetic_bit_for_bit():
+    """The binomial log-likelihood of an exact tree and the bisections of the exact
+    product's small-x law skip scipy's per-call overhead; their numbers may not move."""
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 200, size=2000)
+    k = rng.integers(0, n + 1)
+    k[:50], k[50:100] = 0, n[50:100]
+    p = rng.uniform(size=(6, 2000))
+    p[0, ::3], p[1, ::5], p[2, ::7] = 0.0, 1.0, np.nan
+    p[3] = rng.beta(0.01, 0.01, size=2000)
+    np.testing.assert_array_equal(binomial_logpmf(k, n, p), stats.binom.logpmf(k, n, p))
+    for columns in (1, 2, 7, 40):
+        values = rng.normal(scale=50.0, size=(300, columns)).round(rng.integers(0, 3))
+        values[0] = values[0].max()  # ties at the top
+        np.testing.assert_array_equal(log_sum_exp(values), special.logsumexp(values, axis=1))

@@ -3,8 +3,9 @@ leaving one observed cell out.
 
 Each fit's pointwise ``elpd_loo`` comes from the best estimate it has:
 
-- an exact (conjugate) fit: exactly, in closed form (``results.predictive.exact_loo``),
-  since PSIS cannot estimate a cell that alone informs its rate;
+- an exact (conjugate) fit: exactly, in closed form, as is its in-sample log predictive
+  density (``results.predictive.exact_log_predictive``), since PSIS cannot estimate a
+  cell that alone informs its rate; no draws are made for them;
 - an MCMC fit: PSIS-LOO (``arviz_stats.loo``) of its ``log_likelihood`` group, with the
   Pareto k of every cell; a cell whose k exceeds 0.7, where PSIS is unreliable, is
   refitted exactly (``_left_out``: its rows given no trials, its counts scored under the
@@ -31,7 +32,7 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
-from bayes_eval.results.predictive import exact_loo, position_of
+from bayes_eval.results.predictive import exact_log_predictive, position_of
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -123,31 +124,18 @@ def compare(fits: Mapping[str, Posterior], *, refit: bool = True) -> Comparison:
 
 def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
     """A fit's ``elpd_loo`` per cell (finite), its Pareto k, its in-sample log predictive
-    density per cell, and its draws, as ``compare`` reads them."""
-    import arviz_stats
-
-    tree = posterior.tree
-    if "log_likelihood" not in tree:
-        raise InputError(
-            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
-            "run folder written before fits had one); refit it, or leave it out"
-        )
-    (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
-    draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
-    lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
-    cells = log_lik[log_lik.dims[-1]].values
-    refit = np.zeros(cells.size, dtype=bool)
+    density per cell, and its draws, as ``compare`` reads them: an exact fit's in closed
+    form (it makes no draws for them), an MCMC fit's from its ``log_likelihood``."""
     if posterior.is_mcmc:
-        loo = arviz_stats.loo(tree, pointwise=True)
-        elpd_i, pareto_k, kind = loo.elpd_i.values.copy(), loo.pareto_k.values, "PSIS"
-        # not read from a file; a clustered fit's cells are not refitted (its clusters'
-        # counts would need hiding too), their k above 0.7 counted in ``high_k``
-        if refit_high_k and posterior.scores_draws and posterior.evidence.clusters is None:
-            for c in np.flatnonzero(pareto_k > GOOD_K)[:MAX_REFITS]:
-                elpd_i[c], refit[c] = _left_out(posterior, log_lik, c), True
+        elpd_i, pareto_k, lppd, refit, cells, draws = _psis(name, posterior, refit_high_k)
+        kind = "PSIS"
     else:
-        elpd_i = exact_loo(posterior).sel(cell=cells).values
-        pareto_k, kind = np.zeros(cells.size), "exact"
+        scores = exact_log_predictive(posterior)
+        elpd_i, lppd = scores["elpd_loo"].values, scores["lppd"].values
+        cells = scores["cell"].values
+        pareto_k, refit = np.zeros(cells.size), np.zeros(cells.size, dtype=bool)
+        draws = 0  # closed forms: none made
+        kind = "exact"
     keep = np.isfinite(elpd_i)  # an improper prior predicts no cell it has not seen
     frame = pd.DataFrame(
         dict(elpd_i=elpd_i, pareto_k=pareto_k, lppd=lppd, refit=refit), index=cells
@@ -162,6 +150,32 @@ def _pointwise(name: str, posterior, refit_high_k: bool) -> dict:
         improper=improper,
         clustered=clustered,
     )
+
+
+def _psis(name: str, posterior, refit_high_k: bool):
+    """An MCMC fit's PSIS ``elpd_loo``, Pareto k, in-sample log predictive density and
+    exact refits per unit, its units and its number of draws."""
+    import arviz_stats
+
+    tree = posterior.tree
+    if "log_likelihood" not in tree:
+        raise InputError(
+            f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
+            "run folder written before fits had one); refit it, or leave it out"
+        )
+    (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
+    draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
+    lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
+    cells = log_lik[log_lik.dims[-1]].values
+    refit = np.zeros(cells.size, dtype=bool)
+    loo = arviz_stats.loo(tree, pointwise=True)
+    elpd_i, pareto_k = loo.elpd_i.values.copy(), loo.pareto_k.values
+    # not read from a file; a clustered fit's cells are not refitted (its clusters'
+    # counts would need hiding too), their k above 0.7 counted in ``high_k``
+    if refit_high_k and posterior.scores_draws and posterior.evidence.clusters is None:
+        for c in np.flatnonzero(pareto_k > GOOD_K)[:MAX_REFITS]:
+            elpd_i[c], refit[c] = _left_out(posterior, log_lik, c), True
+    return elpd_i, pareto_k, lppd, refit, cells, draws
 
 
 def _same_data(estimates: dict) -> None:
@@ -183,10 +197,12 @@ def _same_unit(fits: Mapping[str, Posterior]) -> None:
     (``joint``, ``crossed_joint``, ``crossed_milestones``) beside single cells share
     nothing to leave out, and a pair's milestone runs alone are not its milestone and
     end-to-end runs."""
-    units = {
+    units = {  # an exact fit's are its cells
         name: next(iter(posterior.tree["log_likelihood"].data_vars.values())).dims[-1]
+        if posterior.is_mcmc
+        else "cell"
         for name, posterior in fits.items()
-        if "log_likelihood" in posterior.tree
+        if not posterior.is_mcmc or "log_likelihood" in posterior.tree
     }
     by_pair = [name for name, unit in units.items() if unit == "pair"]
     kinds = {fits[name].spec.kind: name for name in by_pair}

@@ -183,7 +183,7 @@ class Posterior:
             return {name: self.tree[name].to_dataset() for name in names}
         make = self._prior or _exact_prior
         prior = stack_factor_rates(make(self, draws, self.spec.draws, self.seed + 3))
-        groups = replicate(self, prior, self.seed + 4)
+        groups = replicate(self, prior, self.seed + 4, log_likelihood=False)
         return {
             "prior": prior,
             "prior_predictive": groups["posterior_predictive"],

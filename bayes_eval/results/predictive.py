@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from bayes_eval.constants import (
     AGENT,
@@ -36,6 +36,7 @@ __all__ = [
     "FLAG_LOW",
     "cell_coords",
     "exact_loo",
+    "exact_log_predictive",
     "mid_p",
     "predictive_checks",
     "replicate",
@@ -65,7 +66,8 @@ def _cells(posterior, post):
 
     ``post`` is the posterior draws (the tree's ``posterior`` group as a Dataset).
     """
-    agents, tasks = list(post[AGENT].values), list(post[TASK].values)
+    agent_at = {agent: i for i, agent in enumerate(post[AGENT].values)}
+    task_at = {task: j for j, task in enumerate(post[TASK].values)}
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
     table = posterior.evidence.table
@@ -74,7 +76,7 @@ def _cells(posterior, post):
         pair = (row.agent, row.task)
         if pair not in estimated:
             continue
-        i, j = agents.index(row.agent), tasks.index(row.task)
+        i, j = agent_at[row.agent], task_at[row.task]
         explains_e2e = posterior.spec.kind in ("end_to_end", "joint") or (
             posterior.values("method")[i, j] == END_TO_END  # the chain's end-to-end rung
         )
@@ -194,7 +196,8 @@ def _clustered(sizes, p, phi, rng) -> np.ndarray:
 
 def _exact_cells(posterior):
     """(agent, task, method, index, k, n, alpha, beta) of every cell an exact model explains."""
-    agents, tasks = list(posterior.coords[AGENT]), list(posterior.coords[TASK])
+    agent_at = {agent: i for i, agent in enumerate(posterior.coords[AGENT])}
+    task_at = {task: j for j, task in enumerate(posterior.coords[TASK])}
     alpha, beta = posterior.values("alpha"), posterior.values("beta")
     estimate = posterior.values("method")
     table = posterior.evidence.table
@@ -203,9 +206,9 @@ def _exact_cells(posterior):
         for pair, rows in table[table["method"] == EXPERT_COMPLETION].groupby(["agent", "task"])
     }
     for row in table.itertuples():
-        if row.agent not in agents or row.task not in tasks:
+        if row.agent not in agent_at or row.task not in task_at:
             continue
-        i, j = agents.index(row.agent), tasks.index(row.task)
+        i, j = agent_at[row.agent], task_at[row.task]
         if not posterior.has_exact_posterior(i, j) or row.method != estimate[i, j]:
             continue  # a point value, no estimate, or evidence of another rung
         if row.method == END_TO_END:
@@ -236,18 +239,44 @@ def exact_loo(posterior):
         ``elpd_loo`` over the ``cell`` dimension of the fit's predictive groups
         (``cell_coords``), in their order.
     """
+    return exact_log_predictive(posterior)["elpd_loo"]
+
+
+def exact_log_predictive(posterior):
+    """Each observed cell's ``elpd_loo`` (``exact_loo``) and, beside it, its in-sample
+    log predictive density ``lppd``: ``BetaBinomial(k | n, a, b)`` under the cell's
+    posterior ``Beta(a, b)`` (the binomial at the point mass its draws take where a
+    shape is 0), both in closed form, over ``exact_loo``'s ``cell`` dimension."""
     import xarray as xr
 
     cells = list(_exact_cells(posterior))
-    k, n = (np.array([c[i] for c in cells], dtype=float) for i in (4, 5))
+    k, n, a, b = (np.array([c[i] for c in cells], dtype=float) for i in (4, 5, 6, 7))
     priors = [posterior.spec.priors[PRIOR_ROLES[c[2]]] for c in cells]
     a0 = np.array([prior.alpha for prior in priors], dtype=float)
     b0 = np.array([prior.beta for prior in priors], dtype=float)
-    proper = (a0 > 0) & (b0 > 0)
-    values = np.full(k.shape, np.nan)
-    values[proper] = stats.betabinom.logpmf(k[proper], n[proper], a0[proper], b0[proper])
     keys = [(method, agent, task, index) for agent, task, method, index, *_ in cells]
-    return xr.DataArray(values, dims="cell", coords=cell_coords(keys), name="elpd_loo")
+    return xr.Dataset(
+        {
+            "elpd_loo": ("cell", _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)),
+            "lppd": ("cell", _beta_binomial_logpmf(k, n, a, b, improper=None)),
+        },
+        coords=cell_coords(keys),
+    )
+
+
+def _beta_binomial_logpmf(k, n, a, b, improper):
+    """``log BetaBinomial(k | n, a, b)``; where ``a`` or ``b`` is 0, ``improper`` or,
+    where it is None, the binomial at the point mass the Beta's draws take (``p = 1``
+    where ``b`` is 0, else ``p = 0``)."""
+    proper = (a > 0) & (b > 0)
+    values = np.full(k.shape, np.nan)
+    values[proper] = stats.betabinom.logpmf(k[proper], n[proper], a[proper], b[proper])
+    if improper is None:
+        at = np.where(b[~proper] > 0, 0.0, 1.0)
+        values[~proper] = binomial_logpmf(k[~proper], n[~proper], at)
+    else:
+        values[~proper] = improper
+    return values
 
 
 def position_of(method: str, step, run) -> str:
@@ -301,14 +330,15 @@ def _cluster_concentration(post, agent: str) -> np.ndarray:
     return (phi.sel({AGENT: agent}) if AGENT in phi.dims else phi).values
 
 
-def replicate(posterior, post, seed: int) -> dict:
+def replicate(posterior, post, seed: int, log_likelihood: bool = True) -> dict:
     """The predictive groups in ArviZ's layout, over one ``cell`` per observed count.
 
     ``posterior_predictive`` holds ``successes`` replicated per draw of ``post`` (the
     posterior draws), ``observed_data`` the observed ``successes`` and ``constant_data``
     the ``trials``, labelled by ``cell_coords``. An exact fit also gets its
-    ``log_likelihood``: each cell's binomial log probability given the draw of its rate,
-    the likelihood the conjugate model conditions on (a pooled fit makes its own).
+    ``log_likelihood``, unless ``log_likelihood`` is False (a prior's replicates): each
+    cell's binomial log probability given the draw of its rate, the likelihood the
+    conjugate model conditions on (a pooled fit makes its own).
     """
     import xarray as xr
 
@@ -337,10 +367,21 @@ def replicate(posterior, post, seed: int) -> dict:
         "observed_data": xr.Dataset({"successes": ("cell", observed)}, coords=coords),
         "constant_data": xr.Dataset({"trials": ("cell", trials)}, coords=coords),
     }
-    if not posterior.is_mcmc:
+    if log_likelihood and not posterior.is_mcmc:
         rates = np.stack([c[6] for c in cells], axis=-1) if cells else np.zeros(shape)
-        log_lik = stats.binom.logpmf(observed, trials, np.clip(rates, 0.0, 1.0))
+        log_lik = binomial_logpmf(observed, trials, np.clip(rates, 0.0, 1.0))
         groups["log_likelihood"] = xr.Dataset(
             {"successes": (("chain", "draw", "cell"), log_lik)}, coords={**sample, **coords}
         )
     return groups
+
+
+def binomial_logpmf(successes, trials, rates) -> np.ndarray:
+    """``scipy.stats.binom.logpmf(successes, trials, rates)`` term for term, with the
+    binomial coefficient computed once per count rather than once per rate: the counts
+    broadcast against the rates' last axis (draws of thousands of cells' rates cost
+    scipy three log-gammas each)."""
+    k = np.floor(np.asarray(successes, dtype=float))
+    n = np.asarray(trials)
+    log_choose = special.gammaln(n + 1) - (special.gammaln(k + 1) + special.gammaln(n - k + 1))
+    return log_choose + special.xlogy(k, rates) + special.xlog1py(n - k, -rates)
