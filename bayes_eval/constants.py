@@ -1,6 +1,8 @@
 """Numbers and names that two or more of the package's modules share; a module's own live
 in it (`tests/test_layering.py` checks)."""
 
+import re
+
 # Dimension names of every labelled array and of the result tree's groups.
 AGENT = "agent"
 TASK = "task"
@@ -9,6 +11,15 @@ STEP = "step"
 RUN = "run"
 
 DEFAULT_AGENT = "agent"
+
+# Numbers in a text table: plain ASCII, so that "1_0", full-width digits and "1e3" (which
+# Python's int and float accept) are refused rather than read as something else.
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+REAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+INT64_MAX = 2**63 - 1
+
+# The ways `simulate paths` breaks the milestone model's assumption.
+VIOLATIONS = ("bypass", "skip", "order")
 
 # Evidence methods (the `method` column).
 END_TO_END = "end_to_end"

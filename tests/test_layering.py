@@ -150,3 +150,43 @@ def test_the_console_script_names_a_function_that_exists():
 
     module, _, name = PYPROJECT["project"]["scripts"]["bayes-eval"].partition(":")
     assert getattr(importlib.import_module(module), name) is main
+
+
+HEAVY = ("numpy", "pandas", "scipy", "xarray", "pymc", "rich")
+
+
+def _imported_by(code: str) -> list[str]:
+    """The heavy libraries a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(*sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_the_package_and_the_command_lines_help_load_no_numerical_library():
+    """``import bayes_eval``, ``--version`` and ``--help`` (of the command line and of each
+    command) wait for no numerical library: they load on first use."""
+    from bayes_eval.cli.main import COMMAND_MODULES
+
+    assert _imported_by("import bayes_eval") == []
+    for argv in (["--version"], ["--help"], *([name, "--help"] for name in COMMAND_MODULES)):
+        code = (
+            "import contextlib, io\nfrom bayes_eval.cli.main import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            f"    main({argv!r})"
+        )
+        assert _imported_by(code) == [], argv
+
+
+def test_a_public_name_is_what_it_names_whichever_module_loaded_first():
+    """``bayes_eval.fit`` and ``bayes_eval.prior_family`` stay functions although
+    modules of the same names load on first use (the import system binds a submodule on
+    its package)."""
+    code = (
+        "import bayes_eval, bayes_eval.checks.agents\n"  # loads the modules fit, prior_family
+        "assert callable(bayes_eval.fit) and callable(bayes_eval.prior_family)\n"
+        "assert all(hasattr(bayes_eval, name) for name in bayes_eval.__all__)\n"
+        "from bayes_eval.fit import fit_per_agent\n"
+        "assert bayes_eval.fit_per_agent is fit_per_agent"
+    )
+    assert "numpy" in _imported_by(code)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayes_eval.constants import VIOLATIONS
 from bayes_eval.errors import InputError
 from bayes_eval.messages import progress
 
 __all__ = [
     "CAPTURE_THE_FLAG",
     "DESIGN_RANGES",
-    "VIOLATIONS",
     "end_to_end_rates",
     "paths_study",
     "random_design",
@@ -32,7 +32,6 @@ __all__ = [
     "variance_sweep",
 ]
 
-VIOLATIONS = ("bypass", "skip", "order")
 CHUNK = 1_000_000  # binomial draws made at once (memory: CHUNK integers)
 # What real evaluation tables look like: inclusive ranges of agents, tasks, milestones per
 # task, trials per cell, true end-to-end rates and the share of pairs with end-to-end rows.

@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from bayes_eval.cli.options import FORMATS, real
 from bayes_eval.cli.terminal import print_summary, terminal_table
 from bayes_eval.specs import check_level
@@ -52,9 +50,11 @@ def run(args) -> int:
     return 0
 
 
-def _shown(result) -> pd.DataFrame:
+def _shown(result):
     """The comparison's table as the terminal shows it: the bounds of the difference and
     the ratio, the verdict and the trials to decide."""
+    import pandas as pd
+
     table = result.table
     shown = pd.DataFrame(
         {

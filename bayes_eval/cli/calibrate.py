@@ -6,13 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from bayes_eval.cli.options import FORMATS, same_folder, whole
+from bayes_eval.cli.terminal import format_number
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
-from bayes_eval.results.summary import format_number
 
 
 def arguments(commands) -> None:
@@ -105,6 +103,8 @@ def _calibration_text(result) -> str:
 
 
 def _published_table(result, fmt: str) -> str:
+    import pandas as pd
+
     rows = []
     for method, truths in result["correlations"].items():
         for truth, values in truths.items():

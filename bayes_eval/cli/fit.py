@@ -7,8 +7,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from bayes_eval.cli.options import (
     FORMATS,
     INPUT_FORMATS,
@@ -136,6 +134,8 @@ def run(args) -> int:
 def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) -> int:
     """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
     as it finishes (``agents.csv`` says which folder is whose), and printed together."""
+    import pandas as pd
+
     from bayes_eval.fit import fit_per_agent
     from bayes_eval.outputs.runfolder import folder_names
     from bayes_eval.pipeline import conclude

@@ -9,10 +9,9 @@ import math
 import re
 from pathlib import Path
 
-from bayes_eval.constants import MCMC_ENGINES
+from bayes_eval.constants import INT64_MAX, INTEGER_TEXT, MCMC_ENGINES, REAL_TEXT
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
-from bayes_eval.evidence.table import INT64_MAX, INTEGER_TEXT
 
 
 class Parser(argparse.ArgumentParser):
@@ -235,8 +234,6 @@ def sweep_options(args) -> dict:
 
 def real(text: str, option: str) -> float:
     """A finite decimal number."""
-    from bayes_eval.evidence.table import REAL_TEXT
-
     if not REAL_TEXT.fullmatch(text.strip()):
         raise InputError(f"{option}: '{text}' is not a decimal number")
     value = float(text)

@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import sys
 
-import pandas as pd
-
 from bayes_eval.cli.options import FORMATS, attempts_of, fraction, positive, whole
-from bayes_eval.cli.terminal import plain, print_summary, terminal_table
+from bayes_eval.cli.terminal import format_number, plain, print_summary, terminal_table
 from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
-from bayes_eval.results.summary import format_number
 
 
 def arguments(commands) -> None:
@@ -53,6 +50,8 @@ PLAN_PRACTICAL_TRIALS = 100_000
 
 
 def run(args) -> int:
+    import pandas as pd
+
     from bayes_eval import plan
     from bayes_eval.specs import check_level, check_probability
 

@@ -6,10 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from bayes_eval.checks.simulate import VIOLATIONS
 from bayes_eval.cli.options import FORMATS, Parser, fraction, sweep_arguments, sweep_options, whole
 from bayes_eval.cli.terminal import json_value
-from bayes_eval.constants import CALIBRATION_MAX_TRIALS, SAMPLER_LIMITS
+from bayes_eval.constants import CALIBRATION_MAX_TRIALS, SAMPLER_LIMITS, VIOLATIONS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
 

@@ -1,5 +1,8 @@
 """What the command line prints: the summary as a terminal table, CSV or JSON, the
 diagnostics verdict and the checks' lines.
+
+pandas and the numerical modules are imported when a function first needs them, so that
+``bayes-eval --help`` does not wait for them.
 """
 
 from __future__ import annotations
@@ -8,15 +11,22 @@ import json
 import math
 import sys
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from bayes_eval.results.summary import format_number
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def verdict_text(posterior, check_lines: str, failed: list[str]) -> str:
     """The diagnostics verdict, the checks' lines and what failed after sampling."""
     return "\n".join(filter(None, [diagnostics_text(posterior), check_lines, *failed]))
+
+
+def format_number(value) -> str:
+    """``bayes_eval.results.summary.format_number``."""
+    from bayes_eval.results.summary import format_number as formatted
+
+    return formatted(value)
 
 
 def print_summary(summary: pd.DataFrame, fmt: str) -> None:
@@ -29,6 +39,8 @@ def print_summary(summary: pd.DataFrame, fmt: str) -> None:
 
 
 def json_value(value):
+    import pandas as pd
+
     if pd.isna(value):
         return None
     return value.item() if hasattr(value, "item") else value
@@ -42,6 +54,7 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     import io
     import shutil
 
+    import pandas as pd
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -85,12 +98,16 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
 
 
 def _cell(value) -> str:
+    import pandas as pd
+
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def summary_table(summary, posterior, threshold) -> str:
+    import pandas as pd
+
     level = summary["level"].iloc[0] if len(summary) else posterior.level
     shown = {
         "agent": "agent",

@@ -14,7 +14,6 @@ import hashlib
 import io
 import math
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,8 +29,11 @@ from bayes_eval.constants import (
     END_TO_END,
     EXPERT_COMPLETION,
     GOLDEN,
+    INT64_MAX,
+    INTEGER_TEXT,
     MILESTONE,
     MILESTONE_METHOD,
+    REAL_TEXT,
     RUN,
     STEP,
     SUMMARY_COLUMNS,
@@ -77,11 +79,6 @@ COLUMNS = (
     "cluster",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
-# Numbers in a text table: plain ASCII, so that "1_0", full-width digits and "1e3" (which
-# Python's int and float accept) are refused rather than read as something else.
-INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-REAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
-INT64_MAX = 2**63 - 1
 FLOAT_EXACT = 2**53  # the largest float below which every whole number is exact
 # Which optional columns each method may (or must) fill.
 NEEDS_STEP = (MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
