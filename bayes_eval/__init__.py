@@ -13,6 +13,7 @@ so the command line starts at once and a script pays only for what it calls.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import TYPE_CHECKING
@@ -115,13 +116,16 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """A public name, imported from its module the first time it is read."""
-    if name not in _WHERE:
-        raise AttributeError(f"module 'bayes_eval' has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+    """A public name, imported from its module the first time it is read; a module of the
+    package (``bayes_eval.resources``), imported."""
+    if name in _WHERE:
+        module, attribute = _WHERE[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'bayes_eval' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

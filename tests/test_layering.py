@@ -169,6 +169,8 @@ def test_the_package_and_the_command_lines_help_load_no_numerical_library():
     from bayes_eval.cli.main import COMMAND_MODULES
 
     assert _imported_by("import bayes_eval") == []
+    # a module of the package loads when it is read, as it did when the package loaded all
+    assert _imported_by("import bayes_eval\nassert bayes_eval.resources.example_evidence()") == []
     for argv in (["--version"], ["--help"], *([name, "--help"] for name in COMMAND_MODULES)):
         code = (
             "import contextlib, io\nfrom bayes_eval.cli.main import main\n"
