@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from bayes_eval.advice import advice, refuse_unfit
 from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.pairs import PairRows
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
 from bayes_eval.messages import collected, note, progress
 from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
@@ -110,17 +110,20 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
         from bayes_eval.pooled.sampling import fit_pooled
 
         return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler)
-    build = model.build()
-    estimates = [
-        build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()
-    ]
-    taken = pd.Index([]).append([e.used for e in estimates])
-    table = evidence.table
-    fitted = pd.MultiIndex.from_frame(table[["agent", "task"]]).isin(list(by_pair))
-    used = table["method"].isin(model.uses) & fitted  # rows of fitted tasks
+    from bayes_eval.exact.builders import Estimates
+
+    if model.table_builder is not None:
+        estimates = model.build_table()(by_pair, spec)
+    else:
+        build = model.build()
+        estimates = Estimates.stack(
+            [build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()]
+        )
+    # rows of the fitted tasks that no estimate rests on
+    read = by_pair.table.index[by_pair.positions()]
     _report_left_out(
         evidence,
-        used & ~table.index.isin(taken),
+        evidence.table.index.isin(read.difference(estimates.used)),
         f"{spec.name} rests those tasks on other evidence (see provenance)",
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
@@ -329,8 +332,9 @@ def _cluster_spec(spec) -> str:
     return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
 
-def usable_rows(evidence, spec) -> dict[tuple[str, str], dict[str, pd.DataFrame]]:
-    """The rows a model uses, as ``{(agent, task): {method: rows sorted by run, step}}``.
+def usable_rows(evidence, spec) -> PairRows:
+    """The rows a model uses, as ``{(agent, task): {method: rows sorted by run, step}}``
+    (``PairRows``, which also gives them as one table).
 
     A task the model cannot use (no rows of a method it reads, or, for ``joint``, no
     milestone rows) is left out with one note naming every such task and why; rows of
@@ -346,25 +350,20 @@ def usable_rows(evidence, spec) -> dict[tuple[str, str], dict[str, pd.DataFrame]
     model = model_of(spec)
     used = evidence.table["method"].isin(model.uses)
     _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them")
-    by_pair: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
-    ordered = evidence.table[used].sort_values(["run", "step"], kind="stable")
-    for (agent, task, method), rows in ordered.groupby(["agent", "task", "method"], sort=False):
-        by_pair.setdefault((agent, task), {})[method] = rows
     # in the input's order of agents and tasks, not the sort's (end-to-end rows first)
-    by_pair = {pair: by_pair[pair] for pair in evidence.pairs() if pair in by_pair}
+    by_pair = PairRows.of(evidence.table[used], evidence.pairs())
     needed = model.requires
-    usable = {
-        pair: rows for pair, rows in by_pair.items() if all(method in rows for method in needed)
-    }
-    missing = [pair for pair in evidence.pairs() if pair not in usable]
+    usable = [pair for pair in by_pair if set(needed) <= set(by_pair.methods(pair))]
+    kept = set(usable)
+    missing = [pair for pair in evidence.pairs() if pair not in kept]
     if not missing:
-        return usable
+        return by_pair
     wanted = " and ".join(needed) if needed else " or ".join(model.uses)
     why = f"no {wanted} rows, which model {spec.name} needs"
     if not usable:
         raise InputError(f"{evidence.source}: no task is usable: {_named(missing)} ({why})")
     note(f"left out {len(missing)} task(s) the model cannot use ({why}): {_named(missing)}")
-    return usable
+    return by_pair.only(usable)
 
 
 def _named(pairs: list[tuple[str, str]], shown: int = 10) -> str:

@@ -81,6 +81,11 @@ class Model:
         Whether it models runs that come in clusters; every other model refuses them.
     clustered_builder : callable or str, optional
         A pooled model's builder for clustered runs.
+    table_builder : callable or str, optional
+        An exact model's builder of every pair at once, where the per-pair one would take
+        minutes on a large table: ``table_builder(pair_rows, spec)`` returns the
+        ``bayes_eval.exact.builders.Estimates`` of every pair of ``pair_rows``
+        (``bayes_eval.evidence.pairs.PairRows``), the same as ``builder``'s, stacked.
     predicts : tuple of str
         What it predicts besides the pairs it was given runs of (``UNRUN_PAIRS``,
         ``NEW_AGENTS``).
@@ -101,6 +106,7 @@ class Model:
     requires: tuple[str, ...] = ()
     clustered: bool = False
     clustered_builder: Builder | None = None
+    table_builder: Builder | None = None
     predicts: tuple[str, ...] = ()
     title: str = ""
     text: str = ""
@@ -116,6 +122,10 @@ class Model:
     def build(self, clustered: bool = False) -> Callable:
         """The builder, imported (the clustered one with ``clustered``)."""
         return resolve(self.clustered_builder if clustered else self.builder)
+
+    def build_table(self) -> Callable:
+        """The builder of every pair at once (``table_builder``), imported."""
+        return resolve(self.table_builder)
 
     def part(self, name: str):
         """``name`` from the module of a crossed model's builder: its ``draw_rates``,
@@ -177,6 +187,7 @@ register(
         uses=(END_TO_END,),
         priors=("end_to_end",),
         builder="bayes_eval.exact.builders:end_to_end",
+        table_builder="bayes_eval.exact.builders:end_to_end_table",
         differs=READS_END_TO_END,
     )
 )

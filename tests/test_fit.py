@@ -237,3 +237,36 @@ def test_names_that_look_missing_round_trip(tmp_path):
     assert summary["agent"].tolist() == ["nan", "NA"]
     assert summary["task"].tolist() == ["None", "null"]
     pd.testing.assert_frame_equal(summary, posterior.summary())
+
+
+def test_the_end_to_end_table_builder_is_the_per_pair_builder_stacked():
+    """``end_to_end_table`` builds every pair at once; on a sparse, ragged table (one trial
+    per cell, zero and all successes, missing cells, milestone rows it leaves out, pairs
+    with no end-to-end row) it gives the per-pair builder's estimates, array for array."""
+    from bayes_eval.exact.builders import Estimates, end_to_end, end_to_end_table
+    from bayes_eval.fit import usable_rows
+    from bayes_eval.specs import load_spec
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for n in range(200):
+        agent, task = f"agent-{n % 6}", f"task-{n // 6}"
+        if rng.random() < 0.2:  # a missing cell
+            continue
+        if rng.random() < 0.8:
+            trials = int(rng.choice([1, 1, 2, 5]))
+            rows.append((agent, task, "end_to_end", -1, int(rng.binomial(trials, 0.2)), trials))
+        if rng.random() < 0.3:
+            rows.append((agent, task, "milestone", 1, 1, 2))
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+    table["step"] = table["step"].astype("Int64").where(table["step"] > 0)
+    spec = load_spec("end_to_end")
+    pair_rows = usable_rows(table, spec)
+    by_pair = Estimates.stack([end_to_end(*pair, pair_rows[pair], spec) for pair in pair_rows])
+    at_once = end_to_end_table(pair_rows, spec)
+    assert len(pair_rows) > 100 and (at_once.cp[:, 0] == 0).any()
+    for name in ("agent", "task", "method", "provenance", "reason"):
+        np.testing.assert_array_equal(getattr(at_once, name), getattr(by_pair, name))
+    for name in ("alpha", "beta", "point_log", "cp"):
+        np.testing.assert_array_equal(getattr(at_once, name), getattr(by_pair, name))
+    assert at_once.used.sort_values().equals(by_pair.used.sort_values())

@@ -51,3 +51,66 @@ def test_every_command_that_reads_a_run_folder_refuses_it(capsys, command, tmp_p
     assert status == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "written by bayes_eval 0.1.0" in err and "Traceback" not in err
+
+
+def _milestone_table(rng, pairs: int) -> pd.DataFrame:
+    """Milestone counts with every edge: all successes (a point mass at 1 under Haldane's
+    prior), one trial, one milestone, several."""
+    rows = []
+    for n in range(pairs):
+        steps = int(rng.integers(1, 4))
+        for step in range(1, steps + 1):
+            trials = int(rng.integers(1, 5))
+            successes = trials if n % 3 == 0 else int(rng.integers(1, trials + 1))
+            rows.append(("agent-a", f"task-{n}", "milestone", step, successes, trials))
+    return pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+
+
+@pytest.mark.parametrize("threshold", [None, 0.2, 1e-6])
+def test_the_summary_of_all_cells_at_once_is_each_cells_own_summary(threshold):
+    """The summary, computed column by column, against each cell's own ``BetaProduct``
+    solved alone, and its Clopper-Pearson bound against scipy: the same numbers to the
+    last bit, on sparse end-to-end counts (zero, all and one-trial cells) and on milestone
+    products with point masses, one factor and several."""
+    import numpy as np
+    from scipy import stats
+
+    from bayes_eval.exact.products import beta_product, summarise_products
+
+    rng = np.random.default_rng(11)
+    trials = rng.integers(1, 4, 60)
+    end_to_end = pd.DataFrame(
+        {
+            "agent": [f"agent-{n % 4}" for n in range(60)],
+            "task": [f"task-{n // 4}" for n in range(60)],
+            "method": "end_to_end",
+            "successes": rng.binomial(trials, 0.3),
+            "trials": trials,
+        }
+    )
+    level = 0.9
+    probs = np.array([1 - level, 0.5, level])
+    x_points = np.array([] if threshold is None else [-np.log(threshold)])
+    for table, model in [(end_to_end, "end_to_end"), (_milestone_table(rng, 30), "phuong2024")]:
+        posterior = bayes_eval.fit(table, model, level=level)
+        summary = posterior.summary(threshold=threshold)
+        engines = set()
+        for row in summary.itertuples():
+            i = posterior.coords["agent"].index(row.agent)
+            j = posterior.coords["task"].index(row.task)
+            product = beta_product(posterior.values("alpha")[i, j], posterior.values("beta")[i, j])
+            alone = summarise_products([product], probs, x_points)[0]
+            engines.add(alone.engine)
+            assert (row.mean, row.sd) == product.moments()
+            assert row.upper == np.exp(-alone.x_quantiles[0])
+            assert row.median == np.exp(-alone.x_quantiles[1])
+            assert row.lower == np.exp(-alone.x_quantiles[2])
+            assert row.log10_upper == -alone.x_quantiles[0] / np.log(10)
+            assert f"quantiles: {alone.engine} (" in row.provenance
+            if threshold is not None:
+                assert row.prob_above == alone.x_cdf[0]
+            if model == "end_to_end":
+                k, n = posterior.values("cp_successes")[i, j], posterior.values("cp_trials")[i, j]
+                expected = 1.0 if k == n else stats.beta.ppf(level, k + 1, n - k)
+                assert row.cp_upper == expected
+        assert "beta" in engines and (model == "end_to_end" or {"point", "grid"} <= engines)

@@ -160,8 +160,8 @@ def _exact_below(posterior, thresholds: list[float]) -> dict:
     """The prior mean of ``P`` and ``P(P < t)`` per threshold for every pair with a proper
     prior: the Beta product's exact mean, and one minus the CDF of ``X = -log P`` at
     ``-log t`` from its exact engines."""
-    from bayes_eval.exact.products import summarise_products
-    from bayes_eval.results.posterior import beta_product, prior_shapes
+    from bayes_eval.exact.products import beta_product, summarise_products
+    from bayes_eval.results.posterior import prior_shapes
 
     alpha, beta = prior_shapes(posterior)
     at, products = [], []

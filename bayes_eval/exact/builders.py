@@ -19,7 +19,15 @@ from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDE
 from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
-__all__ = ["Estimate", "chain", "end_to_end", "expert_completion", "milestones"]
+__all__ = [
+    "Estimate",
+    "Estimates",
+    "chain",
+    "end_to_end",
+    "end_to_end_table",
+    "expert_completion",
+    "milestones",
+]
 
 
 @dataclass
@@ -59,6 +67,69 @@ class Estimate:
     used: pd.Index = field(default_factory=lambda: pd.Index([]))
 
 
+@dataclass
+class Estimates:
+    """The ``Estimate`` of many (agent, task) pairs, as arrays over pairs: what an exact fit
+    lays out (``Posterior.from_estimates``).
+
+    Attributes
+    ----------
+    agent, task, method, provenance, reason : ndarray of str
+    alpha, beta : ndarray
+        ``(pair, run, factor)``, NaN where a pair has no such run or factor; the factor
+        axis is the milestone or step number (1-based), one slot for end-to-end.
+    point_log : ndarray
+        NaN where the pair's estimate is a posterior.
+    cp : ndarray of int
+        ``(pair, 2)``: successes and trials for Clopper-Pearson, -1 where absent.
+    used : pandas.Index
+        The evidence rows the estimates rest on.
+    """
+
+    agent: np.ndarray
+    task: np.ndarray
+    method: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+    point_log: np.ndarray
+    cp: np.ndarray
+    provenance: np.ndarray
+    reason: np.ndarray
+    used: pd.Index
+
+    @classmethod
+    def stack(cls, estimates: list[Estimate]) -> Estimates:
+        """Pairs' estimates, built one at a time, as arrays."""
+        n_runs = max((len(e.alpha) for e in estimates), default=1) or 1
+        n_factors = max((max(e.factors, default=0) for e in estimates), default=0) or 1
+        alpha = np.full((len(estimates), n_runs, n_factors), np.nan)
+        beta = np.full_like(alpha, np.nan)
+        cp = np.full((len(estimates), 2), -1, dtype=np.int64)
+        for n, e in enumerate(estimates):
+            for r, (a_run, b_run) in enumerate(zip(e.alpha, e.beta, strict=True)):
+                slots = [max(f, 1) - 1 for f in e.factors[: len(a_run)]]
+                alpha[n, r, slots] = a_run
+                beta[n, r, slots] = b_run
+            if e.cp is not None:
+                cp[n] = e.cp
+
+        def text(name):
+            return np.array([getattr(e, name) for e in estimates], dtype=object).astype(str)
+
+        return cls(
+            text("agent"),
+            text("task"),
+            text("method"),
+            alpha,
+            beta,
+            np.array([e.point_log for e in estimates], dtype=float),
+            cp,
+            text("provenance"),
+            text("reason"),
+            pd.Index([]).append([e.used for e in estimates]),
+        )
+
+
 def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
     return prior.alpha + successes, prior.beta + (trials - successes)
 
@@ -83,6 +154,30 @@ def end_to_end(agent, task, by_method, spec) -> Estimate:
         used=rows.index,
         provenance=f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']}"
         " grading)",
+    )
+
+
+def end_to_end_table(pair_rows, spec) -> Estimates:
+    """``end_to_end`` of every pair of ``pair_rows`` (``PairRows``) at once."""
+    prior = spec.priors["end_to_end"]
+    rows = pair_rows.first(END_TO_END)
+    k = rows["successes"].to_numpy(dtype=np.int64)
+    n = rows["trials"].to_numpy(dtype=np.int64)
+    a, b = _posterior(prior, k, n)
+    counts = pd.Series(k.astype(str), dtype=object) + "/" + n.astype(str).astype(object)
+    grading = rows["grading"].to_numpy(dtype=object)
+    head = f"{spec.name}; end_to_end prior {prior.label()}; "
+    return Estimates(
+        rows["agent"].to_numpy(dtype=str),
+        rows["task"].to_numpy(dtype=str),
+        np.full(k.size, END_TO_END),
+        a.astype(float).reshape(-1, 1, 1),
+        b.astype(float).reshape(-1, 1, 1),
+        np.full(k.size, np.nan),
+        np.stack([k, n], axis=1),
+        (head + counts + " (" + grading + " grading)").to_numpy(dtype=str),
+        np.full(k.size, ""),
+        pair_rows.table.index[pair_rows.positions()],
     )
 
 

@@ -75,10 +75,10 @@ def x_tails(a, b, x):
     past ``x = 745``) the upper tail is the power law ``e^(-a x) / (a B(a, b))``, exact
     to double precision there.
     """
-    x = np.maximum(np.asarray(x, dtype=float), 0.0)
+    a, b, x = np.broadcast_arrays(a, b, np.maximum(np.asarray(x, dtype=float), 0.0))
     near = x < math.log(2)
     far = x > -math.log(BETA_POWER_LAW_BELOW)
-    log_far_tail = np.where(far, -a * x - math.log(a) - special.betaln(a, b), -np.inf)
+    log_far_tail = np.where(far, -a * x - np.log(a) - special.betaln(a, b), -np.inf)
     direct = np.where(
         near,
         special.betainc(b, a, -np.expm1(-np.where(near, x, 0.0))),  # P(1 - p <= 1 - e^-x)
@@ -87,11 +87,11 @@ def x_tails(a, b, x):
     other = np.where(far, -np.expm1(log_far_tail), 1.0 - direct)
     small = (other < 1e-3) & ~far
     if np.any(small):
-        xs, ns = x[small], near[small]
+        xs, ns, a_small, b_small = x[small], near[small], a[small], b[small]
         other[small] = np.where(
             ns,
-            special.betaincc(b, a, -np.expm1(-np.where(ns, xs, 0.0))),
-            special.betaincc(a, b, np.exp(-np.where(ns, 1.0, xs))),
+            special.betaincc(b_small, a_small, -np.expm1(-np.where(ns, xs, 0.0))),
+            special.betaincc(a_small, b_small, np.exp(-np.where(ns, 1.0, xs))),
         )
     return np.where(near, direct, other), np.where(near, other, direct)
 

@@ -41,7 +41,13 @@ from bayes_eval.exact.saddlepoint import (
     saddlepoint_quantiles,
 )
 
-__all__ = ["BetaProduct", "clopper_pearson_upper", "log_beta_draws", "summarise_products"]
+__all__ = [
+    "BetaProduct",
+    "beta_product",
+    "clopper_pearson_upper",
+    "log_beta_draws",
+    "summarise_products",
+]
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,16 @@ class BetaProduct:
         between = np.var(scaled)
         mean = math.exp(top) * float(np.mean(scaled))
         return mean, math.exp(top) * math.sqrt(within + between)
+
+
+def beta_product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
+    """A ``BetaProduct`` from NaN-padded ``(run, factor)`` shapes; empty runs are dropped."""
+    components = []
+    for a_run, b_run in zip(alpha, beta, strict=True):
+        present = ~np.isnan(a_run)
+        if present.any():
+            components.append((a_run[present], b_run[present]))
+    return BetaProduct(tuple(components))
 
 
 def summarise_products(

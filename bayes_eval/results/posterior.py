@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from bayes_eval.constants import (
@@ -43,7 +44,7 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
-from bayes_eval.exact.products import BetaProduct, log_beta_draws
+from bayes_eval.exact.products import BetaProduct, beta_product, log_beta_draws
 from bayes_eval.files import check_readable
 from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
@@ -52,9 +53,9 @@ from bayes_eval.specs import Spec, spec_from_toml, spec_text
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pandas as pd
+    from bayes_eval.exact.builders import Estimates
 
-__all__ = ["FILE_FORMAT", "Posterior", "beta_product", "load_posterior", "prior_shapes"]
+__all__ = ["FILE_FORMAT", "Posterior", "load_posterior", "prior_shapes"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
@@ -267,35 +268,26 @@ class Posterior:
 
     @classmethod
     def from_estimates(
-        cls, estimates: list, spec: Spec, evidence: Evidence, *, level: float, seed: int
+        cls, estimates: Estimates, spec: Spec, evidence: Evidence, *, level: float, seed: int
     ) -> Posterior:
-        """An exact fit: a list of ``fit.Estimate`` laid out as the ``conjugate`` group."""
-        agents = list(dict.fromkeys(e.agent for e in estimates))
-        tasks = list(dict.fromkeys(e.task for e in estimates))
-        agent_at = {a: i for i, a in enumerate(agents)}
-        task_at = {t: j for j, t in enumerate(tasks)}
-        n_runs = max((len(e.alpha) for e in estimates), default=1) or 1
-        n_factors = max((max(e.factors, default=0) for e in estimates), default=0) or 1
+        """An exact fit: the pairs' ``Estimates`` laid out as the ``conjugate`` group."""
+        agents = list(dict.fromkeys(estimates.agent.tolist()))
+        tasks = list(dict.fromkeys(estimates.task.tolist()))
+        i = pd.Index(agents).get_indexer(estimates.agent)
+        j = pd.Index(tasks).get_indexer(estimates.task)
         shape = (len(agents), len(tasks))
+        n_runs, n_factors = estimates.alpha.shape[1:]
         alpha = np.full(shape + (n_runs, n_factors), np.nan)
         beta = np.full_like(alpha, np.nan)
-        text = {
-            name: np.full(shape, "", dtype=object) for name in ("method", "provenance", "reason")
-        }
+        alpha[i, j], beta[i, j] = estimates.alpha, estimates.beta
         point_log = np.full(shape, np.nan)
+        point_log[i, j] = estimates.point_log
         cp = np.full(shape + (2,), -1, dtype=np.int64)
-        for e in estimates:
-            i, j = agent_at[e.agent], task_at[e.task]
-            for r, (a_run, b_run) in enumerate(zip(e.alpha, e.beta, strict=True)):
-                slots = [max(f, 1) - 1 for f in e.factors[: len(a_run)]]
-                alpha[i, j, r, slots] = a_run
-                beta[i, j, r, slots] = b_run
-            text["method"][i, j] = e.method
-            text["provenance"][i, j] = e.provenance
-            text["reason"][i, j] = e.reason
-            point_log[i, j] = e.point_log
-            if e.cp is not None:
-                cp[i, j] = e.cp
+        cp[i, j] = estimates.cp
+        text = {}
+        for name in ("method", "provenance", "reason"):
+            text[name] = np.full(shape, "", dtype=object)
+            text[name][i, j] = getattr(estimates, name)
         pair = (AGENT, TASK)
         conjugate = xr.Dataset(
             {
@@ -443,16 +435,6 @@ def _refusal(path: Path, tree: xr.DataTree) -> str:
         f"{old.get('bayes_eval_format', 1)}, which bayes_eval {package_version()} does not "
         f"read (it reads format {FILE_FORMAT}); refit with: {refit} --out NEW_FOLDER"
     )
-
-
-def beta_product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
-    """A ``BetaProduct`` from NaN-padded ``(run, factor)`` shapes; empty runs are dropped."""
-    components = []
-    for a_run, b_run in zip(alpha, beta, strict=True):
-        present = ~np.isnan(a_run)
-        if present.any():
-            components.append((a_run[present], b_run[present]))
-    return BetaProduct(tuple(components))
 
 
 def _draws(result: Posterior, n_draws: int, seed: int, shapes=None) -> xr.Dataset:

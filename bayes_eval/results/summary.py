@@ -33,9 +33,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from bayes_eval.constants import SUMMARY_COLUMNS
+from bayes_eval.constants import AGENT, SUMMARY_COLUMNS, TASK
 from bayes_eval.evidence.table import join_distinct
-from bayes_eval.exact.products import clopper_pearson_upper, summarise_products
+from bayes_eval.exact.factors import x_cdf, x_ppf
+from bayes_eval.exact.products import beta_product, clopper_pearson_upper, summarise_products
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["format_number", "summarise"]
@@ -48,65 +49,123 @@ LN10 = math.log(10)
 
 
 def summarise(posterior, level: float, threshold: float | None = None) -> pd.DataFrame:
-    """Summary of an exact ``Posterior`` at ``level``, with ``P(P > threshold)`` if given."""
+    """Summary of a ``Posterior`` at ``level``, with ``P(P > threshold)`` if given.
+
+    Column by column across cells: an exact fit's quantiles come from its Beta factors,
+    all cells at once (``_exact_columns``); an MCMC fit's from each cell's draws."""
     level = check_level(level, "level")
     tau = None if threshold is None else check_probability(threshold, "threshold")
+    values = {name: posterior.values(name) for name in ("method", "reason", "cp_trials")}
+    at = np.nonzero(values["method"] != "")
+    conjugate = posterior.group("conjugate")
+    # a crossed fit predicts pairs never run; every other model estimates pairs run
+    observed = posterior.values("observed")[at] if "observed" in conjugate else True
+    reason = values["reason"][at]
+    estimated = reason == ""
+    table = pd.DataFrame({name: np.full(reason.size, np.nan) for name in SUMMARY_COLUMNS})
+    table["agent"] = posterior.values(AGENT)[at[0]]
+    table["task"] = posterior.values(TASK)[at[1]]
+    table["method"] = values["method"][at]
+    table["level"] = level
+    table["diagnostics_ok"] = pd.array(np.where(estimated, True, None), dtype="boolean")
+    table["observed"] = np.broadcast_to(observed, reason.shape).astype(bool)
+    table["extrapolated"] = pd.array([pd.NA] * reason.size, dtype="boolean")
+    provenance = posterior.values("provenance")[at].astype(object)
+    provenance[~estimated] += "; no estimate: " + reason[~estimated].astype(object)
+    table["provenance"] = provenance
+    if posterior.is_mcmc:
+        _mcmc_rows(posterior, table, at, np.flatnonzero(estimated), level, tau)
+    else:
+        _exact_columns(posterior, table, at, estimated, level, tau)
+    trials = values["cp_trials"][at]
+    runs = np.flatnonzero(trials > 0)
+    successes = posterior.values("cp_successes")[at][runs]
+    table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes, trials[runs], level)
+    return _with_kept(table, posterior.evidence)
+
+
+def _exact_columns(posterior, table, at, estimated, level, tau) -> None:
+    """An exact fit's columns, in place: point values' means, and each posterior's
+    moments and quantiles, a cell of one Beta factor (or a point mass) all at once, any
+    other product through ``summarise_products``."""
     probs = np.array([1.0 - level, 0.5, level])
     x_points = np.array([] if tau is None else [-math.log(tau)])
-    names = ("method", "provenance", "reason", "point_log", "cp_successes", "cp_trials")
-    data = {name: posterior.values(name) for name in names}
-    cells = posterior.cells()
-    products = [posterior.product_at(i, j) for _, _, i, j in cells]
-    exact = [n for n, product in enumerate(products) if product is not None]
-    solved = summarise_products([products[n] for n in exact], probs, x_points)
-    solved = dict(zip(exact, solved, strict=True))
-    mcse = _quantile_mcse(posterior, level) if posterior.is_mcmc else None
-    # a crossed fit predicts pairs never run; every other model estimates pairs run
-    observed = (
-        posterior.values("observed")
-        if "observed" in posterior.group("conjugate")
-        else np.ones(data["method"].shape, dtype=bool)
-    )
-    floors = _floor_runs(posterior, data["cp_trials"]) if posterior.is_mcmc else None
-    rows = []
-    for n, (agent, task, i, j) in enumerate(cells):
-        row = dict.fromkeys(SUMMARY_COLUMNS, np.nan)
-        row.update(
-            agent=agent,
-            task=task,
-            method=data["method"][i, j],
-            level=level,
-            provenance=data["provenance"][i, j],
-            diagnostics_ok=True,
-            observed=bool(observed[i, j]),
+    point_log = posterior.values("point_log")[at]
+    point = estimated & ~np.isnan(point_log)
+    table.loc[point, "mean"] = np.exp(point_log[point])
+    table.loc[point, "provenance"] += "; point value, no posterior"
+    cells = np.flatnonzero(estimated & ~point)
+    alpha = posterior.values("alpha")[at][cells]  # (cell, run, factor), NaN-padded
+    beta = posterior.values("beta")[at][cells]
+    present = ~np.isnan(alpha)
+    proper = present & (beta > 0)  # b = 0: a point mass at 1, out of the product
+    simple = (present.any(axis=2).sum(axis=1) == 1) & (proper.sum(axis=(1, 2)) <= 1)
+    # a point mass at 1 unless said otherwise below
+    x_quantiles = np.zeros((cells.size, probs.size))
+    x_cdfs = np.broadcast_to(x_points >= 0, (cells.size, x_points.size)).astype(float)
+    mean, sd, error = np.ones(cells.size), np.zeros(cells.size), np.zeros(cells.size)
+    engine = np.full(cells.size, "point", dtype=object)
+    one = simple & proper.any(axis=(1, 2))  # one Beta(a, b) factor
+    a, b = alpha[proper & one[:, None, None]], beta[proper & one[:, None, None]]
+    if np.any(~(a > 0)):
+        raise ValueError(f"invalid Beta factors a={a[~(a > 0)]}")
+    x_quantiles[one] = x_ppf(a[:, None], b[:, None], probs)
+    x_cdfs[one] = x_cdf(a[:, None], b[:, None], x_points)
+    # Beta(a, b)'s moments as BetaProduct.moments computes them
+    mean[one] = np.exp(-np.log1p(b / a))
+    sd[one] = mean[one] * np.sqrt(np.expm1(np.log1p(b / (a * (a + b + 1)))))
+    engine[one] = "beta"
+    rest = np.flatnonzero(~simple)
+    products = [beta_product(alpha[n], beta[n]) for n in rest]
+    solved = summarise_products(products, probs, x_points)
+    for n, product, summary in zip(rest, products, solved, strict=True):
+        x_quantiles[n], x_cdfs[n] = summary.x_quantiles, summary.x_cdf
+        mean[n], sd[n] = product.moments()
+        engine[n], error[n] = summary.engine, summary.error
+    x_upper, x_median, x_lower = x_quantiles.T
+    rows = table.index[cells]
+    table.loc[rows, "mean"] = mean
+    table.loc[rows, "sd"] = sd
+    table.loc[rows, "median"] = np.exp(-x_median)
+    table.loc[rows, "lower"] = np.exp(-x_lower)
+    table.loc[rows, "upper"] = np.exp(-x_upper)
+    table.loc[rows, "log10_upper"] = -x_upper / LN10
+    if tau is not None:
+        table.loc[rows, "prob_above"] = x_cdfs[:, 0]
+    how = [_quantile_engine(*key) for key in zip(engine, error, strict=True)]
+    table.loc[rows, "provenance"] += np.array(how, dtype=object)
+
+
+def _quantile_engine(engine: str, error: float) -> str:
+    """The provenance's words on how a cell's quantiles were computed."""
+    how = {
+        "point": "exact",
+        "beta": "exact",
+        "saddlepoint": f"error <= {error:.0e} in P and 1 - P, validated against mpmath",
+        "grid": f"error ~ {error:.0e} in P and 1 - P, from refining the grid",
+    }[engine]
+    return f"; quantiles: {engine} ({how})"
+
+
+def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
+    """An MCMC fit's columns, in place, cell by cell from its draws, with each bound's
+    context (``bound_context``)."""
+    mcse = _quantile_mcse(posterior, level)
+    trials = posterior.values("cp_trials")
+    floors = _floor_runs(posterior, trials)
+    successes = posterior.values("cp_successes")
+    for n in estimated:
+        i, j = at[0][n], at[1][n]
+        row = _mcmc_columns(
+            posterior, table.at[n, "agent"], table.at[n, "task"], i, j, level, tau, mcse
         )
-        if data["reason"][i, j]:
-            row["provenance"] += f"; no estimate: {data['reason'][i, j]}"
-            row["diagnostics_ok"] = pd.NA
-        elif posterior.is_mcmc:
-            row.update(_mcmc_columns(posterior, agent, task, i, j, level, tau, mcse))
-            row["provenance"] = data["provenance"][i, j] + row["provenance"]
-        elif n in solved:
-            columns = _posterior_columns(products[n], solved[n], tau)
-            columns["provenance"] = row["provenance"] + columns.pop("quantiles")
-            row.update(columns)
-        else:
-            row["mean"] = math.exp(data["point_log"][i, j])
-            row["provenance"] += "; point value, no posterior"
-        if data["cp_trials"][i, j] > 0:
-            k, trials = data["cp_successes"][i, j], data["cp_trials"][i, j]
-            row["cp_upper"] = float(clopper_pearson_upper(k, trials, level))
-        if posterior.is_mcmc and pd.notna(row["upper"]):
-            k, trials = max(data["cp_successes"][i, j], 0), max(data["cp_trials"][i, j], 0)
-            floor = None if floors is None else floors[i, j]
-            row.update(bound_context(row["upper"], k, trials, floor, level))
-            row["provenance"] += _context_note(row, posterior.spec.pooling, floor)
-        rows.append(row)
-    table = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    table["diagnostics_ok"] = table["diagnostics_ok"].astype("boolean")
-    table["observed"] = table["observed"].astype(bool)
-    table["extrapolated"] = table["extrapolated"].astype("boolean")
-    return _with_kept(table, posterior.evidence)
+        row["provenance"] = table.at[n, "provenance"] + row["provenance"]
+        k, runs = max(successes[i, j], 0), max(trials[i, j], 0)
+        floor = None if floors is None else floors[i, j]
+        row.update(bound_context(row["upper"], k, runs, floor, level))
+        row["provenance"] += _context_note(row, posterior.spec.pooling, floor)
+        for name, value in row.items():
+            table.at[n, name] = value
 
 
 def own_upper(k: int, n: float, level: float) -> float:
@@ -226,29 +285,6 @@ def _mcmc_columns(posterior, agent, task, i, j, level, tau, mcse) -> dict:
         "upper_mcse": float(mcse[i, j]),
         "diagnostics_ok": ok,
         "provenance": note,
-    }
-
-
-def _posterior_columns(product, solved, tau) -> dict:
-    mean, sd = product.moments()
-    x_upper, x_median, x_lower = solved.x_quantiles
-    how = {
-        "point": "exact",
-        "beta": "exact",
-        "saddlepoint": f"error <= {solved.error:.0e} in P and 1 - P, validated against mpmath",
-        "grid": f"error ~ {solved.error:.0e} in P and 1 - P, from refining the grid",
-    }[solved.engine]
-    engine = f"; quantiles: {solved.engine} ({how})"
-    return {
-        "mean": mean,
-        "median": math.exp(-x_median),
-        "sd": sd,
-        "lower": math.exp(-x_lower),
-        "upper": math.exp(-x_upper),
-        "log10_upper": -x_upper / LN10,
-        "prob_above": np.nan if tau is None else float(solved.x_cdf[0]),
-        "provenance": None,
-        "quantiles": engine,
     }
 
 

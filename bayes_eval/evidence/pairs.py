@@ -1,0 +1,73 @@
+"""``PairRows``: the rows a model reads, per (agent, task) and method.
+
+One table sorted by run and step, and per pair and method the positions of its rows. A
+pair's frames are cut when the pair is read, so a model that reads the rows as one table
+(``PairRows.first``) builds no frame per pair: 200,000 pairs would cost minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["PairRows"]
+
+
+class PairRows(Mapping):
+    """``{(agent, task): {method: rows sorted by run, step}}`` over one sorted table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Rows of the normalised evidence table (``Evidence.table``), sorted by run and step.
+    positions : dict
+        ``{(agent, task): {method: positions in table}}``.
+    """
+
+    def __init__(self, table: pd.DataFrame, positions: dict) -> None:
+        self.table = table
+        self._positions = positions
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, pairs: list[tuple[str, str]]) -> PairRows:
+        """The rows of ``table`` per pair, for ``pairs`` in their order (a pair without
+        rows is left out)."""
+        table = table.sort_values(["run", "step"], kind="stable")
+        groups = table.groupby(["agent", "task", "method"], sort=False).indices
+        # each pair's methods in the order of their first row, as the sorted table has them
+        by_pair: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        for (agent, task, method), positions in sorted(groups.items(), key=lambda g: g[1][0]):
+            by_pair.setdefault((agent, task), {})[method] = positions
+        return cls(table, {pair: by_pair[pair] for pair in pairs if pair in by_pair})
+
+    def __getitem__(self, pair: tuple[str, str]) -> dict[str, pd.DataFrame]:
+        return {
+            method: self.table.iloc[positions]
+            for method, positions in self._positions[pair].items()
+        }
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def methods(self, pair: tuple[str, str]) -> tuple[str, ...]:
+        """The methods ``pair`` has rows of, without cutting its rows."""
+        return tuple(self._positions[pair])
+
+    def only(self, pairs: list[tuple[str, str]]) -> PairRows:
+        """These rows for ``pairs`` alone (in their order)."""
+        return PairRows(self.table, {pair: self._positions[pair] for pair in pairs})
+
+    def first(self, method: str) -> pd.DataFrame:
+        """Each pair's first row of ``method`` (by run, then step), in the pairs' order;
+        every pair must have one."""
+        return self.table.iloc[[by_method[method][0] for by_method in self._positions.values()]]
+
+    def positions(self) -> np.ndarray:
+        """The positions in ``table`` of every row kept."""
+        kept = [p for by_method in self._positions.values() for p in by_method.values()]
+        return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
