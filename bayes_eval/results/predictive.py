@@ -125,8 +125,8 @@ def predictive_checks(posterior) -> pd.DataFrame:
     count is Beta-Binomial and the p-value is closed-form. MCMC fits average the
     binomial tail over their draws.
     """
-    rows = []
     if posterior.is_mcmc:
+        rows = []
         post = posterior.draws
         clusters = _cluster_sizes(posterior, post)
         rng = np.random.default_rng(posterior.seed + 3)
@@ -140,34 +140,41 @@ def predictive_checks(posterior) -> pd.DataFrame:
                 replicated = _clustered(sizes, p, phi, rng)
                 value = float(np.mean(replicated > k) + 0.5 * np.mean(replicated == k))
             rows.append((agent, task, method, index, k, n, float(p.mean()), value))
+        columns = [np.array(column) for column in zip(*rows, strict=True)]
     else:
-        cells = list(_exact_cells(posterior))
-        if cells:
-            k, n, a, b = (np.array([c[i] for c in cells], dtype=float) for i in range(4, 8))
-            point = b == 0  # a point mass at 1 (k = n under Haldane): replicates k exactly
-            safe_b = np.where(point, 1.0, b)
-            value = stats.betabinom.sf(k, n, a, safe_b) + 0.5 * stats.betabinom.pmf(k, n, a, safe_b)
-            value = np.where(point, 0.5, value)
-            mean = np.where(point, 1.0, a / (a + safe_b))
-            rows = [
-                (*c[:6], float(m), float(v)) for c, m, v in zip(cells, mean, value, strict=True)
-            ]
-    records = [
-        dict(
-            agent=agent,
-            task=task,
-            evidence=method,
-            cell=index,
-            successes=int(k),
-            trials=int(n),
-            observed_rate=k / n,
-            replicated_rate=rate,
-            p_value=value,
-            flagged=not FLAG_LOW <= value <= FLAG_HIGH,
+        cells = _exact_cells(posterior)
+        k, n, a, b = (
+            cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta")
         )
-        for agent, task, method, index, k, n, rate, value in rows
-    ]
-    return pd.DataFrame(records, columns=COLUMNS)
+        point = b == 0  # a point mass at 1 (k = n under Haldane): replicates k exactly
+        safe_b = np.where(point, 1.0, b)
+        value = stats.betabinom.sf(k, n, a, safe_b) + 0.5 * stats.betabinom.pmf(k, n, a, safe_b)
+        value = np.where(point, 0.5, value)
+        mean = np.where(point, 1.0, a / (a + safe_b))
+        names = ["agent", "task", "method", "index", "successes", "trials"]
+        columns = [cells[name].to_numpy() for name in names] + [mean, value]
+    if not columns or not len(columns[0]):
+        return pd.DataFrame(columns=COLUMNS)
+    return _checks_table(*columns)
+
+
+def _checks_table(agent, task, method, index, k, n, rate, value) -> pd.DataFrame:
+    """The checks' table (``COLUMNS``) from its columns, one row per cell."""
+    k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
+    value = np.asarray(value, dtype=float)
+    columns = {
+        "agent": agent,
+        "task": task,
+        "evidence": method,
+        "cell": index,
+        "successes": k,
+        "trials": n,
+        "observed_rate": k / n,
+        "replicated_rate": np.asarray(rate, dtype=float),
+        "p_value": value,
+        "flagged": ~((FLAG_LOW <= value) & (value <= FLAG_HIGH)),
+    }
+    return pd.DataFrame(columns, columns=COLUMNS)
 
 
 def _cluster_sizes(posterior, post) -> dict:
@@ -194,33 +201,52 @@ def _clustered(sizes, p, phi, rng) -> np.ndarray:
     return rng.binomial(sizes, q).sum(axis=-1)
 
 
-def _exact_cells(posterior):
-    """(agent, task, method, index, k, n, alpha, beta) of every cell an exact model explains."""
-    agent_at = {agent: i for i, agent in enumerate(posterior.coords[AGENT])}
-    task_at = {task: j for j, task in enumerate(posterior.coords[TASK])}
-    alpha, beta = posterior.values("alpha"), posterior.values("beta")
-    estimate = posterior.values("method")
+def _exact_cells(posterior) -> pd.DataFrame:
+    """Every cell an exact model explains, one row per evidence row in the table's order:
+    ``agent``, ``task``, ``method``, ``index`` (its position, ``position_of``),
+    ``successes``, ``trials``, and the shapes ``alpha``, ``beta`` of its rate's posterior.
+    A row of a pair with a point value or no estimate, or of another rung of the chain than
+    the one the pair rests on, is no cell."""
     table = posterior.evidence.table
-    runs = {
-        pair: sorted(set(rows["run"]))
-        for pair, rows in table[table["method"] == EXPERT_COMPLETION].groupby(["agent", "task"])
-    }
-    for row in table.itertuples():
-        if row.agent not in agent_at or row.task not in task_at:
-            continue
-        i, j = agent_at[row.agent], task_at[row.task]
-        if not posterior.has_exact_posterior(i, j) or row.method != estimate[i, j]:
-            continue  # a point value, no estimate, or evidence of another rung
-        if row.method == END_TO_END:
-            run, slot, index = 0, 0, ""
-        elif row.method == MILESTONE_METHOD:
-            run, slot, index = 0, row.step - 1, f"milestone {row.step}"
-        else:
-            run = runs[(row.agent, row.task)].index(row.run)
-            slot, index = row.step - 1, f"run {row.run}, step {row.step}"
-        a, b = alpha[i, j, run, slot], beta[i, j, run, slot]
-        if not np.isnan(a):
-            yield row.agent, row.task, row.method, index, row.successes, row.trials, a, b
+    i = pd.Index(posterior.coords[AGENT]).get_indexer(table["agent"])
+    j = pd.Index(posterior.coords[TASK]).get_indexer(table["task"])
+    rows = (i >= 0) & (j >= 0)
+    rows[rows] = (
+        (posterior.values("reason")[i[rows], j[rows]] == "")
+        & np.isnan(posterior.values("point_log")[i[rows], j[rows]])
+        & (table["method"].to_numpy()[rows] == posterior.values("method")[i[rows], j[rows]])
+    )
+    cells = table.loc[rows, ["agent", "task", "method", "step", "run", "successes", "trials"]]
+    i, j = i[rows], j[rows]
+    # an expert-completion row's run: its place among its pair's runs, sorted
+    runs = table.loc[table["method"] == EXPERT_COMPLETION, ["agent", "task", "run"]]
+    runs = runs.drop_duplicates().sort_values(["agent", "task", "run"])
+    runs["place"] = runs.groupby(["agent", "task"], sort=False).cumcount()
+    place = cells.merge(runs, on=["agent", "task", "run"], how="left")["place"]
+    method, step = cells["method"].to_numpy(), cells["step"].to_numpy()
+    completion = method == EXPERT_COMPLETION
+    run = np.where(completion, place.fillna(0).to_numpy(dtype=np.int64), 0)
+    slot = np.where(method == END_TO_END, 0, step - 1)
+    steps = step.astype(str).astype(object)
+    index = np.where(method == MILESTONE_METHOD, "milestone " + steps, "")
+    index = np.where(
+        completion, "run " + cells["run"].to_numpy(dtype=object) + ", step " + steps, index
+    )
+    a = posterior.values("alpha")[i, j, run, slot]
+    b = posterior.values("beta")[i, j, run, slot]
+    kept = ~np.isnan(a)  # the model did not use the others (e.g. another rung of the chain)
+    return pd.DataFrame(
+        {
+            "agent": cells["agent"].to_numpy()[kept],
+            "task": cells["task"].to_numpy()[kept],
+            "method": method[kept],
+            "index": index[kept],
+            "successes": cells["successes"].to_numpy()[kept],
+            "trials": cells["trials"].to_numpy()[kept],
+            "alpha": a[kept],
+            "beta": b[kept],
+        }
+    )
 
 
 def exact_loo(posterior):
@@ -249,12 +275,16 @@ def exact_log_predictive(posterior):
     shape is 0), both in closed form, over ``exact_loo``'s ``cell`` dimension."""
     import xarray as xr
 
-    cells = list(_exact_cells(posterior))
-    k, n, a, b = (np.array([c[i] for c in cells], dtype=float) for i in (4, 5, 6, 7))
-    priors = [posterior.spec.priors[PRIOR_ROLES[c[2]]] for c in cells]
-    a0 = np.array([prior.alpha for prior in priors], dtype=float)
-    b0 = np.array([prior.beta for prior in priors], dtype=float)
-    keys = [(method, agent, task, index) for agent, task, method, index, *_ in cells]
+    cells = _exact_cells(posterior)
+    k, n, a, b = (cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta"))
+    priors = {
+        method: posterior.spec.priors[role]
+        for method, role in PRIOR_ROLES.items()
+        if role in posterior.spec.priors
+    }
+    a0 = cells["method"].map({m: prior.alpha for m, prior in priors.items()}).to_numpy(dtype=float)
+    b0 = cells["method"].map({m: prior.beta for m, prior in priors.items()}).to_numpy(dtype=float)
+    keys = list(zip(cells["method"], cells["agent"], cells["task"], cells["index"], strict=True))
     return xr.Dataset(
         {
             "elpd_loo": ("cell", _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)),
