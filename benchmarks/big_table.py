@@ -7,7 +7,7 @@ Run from the repository root (needs the package installed):
 Writes a table of one row per (agent, task) cell, 1 to 10 runs each with a rate drawn from
 Beta(0.5, 3) (so many cells have no success), then runs ``bayes-eval fit TABLE --model
 end_to_end --format csv`` in a fresh process and prints its wall time and peak memory
-(the child's maximum resident set), beside what the arithmetic alone costs: importing
+(that child's own maximum resident set), beside what the arithmetic alone costs: importing
 pandas and scipy.stats and computing every cell's Beta quantiles with one
 ``scipy.stats.beta.ppf`` call, in another fresh process. The issue's target for 200,000
 cells: at most 15 s and 1 GB, end to end.
@@ -16,7 +16,7 @@ cells: at most 15 s and 1 GB, end to end.
 from __future__ import annotations
 
 import argparse
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,11 +53,12 @@ def write_table(path: Path, cells: int, agents: int, seed: int) -> None:
 def timed(command: list[str]) -> tuple[float, float]:
     """Wall seconds and peak resident MB of ``command`` in a fresh process."""
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own peak (ru_maxrss, KB)
     seconds = time.perf_counter() - start
-    # the largest child so far: each run's child is larger than the one before
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return seconds, peak
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command)} failed")
+    return seconds, usage.ru_maxrss / 1024
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ import pandas as pd
 from scipy import stats
 
 import bayes_eval
-from bayes_eval.results.predictive import mid_p, predictive_checks
+from bayes_eval.results.predictive import beta_binomial_sf, mid_p, predictive_checks
 
 
 def test_mid_p_value_matches_the_beta_binomial_predictive():
@@ -52,3 +52,17 @@ def test_predictive_groups_replicate_every_cell_in_arviz_layout(tmp_path):
     loaded = bayes_eval.load_posterior(posterior.to_netcdf(tmp_path / "p.nc"))
     assert loaded.tree["posterior_predictive"]["successes"].equals(replicated)
     assert loaded.tree["observed_data"]["successes"].equals(observed)
+
+
+def test_the_beta_binomial_tail_over_many_cells_is_scipys_to_the_last_bit():
+    """Exact fits' p-values sum each cell's probabilities as scipy does, cells of one k
+    at once: equal to ``scipy.stats.betabinom.sf`` bit for bit, edges included (k = n,
+    a zero shape, a count beyond n)."""
+    rng = np.random.default_rng(7)
+    n = rng.integers(1, 200, 5_000).astype(float)
+    k = np.floor(rng.random(5_000) * (n + 1))
+    a, b = rng.gamma(0.5, 2, 5_000) + k, rng.gamma(0.5, 2, 5_000) + n - k
+    edges = np.array([[0, 3, 0, 1], [3, 3, 1, 0], [5, 4, 1, 2], [2, 7, 0.5, 0.5]]).T
+    k, n, a, b = (np.concatenate([x, e]) for x, e in zip((k, n, a, b), edges, strict=True))
+    expected = stats.betabinom.sf(k, n, a, b)
+    assert np.array_equal(beta_binomial_sf(k, n, a, b), expected, equal_nan=True)

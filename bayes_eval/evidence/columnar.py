@@ -26,7 +26,8 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.table import Evidence, SourceRow, as_real, join_distinct
+from bayes_eval.evidence.source_row import SourceRow, as_real
+from bayes_eval.evidence.table import Evidence, join_distinct
 from bayes_eval.files import check_readable
 from bayes_eval.messages import collected, note
 

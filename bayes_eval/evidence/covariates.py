@@ -369,7 +369,7 @@ def _present(values, source, column):
 def _parse_values(source, column, values) -> tuple[list[float], bool]:
     """Numbers of ``(text, where)`` values: all decimal numbers or, where any value is an
     ISO date, all dates (as decimal years)."""
-    from bayes_eval.evidence.table import as_real
+    from bayes_eval.evidence.source_row import as_real
 
     is_date = any(DATE.fullmatch(text) for text, _ in values)
     numbers = []

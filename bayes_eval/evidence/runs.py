@@ -30,13 +30,8 @@ import pandas as pd
 from bayes_eval.constants import DEFAULT_AGENT, END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
 from bayes_eval.evidence import columnar
-from bayes_eval.evidence.table import (
-    Evidence,
-    PathLike,
-    SourceRow,
-    read_table,
-    validate_frame,
-)
+from bayes_eval.evidence.source_row import SourceRow
+from bayes_eval.evidence.table import Evidence, PathLike, read_table, validate_frame
 from bayes_eval.files import read_text
 from bayes_eval.messages import note
 

@@ -12,8 +12,8 @@ import csv
 import difflib
 import hashlib
 import io
-import math
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,16 +30,15 @@ from bayes_eval.constants import (
     EXPERT_COMPLETION,
     GOLDEN,
     INT64_MAX,
-    INTEGER_TEXT,
     MILESTONE,
     MILESTONE_METHOD,
-    REAL_TEXT,
     RUN,
     STEP,
     SUMMARY_COLUMNS,
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.source_row import SourceRow
 from bayes_eval.files import check_readable, read_text
 from bayes_eval.messages import note
 
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Evidence",
-    "SourceRow",
-    "as_real",
     "first_line",
     "load_evidence",
     "read_table",
@@ -79,7 +76,6 @@ COLUMNS = (
     "cluster",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
-FLOAT_EXACT = 2**53  # the largest float below which every whole number is exact
 # Which optional columns each method may (or must) fill.
 NEEDS_STEP = (MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
 TAKES_RUN = (EXPERT_COMPLETION, BEST_OF_N, GOLDEN)
@@ -155,7 +151,9 @@ class Evidence:
 
     def pairs(self) -> list[tuple[str, str]]:
         """Every (agent, task) with any evidence, in first-seen order."""
-        return list(dict.fromkeys(zip(self.table["agent"], self.table["task"], strict=True)))
+        names = self.table[["agent", "task"]].drop_duplicates()
+        agents, tasks = (names[c].to_numpy(dtype=object) for c in ("agent", "task"))
+        return list(zip(agents, tasks, strict=True))
 
     def rows(self, method: str) -> pd.DataFrame:
         """The normalised rows of one method."""
@@ -264,6 +262,9 @@ def read_table(path: Path, label: str, check_header=None) -> pd.DataFrame:
     if "\x00" in text:
         raise InputError(f"{label}: not a text table (binary content)")
     delimiter = sniff_delimiter(text, suffix, label)
+    plain = _read_plain(text, delimiter, label, check_header)
+    if plain is not None:
+        return plain
     # Rows are numbered as a spreadsheet numbers them: one per record, blank ones
     # included, so a line break inside quotes does not shift the rows after it.
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
@@ -290,6 +291,28 @@ def read_table(path: Path, label: str, check_header=None) -> pd.DataFrame:
     frame = pd.DataFrame([cells for _, cells in body], columns=header, dtype=object)
     frame.index = [n for n, _ in body]
     return frame
+
+
+def _read_plain(text: str, delimiter: str, label: str, check_header) -> pd.DataFrame | None:
+    """``read_table``'s frame of a plainly written table (no quotes, no carriage return,
+    no blank line, every line as many fields as the header), read by pandas' C parser;
+    None for any other table, which the csv module then reads row by row."""
+    body = text.rstrip("\n")
+    blank = re.compile(rf"^(?:[^\S\n]|{re.escape(delimiter)})*$", re.MULTILINE)
+    if '"' in text or "\r" in text or blank.search(body):
+        return None
+    header = [c.strip() for c in body.split("\n", 1)[0].split(delimiter)]
+    options = dict(sep=delimiter, header=None, dtype=object, keep_default_na=False)
+    try:
+        frame = pd.read_csv(io.StringIO(body), engine="c", index_col=False, **options)
+    except (pd.errors.ParserError, ValueError):
+        return None
+    short = body.count(delimiter) != (len(header) - 1) * len(frame)  # a line of fewer fields
+    if short or len(frame) < 2 or frame.shape[1] != len(header):
+        return None
+    check_header(label, header)
+    frame = frame.iloc[1:].set_axis(header, axis=1)
+    return frame.set_axis(pd.Index(np.arange(2, len(frame) + 2)))
 
 
 DELIMITERS = {"\t": "tab", ";": "semicolon"}
@@ -349,131 +372,130 @@ def _check_header(label: str, header: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
-class SourceRow:
-    """One source row with typed accessors that raise located errors."""
-
-    def __init__(self, label: str, where: str, values: dict):
-        self.label = label
-        self.where = where
-        self.values = values
-
-    def fail(self, column: str | None, rule: str):
-        place = f"{self.where}, column {column}" if column else self.where
-        raise InputError(f"{self.label}: {place}: {rule}")
-
-    def raw(self, column: str):
-        value = self.values.get(column)
-        if value is None:
-            return None
-        if isinstance(value, float) and math.isnan(value):
-            return None
-        if value is pd.NA or value is pd.NaT:
-            return None
-        if isinstance(value, str):
-            value = value.strip()
-            return value or None
-        return value
-
-    def text(self, column: str) -> str | None:
-        value = self.raw(column)
-        if value is None:
-            return None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        return str(value)
-
-    def integer(self, column: str, minimum: int) -> int | None:
-        """An exact whole number: plain ASCII digits in a text table; in a typed one an
-        integer, or a float that holds a whole number exactly (at most 2^53)."""
-        value = self.raw(column)
-        if value is None:
-            return None
-        number = _as_integer(value)
-        if number is None:
-            self.fail(column, f"'{value}' is not a whole number written in digits 0-9")
-        if number < minimum:
-            self.fail(column, f"{column} ({value}) must be at least {minimum}")
-        if number > INT64_MAX:
-            self.fail(column, f"{column} ({value}) exceeds the largest count, {INT64_MAX}")
-        return number
-
-    def real(self, column: str) -> float | None:
-        value = self.raw(column)
-        if value is None:
-            return None
-        number = as_real(value)
-        if number is None:
-            self.fail(column, f"'{value}' is not a decimal number")
-        if not math.isfinite(number):
-            self.fail(column, f"{value} is not a finite number")
-        return number
-
-    def boolean(self, column: str) -> int | None:
-        value = self.raw(column)
-        if value is None:
-            return None
-        if isinstance(value, bool | np.bool_):
-            return int(value)
-        text = str(value).strip().lower()
-        if text in ("1", "1.0", "true"):
-            return 1
-        if text in ("0", "0.0", "false"):
-            return 0
-        self.fail(column, f"'{value}' is not 0/1 or true/false")
-        return None
-
-    def absent(self, column: str, method: str) -> None:
-        if self.raw(column) is not None:
-            self.fail(column, f"does not apply to method {method} (leave it empty)")
-
-
-def _as_integer(value) -> int | None:
-    """``value`` as an exact int, or None (see ``SourceRow.integer``)."""
-    if isinstance(value, bool | np.bool_):
-        return None
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        exact = math.isfinite(value) and value.is_integer() and abs(value) <= FLOAT_EXACT
-        return int(value) if exact else None
-    text = str(value).strip()
-    return int(text) if INTEGER_TEXT.fullmatch(text) else None
-
-
-def as_real(value) -> float | None:
-    """A cell's value as a float: a number, or text written as a decimal number; else
-    ``None`` (booleans included)."""
-    if isinstance(value, bool | np.bool_):
-        return None
-    if isinstance(value, int | float | np.integer | np.floating):
-        return float(value)
-    text = str(value).strip()
-    return float(text) if REAL_TEXT.fullmatch(text) else None
-
-
 def validate_frame(
     frame, label: str, *, from_file: bool, kept=(), sum_duplicates=False
 ) -> Evidence:
-    """Check every row; ``from_file`` rows are indexed by their CSV line number."""
+    """Check every row; ``from_file`` rows are indexed by their CSV line number.
+
+    Rows are parsed once per distinct combination of their values (agents, tasks and kept
+    columns apart, which are read once per distinct value) and added up per cell as
+    columns. Wherever that meets anything to refuse, the rows are read one by one, which
+    names the first broken rule's row and column.
+    """
     if frame.shape[0] == 0:
         raise InputError(f"{label}: the table has no rows")
     if not from_file:  # a DataFrame or Parquet table: spreadsheet row = position + 2
         frame = frame.set_axis(range(2, frame.shape[0] + 2))
-    records = frame.to_dict("records")
     has_clusters = "cluster" in frame.columns
-    parsed = []
-    for index, values in zip(frame.index, records, strict=True):
-        row = SourceRow(label, f"row {index}", values)
-        parsed.append(_parse_row(row, index, has_clusters) | {c: row.text(c) or "" for c in kept})
-    cells = _aggregate(parsed, label, (*KEY, "cluster"), kept, sum_duplicates)
-    clusters = None
-    if any(record["cluster"] for record in cells):
-        clusters = pd.DataFrame(cells)[list(CLUSTER_COLUMNS)]
+    parsed = _parse_columns(frame, label, has_clusters, kept)
+    added = None if parsed is None else _add_up(parsed, kept, sum_duplicates)
+    if added is None:
+        records = frame.to_dict("records")
+        parsed = []
+        for index, values in zip(frame.index, records, strict=True):
+            row = SourceRow(label, f"row {index}", values)
+            text = {c: row.text(c) or "" for c in kept}
+            parsed.append(_parse_row(row, index, has_clusters) | text)
+        cells = _aggregate(parsed, label, (*KEY, "cluster"), kept, sum_duplicates)
+        table = pd.DataFrame(_aggregate(cells, label, KEY, kept, sum_duplicates=True))
+        clusters = pd.DataFrame(cells)
+    else:
+        table, clusters = added
+    if (clusters["cluster"] != "").any():
+        clusters = clusters[list(CLUSTER_COLUMNS)]
         clusters = clusters[clusters["cluster"] != ""].reset_index(drop=True)
-    table = pd.DataFrame(_aggregate(cells, label, KEY, kept, sum_duplicates=True))
+    else:
+        clusters = None
     table = table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
     _check_steps(table, label)
     return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
+
+
+def _parse_columns(frame, label, has_clusters, kept) -> pd.DataFrame | None:
+    """Every row as ``_parse_row`` parses it (kept columns as text), each distinct
+    combination of values parsed once; None wherever a value breaks a rule or a column
+    could hold values that compare equal but read differently (1, 1.0 and True; 0.0 and
+    -0.0)."""
+    if not all(_plain(frame[column]) for column in frame.columns):
+        return None
+    named = [c for c in ("agent", "task", *kept) if c in frame.columns]
+    rest = [c for c in frame.columns if c not in named]
+    codes = frame.groupby(rest, sort=False, dropna=False).ngroup().to_numpy()
+    _, firsts = np.unique(codes, return_index=True)
+    combos = []
+    for position in firsts:
+        index = frame.index[position]
+        row = SourceRow(label, f"row {index}", frame.iloc[position].to_dict())
+        try:
+            combos.append(_parse_row(row, index, has_clusters))
+        except InputError:
+            return None
+    parsed = pd.DataFrame(combos).take(codes).reset_index(drop=True)
+    parsed["row"] = frame.index.to_numpy(dtype=np.int64)
+    parsed["agent"] = DEFAULT_AGENT
+    for column in named:
+        found, values = pd.factorize(frame[column], use_na_sentinel=False)
+        texts = [SourceRow(label, "", {column: value}).text(column) for value in values]
+        if column == "task" and None in texts:
+            return None
+        empty = DEFAULT_AGENT if column == "agent" else ""
+        parsed[column] = np.array([text or empty for text in texts], dtype=object)[found]
+    return parsed
+
+
+def _plain(column: pd.Series) -> bool:
+    """Whether the column's values are all text (or missing), or all of one numeric type
+    with no negative zero."""
+    if column.dtype.kind in "iub":
+        return True
+    if column.dtype.kind == "f":
+        return not ((column == 0) & np.signbit(column)).any()
+    return pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty")
+
+
+def _add_up(parsed: pd.DataFrame, kept, sum_duplicates) -> tuple | None:
+    """``_aggregate``'s two passes as columns: the cells (counts added up per ``KEY``) and
+    the per-cluster records; None wherever ``_aggregate`` would refuse a row (its message
+    then comes from it) or a sum could pass the largest count."""
+    if parsed["trials"].max() > INT64_MAX // len(parsed):
+        return None
+    by_cluster, cluster_firsts = _groups(parsed, [*KEY, "cluster"])
+    by_key, key_firsts = _groups(parsed, list(KEY))
+    per_trial = parsed["per_trial"].to_numpy()
+    per_trial = per_trial & per_trial[cluster_firsts[by_cluster]]
+    counted = parsed["method"].isin(COUNTED).to_numpy()
+    grading = parsed["grading"].to_numpy()
+    repeated = _repeated(by_cluster, cluster_firsts)
+    refused = repeated & ~per_trial & ~(counted & sum_duplicates)
+    refused |= _repeated(by_key, key_firsts) & ~counted
+    refused |= grading != grading[key_firsts[by_key]]
+    if refused.any() or (kept and repeated.any()):
+        return None
+    return _sums(parsed, by_key, key_firsts), _sums(parsed, by_cluster, cluster_firsts)
+
+
+def _groups(parsed: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group of ``key`` (numbered in first-seen order) and each group's first
+    row."""
+    groups = parsed.groupby(key, sort=False, dropna=False).ngroup().to_numpy()
+    return groups, np.unique(groups, return_index=True)[1]
+
+
+def _repeated(groups: np.ndarray, firsts: np.ndarray) -> np.ndarray:
+    """Which rows are not their group's first."""
+    repeated = np.ones(len(groups), dtype=bool)
+    repeated[firsts] = False
+    return repeated
+
+
+def _sums(parsed: pd.DataFrame, groups: np.ndarray, firsts: np.ndarray) -> pd.DataFrame:
+    """The first row of each group with the group's successes, trials and rows."""
+    out = parsed.iloc[firsts].reset_index(drop=True)
+    sums = parsed[["successes", "trials"]].groupby(groups).sum()
+    out["successes"] = sums["successes"].to_numpy()
+    out["trials"] = sums["trials"].to_numpy()
+    out["n_rows"] = np.bincount(groups)
+    return out
 
 
 def _parse_row(row: SourceRow, number: int, has_clusters: bool) -> dict:

@@ -132,8 +132,11 @@ def _exact_columns(posterior, table, at, estimated, level, tau) -> None:
     table.loc[rows, "log10_upper"] = -x_upper / LN10
     if tau is not None:
         table.loc[rows, "prob_above"] = x_cdfs[:, 0]
-    how = [_quantile_engine(*key) for key in zip(engine, error, strict=True)]
-    table.loc[rows, "provenance"] += np.array(how, dtype=object)
+    methods = pd.DataFrame({"engine": engine, "error": error})
+    cells = methods.groupby(["engine", "error"], sort=False, dropna=False).ngroup().to_numpy()
+    firsts = np.unique(cells, return_index=True)[1]  # the words once per distinct method
+    how = [_quantile_engine(*key) for key in methods.iloc[firsts].itertuples(index=False)]
+    table.loc[rows, "provenance"] += np.array(how, dtype=object)[cells]
 
 
 def _quantile_engine(engine: str, error: float) -> str:
