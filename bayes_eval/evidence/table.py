@@ -398,14 +398,12 @@ def validate_frame(
             parsed.append(_parse_row(row, index, has_clusters) | text)
         cells = _aggregate(parsed, label, (*KEY, "cluster"), kept, sum_duplicates)
         table = pd.DataFrame(_aggregate(cells, label, KEY, kept, sum_duplicates=True))
-        clusters = pd.DataFrame(cells)
+        clusters = pd.DataFrame(cells) if any(cell["cluster"] for cell in cells) else None
     else:
         table, clusters = added
-    if (clusters["cluster"] != "").any():
+    if clusters is not None:
         clusters = clusters[list(CLUSTER_COLUMNS)]
         clusters = clusters[clusters["cluster"] != ""].reset_index(drop=True)
-    else:
-        clusters = None
     table = table[[*TABLE_COLUMNS, *kept]].reset_index(drop=True)
     _check_steps(table, label)
     return Evidence(table=table, source=label, kept=tuple(kept), clusters=clusters)
@@ -420,8 +418,7 @@ def _parse_columns(frame, label, has_clusters, kept) -> pd.DataFrame | None:
         return None
     named = [c for c in ("agent", "task", *kept) if c in frame.columns]
     rest = [c for c in frame.columns if c not in named]
-    codes = frame.groupby(rest, sort=False, dropna=False).ngroup().to_numpy()
-    _, firsts = np.unique(codes, return_index=True)
+    codes, firsts = _groups(frame, rest)
     combos = []
     for position in firsts:
         index = frame.index[position]
@@ -455,8 +452,9 @@ def _plain(column: pd.Series) -> bool:
 
 def _add_up(parsed: pd.DataFrame, kept, sum_duplicates) -> tuple | None:
     """``_aggregate``'s two passes as columns: the cells (counts added up per ``KEY``) and
-    the per-cluster records; None wherever ``_aggregate`` would refuse a row (its message
-    then comes from it) or a sum could pass the largest count."""
+    the per-cluster records (None where no row names a cluster); None wherever
+    ``_aggregate`` would refuse a row (its message then comes from it) or a sum could pass
+    the largest count."""
     if parsed["trials"].max() > INT64_MAX // len(parsed):
         return None
     by_cluster, cluster_firsts = _groups(parsed, [*KEY, "cluster"])
@@ -471,13 +469,15 @@ def _add_up(parsed: pd.DataFrame, kept, sum_duplicates) -> tuple | None:
     refused |= grading != grading[key_firsts[by_key]]
     if refused.any() or (kept and repeated.any()):
         return None
-    return _sums(parsed, by_key, key_firsts), _sums(parsed, by_cluster, cluster_firsts)
+    clustered = (parsed["cluster"] != "").any()
+    clusters = _sums(parsed, by_cluster, cluster_firsts) if clustered else None
+    return _sums(parsed, by_key, key_firsts), clusters
 
 
-def _groups(parsed: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group of ``key`` (numbered in first-seen order) and each group's first
-    row."""
-    groups = parsed.groupby(key, sort=False, dropna=False).ngroup().to_numpy()
+def _groups(frame: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group of ``key`` (numbered in first-seen order, missing values one
+    value) and each group's first row."""
+    groups = frame.groupby(key, sort=False, dropna=False).ngroup().to_numpy()
     return groups, np.unique(groups, return_index=True)[1]
 
 
