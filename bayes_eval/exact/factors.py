@@ -78,13 +78,14 @@ def x_tails(a, b, x):
     a, b, x = np.broadcast_arrays(a, b, np.maximum(np.asarray(x, dtype=float), 0.0))
     near = x < math.log(2)
     far = x > -math.log(BETA_POWER_LAW_BELOW)
-    log_far_tail = np.where(far, -a * x - np.log(a) - special.betaln(a, b), -np.inf)
-    direct = np.where(
-        near,
-        special.betainc(b, a, -np.expm1(-np.where(near, x, 0.0))),  # P(1 - p <= 1 - e^-x)
-        np.where(far, np.exp(log_far_tail), special.betainc(a, b, np.exp(-np.where(near, 1.0, x)))),
-    )
-    other = np.where(far, -np.expm1(log_far_tail), 1.0 - direct)
+    middle = ~near & ~far
+    direct = np.empty(x.shape)  # each function only where it is used
+    direct[near] = special.betainc(b[near], a[near], -np.expm1(-x[near]))  # P(1 - p <= 1 - e^-x)
+    direct[middle] = special.betainc(a[middle], b[middle], np.exp(-x[middle]))
+    log_far_tail = -a[far] * x[far] - np.log(a[far]) - special.betaln(a[far], b[far])
+    direct[far] = np.exp(log_far_tail)
+    other = np.subtract(1.0, direct, out=np.empty(x.shape))
+    other[far] = -np.expm1(log_far_tail)
     small = (other < 1e-3) & ~far
     if np.any(small):
         xs, ns, a_small, b_small = x[small], near[small], a[small], b[small]

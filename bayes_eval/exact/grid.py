@@ -338,7 +338,10 @@ class _SmallXLaw:
         for _ in range(100):
             mid = 0.5 * (lo + hi)
             below = self._log_sum(mid) < log_q
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+            moved = np.where(below, mid, lo), np.where(below, hi, mid)
+            if np.array_equal(moved[0], lo) and np.array_equal(moved[1], hi):
+                break  # a fixed point: every further step would leave it (one component: at once)
+            lo, hi = moved
         with np.errstate(over="ignore", under="ignore"):
             x = np.exp(hi)
             return x, x * self.remainder(x) / self.powers.min()
