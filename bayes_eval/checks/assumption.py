@@ -23,6 +23,8 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
+from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.exact.thinning import THINNING_MAX_STATES, product_binomial_sf
 from bayes_eval.fit import fit
 
 __all__ = ["ASSUMPTION_ALPHA", "COLUMNS", "PATH_MODELS", "milestone_assumption"]
@@ -30,6 +32,8 @@ __all__ = ["ASSUMPTION_ALPHA", "COLUMNS", "PATH_MODELS", "milestone_assumption"]
 ASSUMPTION_ALPHA = 0.01  # below this the milestone assumption is reported as contradicted
 # Kinds of model that describe success by paths the milestones do not (the check's subject).
 PATH_MODELS = ("joint",)
+# Draws of the milestone product for a pair beyond THINNING_MAX_STATES (thousands of trials).
+MONTE_CARLO_DRAWS = 4000
 
 
 # The columns of the check's table, one row per task with both kinds of evidence.
@@ -56,7 +60,9 @@ def milestone_assumption(
 
     ``p_value`` is the posterior predictive probability of at least the observed
     end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
-    exact milestone spec, fitted to the milestone rows alone); ``expected`` the
+    exact milestone spec, fitted to the milestone rows alone), computed exactly
+    (``bayes_eval.exact.thinning``; from draws only past ``THINNING_MAX_STATES`` trials);
+    ``expected`` the
     end-to-end successes those rates predict on average. ``fitted`` is the ``Posterior``
     the check is reported with: under a model in ``PATH_MODELS`` the rows carry its
     ``bypass`` (posterior mean) and the message describes the paths; ``doubtful`` is
@@ -64,53 +70,70 @@ def milestone_assumption(
     """
     accounted = fitted is not None and fitted.spec.kind in PATH_MODELS
     table = evidence.table
-    e2e = table[table["method"] == END_TO_END].set_index(["agent", "task"])
     milestones = table[table["method"] == MILESTONE_METHOD]
-    both = sorted(set(zip(milestones["agent"], milestones["task"], strict=True)) & set(e2e.index))
-    if not both:
+    keys = ["agent", "task"]
+    e2e = table.loc[table["method"] == END_TO_END, [*keys, "successes", "trials"]]
+    pairs = e2e.merge(milestones[keys].drop_duplicates(), on=keys).sort_values(keys)
+    if pairs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    keep = [pair in set(both) for pair in zip(milestones["agent"], milestones["task"], strict=True)]
-    frame = milestones[keep].drop(columns=["row", "n_rows"])
+    frame = milestones.merge(pairs[keys], on=keys).drop(columns=["row", "n_rows"])
     posterior = fit(_as_input(frame), model, seed=seed)
-    summary = posterior.summary().set_index(["agent", "task"])
-    post = posterior.draws["p_task"]
-    # the pooled joint model's bypass; crossed_joint links P to the milestones instead
-    paths = None
-    if accounted:
+    summary = posterior.summary().set_index(keys)
+    at = pd.MultiIndex.from_frame(pairs[keys])
+    k, n = (pairs[name].to_numpy(dtype=np.int64) for name in ("successes", "trials"))
+    mean = summary["mean"].reindex(at).to_numpy(dtype=float)
+    value = _p_values(posterior, pairs, k, n, seed)
+    value[np.isnan(mean)] = np.nan  # no milestone posterior (e.g. a zero under Haldane)
+    out = pd.DataFrame(
+        {
+            "agent": pairs["agent"].to_numpy(),
+            "task": pairs["task"].to_numpy(),
+            "successes": k,
+            "trials": n,
+            "milestone_mean": mean,
+            "milestone_upper": summary["upper"].reindex(at).to_numpy(dtype=float),
+            "expected": n * mean,
+            "p_value": value,
+            "contradicted": value < ASSUMPTION_ALPHA,
+            "bypass": np.nan,
+        }
+    )
+    out["doubtful"] = out["contradicted"] & (not accounted)
+    if accounted:  # the pooled joint model's bypass; crossed_joint links P to the milestones
         name = "bypass_task" if "bypass_task" in fitted.draws else "p_task"
-        paths = fitted.draws[name].mean(("chain", "draw"))
-    rows = []
-    for agent, task in both:
-        k, n = int(e2e.loc[(agent, task), "successes"]), int(e2e.loc[(agent, task), "trials"])
-        draws = post.sel({AGENT: agent, TASK: task}).values.ravel()
-        if np.all(np.isnan(draws)):
-            value = float("nan")  # no milestone posterior (e.g. a zero under Haldane)
-        else:
-            value = float(stats.binom.sf(k - 1, n, np.clip(draws, 0, 1)).mean())
-        bad = bool(value < ASSUMPTION_ALPHA)
-        mean = summary.loc[(agent, task), "mean"]
-        row = dict(
-            agent=agent,
-            task=task,
-            successes=k,
-            trials=n,
-            milestone_mean=mean,
-            milestone_upper=summary.loc[(agent, task), "upper"],
-            expected=n * mean,
-            p_value=value,
-            contradicted=bad,
-            bypass=np.nan,
-            doubtful=bad and not accounted,
-        )
-        if accounted:
-            value = float(paths.sel({AGENT: agent, TASK: task}))
-            if paths.name == "bypass_task":
-                row["bypass"] = value
-            row["message"] = _path_message(row, fitted.spec.name, value)
-        else:
-            row["message"] = _message(row)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+        means = fitted.draws[name].mean(("chain", "draw")).transpose(AGENT, TASK)
+        paths = means.values[tuple(means.indexes[d].get_indexer(pairs[d]) for d in keys)]
+        if name == "bypass_task":
+            out["bypass"] = paths
+        rows = zip(out.to_dict("records"), paths, strict=True)
+        out["message"] = [_path_message(row, fitted.spec.name, value) for row, value in rows]
+    else:
+        out["message"] = [_message(row) for row in out.to_dict("records")]
+    return out[COLUMNS]
+
+
+def _p_values(posterior, pairs, k, n, seed) -> np.ndarray:
+    """``P(Y >= k)`` for ``Y ~ Binomial(n, P)``, ``P`` each pair's milestone posterior (one
+    product of Betas), exactly (``product_binomial_sf``); a pair whose chain would be too
+    long (``THINNING_MAX_STATES``) from ``MONTE_CARLO_DRAWS`` draws of its product."""
+    cells = tuple(
+        pd.Index(posterior.values(dim)).get_indexer(pairs[column])
+        for dim, column in ((AGENT, "agent"), (TASK, "task"))
+    )
+    alpha, beta = posterior.values("alpha")[cells], posterior.values("beta")[cells]
+    if alpha.shape[1] != 1:
+        raise ValueError("the milestone check needs a milestone model of one product per task")
+    alpha, beta = alpha[:, 0], beta[:, 0]
+    value = product_binomial_sf(k, n, alpha, beta)
+    long = np.flatnonzero((k > 0) & (n - k + 1 > THINNING_MAX_STATES))
+    rng = np.random.default_rng(seed)
+    for cell in long:
+        present = ~np.isnan(alpha[cell])
+        a, b = alpha[cell, present], beta[cell, present]
+        if np.all(a > 0) and np.all(b >= 0):
+            log_p = log_beta_draws(a, b, (MONTE_CARLO_DRAWS,), rng).sum(axis=1)
+            value[cell] = stats.binom.sf(k[cell] - 1, n[cell], np.exp(log_p)).mean()
+    return value
 
 
 def _message(row) -> str:
