@@ -2,8 +2,11 @@
 (by ``scripts/record_outputs.py``, at the commit its ``RECORDED.md`` names): a change of
 the code that is not meant to change the numbers must not. On the stack and processor
 that recorded them (``stack.json``) the files must be the same bytes; elsewhere, where
-the last digits may move, the same text and the same numbers within a relative 1e-9.
-The exact models run in the default suite; the pooled ones (MCMC) in the slow suite."""
+the last digits may move, the exact models' files hold the same text and the same numbers
+within a relative 1e-9. MCMC compiled for another processor draws other chains (on AVX2
+against an AVX-512 recording the pooled bounds moved by up to 5%), so the pooled models
+are compared on the recording's stack only. The exact models run in the default suite;
+the pooled ones (MCMC) in the slow suite."""
 
 import importlib.util
 import io
@@ -51,6 +54,8 @@ def test_a_shipped_example_writes_the_recorded_files(dataset, model):
         differ = [name for name, content in written.items() if content != recorded[name]]
         assert not differ, f"not the recorded bytes: {differ}"
         return
+    if (dataset, model) in RECORDER.POOLED:
+        pytest.skip("MCMC compiled for another processor draws other chains: bytes on the stack")
     for name, content in written.items():
         now, then = (pd.read_csv(io.BytesIO(data)) for data in (content, recorded[name]))
         pd.testing.assert_frame_equal(now, then, check_exact=False, rtol=1e-9, atol=0)
