@@ -198,6 +198,7 @@ register(
         uses=(MILESTONE_METHOD,),
         priors=("milestone",),
         builder="bayes_eval.exact.builders:milestones",
+        table_builder="bayes_eval.exact.builders:milestones_table",
         differs=POOLED_MILESTONES,
     )
 )

@@ -265,8 +265,44 @@ def test_the_end_to_end_table_builder_is_the_per_pair_builder_stacked():
     by_pair = Estimates.stack([end_to_end(*pair, pair_rows[pair], spec) for pair in pair_rows])
     at_once = end_to_end_table(pair_rows, spec)
     assert len(pair_rows) > 100 and (at_once.cp[:, 0] == 0).any()
+    assert_same_estimates(at_once, by_pair)
+
+
+def assert_same_estimates(at_once, by_pair):
     for name in ("agent", "task", "method", "provenance", "reason"):
         np.testing.assert_array_equal(getattr(at_once, name), getattr(by_pair, name))
     for name in ("alpha", "beta", "point_log", "cp"):
         np.testing.assert_array_equal(getattr(at_once, name), getattr(by_pair, name))
     assert at_once.used.sort_values().equals(by_pair.used.sort_values())
+
+
+@pytest.mark.parametrize("model", ["mats2024", "phuong2024"])
+def test_the_milestone_table_builder_is_the_per_pair_builder_stacked(model):
+    """``milestones_table`` builds every pair at once; on a sparse, ragged table (one to
+    five milestones a pair, one trial per cell, zero-success milestones, which have no
+    proper posterior under phuong2024's Haldane prior, missing cells, end-to-end rows it
+    leaves out) it gives the per-pair builder's estimates, array for array."""
+    from bayes_eval.exact.builders import Estimates, milestones, milestones_table
+    from bayes_eval.fit import usable_rows
+    from bayes_eval.specs import load_spec
+
+    rng = np.random.default_rng(6)
+    rows = []
+    for n in range(240):
+        agent, task = f"agent-{n % 6}", f"task-{n // 6}"
+        if rng.random() < 0.2:  # a missing cell
+            continue
+        for step in range(1, int(rng.integers(1, 6)) + 1):
+            trials = int(rng.choice([1, 1, 3, 10]))
+            rows.append((agent, task, "milestone", step, int(rng.binomial(trials, 0.6)), trials))
+        if rng.random() < 0.3:
+            rows.append((agent, task, "end_to_end", -1, 1, 2))
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+    table["step"] = table["step"].astype("Int64").where(table["step"] > 0)
+    spec = load_spec(model)
+    pair_rows = usable_rows(table, spec)
+    by_pair = Estimates.stack([milestones(*pair, pair_rows[pair], spec) for pair in pair_rows])
+    at_once = milestones_table(pair_rows, spec)
+    assert len(pair_rows) > 150
+    assert (at_once.reason != "").any() == (model == "phuong2024")
+    assert_same_estimates(at_once, by_pair)

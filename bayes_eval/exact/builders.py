@@ -27,6 +27,7 @@ __all__ = [
     "end_to_end_table",
     "expert_completion",
     "milestones",
+    "milestones_table",
 ]
 
 
@@ -186,6 +187,58 @@ def milestones(agent, task, by_method, spec) -> Estimate:
     proper posterior, so the task gets no estimate (with the reason)."""
     return _milestone_product(
         agent, task, {MILESTONE_METHOD: by_method[MILESTONE_METHOD]}, spec, rung=""
+    )
+
+
+def milestones_table(pair_rows, spec) -> Estimates:
+    """``milestones`` of every pair of ``pair_rows`` (``PairRows``) at once."""
+    prior = spec.priors["milestone"]
+    rows, pair = pair_rows.rows(MILESTONE_METHOD)
+    step, k, n = (rows[c].to_numpy(dtype=np.int64) for c in ("step", "successes", "trials"))
+    a, b = _posterior(prior, k, n)
+    pairs = int(pair.max(initial=-1)) + 1
+    first = np.flatnonzero(np.diff(pair, prepend=-1) != 0)  # each pair's first row
+    # each pair's first milestone without a proper posterior (0 successes under Haldane)
+    none = np.iinfo(np.int64).max
+    bad = np.full(pairs, none)
+    improper = np.flatnonzero(~(a > 0))
+    np.minimum.at(bad, pair[improper], improper)
+    proper = bad == none
+    keep = proper[pair]
+    alpha = np.full((pairs, 1, max(int(step.max(initial=0)), 1)), np.nan)
+    beta = np.full_like(alpha, np.nan)
+    alpha[pair[keep], 0, step[keep] - 1] = a[keep]
+    beta[pair[keep], 0, step[keep] - 1] = b[keep]
+    parts = pd.Series(
+        "m"
+        + step.astype(str).astype(object)
+        + " milestone "
+        + k.astype(str).astype(object)
+        + "/"
+        + n.astype(str).astype(object)
+    )
+    head = f"{spec.name}; milestone prior {prior.label()}"
+    provenance = np.full(pairs, head, dtype=object)
+    provenance[proper] = head + "; " + parts.groupby(pair).agg(", ".join).to_numpy()[proper]
+    reason = np.full(pairs, "", dtype=object)
+    worst = bad[~proper]
+    reason[~proper] = [
+        f"milestone {s} has 0/{t} successes: no proper posterior under {prior.label()}, and "
+        "no expert best-of-N or golden-solution run for it (phuong_chain would use one)"
+        for s, t in zip(step[worst], n[worst], strict=True)
+    ]
+    agents, tasks = (rows[c].to_numpy(dtype=object)[first] for c in ("agent", "task"))
+    return Estimates(
+        agents.astype(str),
+        tasks.astype(str),
+        np.full(pairs, MILESTONE_METHOD).astype(str),
+        alpha,
+        beta,
+        np.full(pairs, np.nan),
+        np.full((pairs, 2), -1, dtype=np.int64),
+        provenance.astype(str),
+        reason.astype(str),
+        rows.index,
     )
 
 
