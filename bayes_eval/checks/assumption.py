@@ -62,11 +62,10 @@ def milestone_assumption(
     end-to-end successes when ``P`` is the product of the milestone rates (``model``, an
     exact milestone spec, fitted to the milestone rows alone), computed exactly
     (``bayes_eval.exact.thinning``; from draws only past ``THINNING_MAX_STATES`` trials);
-    ``expected`` the
-    end-to-end successes those rates predict on average. ``fitted`` is the ``Posterior``
-    the check is reported with: under a model in ``PATH_MODELS`` the rows carry its
-    ``bypass`` (posterior mean) and the message describes the paths; ``doubtful`` is
-    ``contradicted`` under any other model and always false under those.
+    ``expected`` the end-to-end successes those rates predict on average. ``fitted`` is
+    the ``Posterior`` the check is reported with: under a model in ``PATH_MODELS`` the
+    rows carry its ``bypass`` (posterior mean) and the message describes the paths;
+    ``doubtful`` is ``contradicted`` under any other model and always false under those.
     """
     accounted = fitted is not None and fitted.spec.kind in PATH_MODELS
     table = evidence.table
