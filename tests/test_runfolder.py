@@ -176,3 +176,36 @@ def test_an_interrupt_during_an_import_waits_until_the_module_is_whole(tmp_path,
             time.sleep(0.01)
     assert sys.modules.pop("signalled_on_import").whole
     assert caught.value.exit_status == 143
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_that_cuts_a_constructor_leaves_no_traceback(capfd, monkeypatch):
+    """An object whose constructor the signal stopped half-way fails in its ``__del__``
+    (h5netcdf's ``File`` once did, in the fault-injection test above): Python would print
+    "Exception ignored" and a traceback after the command's line. The command says one
+    line and exits 130; with ``--debug`` the traceback is shown."""
+    from bayes_eval.cli import main as cli
+
+    class HalfBuilt:
+        def __init__(self):
+            signal.raise_signal(signal.SIGINT)
+            self.closed = False  # never reached
+
+        def __del__(self):
+            if not self.closed:  # AttributeError: the constructor never got here
+                pass
+
+    def command(args):
+        HalfBuilt()
+
+    monkeypatch.setitem(cli.COMMANDS, "check", command)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's own, prints
+    hook = sys.unraisablehook
+    try:
+        assert cli.main(["check", "RUN"]) == 130
+        assert capfd.readouterr().err == "interrupted (SIGINT)\n"
+    finally:
+        sys.unraisablehook = hook
+    assert cli.main(["check", "RUN", "--debug"]) == 130
+    err = capfd.readouterr().err
+    assert "Traceback" in err and "interrupted (SIGINT)\n" in err

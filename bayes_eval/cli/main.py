@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -86,6 +87,17 @@ COMMAND_MODULES = {
 COMMANDS = {name: module.run for name, module in COMMAND_MODULES.items()}
 
 
+def _drop_quietly(exc: BaseException) -> None:
+    """Finalise what the interrupt cut off, without a word. An object whose constructor
+    the signal stopped half-way (an HDF5 file being opened) fails in its ``__del__``, and
+    Python prints that as "Exception ignored" with a traceback, after the command's own
+    line: its frames are dropped here, and finalisers' errors from now on (at exit too)
+    are not shown."""
+    sys.unraisablehook = lambda unraisable: None
+    exc.__traceback__ = None
+    gc.collect()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bayes-eval``; returns the exit status. With no arguments it prints
     the help."""
@@ -108,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             if debug:
                 traceback.print_exc()
             print(f"interrupted ({exc})", file=sys.stderr)
+            if not debug:
+                _drop_quietly(exc)
             return exc.exit_status
         except BrokenPipeError:  # `| head`: stop quietly, as standard tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

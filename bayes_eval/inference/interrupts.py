@@ -94,7 +94,8 @@ def raising():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, alarm)
-        sys.unraisablehook = hook
+        if sys.unraisablehook is send_again:  # unless the block put its own in place
+            sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
