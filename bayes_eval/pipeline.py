@@ -16,6 +16,7 @@ import pandas as pd
 
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
 from bayes_eval.checks.sensitivity import Sensitivity, prior_sensitivity
+from bayes_eval.csv_text import write_csv
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource
@@ -270,15 +271,15 @@ def write_run_folder(
 
     def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")
-        summary.to_csv(staging / "summary.csv", index=False)
+        write_csv(summary, staging / "summary.csv")
         if attempts is not None:
-            attempts.to_csv(staging / "attempts.csv", index=False)
-            population.to_csv(staging / "population.csv", index=False)
-        checks.predictive.to_csv(staging / "ppc.csv", index=False)
+            write_csv(attempts, staging / "attempts.csv")
+            write_csv(population, staging / "population.csv")
+        write_csv(checks.predictive, staging / "ppc.csv")
         if sensitivity is not None:
-            sensitivity.bounds.to_csv(staging / "sensitivity.csv", index=False)
+            write_csv(sensitivity.bounds, staging / "sensitivity.csv")
         if len(checks.assumption):
-            checks.assumption.to_csv(staging / "milestone_check.csv", index=False)
+            write_csv(checks.assumption, staging / "milestone_check.csv")
         guarded("the report and figures", checks.failed, figures, staging)
 
     return write_run(Path(out), write, command="fit")

@@ -32,7 +32,9 @@ def format_number(value) -> str:
 def print_summary(summary: pd.DataFrame, fmt: str) -> None:
     """``summary`` on stdout as CSV or JSON records."""
     if fmt == "csv":
-        sys.stdout.write(summary.to_csv(index=False))
+        from bayes_eval.csv_text import csv_text
+
+        sys.stdout.write(csv_text(summary))
         return
     records = [{k: json_value(v) for k, v in row.items()} for row in summary.to_dict("records")]
     print(json.dumps(records, indent=2))

@@ -37,6 +37,7 @@ from bayes_eval.constants import (
     SUMMARY_COLUMNS,
     TASK,
 )
+from bayes_eval.csv_text import csv_text
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.source_row import SourceRow
 from bayes_eval.files import check_readable, read_text
@@ -139,10 +140,10 @@ class Evidence:
     def hash(self) -> str:
         """SHA-256 of the normalised observations (not of the file's bytes)."""
         canonical = self.table.drop(columns=["row", "n_rows"]).sort_values(list(KEY))
-        text = canonical.to_csv(index=False)
+        text = csv_text(canonical)
         if self.clusters is not None:
             order = ["agent", "task", "method", "step", "cluster"]
-            text += self.clusters.drop(columns="row").sort_values(order).to_csv(index=False)
+            text += csv_text(self.clusters.drop(columns="row").sort_values(order))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def methods(self) -> set[str]:
