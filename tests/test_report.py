@@ -113,6 +113,24 @@ def test_a_lower_bound_of_zero_does_not_stretch_the_probability_axis():
     assert high == pytest.approx(np.log10(0.5) + 0.05 * span)
 
 
+def test_a_long_forest_draws_the_highest_bounds_in_the_tables_order():
+    """Of more rows than a figure can hold, the forest keeps those with the highest upper
+    bounds (a point value by its value; no estimate last), in the summary's order."""
+    from bayes_eval.outputs.plots import highest_rows
+
+    summary = pd.DataFrame(
+        {
+            "task": list("abcdef"),
+            "upper": [0.2, np.nan, 0.9, np.nan, 0.5, 0.1],
+            "mean": [0.1, 0.7, 0.6, np.nan, 0.3, 0.05],  # b: a point value of 0.7
+        },
+        index=[10, 11, 12, 13, 14, 15],
+    )
+    assert highest_rows(summary, 3)["task"].tolist() == ["b", "c", "e"]
+    assert highest_rows(summary, 5)["task"].tolist() == ["a", "b", "c", "e", "f"]
+    assert highest_rows(summary, 6)["task"].tolist() == list("abcdef")
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_renders_in_headless_chromium_without_network(tmp_path):
     """Chromium, with the network blocked, parses every table and every figure of the

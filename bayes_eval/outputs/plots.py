@@ -16,6 +16,9 @@ import xarray as xr
 
 LOG10_P = "log10 P"
 DENSITY_PANELS = 36  # the most posterior densities one figure draws
+# The most rows a forest plot draws: matplotlib measures every label, so 2,000 rows took
+# a minute (20,000 more than ten) and no one reads them; summary.csv has them all.
+FOREST_ROWS = 60
 
 __all__ = [
     "attempts_plot",
@@ -85,12 +88,18 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
 
     ArviZ's forest plot (``arviz_plots.plot_forest``) drawn from the summary's own
     numbers (exact quantiles, not read off draws). Point values (best-of-N, golden) are
-    hollow diamonds without bounds; pairs without an estimate keep their label only.
+    hollow diamonds without bounds; pairs without an estimate keep their label only. Of
+    more than ``FOREST_ROWS`` rows, those with the highest upper bounds (point values: their
+    value) are drawn, in the summary's order, and the title says so.
     """
     from arviz_plots import add_lines, plot_forest
 
     _pyplot()
     rows = summary.reset_index(drop=True)
+    subset = ""
+    if len(rows) > FOREST_ROWS:
+        subset = f"the {FOREST_ROWS} of {len(rows):,} rows with the highest upper bounds\n"
+        rows = highest_rows(rows, FOREST_ROWS)
     level = rows["level"].iloc[0] if len(rows) else 0.975
     median = _estimates(rows, "median")
     layout = xr.DataTree.from_dict({"posterior": median.expand_dims(chain=[0], draw=[0])})
@@ -122,11 +131,19 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
         ax.set_xlim(*limits)
         legend += f"\n{ZERO_BOUND}"
     ax.set_title(
-        f"line: one-sided {level:g} lower to upper bound, dot: posterior median\n"
+        f"{subset}line: one-sided {level:g} lower to upper bound, dot: posterior median\n"
         f"hollow diamond: point value (no posterior){legend}",
         fontsize=9,
     )
     return _save(pc.viz["figure"].item(), path)
+
+
+def highest_rows(summary: pd.DataFrame, count: int) -> pd.DataFrame:
+    """The ``count`` rows of ``summary`` with the highest upper bounds (a point value: its
+    value; no estimate: last), in the summary's order, numbered anew."""
+    rows = summary.reset_index(drop=True)
+    highest = rows["upper"].fillna(rows["mean"]).nlargest(count, keep="first")
+    return rows.loc[np.sort(highest.index)].reset_index(drop=True)
 
 
 def ppc_plot(posterior, checks: pd.DataFrame, path: Path) -> Path:
