@@ -213,3 +213,33 @@ def test_a_pooled_milestone_tree_labels_task_means_and_predicts_a_pair_never_run
     assert "a / x2 / milestone 3" not in draws["milestone_cell"]
     product = draws["p_milestone"].sel(milestone_cell=cells).prod("milestone_cell")
     assert np.allclose(product.values.ravel(), p)
+
+
+def test_exact_draws_of_many_cells_at_once_follow_each_cells_posterior():
+    """Cells drawn together: a one-run cell's ``log P`` is the sum of its factors' draws, a
+    factor of shape ``beta = 0`` is 1, and a cell of two runs draws each run half the time,
+    so its mean is the runs' mean (closed form, within 4 standard errors)."""
+    from bayes_eval.results.posterior import _cell_draws
+
+    nan = np.nan
+    alpha = np.array(
+        [
+            [[2.0, 5.0], [nan, nan]],  # one run: Beta(2, 3) x Beta(5, 1)
+            [[2.0, 5.0], [1.0, nan]],  # two runs: that product, or Beta(1, 4)
+            [[3.0, 4.0], [nan, nan]],  # Beta(3, 2) x a point mass at 1
+        ]
+    )
+    beta = np.array([[[3.0, 1.0], [nan, nan]], [[3.0, 1.0], [4.0, nan]], [[2.0, 0.0], [nan, nan]]])
+    n_draws = 40_000
+    factors, task = _cell_draws(alpha, beta, n_draws, np.random.default_rng(5))
+    assert factors.shape == (n_draws, 3, 2, 2) and task.shape == (n_draws, 3)
+    np.testing.assert_array_equal(task[:, 0], factors[:, 0, 0, 0] + factors[:, 0, 0, 1])
+    np.testing.assert_array_equal(factors[:, 2, 0, 1], 0.0)
+    assert np.isnan(factors[:, 0, 1]).all()
+    p = np.exp(task)
+    means = [2 / 5 * 5 / 6, 0.5 * (2 / 5 * 5 / 6) + 0.5 * (1 / 5), 3 / 5]
+    for cell, mean in enumerate(means):
+        assert abs(p[:, cell].mean() - mean) < 4 * p[:, cell].std() / np.sqrt(n_draws)
+    # the two-run cell: the draws equal to a lone Beta(1, 4) draw are about half
+    lone = np.isclose(task[:, 1], factors[:, 1, 1, 0])
+    assert abs(lone.mean() - 0.5) < 4 * np.sqrt(0.25 / n_draws)
