@@ -24,6 +24,7 @@ tasks never pay for them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -320,14 +321,21 @@ class Posterior:
             for i, j in zip(*np.nonzero(method != ""), strict=True)
         ]
 
-    def has_exact_posterior(self, i: int, j: int) -> bool:
-        """Whether position ``(i, j)`` holds an exact posterior (not MCMC, a point value or
-        no estimate)."""
-        return not (
-            self.is_mcmc
-            or self.values("reason")[i, j]
-            or not np.isnan(self.values("point_log")[i, j])
+    @functools.cached_property
+    def exact_positions(self) -> np.ndarray:
+        """Agents x tasks, True where a pair's result is an exact posterior (not MCMC, a
+        point value, no estimate or no result row)."""
+        if self.is_mcmc:
+            return np.zeros(self.values("method").shape, dtype=bool)
+        return (
+            (self.values("method") != "")
+            & (self.values("reason") == "")
+            & np.isnan(self.values("point_log"))
         )
+
+    def has_exact_posterior(self, i: int, j: int) -> bool:
+        """Whether position ``(i, j)`` holds an exact posterior (``exact_positions``)."""
+        return bool(self.exact_positions[i, j])
 
     def product_at(self, i: int, j: int) -> BetaProduct | None:
         """The exact posterior of ``P`` at array position ``(i, j)``, or None."""
@@ -471,11 +479,7 @@ def _draws(result: Posterior, n_draws: int, seed: int, shapes=None) -> xr.Datase
     methods = result.values("method")
     alpha = result.values("alpha") if shapes is None else shapes[0]
     beta = result.values("beta") if shapes is None else shapes[1]
-    exact = (methods != "") & ~np.isnan(alpha).all(axis=(-2, -1))
-    if result.is_mcmc:
-        exact[:] = False
-    exact &= (result.values("reason") == "") & np.isnan(result.values("point_log"))
-    cells = np.argwhere(exact)
+    cells = np.argwhere(result.exact_positions & ~np.isnan(alpha).all(axis=(-2, -1)))
     # cells in chunks, so that one chunk's draws stay within memory however many cells
     for start in range(0, len(cells), DRAW_CHUNK_CELLS):
         i, j = cells[start : start + DRAW_CHUNK_CELLS].T
@@ -517,18 +521,18 @@ def prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
     """The prior's Beta shapes in the layout of the ``conjugate`` shapes: each factor's
     spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
     has no draws)."""
-    alpha = np.full_like(result.values("alpha"), np.nan)
-    beta = np.full_like(alpha, np.nan)
+    present = ~np.isnan(result.values("alpha"))
+    alpha = np.full(present.shape, np.nan)
+    beta = np.full(present.shape, np.nan)
     methods = result.values("method")
-    for _, _, i, j in result.cells():
-        role = PRIOR_ROLE.get(methods[i, j])
-        if role is None or not result.has_exact_posterior(i, j):
+    for method, role in PRIOR_ROLE.items():
+        cells = result.exact_positions & (methods == method)
+        if not cells.any():
             continue
         prior = result.spec.priors[role]
         if prior.alpha > 0 and prior.beta > 0:
-            present = ~np.isnan(result.values("alpha")[i, j])
-            alpha[i, j] = np.where(present, prior.alpha, np.nan)
-            beta[i, j] = np.where(present, prior.beta, np.nan)
+            alpha[cells] = np.where(present[cells], prior.alpha, np.nan)
+            beta[cells] = np.where(present[cells], prior.beta, np.nan)
     return alpha, beta
 
 
