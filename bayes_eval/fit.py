@@ -18,7 +18,7 @@ from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.pairs import PairRows
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
-from bayes_eval.messages import collected, note, progress
+from bayes_eval.messages import collected, note
 from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
 from bayes_eval.settings import EXACT_ENGINE, SamplerInput, SamplerSettings, check_seed
 from bayes_eval.specs import ModelSource, check_level, load_spec
@@ -202,13 +202,18 @@ def fit_per_agent(
         parts.append(part)
 
     def done(index, posterior):
-        progress(f"fitted agent '{agents[index]}' ({index + 1} of {len(agents)})")
         if on_fit is not None:
             on_fit(agents[index], posterior)
 
     setup = dict(parts=parts, spec=spec, level=level, seed=seed, sampler=sampler)
     fits = run_sweep(
-        _agent_fit, len(parts), setup, workers=workers, scheduler=scheduler, on_result=done
+        _agent_fit,
+        len(parts),
+        setup,
+        workers=workers,
+        scheduler=scheduler,
+        on_result=done,
+        describe=lambda index: f"fit of agent '{agents[index]}'",
     )
     return dict(zip(agents, fits, strict=True))
 

@@ -23,6 +23,7 @@ __all__ = [
     "LOGGER",
     "PROGRESS",
     "collected",
+    "duration_text",
     "note",
     "progress",
     "progress_shown",
@@ -41,6 +42,15 @@ def note(text: str) -> None:
 def progress(text: str) -> None:
     """Say how a long computation is getting on."""
     PROGRESS.info(text)
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` for a progress line: ``42 s``, ``3.5 min``, ``2.1 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def progress_shown() -> bool:

@@ -8,9 +8,11 @@ import logging
 import pandas as pd
 
 import bayes_eval
+from bayes_eval.inference import sweep
 from bayes_eval.messages import (
     LOGGER,
     collected,
+    duration_text,
     note,
     progress,
     progress_shown,
@@ -71,3 +73,44 @@ def test_progress_shows_only_where_a_handler_takes_it(capsys):
     assert capsys.readouterr().err == ""
     progress("after")
     assert stream.getvalue() == "compiling\n"
+
+
+def test_durations_read_in_seconds_minutes_and_hours():
+    assert [duration_text(s) for s in (0.4, 42, 89.4, 90, 210, 5399, 5400, 7560)] == [
+        "0 s",
+        "42 s",
+        "89 s",
+        "1.5 min",
+        "3.5 min",
+        "90.0 min",
+        "1.5 h",
+        "2.1 h",
+    ]
+
+
+def test_a_sweep_says_what_is_done_and_the_time_left_at_the_rate_so_far(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(sweep.time, "perf_counter", lambda: clock[0])
+
+    def replicate(index, seconds):
+        clock[0] += seconds[index]  # replicate i takes seconds[i] on the fake clock
+        return index * 10
+
+    finished = []
+    stream = io.StringIO()
+    with showing_progress(stream):
+        results = sweep.run_sweep(
+            replicate,
+            3,
+            [10, 20, 150],
+            on_result=lambda i, r: finished.append((i, r)),
+            describe=lambda i: f"design {'abc'[i]}",
+        )
+    assert results == [0, 10, 20]
+    assert finished == [(0, 0), (1, 10), (2, 20)]
+    # 10 s for one of three: 20 s left; 30 s for two: 15 s left; 180 s in all
+    assert stream.getvalue().splitlines() == [
+        "design a done (1 of 3, 10 s; about 20 s left)",
+        "design b done (2 of 3, 30 s; about 15 s left)",
+        "design c done (3 of 3, 3.0 min)",
+    ]

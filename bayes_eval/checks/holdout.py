@@ -26,7 +26,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
 from bayes_eval.fit import fit
 from bayes_eval.inference.sweep import run_sweep
-from bayes_eval.messages import collected, note, progress
+from bayes_eval.messages import collected, note
 from bayes_eval.registry import model_of
 from bayes_eval.settings import SamplerInput, check_seed
 from bayes_eval.specs import ModelSource, load_spec
@@ -114,7 +114,15 @@ def compare_holdout(
     setup = dict(
         jobs=jobs, evidence=evidence, split=split, outcomes=outcomes, seed=seed, sampler=sampler
     )
-    results = run_sweep(_fold_scores, len(jobs), setup, workers=workers, scheduler=scheduler)
+
+    def describe(index):
+        name, _, fold = jobs[index]
+        label = "every fold" if fold is None else f"fold {fold + 1} of {folds}"
+        return f"compare --holdout: model {name}, {label}"
+
+    results = run_sweep(
+        _fold_scores, len(jobs), setup, workers=workers, scheduler=scheduler, describe=describe
+    )
     scores = {
         name: _scores(
             name, spec, [r for (n, _, _), r in zip(jobs, results, strict=True) if n == name]
@@ -170,8 +178,6 @@ def _fold_scores(index: int, setup: dict) -> dict:
     score and predicted rate on each pair of that fold (of every fold), or why none."""
     name, spec, fold = setup["jobs"][index]
     split, evidence = setup["split"], setup["evidence"]
-    label = "every fold" if fold is None else f"fold {fold + 1} of {len(split)}"
-    progress(f"compare --holdout: model {name}, {label}")
     shown = evidence if fold is None else _hidden(evidence, split[fold], fold, len(split))
     posterior, reason = None, None
     with collected() as said:

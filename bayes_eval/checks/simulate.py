@@ -20,7 +20,6 @@ import pandas as pd
 
 from bayes_eval.constants import VIOLATIONS
 from bayes_eval.errors import InputError
-from bayes_eval.messages import progress
 
 __all__ = [
     "CAPTURE_THE_FLAG",
@@ -126,9 +125,9 @@ def variance_sweep(
 
     designs = [(m, n) for n in trials for m in milestones]
 
-    def done(index, _record):
+    def describe(index):
         m, n = designs[index]
-        progress(f"variance: {m} milestones, {n} trials done")
+        return f"variance: {m} milestones, {n} trials"
 
     setup = dict(designs=designs, rate=end_to_end_rate, replications=replications, seed=seed)
     records = run_sweep(
@@ -137,7 +136,7 @@ def variance_sweep(
         setup,
         workers=workers,
         scheduler=scheduler,
-        on_result=done,
+        describe=describe,
     )
     return pd.DataFrame(records)
 
@@ -271,13 +270,13 @@ def paths_study(
         datasets.append((strength, truth_p, milestone_rows, e2e_rows, truth))
     fits = [(data, spec) for data in datasets for spec in specs]
 
-    def done(index, _rows):
+    def describe(index):
         (strength, *_), spec = fits[index]
-        progress(f"paths: {violation} {strength:g}, {spec.name} done ({index + 1} of {len(fits)})")
+        return f"paths: {violation} {strength:g}, {spec.name}"
 
     setup = dict(fits=fits, violation=violation, with_e2e=with_e2e, seed=seed)
     rows = run_sweep(
-        _paths_fit, len(fits), setup, workers=workers, scheduler=scheduler, on_result=done
+        _paths_fit, len(fits), setup, workers=workers, scheduler=scheduler, describe=describe
     )
     return pd.DataFrame([row for fit_rows in rows for row in fit_rows])
 

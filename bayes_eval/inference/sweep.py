@@ -18,9 +18,10 @@ import logging
 import os
 import sys
 import threading
+import time
 
 from bayes_eval.errors import InputError
-from bayes_eval.messages import progress_shown
+from bayes_eval.messages import duration_text, progress, progress_shown
 
 __all__ = ["place_arguments", "replicate_rng", "run_sweep"]
 
@@ -50,8 +51,11 @@ def run_sweep(
     workers=None,
     scheduler=None,
     on_result=None,
+    describe=None,
 ):
-    """``[task(i, shared) for i in range(count)]``, serially or on a dask cluster.
+    """``[task(i, shared) for i in range(count)]``, serially or on a dask cluster; as
+    each replicate finishes, a progress line names it, counts the replicates done and
+    estimates the time left.
 
     Parameters
     ----------
@@ -67,6 +71,9 @@ def run_sweep(
     on_result : callable, optional
         ``on_result(index, result)``, called in this process as each replicate finishes
         (in the order they finish), to keep what a long sweep has done.
+    describe : callable, optional
+        ``describe(index)``, what replicate ``index`` is, for its progress line
+        (default ``replicate INDEX + 1``).
 
     Returns
     -------
@@ -79,12 +86,12 @@ def run_sweep(
         Workers or a scheduler asked for without ``dask.distributed``, both at once, or a
         scheduler that cannot be reached.
     """
+    on_result = _reporting(count, describe, on_result)
     if workers is None and scheduler is None:
         results = []
         for index in range(count):
             results.append(task(index, shared))
-            if on_result is not None:
-                on_result(index, results[-1])
+            on_result(index, results[-1])
         return results
     if workers is not None and scheduler is not None:
         raise InputError("workers and scheduler: give one (a local cluster or a running one)")
@@ -112,11 +119,33 @@ def run_sweep(
         results = [None] * count
         for future, result in distributed.as_completed(futures, with_results=True):
             results[index[future.key]] = result
-            if on_result is not None:
-                on_result(index[future.key], result)
+            on_result(index[future.key], result)
         if bar is not None:
             bar.join()
         return results
+
+
+def _reporting(count: int, describe, on_result):
+    """``on_result`` preceded by a progress line: the replicate done, how many of
+    ``count`` are done, the time since the sweep began and, until the last, the time
+    left at the rate so far (replicates on a cluster finish in parallel, and the rate
+    counts them so)."""
+    start = time.perf_counter()
+    done = 0
+
+    def report(index, result):
+        nonlocal done
+        done += 1
+        elapsed = time.perf_counter() - start
+        what = describe(index) if describe is not None else f"replicate {index + 1}"
+        text = f"{what} done ({done} of {count}, {duration_text(elapsed)}"
+        if done < count:
+            text += f"; about {duration_text(elapsed / done * (count - done))} left"
+        progress(text + ")")
+        if on_result is not None:
+            on_result(index, result)
+
+    return report
 
 
 def _replicate(index: int, task, shared, own_stdout: bool):
