@@ -1,5 +1,6 @@
 """Pooled PyMC models: real sampling on simulated data with known truth (small, for CI)."""
 
+import io
 from fractions import Fraction
 from math import comb, prod
 
@@ -708,8 +709,9 @@ def test_bypass_terms_when_the_milestone_product_underflows():
     assert terms[k] == pytest.approx(special.betaln(a + k, b + n - k) - special.betaln(a, b))
 
 
-def test_refit_of_a_compiled_design_uses_the_new_counts():
+def test_refit_of_a_compiled_design_uses_the_new_counts_and_says_it_hit_the_cache():
     from bayes_eval.inference import engines
+    from bayes_eval.messages import showing_progress
 
     rng = np.random.default_rng(8)
 
@@ -720,8 +722,16 @@ def test_refit_of_a_compiled_design_uses_the_new_counts():
 
     first, second = frame(), frame()
     assert not first["successes"].equals(second["successes"])
-    bayes_eval.fit(first, "end_to_end_pooled", seed=1, sampler=SMALL)
-    cached = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
+    engines._COMPILED.clear()
+    stream = io.StringIO()
+    with showing_progress(stream):
+        bayes_eval.fit(first, "end_to_end_pooled", seed=1, sampler=SMALL)
+        cached = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
+    compiles = [line for line in stream.getvalue().splitlines() if line.startswith("compile")]
+    assert len(compiles) == 3
+    assert compiles[0].startswith("compile: cache miss, compiling the model")
+    assert compiles[1].startswith("compiled in ")
+    assert compiles[2] == "compile: cache hit, the model compiled earlier in this process"
     engines._COMPILED.clear()
     fresh = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
     assert np.array_equal(

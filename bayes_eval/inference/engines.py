@@ -59,9 +59,11 @@ AUTO_JAX_CELLS = 5_000
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
 
-# What a user waits for at the first fit of a model structure (benchmarks/pooled_engines.py).
+# What a user waits for at the first fit of a model structure in a process
+# (benchmarks/compile_cache.py).
 COMPILE_NOTICE = (
-    "usually 5 to 15 s on 2 cores, up to a minute for joint; once per table shape and process"
+    "20 to 40 s on 2 cores in a new process, over a minute for joint; once per table shape "
+    "in a process"
 )
 
 # What the samplers write into a trace's attributes that changes from run to run.
@@ -273,11 +275,13 @@ def nutpie_compiled(key, build):
     """The nutpie model compiled for the structure ``key``, from this process's cache; on a
     miss ``build()`` gives the PyMC model to compile. Its data are the built model's:
     ``with_data`` puts others in place."""
-    if key not in _COMPILED:
-        if len(_COMPILED) >= COMPILE_CACHE_SIZE:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        progress(f"compiling the model (numba; {COMPILE_NOTICE}) ...")
-        start = time.perf_counter()
-        _COMPILED[key] = compile_nutpie(build())
-        progress(f"compiled in {time.perf_counter() - start:.1f} s")
+    if key in _COMPILED:
+        progress("compile: cache hit, the model compiled earlier in this process")
+        return _COMPILED[key]
+    if len(_COMPILED) >= COMPILE_CACHE_SIZE:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    progress(f"compile: cache miss, compiling the model (numba; {COMPILE_NOTICE}) ...")
+    start = time.perf_counter()
+    _COMPILED[key] = compile_nutpie(build())
+    progress(f"compiled in {time.perf_counter() - start:.1f} s")
     return _COMPILED[key]
