@@ -1,26 +1,33 @@
-"""nutpie against the JAX engine (numpyro) on growing tables, in one run.
+"""nutpie against the JAX engine (numpyro) on growing tables and draws, in one run.
 
 Run from the repository root (needs the package with its ``jax`` extra installed):
 
-    python benchmarks/scale.py [--cells 1000 5000 20000 100000] [--milestones 5]
-        [--agents 2] [--draws 500] [--tune 500] [--chains 4] [--seed 0] [--out FILE.csv]
+    python benchmarks/scale.py [--cells 1000 5000 20000 100000] [--draws 500 ...]
+        [--engines nutpie numpyro] [--milestones 5] [--agents 2] [--tune 500]
+        [--chains 4] [--seed 0] [--out FILE.csv]
 
 Each design is a ``hierarchical`` (milestone / partial) table of AGENTS x TASKS x
 MILESTONES count cells, TASKS chosen to give CELLS, 20 trials a cell, simulated from the
 spec's own hierarchy (agent means 0.3 and 0.6). The same table is fitted through
-``bayes_eval.fit`` with ``engine = "nutpie"`` and ``engine = "numpyro"`` (vectorized
-chains; on the GPU where JAX finds one), CHAINS x DRAWS after TUNE, the spec's
-target_accept, the diagnostics gate and its refits as a user gets them. Printed per fit:
-the device, wall time (compile, sampling and the exact redraw of the rates, refits
-included), fits taken, the minimum bulk ESS over the task means ``mu_task`` and per
-second of wall time, divergences, whether the gate passed, and numpyro's ratio of ESS
-per second to nutpie's on the same table. A first numpyro fit in a process pays JAX's
-compilation; its persistent cache (``~/.cache/bayes_eval/jax``) keeps it for the next.
+``bayes_eval.fit`` with each engine (numpyro: vectorized chains, on the GPU where JAX
+finds one), CHAINS x DRAWS after TUNE for each DRAWS given, the spec's target_accept, the
+diagnostics gate and its refits as a user gets them. Every fit runs in a new process, as
+``bayes-eval fit`` does, so each pays its compile (numpyro: JAX's persistent cache,
+``~/.cache/bayes_eval/jax``, is kept between them) and its peak memory is its own.
+Printed per fit: the device, wall time (compile, sampling and the exact redraw of the
+rates, refits included), fits taken, the minimum bulk ESS over the task means
+``mu_task`` and per second of wall time, divergences, whether the gate passed, the
+process's peak memory, and each engine's ratio of ESS per second to the first engine's
+on the same table and draws.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 import warnings
 
@@ -70,26 +77,52 @@ def one_fit(table: pd.DataFrame, engine: str, sampler: dict, seed: int) -> dict:
     }
 
 
+def child(cells: int, engine: str, sampler: dict, args) -> None:
+    """One fit in this process; one JSON line of its figures and peak memory."""
+    table = design(cells, args.agents, args.milestones, args.seed)
+    figures = one_fit(table, engine, sampler, args.seed)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+    print(json.dumps({**figures, "cells": len(table), "peak_mb": round(peak)}))
+
+
+def in_new_process(cells: int, engine: str, draws: int, args) -> dict:
+    """``child``'s figures, from a new Python process."""
+    command = [sys.executable, __file__, "--child", str(cells), engine, str(draws)]
+    command += [f"--{name}={getattr(args, name)}" for name in SHARED]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The options every fit's process is given as they were given here.
+SHARED = ("agents", "milestones", "tune", "chains", "seed")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, nargs="+", default=[1000, 5000, 20000, 100000])
+    parser.add_argument("--draws", type=int, nargs="+", default=[500])
+    parser.add_argument("--engines", nargs="+", default=["nutpie", "numpyro"])
     parser.add_argument("--agents", type=int, default=2)
     parser.add_argument("--milestones", type=int, default=5)
-    parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the table here (CSV)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sampler = {"draws": args.draws, "tune": args.tune, "chains": args.chains}
+    if args.child:
+        cells, engine, draws = args.child
+        sampler = {"draws": int(draws), "tune": args.tune, "chains": args.chains}
+        child(int(cells), engine, sampler, args)
+        return
     rows = []
     for cells in args.cells:
-        table = design(cells, args.agents, args.milestones, args.seed)
-        fits = [one_fit(table, e, sampler, args.seed) for e in ("nutpie", "numpyro")]
-        for fit in fits:
-            fit.update(cells=len(table), ratio=round(fit["ess_per_s"] / fits[0]["ess_per_s"], 2))
-            rows.append(fit)
-            print(pd.DataFrame([fit]).to_string(index=False, header=len(rows) == 1), flush=True)
+        for draws in args.draws:
+            fits = [in_new_process(cells, engine, draws, args) for engine in args.engines]
+            for fit in fits:
+                fit.update(draws=draws, ratio=round(fit["ess_per_s"] / fits[0]["ess_per_s"], 2))
+                rows.append(fit)
+                print(pd.DataFrame([fit]).to_string(index=False, header=len(rows) == 1), flush=True)
     result = pd.DataFrame(rows)
     print()
     print(result.to_string(index=False))
