@@ -127,7 +127,7 @@ def example_table():
     return agent, k, n - k, n
 
 
-def compare_with_pymc(points: int) -> tuple[float, float]:
+def compare_with_pymc(points: int) -> tuple[float, float, float]:
     """The median and the range of the log density's difference from PyMC's model of the
     same table (``bayes_eval``'s builder), and the gradient's largest relative
     difference, at ``points`` random values."""
@@ -188,6 +188,7 @@ def child(copies: int, out: str) -> None:
         [np.dtype("float64")] * 2,
         [(size,), (size,)],
         ["mu_logit", "kappa_log__"],
+        # PyMC's initial point: logit mu 0, log kappa at LogNormal(2.3, 1.5)'s mean's log
         make_initial_point_fn=lambda seed: np.r_[np.zeros(size), np.full(size, 3.425)],
     )
     trace = nutpie.sample(compiled, progress_bar=False, **SAMPLER)

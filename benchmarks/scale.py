@@ -77,6 +77,10 @@ def one_fit(table: pd.DataFrame, engine: str, sampler: dict, seed: int) -> dict:
     }
 
 
+# The options every fit's process is given as they were given here.
+SHARED = ("agents", "milestones", "tune", "chains", "seed")
+
+
 def child(cells: int, engine: str, sampler: dict, args) -> None:
     """One fit in this process; one JSON line of its figures and peak memory."""
     table = design(cells, args.agents, args.milestones, args.seed)
@@ -91,10 +95,6 @@ def in_new_process(cells: int, engine: str, draws: int, args) -> dict:
     command += [f"--{name}={getattr(args, name)}" for name in SHARED]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-# The options every fit's process is given as they were given here.
-SHARED = ("agents", "milestones", "tune", "chains", "seed")
 
 
 def main() -> None:
