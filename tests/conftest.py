@@ -44,14 +44,6 @@ def jeffreys_spec(tmp_path):
     return path
 
 
-def pytest_collection_modifyitems(items):
-    """Keep the tests that share the dask cluster on one pytest-xdist worker (the default
-    run's ``--dist loadgroup``), so that one cluster serves them all."""
-    for item in items:
-        if "dask_scheduler" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("dask_cluster"))
-
-
 @pytest.fixture(scope="session")
 def dask_scheduler():
     """The address of a two-worker local dask cluster, shared by the tests that sweep
