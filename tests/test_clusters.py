@@ -88,7 +88,13 @@ def _bounds(posterior):
 
 
 @pytest.mark.parametrize(
-    "model, milestones, clusters", [("end_to_end_pooled", 0, 4), ("hierarchical", 2, 10)]
+    "model, milestones, clusters",
+    [
+        ("end_to_end_pooled", 0, 4),
+        # 2.5 minutes; the default run checks the clustered likelihood on end_to_end_pooled
+        # and each rate's cluster terms against quadrature (below)
+        pytest.param("hierarchical", 2, 10, marks=pytest.mark.slow),
+    ],
 )
 def test_one_run_per_cluster_is_the_unclustered_model(model, milestones, clusters):
     """``BetaBinomial(1, p phi, (1 - p) phi)`` is ``Bernoulli(p)`` whatever ``phi``: with one
@@ -249,6 +255,7 @@ def test_too_many_terms_are_refused_in_one_line():
         cluster_terms(np.zeros(2, dtype=int), np.array([1500, 500]), np.array([3000, 3000]), 1)
 
 
+@pytest.mark.slow  # two pooled fits
 def test_a_refit_with_the_same_totals_split_otherwise_is_not_served_from_the_cache():
     """The marginal's terms hold the clusters' counts as constants: two tables with the same
     totals per task, split otherwise among the clusters, are two models."""
@@ -266,6 +273,8 @@ def test_a_refit_with_the_same_totals_split_otherwise_is_not_served_from_the_cac
     assert refit.summary()["upper"].max() < cached.summary()["upper"].min()
 
 
+# a crossed fit; clustered crossed runs keep their exact check (tests/test_crossed.py)
+@pytest.mark.slow
 def test_a_crossed_fit_of_clustered_runs_is_scored_and_checked_like_any_other():
     """Ragged clustered runs of 3 agents x 5 tasks (a pair never run, a task never
     solved, clusters of 1 to 3 runs): the crossed fit (one ``kappa_cluster`` for every

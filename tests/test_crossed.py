@@ -147,6 +147,7 @@ def test_every_bound_names_its_floor_and_an_extrapolated_one_says_so(recovered):
     assert (weak["upper"] > 1e-7).all()  # a logit-normal departure, never a spike at zero
 
 
+@pytest.mark.slow  # a report of the crossed fit
 def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverage(recovered):
     """The methods section describes the crossed structure (not the pooled models' text)
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
@@ -227,6 +228,7 @@ def test_sbc_of_the_crossed_model(tmp_path):
     assert result.passed(), result.p_values.sort_values().head()
 
 
+@pytest.mark.slow  # a crossed_milestones fit of its own; the model keeps its SBC
 def test_milestone_runs_never_run_pairs_take_the_tasks_milestones():
     rng = np.random.default_rng(4)
     rows = []
@@ -534,6 +536,8 @@ def test_the_horizon_command_writes_its_files_and_refuses_other_fits(recovered, 
     assert "--forecast next year" in capsys.readouterr().err
 
 
+# a crossed fit and its refit; the refit's choice of forms is checked without sampling (below)
+@pytest.mark.slow
 def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():
     """Starved of draws, every attempt fails: the refit with twice the draws keeps the
     difficulties' form, the next flips it; each from its own seed, all named."""

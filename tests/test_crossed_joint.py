@@ -36,6 +36,7 @@ def _sparse_table(seed=0):
     return pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
 
 
+@pytest.mark.slow  # about 2 minutes; crossed_joint keeps its SBC on a sparse design
 def test_every_pair_gets_draws_and_a_pair_never_run_is_its_population():
     """Every (agent, task) of the design has end-to-end draws in [0, 1]; a pair never run
     is marked so. Its rate is ``expit(m + sqrt(link^2 pair_scale^2 + cell_scale^2) z)``

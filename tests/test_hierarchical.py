@@ -170,6 +170,7 @@ def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(
     assert form.flipped().cells.tolist() == [flipped] * 3
 
 
+@pytest.mark.slow  # a fit of its own; the non-centred task means keep their SBC (tests/test_sbc.py)
 def test_unlike_milestones_get_noncentred_task_means_without_a_refit():
     """Milestone rates independent within a task leave the task means to the population
     (centred, a funnel: E-BFMI 0.17 in benchmarks/task_means.py). Three milestones carry

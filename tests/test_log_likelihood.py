@@ -102,7 +102,8 @@ def test_an_exact_fit_has_its_binomial_log_likelihood_per_cell():
     ("model", "table", "potential"),
     [
         ("end_to_end_pooled", _sparse_end_to_end, "k_end_to_end"),
-        ("hierarchical", _sparse_milestones, "k_cell"),
+        # about a minute; the default run checks the pooled log likelihood on end_to_end_pooled
+        pytest.param("hierarchical", _sparse_milestones, "k_cell", marks=pytest.mark.slow),
     ],
 )
 def test_a_pooled_fit_has_the_marginal_likelihood_it_conditions_on(model, table, potential):
@@ -153,6 +154,9 @@ def test_the_departure_integral_matches_adaptive_quadrature(scale):
     np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
+# a crossed fit; the departure integral is held to quadrature without sampling
+# (tests/test_crossed.py)
+@pytest.mark.slow
 def test_a_crossed_fit_integrates_each_pairs_departure_out():
     """Each pair's value is ``log integral Binomial(k | n, expit(eta + s e)) phi(e) de``
     at the draw's ``eta = ability - difficulty`` and ``s = cell_scale``: checked against
@@ -176,6 +180,7 @@ def test_a_crossed_fit_integrates_each_pairs_departure_out():
     assert np.isfinite(loo.elpd) and loo.pareto_k.sizes["cell"] == 11
 
 
+@pytest.mark.slow  # about a minute; crossed_milestones keeps its SBC (tests/test_crossed.py)
 def test_crossed_milestones_scores_whole_pairs_with_their_blocked_mixture():
     """A pair's value is ``log((1 - share) prod_m L_m + share [every run failed])``, each
     ``L_m`` the integral over cell m's own departure (by quadrature here)."""

@@ -32,6 +32,7 @@ def serial():
     return fit_per_agent(TABLE, MODEL, seed=5, sampler=SAMPLER)
 
 
+@pytest.mark.slow  # a pooled fit per agent; the command's run per agent stays (below)
 def test_each_agent_is_the_fit_of_its_rows_alone(serial):
     assert list(serial) == ["agent-a", "agent-b", "agent-c"]
     for agent, posterior in serial.items():
@@ -48,6 +49,7 @@ def test_each_agent_is_the_fit_of_its_rows_alone(serial):
     assert ((never > 0) & (never < 1)).all()
 
 
+@pytest.mark.slow  # a pooled fit per agent, on a cluster
 def test_a_cluster_gives_the_serial_fits(serial, dask_scheduler):
     seen = []
     on_cluster = fit_per_agent(

@@ -62,6 +62,8 @@ def test_most_random_designs_pass_at_the_defaults(load_study):
     assert results["passed"].mean() >= 0.9, results[["design", "model", "failed"]]
 
 
+# pooled fits on a cluster; test_holdout and test_sweep keep a cluster's serial numbers
+@pytest.mark.slow
 def test_a_cluster_gives_the_serial_fits_and_keeps_each_as_it_finishes(
     load_study, dask_scheduler, tmp_path
 ):

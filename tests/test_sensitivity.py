@@ -211,6 +211,7 @@ def test_every_shipped_spec_written_anew_reads_back_as_itself(name):
     assert dataclasses.replace(spec_from_toml(written, spec.source), text=spec.text) == spec
 
 
+@pytest.mark.slow  # a refit of a pooled model, about 2 minutes
 def test_a_member_the_weights_cannot_reach_is_refitted(monkeypatch):
     from bayes_eval.checks import sensitivity
 

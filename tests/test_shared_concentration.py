@@ -122,6 +122,7 @@ def test_whether_an_agent_has_tasks_never_solved_is_drawn_from_its_conditional(t
         )
 
 
+@pytest.mark.slow  # a report of the shared fit, about a minute
 def test_the_report_gives_each_agents_chance_of_tasks_never_solved(two_runs):
     from bayes_eval.outputs.deployment import deployment_sections
 
@@ -179,6 +180,9 @@ def spread_warning(posterior) -> str | None:
     return _spread_of_the_prior(posterior)
 
 
+# about 2 minutes at the default sampler; the model keeps its small real-MCMC check
+# (tests/test_sbc.py)
+@pytest.mark.slow
 def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
     posterior = bayes_eval.fit(table(runs=1, seed=6), MODEL)
     assert posterior.diagnostics.ok, posterior.diagnostics.messages
@@ -191,6 +195,8 @@ def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
     assert "For every agent, each task ran once at most" in spread_warning(posterior)
 
 
+# two fits of its own; the model keeps its small real-MCMC check (tests/test_sbc.py)
+@pytest.mark.slow
 def test_the_report_names_the_agents_whose_spread_is_the_priors(two_runs):
     shared, _ = two_runs
     assert spread_warning(shared) is None

@@ -35,6 +35,8 @@ def serial():
     return sbc(DESIGN, "end_to_end_pooled", **RUN)
 
 
+# an SBC on a cluster; the studies' and holdout's sweeps keep the cluster's serial numbers
+@pytest.mark.slow
 def test_two_workers_give_the_serial_ranks_byte_for_byte(serial):
     assert serial.ranks.shape == (RUN["simulations"], 2 + len(DESIGN))
     on_two = sbc(DESIGN, "end_to_end_pooled", workers=2, **RUN)
@@ -55,6 +57,7 @@ def _finished(client) -> tuple[int, dict]:
     return client.run_on_scheduler(count), client.processing()
 
 
+@pytest.mark.slow  # an SBC on a cluster, a worker killed
 def test_a_worker_killed_mid_sweep_costs_only_its_replicates(serial):
     with (
         distributed.LocalCluster(
