@@ -53,8 +53,9 @@ __all__ = [
 COMPILE_CACHE_SIZE = 4
 
 # Engine auto: numpyro on a GPU from this many count cells; below, JAX's compile time
-# outweighs the GPU (on 2 CPU cores nutpie fits 1,000 cells in 15 s, 5,000 in 85 s:
-# benchmarks/scale.py; PyMC's numpyro on an H100 took 43 s at 5,000).
+# outweighs the GPU (on 2 CPU cores nutpie fits 1,000 cells in 48 s and 5,000 in 149 s
+# in a new process, compile included, 4 x 500 draws: benchmarks/scale.py, 2026-11-29;
+# PyMC's numpyro on an H100 took 43 s at 5,000).
 AUTO_JAX_CELLS = 5_000
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
