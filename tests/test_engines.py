@@ -103,7 +103,7 @@ def test_numpyro_without_the_extra_is_one_line_on_how_to_install(monkeypatch, ca
     assert len(err) == 1 and err[0].startswith("error: engine numpyro needs JAX")
 
 
-@pytest.mark.slow  # compiles with JAX twice; numpyro keeps its sparse-table check below
+@pytest.mark.slow  # compiles with JAX twice; numpyro keeps its sparse-table check (above)
 def test_jax_keeps_its_compilations_in_the_users_cache_folder(tmp_path):
     """A fresh process with XDG_CACHE_HOME set: the numpyro fit's compiled programs land
     in XDG_CACHE_HOME/bayes_eval/jax, and a second process, loading them, draws the same
