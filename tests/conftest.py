@@ -12,8 +12,10 @@ settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
-# ArviZ and PyTensor need writable cache folders.
+# ArviZ and PyTensor need writable cache folders; the compiled models go to one of the run
+# (set before xdist starts its workers, which inherit it), not to the user's.
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
+os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="bayes-eval-cache-"))
 
 STUDIES = Path(__file__).parents[1] / "studies"
 

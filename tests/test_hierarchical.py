@@ -710,10 +710,20 @@ def test_bypass_terms_when_the_milestone_product_underflows():
     assert terms[k] == pytest.approx(special.betaln(a + k, b + n - k) - special.betaln(a, b))
 
 
-def test_refit_of_a_compiled_design_uses_the_new_counts_and_says_it_hit_the_cache():
+def test_a_compiled_design_is_kept_on_disk_and_a_new_process_loads_it(tmp_path, monkeypatch):
+    """The first fit compiles and caches the model (in an empty cache folder); a refit to
+    new counts reuses it in the process; a new process loads it from the disk, says so,
+    and draws the same bytes as the process that compiled it."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
     from bayes_eval.inference import engines
+    from bayes_eval.inference.kernel_cache import cache_dir
     from bayes_eval.messages import showing_progress
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     rng = np.random.default_rng(8)
 
     def frame():
@@ -728,13 +738,30 @@ def test_refit_of_a_compiled_design_uses_the_new_counts_and_says_it_hit_the_cach
     for table in (first, second):
         stream = io.StringIO()
         with showing_progress(stream):
-            cached = bayes_eval.fit(table, "end_to_end_pooled", seed=1, sampler=SMALL)
+            fitted = bayes_eval.fit(table, "end_to_end_pooled", seed=1, sampler=SMALL)
         said.append([line for line in stream.getvalue().splitlines() if "compil" in line])
-    assert said[0][0].startswith("compile: cache miss, compiling the model (numba; ")
-    assert said[0][1].startswith("compiled in ")
-    assert said[1] == ["compile: cache hit, the model compiled earlier in this process"]
     engines._COMPILED.clear()
-    fresh = bayes_eval.fit(second, "end_to_end_pooled", seed=1, sampler=SMALL)
-    assert np.array_equal(
-        cached.tree["posterior"]["p_task"].values, fresh.tree["posterior"]["p_task"].values
+    assert said[0][1].startswith(
+        "compile: log density and deterministics: cache miss, compiling (numba; "
     )
+    assert said[0][2].startswith("compile: log density: compiled and cached in ")
+    assert said[0][3].startswith("compile: deterministics: compiled and cached in ")
+    assert said[1] == ["compile: cache hit, the model compiled earlier in this process"]
+    assert len(list(cache_dir().glob("*.nbi"))) == 2  # an index per callback
+    path = tmp_path / "second.csv"
+    second.to_csv(path, index=False)
+    code = (
+        "import hashlib, sys, bayes_eval;"
+        "from bayes_eval.messages import showing_progress\n"
+        "with showing_progress(sys.stderr):\n"
+        f"    p = bayes_eval.fit({str(path)!r}, 'end_to_end_pooled', seed=1, sampler={SMALL})\n"
+        "print(hashlib.sha256(p.tree['posterior']['p_task'].values.tobytes()).hexdigest())"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    loaded = [line for line in done.stderr.splitlines() if "cache hit, loaded" in line]
+    assert [line.split(":")[1] for line in loaded] == [" log density", " deterministics"]
+    drawn = fitted.tree["posterior"]["p_task"].values
+    assert done.stdout.strip() == hashlib.sha256(drawn.tobytes()).hexdigest()

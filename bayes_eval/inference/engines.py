@@ -12,16 +12,22 @@
 
 PyMC, nutpie and JAX are imported only here, and only when a model is sampled.
 
-Same seed, same bytes: every model is compiled by numba in this process, never loaded
-from PyTensor's disk cache of compiled kernels (``fresh_compile``). With PyTensor's
-fast-math flags (reassociation, contraction, approximate functions), a kernel loaded from
-that cache is not inlined into the model as a freshly compiled one is, and the machine
-code differs: the gradient differed in the 13th significant digit, and a seeded fit's
-draws in the 8th, between the first process to compile a model and every later one. A
-model compiled anew is the same machine code in a fresh process, after other fits and on
-a dask worker. Compiling without fast-math instead also made the bytes agree, but nutpie
-then failed to initialise on 2 of 80 seeds of an SBC replicate that fast-math sampled
-on all 80, unexplained, so the arithmetic stays PyTensor's.
+nutpie's model is compiled once per model structure on a machine and kept in the user's
+cache folder (``nutpie_model``, ``kernel_cache``): a later process, or a fit of new
+counts on the same design, loads it in a fraction of a second.
+
+Same seed, same bytes: PyTensor's own disk cache of compiled kernels stays off while a
+model is compiled (``fresh_compile``). With PyTensor's fast-math flags (reassociation,
+contraction, approximate functions), a kernel loaded from that cache is not inlined into
+the model as a freshly compiled one is, and the machine code differs: the gradient
+differed in the 13th significant digit, and a seeded fit's draws in the 8th, between the
+first process to compile a model and every later one. The package's cache keeps the
+whole compiled model instead, each kernel compiled anew inside it, and every process,
+the one that compiled it included, runs the copy loaded from the cache. Compiling
+without fast-math also made the bytes agree, but nutpie then failed to initialise on 2 of
+80 seeds of an SBC replicate that fast-math sampled on all 80, unexplained, so the
+arithmetic stays PyTensor's. The ``pymc`` and ``numpyro`` engines compile anew in every
+process (``numpyro``: JAX keeps its own cache).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
+from bayes_eval.inference.nutpie_model import CachedModel
 from bayes_eval.messages import progress, progress_shown
 
 __all__ = [
@@ -63,8 +70,8 @@ JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]
 # What a user waits for at the first fit of a model structure in a process
 # (benchmarks/compile_cache.py).
 COMPILE_NOTICE = (
-    "20 to 40 s on 2 cores in a new process, over a minute for joint; once per table shape "
-    "in a process"
+    "20 to 40 s on 2 cores, over a minute for joint; once per table design on this machine, "
+    "then loaded from the cache"
 )
 
 # What the samplers write into a trace's attributes that changes from run to run.
@@ -273,16 +280,14 @@ def compile_nutpie(model):
 
 
 def nutpie_compiled(key, build):
-    """The nutpie model compiled for the structure ``key``, from this process's cache; on a
-    miss ``build()`` gives the PyMC model to compile. Its data are the built model's:
-    ``with_data`` puts others in place."""
+    """The model compiled for nutpie for the structure ``key``: from this process's cache,
+    else from the disk cache (``kernel_cache``), else compiled and cached; on a miss in
+    this process ``build()`` gives the PyMC model. Its data are the built model's:
+    ``with_data`` puts others in place and gives the model nutpie samples."""
     if key in _COMPILED:
         progress("compile: cache hit, the model compiled earlier in this process")
         return _COMPILED[key]
     if len(_COMPILED) >= COMPILE_CACHE_SIZE:
         _COMPILED.pop(next(iter(_COMPILED)))
-    progress(f"compile: cache miss, compiling the model (numba; {COMPILE_NOTICE}) ...")
-    start = time.perf_counter()
-    _COMPILED[key] = compile_nutpie(build())
-    progress(f"compiled in {time.perf_counter() - start:.1f} s")
+    _COMPILED[key] = CachedModel.compile(build(), COMPILE_NOTICE)
     return _COMPILED[key]

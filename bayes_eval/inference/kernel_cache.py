@@ -1,0 +1,255 @@
+"""Compiled log densities kept on disk, so that a model compiled once loads in a fraction of
+a second in every later process.
+
+A pooled model's log density (with its gradient) and its expand function (the draws'
+deterministics) are PyTensor graphs, which nutpie calls through C functions
+(``nutpie_model``). This module compiles each C function once, with the graph inside it,
+keeps its machine code in ``$XDG_CACHE_HOME/bayes_eval/numba``
+(``~/.cache/bayes_eval/numba`` by default) under a key of the graph (PyTensor's own hash
+of its operations, types and constants), of the C function's source and of the
+compiler's versions, and from then on loads it. numba's index adds the Python version and
+the processor, so a cache folder shared between machines loads only what each machine
+compiled. The folder is safe to delete; where it cannot be written, every process
+compiles anew. The cache is numba's own (``numba.core.caching``), located and named here.
+
+Same seed, same bytes: code loaded from numba's cache is not the machine code of the same
+function compiled in the running process (the hierarchical model's gradient differed by
+up to 2.7e-12, and a seeded fit's draws from the first step). So a missing function is
+compiled and saved by a forked process, and every process, the first included, runs the
+copy loaded from the cache. (Compiled in the process itself, the process's own symbols
+would shadow the loaded ones.) Every kernel of the graph is compiled anew inside the C
+function (PyTensor's own kernel cache stays off): the saved code does not depend on what
+other models compiled before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bayes_eval.messages import progress
+
+__all__ = ["CachedCallback", "cache_dir", "cached_callbacks", "graph_key"]
+
+
+def cache_dir() -> Path:
+    """The folder of compiled functions: ``$XDG_CACHE_HOME/bayes_eval/numba``
+    (``~/.cache/bayes_eval/numba`` by default). Safe to delete: what is missing is
+    compiled again."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "bayes_eval" / "numba"
+
+
+@dataclass(frozen=True)
+class CachedCallback:
+    """A numba C callback as loaded from the disk cache.
+
+    Attributes
+    ----------
+    callback : numba.core.ccallback.CFunc
+        Its ``address`` is the C function's.
+    state : {"hit", "miss", "not cacheable", "damaged"}
+        Whether it was in the cache before this process asked for it (``miss``: this
+        process had it compiled and saved); ``not cacheable`` where numba or PyTensor
+        cannot keep it, so that it is compiled anew in every process; ``damaged`` where
+        the cache's copy could not be read (compiled in this process, and saved again).
+    seconds : float
+        Time to compile (on a miss) and load.
+    """
+
+    callback: object
+    state: str
+    seconds: float
+
+
+def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
+    """Each of ``functions`` compiled by numba as a C callback and loaded from the disk
+    cache (those missing compiled and saved first, together).
+
+    Parameters
+    ----------
+    functions : sequence of (py_func, signature, key, what)
+        ``py_func``'s globals may name numba functions (a PyTensor graph's), compiled
+        inside it; ``key`` identifies the compiled code (``graph_key``; ``None``: not
+        cacheable); ``what`` names it for the progress lines (``log density``).
+    notice : str
+        What a compile costs, said before one starts.
+    """
+    start = time.perf_counter()
+    if not _writable():
+        progress(f"compile: the cache folder {cache_dir()} cannot be written: compiling here")
+        functions = [(py_func, signature, None, what) for py_func, signature, _, what in functions]
+    loaders = [_callback(py_func, signature, key) for py_func, signature, key, _ in functions]
+    states = []
+    for (_, _, key, _), loader in zip(functions, loaders, strict=True):
+        states.append("not cacheable" if key is None else "hit" if _in_cache(loader) else "miss")
+    missing = [
+        _callback(py_func, signature, key)
+        for (py_func, signature, key, _), state in zip(functions, states, strict=True)
+        if state == "miss"
+    ]
+    if missing:
+        names = " and ".join(what for *_, what in functions)
+        progress(f"compile: {names}: cache miss, compiling (numba; {notice}) ...")
+        _compile_apart(missing)
+    done = []
+    for (py_func, signature, _, what), loader, state in zip(
+        functions, loaders, states, strict=True
+    ):
+        if state == "miss" and not _in_cache(loader):
+            state = "not cacheable"  # numba saves no function holding a constant over 1 MB
+        if state == "not cacheable":  # compiled anew in every process
+            loader = _callback(py_func, signature, None)
+        loader.compile()
+        if state != "not cacheable" and not loader.cache_hits:
+            state = "damaged"  # numba compiled it here instead, and saved it again
+        seconds = time.perf_counter() - start
+        said = {
+            "hit": f"cache hit, loaded in {seconds:.1f} s",
+            "miss": f"compiled and cached in {seconds:.1f} s ({cache_dir()})",
+            "not cacheable": f"compiled in {seconds:.1f} s (not cacheable)",
+            "damaged": f"the cache's copy could not be loaded; compiled in {seconds:.1f} s",
+        }
+        progress(f"compile: {what}: {said[state]}")
+        done.append(CachedCallback(loader, state, seconds))
+    return done
+
+
+def _writable() -> bool:
+    """Whether ``cache_dir()`` exists or can be made, and can be written."""
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(cache_dir(), os.W_OK)
+
+
+def _compile_apart(callbacks) -> None:
+    """Compile ``callbacks`` and save them to the cache in a forked process: code that this
+    process compiled itself would shadow what it loads (numba links loaded code to the
+    process's own definitions of the same symbols), so that the first process would run
+    other machine code than every later one. Without ``fork`` (Windows) they are compiled
+    here, and the first process runs its own compile."""
+    if not hasattr(os, "fork"):
+        for callback in callbacks:
+            callback.compile()
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # a threaded parent
+        child = os.fork()
+    if child == 0:  # pragma: no cover (the child's exit status is checked below)
+        status = 1
+        try:
+            for callback in callbacks:
+                callback.compile()
+            status = 0
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(child, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"numba failed to compile {len(callbacks)} callbacks (exit {status})")
+
+
+def _in_cache(callback) -> bool:
+    """Whether numba's index in the cache lists ``callback`` for this processor."""
+    cache = callback._cache
+    codegen = callback._targetdescr.target_context.codegen()
+    return cache._index_key(callback._sig, codegen) in cache._cache_file._load_index()
+
+
+def _callback(py_func, signature, key):
+    """A new, uncompiled numba C callback of ``py_func``, caching under ``key`` (none
+    where ``key`` is ``None``)."""
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    callback = CFunc(py_func, sigutils.normalize_signature(signature), locals={}, options={})
+    if key is not None:
+        callback._cache = _cache_class()(py_func, key)
+    return callback
+
+
+def graph_key(function, source: str) -> str | None:
+    """The cache key of C code calling ``function``'s graph from ``source``: PyTensor's
+    hash of the graph (its operations, types and constants), ``source`` and the versions
+    of the compiler stack; ``None`` where PyTensor cannot hash the graph."""
+    import llvmlite
+    import numba
+    import numpy
+    import pytensor
+    from pytensor.link.numba.dispatch.basic import numba_funcify_and_cache_key
+
+    with pytensor.config.change_flags(numba__cache=True):
+        _, key = numba_funcify_and_cache_key(function.maker.fgraph)
+    if key is None:
+        return None
+    versions = (numba.__version__, llvmlite.__version__, pytensor.__version__, numpy.__version__)
+    text = "|".join((key, source, str(pytensor.config.numba__fastmath), *versions))
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+_CACHE_CLASS = None
+
+
+def _cache_class():
+    """numba's function cache, located in ``cache_dir()`` and named by the key alone
+    (numba would name it after the generated module, a new temporary file each time)."""
+    global _CACHE_CLASS
+    if _CACHE_CLASS is not None:
+        return _CACHE_CLASS
+    from numba.core.caching import (
+        CompileResultCacheImpl,
+        FunctionCache,
+        IndexDataCacheFile,
+        _CacheLocator,
+    )
+
+    class Locator(_CacheLocator):
+        def __init__(self, key):
+            self._key = key
+
+        def ensure_cache_path(self):
+            cache_dir().mkdir(parents=True, exist_ok=True)
+
+        def get_cache_path(self):
+            return str(cache_dir())
+
+        def get_source_stamp(self):
+            return 0
+
+        def get_disambiguator(self):
+            return self._key
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            return None
+
+    class Impl(CompileResultCacheImpl):
+        def __init__(self, py_func, key):  # noqa: D107 (numba's interface)
+            self._lineno = py_func.__code__.co_firstlineno
+            self._locator = Locator(key)
+            self._locator.ensure_cache_path()
+            version = f"py{sys.version_info[0]}{sys.version_info[1]}{sys.abiflags}"
+            self._filename_base = f"{key}-{version}"
+
+    class Cache(FunctionCache):
+        def __init__(self, py_func, key):  # noqa: D107 (numba's interface)
+            self._name = repr(py_func)
+            self._py_func = py_func
+            self._impl = Impl(py_func, key)
+            self._cache_path = self._impl.locator.get_cache_path()
+            self._cache_file = IndexDataCacheFile(
+                cache_path=self._cache_path,
+                filename_base=self._impl.filename_base,
+                source_stamp=0,
+            )
+            self.enable()
+
+    _CACHE_CLASS = Cache
+    return Cache

@@ -1,0 +1,192 @@
+"""A PyMC model as nutpie samples it, compiled once per machine and model structure.
+
+nutpie samples a model through two C functions: its log density with the gradient, and its
+expand function (the deterministics of each draw). nutpie's own ``compile_pymc_model``
+compiles them in every process, around the model's data, which numba cannot keep on disk.
+Here the same PyTensor graphs (``nutpie.compile_pymc._make_functions``) are called from C
+functions that read the data through a pointer at run time, so that the compiled code
+holds no data and is kept in the disk cache (``kernel_cache``). nutpie then samples them
+natively, as it samples its own (``CompiledPyMCModel``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from bayes_eval.inference.kernel_cache import cached_callbacks, graph_key
+from bayes_eval.messages import progress
+
+__all__ = ["CachedModel"]
+
+LOGP_SOURCE = """
+def logp_callback(dim, x_, out_, logp_, user_data_):
+    try:
+        x = numba.carray(x_, (dim,))
+        out = numba.carray(out_, (dim,))
+        meta = numba.carray(user_data_, ({size},), np.int64)
+{arrays}
+        value, grad = graph(x{arguments})
+        numba.carray(logp_, (1,))[0] = value
+        out[:] = grad
+        if not np.all(np.isfinite(out)):
+            return 3
+        if not np.isfinite(value):
+            return 4
+    except Exception:
+        return 1
+    return 0
+"""
+
+EXPAND_SOURCE = """
+def expand_callback(dim, expanded, x_, out_, user_data_):
+    try:
+        x = numba.carray(x_, (dim,))
+        out = numba.carray(out_, (expanded,))
+        meta = numba.carray(user_data_, ({size},), np.int64)
+{arrays}
+        (values,) = graph(x{arguments})
+        out[:] = values
+    except Exception:
+        return -2
+    return 0
+"""
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """A PyMC model's nutpie callbacks, loaded from the disk cache, and what nutpie needs
+    around them; ``with_data`` gives the model nutpie samples.
+
+    Attributes
+    ----------
+    template : nutpie.compile_pymc.CompiledPyMCModel
+        The model with the built model's data.
+    names : tuple of str
+        The data variables, in the order of the callbacks' pointer table.
+    """
+
+    template: object
+    names: tuple
+
+    @classmethod
+    def compile(cls, model, notice: str) -> CachedModel:
+        """``model``'s callbacks, as nutpie's ``compile_pymc_model`` makes its graphs
+        (the same initial points, jittered), each kernel compiled anew inside them;
+        ``notice`` says what a compile costs."""
+        import numba
+        import pytensor
+        from nutpie import compile_pymc
+        from pymc.initial_point import make_initial_point_fn
+
+        start = time.perf_counter()
+        initial_point = compile_pymc._wrap_with_lock(
+            make_initial_point_fn(
+                model=model,
+                default_strategy="support_point",
+                jitter_rvs=set(model.free_RVs),
+                return_transformed=True,
+            )
+        )
+        with pytensor.config.change_flags(numba__cache=False):
+            n_dim, n_expanded, logp, expand, initial_point, shape_info, reparameterized = (
+                compile_pymc._make_functions(
+                    model,
+                    mode="NUMBA",
+                    compute_grad=True,
+                    join_expanded=True,
+                    pymc_initial_point_fn=initial_point,
+                )
+            )
+        progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
+        variables = {var.name: var for var in (*logp.get_shared(), *expand.get_shared())}
+        names = tuple(variables)
+        data = {name: np.ascontiguousarray(var.get_value()) for name, var in variables.items()}
+        offsets, size = {}, 0
+        for name in names:
+            offsets[name], size = size, size + 1 + data[name].ndim
+        pointer = numba.types.CPointer(numba.types.double)
+        count = numba.types.uint64
+        functions = []
+        for what, function, source, arguments in (
+            ("log density", logp, LOGP_SOURCE, (count, pointer, pointer, pointer)),
+            ("deterministics", expand, EXPAND_SOURCE, (count, count, pointer, pointer)),
+        ):
+            inputs = [var.name for var in function.get_shared()]
+            text = _source(source, inputs, data, offsets, size)
+            py_func = _function(text, function.vm.jit_fn)
+            signature = numba.types.int64(*arguments, numba.types.voidptr)
+            functions.append((py_func, signature, graph_key(function, text), what))
+        callbacks = [done.callback for done in cached_callbacks(functions, notice)]
+        dims, coords = compile_pymc._prepare_dims_and_coords(model, shape_info, reparameterized)
+        template = compile_pymc.CompiledPyMCModel(
+            _n_dim=n_dim,
+            dims=dims,
+            _coords=coords,
+            _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
+            compiled_logp_func=callbacks[0],
+            compiled_expand_func=callbacks[1],
+            initial_point_func=initial_point,
+            shared_data=data,
+            shared_var_keys={},
+            user_data=_pointers(data, names),
+            n_expanded=n_expanded,
+            shape_info=shape_info,
+            logp_func=logp,
+            expand_func=expand,
+        )
+        return cls(template, names)
+
+    def with_data(self, **updates):
+        """The model nutpie samples, with its data variables set to ``updates`` where
+        given (each as the built model's dtype and number of dimensions)."""
+        unknown = set(updates) - set(self.names)
+        if unknown:
+            raise KeyError(f"unknown data variables: {sorted(unknown)}")
+        data = dict(self.template.shared_data)
+        for name, value in updates.items():
+            value = np.ascontiguousarray(value, dtype=data[name].dtype)
+            if value.ndim != data[name].ndim:
+                raise ValueError(f"{name} has {value.ndim} dimensions, not {data[name].ndim}")
+            data[name] = value
+        return dataclasses.replace(
+            self.template, shared_data=data, user_data=_pointers(data, self.names)
+        )
+
+
+def _source(template, inputs, data, offsets, size) -> str:
+    """A callback's source: each data input read from the pointer table."""
+    lines, arguments = [], ""
+    for i, name in enumerate(inputs):
+        at, ndim = offsets[name], data[name].ndim
+        shape = "".join(f"meta[{at + 1 + d}], " for d in range(ndim))
+        dtype = f"np.{data[name].dtype.name}"
+        lines.append(
+            f"        d{i} = numba.carray(address_as_void_pointer(meta[{at}]), ({shape}), {dtype})"
+        )
+        arguments += f", d{i}"
+    return template.format(size=size, arrays="\n".join(lines), arguments=arguments)
+
+
+def _function(text, graph):
+    """The callback function defined by ``text``, calling ``graph``."""
+    import numba
+    from nutpie.compile_pymc import address_as_void_pointer
+
+    # numba rebuilds a loaded function's environment from its module's name
+    namespace = {"__name__": __name__, "numba": numba, "np": np, "graph": graph}
+    namespace["address_as_void_pointer"] = address_as_void_pointer
+    exec(compile(text, "<bayes_eval callback>", "exec"), namespace)  # noqa: S102
+    (name,) = (n for n in namespace if n.endswith("_callback"))
+    return namespace[name]
+
+
+def _pointers(data, names) -> np.ndarray:
+    """The callbacks' pointer table: each data array's address, then its shape."""
+    table = []
+    for name in names:
+        table += [data[name].ctypes.data, *data[name].shape]
+    return np.array(table, dtype=np.int64)
