@@ -128,3 +128,29 @@ def test_jax_keeps_its_compilations_in_the_users_cache_folder(tmp_path):
     )
     assert any((tmp_path / "bayes_eval" / "jax").iterdir())
     assert first == second
+
+
+def test_the_compile_cache_evicts_the_models_used_least_recently(tmp_path, monkeypatch):
+    """Three models of 100, 200 and 300 bytes, used in that order (file times 1, 2, 3):
+    to hold 400 bytes the first two go, the last stays; a file another process is
+    writing is left alone."""
+    import os
+
+    from bayes_eval.inference.kernel_cache import cache_dir, evict
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = cache_dir()
+    folder.mkdir(parents=True)
+    for used, (key, size) in enumerate((("a", 100), ("b", 200), ("c", 300)), start=1):
+        for name, part in ((f"{key}-py313.nbi", 10), (f"{key}-py313.1.nbc", size - 10)):
+            (folder / name).write_bytes(b"x" * part)
+            os.utime(folder / name, (used, used))
+    (folder / "a-py313.1.nbc.tmp.0123").write_bytes(b"x" * 1000)
+    evict(400)
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "a-py313.1.nbc.tmp.0123",
+        "c-py313.1.nbc",
+        "c-py313.nbi",
+    ]
+    evict(400)  # within the limit: nothing more goes
+    assert len(list(folder.iterdir())) == 3

@@ -24,6 +24,7 @@ other models compiled before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -33,7 +34,11 @@ from pathlib import Path
 
 from bayes_eval.messages import progress
 
-__all__ = ["CachedCallback", "cache_dir", "cached_callbacks", "graph_key"]
+__all__ = ["CACHE_LIMIT", "CachedCallback", "cache_dir", "cached_callbacks", "evict", "graph_key"]
+
+# The most the cache folder holds, in bytes: past it, the models used least recently go
+# (a model of the shipped pooled example takes 1.6 MB).
+CACHE_LIMIT = 2 * 1024**3
 
 
 def cache_dir() -> Path:
@@ -96,6 +101,7 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         names = " and ".join(what for *_, what in functions)
         progress(f"compile: {names}: cache miss, compiling (numba; {notice}) ...")
         _compile_apart(missing)
+        evict(CACHE_LIMIT)
     done = []
     for (py_func, signature, _, what), loader, state in zip(
         functions, loaders, states, strict=True
@@ -107,6 +113,9 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         loader.compile()
         if state != "not cacheable" and not loader.cache_hits:
             state = "damaged"  # numba compiled it here instead, and saved it again
+        if state == "hit":  # used now: the last to be evicted
+            with contextlib.suppress(OSError):
+                os.utime(loader._cache._cache_file._index_path)
         seconds = time.perf_counter() - start
         said = {
             "hit": f"cache hit, loaded in {seconds:.1f} s",
@@ -117,6 +126,30 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         progress(f"compile: {what}: {said[state]}")
         done.append(CachedCallback(loader, state, seconds))
     return done
+
+
+def evict(limit: int) -> None:
+    """Remove the models used least recently (by their index files' times, which a load
+    renews) from ``cache_dir()`` until it holds at most ``limit`` bytes."""
+    entries: dict[str, list[Path]] = {}
+    for path in cache_dir().iterdir():
+        if ".tmp." not in path.name:  # not a file another process is writing
+            entries.setdefault(path.name.split("-py", 1)[0], []).append(path)
+    sizes, used = {}, {}
+    for key, paths in entries.items():
+        try:
+            stats = [path.stat() for path in paths]
+        except FileNotFoundError:  # another process removed it
+            continue
+        sizes[key] = sum(stat.st_size for stat in stats)
+        used[key] = max(stat.st_mtime for stat in stats)
+    total = sum(sizes.values())
+    for key in sorted(used, key=used.get):
+        if total <= limit:
+            break
+        for path in entries[key]:
+            path.unlink(missing_ok=True)
+        total -= sizes[key]
 
 
 def _writable() -> bool:
