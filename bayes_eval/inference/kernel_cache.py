@@ -63,7 +63,8 @@ class CachedCallback:
         cannot keep it, so that it is compiled anew in every process; ``damaged`` where
         the cache's copy could not be read (compiled in this process, and saved again).
     seconds : float
-        Time to compile (on a miss) and load.
+        Time from the start of ``cached_callbacks`` until it was loaded (compiling the
+        missing ones included).
     """
 
     callback: object
@@ -103,9 +104,7 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         _compile_apart(missing)
         evict(CACHE_LIMIT)
     done = []
-    for (py_func, signature, _, what), loader, state in zip(
-        functions, loaders, states, strict=True
-    ):
+    for (py_func, signature, _, _), loader, state in zip(functions, loaders, states, strict=True):
         if state == "miss" and not _in_cache(loader):
             state = "not cacheable"  # numba saves no function holding a constant over 1 MB
         if state == "not cacheable":  # compiled anew in every process
@@ -116,15 +115,20 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         if state == "hit":  # used now: the last to be evicted
             with contextlib.suppress(OSError):
                 os.utime(loader._cache._cache_file._index_path)
-        seconds = time.perf_counter() - start
-        said = {
-            "hit": f"cache hit, loaded in {seconds:.1f} s",
-            "miss": f"compiled and cached in {seconds:.1f} s ({cache_dir()})",
-            "not cacheable": f"compiled in {seconds:.1f} s (not cacheable)",
-            "damaged": f"the cache's copy could not be loaded; compiled in {seconds:.1f} s",
-        }
-        progress(f"compile: {what}: {said[state]}")
-        done.append(CachedCallback(loader, state, seconds))
+        done.append(CachedCallback(loader, state, time.perf_counter() - start))
+    seconds = time.perf_counter() - start
+    said = {
+        "hit": f"cache hit, loaded in {seconds:.1f} s",
+        "miss": f"compiled and cached in {seconds:.1f} s ({cache_dir()})",
+        "not cacheable": f"compiled in {seconds:.1f} s (not cacheable)",
+        "damaged": f"the cache's copy could not be loaded; compiled in {seconds:.1f} s",
+    }
+    for state, text in said.items():
+        names = [
+            what for (*_, what), one in zip(functions, done, strict=True) if one.state == state
+        ]
+        if names:
+            progress(f"compile: {' and '.join(names)}: {text}")
     return done
 
 
