@@ -154,3 +154,39 @@ def test_the_compile_cache_evicts_the_models_used_least_recently(tmp_path, monke
     ]
     evict(400)  # within the limit: nothing more goes
     assert len(list(folder.iterdir())) == 3
+
+
+def test_the_log_density_callback_reads_ragged_data_through_its_pointer_table():
+    """The C function nutpie calls reads each data array (an integer vector, a float
+    matrix, a float scalar) through the pointer table: a stand-in graph that returns a
+    value and gradient from them gives, through the C function, what numpy gives."""
+    import ctypes
+
+    import numba
+
+    from bayes_eval.inference.nutpie_model import LOGP_SOURCE, _function, _pointers, _source
+
+    @numba.njit
+    def graph(x, counts, matrix, scale):
+        return scale * (x.sum() + counts.sum()) + matrix[1, 2], x * matrix[0, 0]
+
+    data = [np.array([3, 1, 4], dtype=np.int64), np.arange(6.0).reshape(2, 3) + 1, np.array(2.5)]
+    text = _source(LOGP_SOURCE, [0, 1, 2], data)
+    pointer = numba.types.CPointer(numba.types.double)
+    signature = numba.types.int64(
+        numba.types.uint64, pointer, pointer, pointer, numba.types.voidptr
+    )
+    callback = numba.cfunc(signature)(_function(text, graph))
+    table = _pointers(data)
+    x, out, value = np.array([0.5, -1.0]), np.zeros(2), np.zeros(1)
+    as_double = ctypes.POINTER(ctypes.c_double)
+    status = callback.ctypes(
+        2,
+        x.ctypes.data_as(as_double),
+        out.ctypes.data_as(as_double),
+        value.ctypes.data_as(as_double),
+        table.ctypes.data_as(ctypes.c_void_p),
+    )
+    assert status == 0
+    assert value[0] == 2.5 * (-0.5 + 8) + 6.0
+    assert np.array_equal(out, x * 1.0)

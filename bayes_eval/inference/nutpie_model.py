@@ -66,7 +66,7 @@ class CachedModel:
     template : nutpie.compile_pymc.CompiledPyMCModel
         The model with the built model's data.
     names : tuple of str
-        The data variables, in the order of the callbacks' pointer table.
+        The names of the data variables, in the order of the callbacks' pointer table.
     """
 
     template: object
@@ -102,12 +102,8 @@ class CachedModel:
                 )
             )
         progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
-        variables = {var.name: var for var in (*logp.get_shared(), *expand.get_shared())}
-        names = tuple(variables)
-        data = {name: np.ascontiguousarray(var.get_value()) for name, var in variables.items()}
-        offsets, size = {}, 0
-        for name in names:
-            offsets[name], size = size, size + 1 + data[name].ndim
+        shared = list(dict.fromkeys((*logp.get_shared(), *expand.get_shared())))
+        data = [np.ascontiguousarray(var.get_value()) for var in shared]
         pointer = numba.types.CPointer(numba.types.double)
         count = numba.types.uint64
         functions = []
@@ -115,8 +111,8 @@ class CachedModel:
             ("log density", logp, LOGP_SOURCE, (count, pointer, pointer, pointer)),
             ("deterministics", expand, EXPAND_SOURCE, (count, count, pointer, pointer)),
         ):
-            inputs = [var.name for var in function.get_shared()]
-            text = _source(source, inputs, data, offsets, size)
+            inputs = [shared.index(var) for var in function.get_shared()]
+            text = _source(source, inputs, data)
             py_func = _function(text, function.vm.jit_fn)
             signature = numba.types.int64(*arguments, numba.types.voidptr)
             functions.append((py_func, signature, graph_key(function, text), what))
@@ -130,44 +126,47 @@ class CachedModel:
             compiled_logp_func=callbacks[0],
             compiled_expand_func=callbacks[1],
             initial_point_func=initial_point,
-            shared_data=data,
+            shared_data=dict(enumerate(data)),  # kept alive while nutpie samples
             shared_var_keys={},
-            user_data=_pointers(data, names),
+            user_data=_pointers(data),
             n_expanded=n_expanded,
             shape_info=shape_info,
             logp_func=logp,
             expand_func=expand,
         )
-        return cls(template, names)
+        return cls(template, tuple(var.name for var in shared))
 
     def with_data(self, **updates):
         """The model nutpie samples, with its data variables set to ``updates`` where
-        given (each as the built model's dtype and number of dimensions)."""
-        unknown = set(updates) - set(self.names)
-        if unknown:
-            raise KeyError(f"unknown data variables: {sorted(unknown)}")
-        data = dict(self.template.shared_data)
+        given by name (each as the built model's dtype and number of dimensions)."""
+        data = list(self.template.shared_data.values())
         for name, value in updates.items():
-            value = np.ascontiguousarray(value, dtype=data[name].dtype)
-            if value.ndim != data[name].ndim:
-                raise ValueError(f"{name} has {value.ndim} dimensions, not {data[name].ndim}")
-            data[name] = value
+            at = [i for i, known in enumerate(self.names) if known == name]
+            if len(at) != 1:
+                raise KeyError(f"{len(at)} data variables named {name!r}, not 1")
+            (at,) = at
+            value = np.ascontiguousarray(value, dtype=data[at].dtype)
+            if value.ndim != data[at].ndim:
+                raise ValueError(f"{name} has {value.ndim} dimensions, not {data[at].ndim}")
+            data[at] = value
         return dataclasses.replace(
-            self.template, shared_data=data, user_data=_pointers(data, self.names)
+            self.template, shared_data=dict(enumerate(data)), user_data=_pointers(data)
         )
 
 
-def _source(template, inputs, data, offsets, size) -> str:
-    """A callback's source: each data input read from the pointer table."""
+def _source(template, inputs, data) -> str:
+    """A callback's source: the data arrays at positions ``inputs`` of ``data`` read from
+    the pointer table (``_pointers``)."""
+    offsets = np.cumsum([0] + [1 + value.ndim for value in data])
     lines, arguments = [], ""
-    for i, name in enumerate(inputs):
-        at, ndim = offsets[name], data[name].ndim
-        shape = "".join(f"meta[{at + 1 + d}], " for d in range(ndim))
-        dtype = f"np.{data[name].dtype.name}"
-        lines.append(
-            f"        d{i} = numba.carray(address_as_void_pointer(meta[{at}]), ({shape}), {dtype})"
-        )
+    for i, at in enumerate(inputs):
+        start, ndim = int(offsets[at]), data[at].ndim
+        shape = "".join(f"meta[{start + 1 + d}], " for d in range(ndim))
+        dtype = f"np.{data[at].dtype.name}"
+        pointer = f"address_as_void_pointer(meta[{start}])"
+        lines.append(f"        d{i} = numba.carray({pointer}, ({shape}), {dtype})")
         arguments += f", d{i}"
+    size = int(offsets[-1])
     return template.format(size=size, arrays="\n".join(lines), arguments=arguments)
 
 
@@ -184,9 +183,9 @@ def _function(text, graph):
     return namespace[name]
 
 
-def _pointers(data, names) -> np.ndarray:
+def _pointers(data) -> np.ndarray:
     """The callbacks' pointer table: each data array's address, then its shape."""
     table = []
-    for name in names:
-        table += [data[name].ctypes.data, *data[name].shape]
+    for value in data:
+        table += [value.ctypes.data, *value.shape]
     return np.array(table, dtype=np.int64)
