@@ -133,6 +133,8 @@ class CachedModel:
             shape_info=shape_info,
             logp_func=logp,
             expand_func=expand,
+            # the sampled coordinates of transformed variables stay out of the posterior
+            reparameterized_names=reparameterized,
         )
         return cls(template, tuple(var.name for var in shared))
 
