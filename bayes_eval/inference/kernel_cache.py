@@ -25,16 +25,16 @@ other models compiled before.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bayes_eval.messages import progress
 
-__all__ = ["CACHE_LIMIT", "CachedCallback", "cache_dir", "cached_callbacks", "evict", "graph_key"]
+__all__ = ["CACHE_LIMIT", "cache_dir", "cached_callbacks", "evict", "graph_key"]
 
 # The most the cache folder holds, in bytes: past it, the models used least recently go
 # (a model of the shipped pooled example takes 1.6 MB).
@@ -49,32 +49,13 @@ def cache_dir() -> Path:
     return Path(root) / "bayes_eval" / "numba"
 
 
-@dataclass(frozen=True)
-class CachedCallback:
-    """A numba C callback as loaded from the disk cache.
-
-    Attributes
-    ----------
-    callback : numba.core.ccallback.CFunc
-        Its ``address`` is the C function's.
-    state : {"hit", "miss", "not cacheable", "damaged"}
-        Whether it was in the cache before this process asked for it (``miss``: this
-        process had it compiled and saved); ``not cacheable`` where numba or PyTensor
-        cannot keep it, so that it is compiled anew in every process; ``damaged`` where
-        the cache's copy could not be read (compiled in this process, and saved again).
-    seconds : float
-        Time from the start of ``cached_callbacks`` until it was loaded (compiling the
-        missing ones included).
-    """
-
-    callback: object
-    state: str
-    seconds: float
-
-
-def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
-    """Each of ``functions`` compiled by numba as a C callback and loaded from the disk
-    cache (those missing compiled and saved first, together).
+def cached_callbacks(functions, notice: str) -> list:
+    """Each of ``functions`` compiled by numba as a C callback (``numba.core.ccallback.
+    CFunc``: its ``address`` is the C function's) and loaded from the disk cache (those
+    missing compiled and saved first, together). The progress lines say, for each, whether
+    it was in the cache (``hit``), was compiled and saved by this call (``miss``), cannot
+    be cached and is compiled anew in every process (``not cacheable``), or could not be
+    read from the cache and was compiled here (``damaged``).
 
     Parameters
     ----------
@@ -99,12 +80,12 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         if state == "miss"
     ]
     if missing:
-        names = " and ".join(what for *_, what in functions)
-        progress(f"compile: {names}: cache miss, compiling (numba; {notice}) ...")
+        names = [what for (*_, what), one in zip(functions, states, strict=True) if one == "miss"]
+        progress(f"compile: {' and '.join(names)}: cache miss, compiling (numba; {notice}) ...")
         _compile_apart(missing)
         evict(CACHE_LIMIT)
-    done = []
-    for (py_func, signature, _, _), loader, state in zip(functions, loaders, states, strict=True):
+    for i, (py_func, signature, _, _) in enumerate(functions):
+        loader, state = loaders[i], states[i]
         if state == "miss" and not _in_cache(loader):
             state = "not cacheable"  # numba saves no function holding a constant over 1 MB
         if state == "not cacheable":  # compiled anew in every process
@@ -115,7 +96,7 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         if state == "hit":  # used now: the last to be evicted
             with contextlib.suppress(OSError):
                 os.utime(loader._cache._cache_file._index_path)
-        done.append(CachedCallback(loader, state, time.perf_counter() - start))
+        loaders[i], states[i] = loader, state
     seconds = time.perf_counter() - start
     said = {
         "hit": f"cache hit, loaded in {seconds:.1f} s",
@@ -124,12 +105,10 @@ def cached_callbacks(functions, notice: str) -> list[CachedCallback]:
         "damaged": f"the cache's copy could not be loaded; compiled in {seconds:.1f} s",
     }
     for state, text in said.items():
-        names = [
-            what for (*_, what), one in zip(functions, done, strict=True) if one.state == state
-        ]
+        names = [what for (*_, what), one in zip(functions, states, strict=True) if one == state]
         if names:
             progress(f"compile: {' and '.join(names)}: {text}")
-    return done
+    return loaders
 
 
 def evict(limit: int) -> None:
@@ -231,15 +210,11 @@ def graph_key(function, source: str) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-_CACHE_CLASS = None
-
-
+@functools.cache
 def _cache_class():
     """numba's function cache, located in ``cache_dir()`` and named by the key alone
-    (numba would name it after the generated module, a new temporary file each time)."""
-    global _CACHE_CLASS
-    if _CACHE_CLASS is not None:
-        return _CACHE_CLASS
+    (numba would name it after the generated module, a new temporary file each time);
+    made on first use, so that importing this module imports no numba."""
     from numba.core.caching import (
         CompileResultCacheImpl,
         FunctionCache,
@@ -288,5 +263,4 @@ def _cache_class():
             )
             self.enable()
 
-    _CACHE_CLASS = Cache
     return Cache

@@ -116,7 +116,7 @@ class CachedModel:
             py_func = _function(text, function.vm.jit_fn)
             signature = numba.types.int64(*arguments, numba.types.voidptr)
             functions.append((py_func, signature, graph_key(function, text), what))
-        callbacks = [done.callback for done in cached_callbacks(functions, notice)]
+        callbacks = cached_callbacks(functions, notice)
         dims, coords = compile_pymc._prepare_dims_and_coords(model, shape_info, reparameterized)
         template = compile_pymc.CompiledPyMCModel(
             _n_dim=n_dim,
