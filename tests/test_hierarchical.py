@@ -451,6 +451,7 @@ def xr_like(values):
 
 def test_grouped_beta_binomial_matches_scipy():
     """The collapsed likelihood, normaliser per group, against scipy's pmf per cell."""
+    import pymc as pm
     import pytensor.tensor as pt
 
     from bayes_eval.pooled.models import _beta_binomial
@@ -462,7 +463,11 @@ def test_grouped_beta_binomial_matches_scipy():
     k = np.minimum(n, rng.integers(0, 30, group.size))
     n[4:6] = n[3]  # one group's cells share their trials
     k[:2] = [0, n[1]]  # zero-success and all-success cells
-    ours = _beta_binomial(pt.as_tensor(alpha), pt.as_tensor(beta), group, k, n - k, n).eval()
+    with pm.Model():  # the design enters as the model's data
+        total = _beta_binomial(
+            pm, "cell", pt.as_tensor(alpha), pt.as_tensor(beta), group, k, n - k, n
+        )
+        ours = total.eval()
     expected = stats.betabinom.logpmf(k, n, alpha[group], beta[group]).sum()
     log_choose = stats.binom.logpmf(k, n, 0.5).sum() - (n * np.log(0.5)).sum()  # log C(n, k)
     assert ours == pytest.approx(expected - log_choose, rel=1e-12)
@@ -710,10 +715,13 @@ def test_bypass_terms_when_the_milestone_product_underflows():
     assert terms[k] == pytest.approx(special.betaln(a + k, b + n - k) - special.betaln(a, b))
 
 
-def test_a_compiled_design_is_kept_on_disk_and_a_new_process_loads_it(tmp_path, monkeypatch):
+def test_a_compiled_model_serves_tables_of_other_sizes_in_new_processes(tmp_path, monkeypatch):
     """The first fit compiles and caches the model (in an empty cache folder); a refit to
-    new counts reuses it in the process; a new process loads it from the disk, says so,
-    and draws the same bytes as the process that compiled it."""
+    new counts reuses it in the process. A new process fitting a table of the same
+    structure but other sizes (more tasks, more agents, other trials) loads it from the
+    disk and says so, and its draws are the bytes of a cold fit of that table (a new
+    process with an empty cache folder); its fit of the first design's new counts draws
+    the bytes of the process that compiled it."""
     import hashlib
     import os
     import subprocess
@@ -723,15 +731,21 @@ def test_a_compiled_design_is_kept_on_disk_and_a_new_process_loads_it(tmp_path, 
     from bayes_eval.inference.kernel_cache import cache_dir
     from bayes_eval.messages import showing_progress
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    warm, cold = tmp_path / "warm", tmp_path / "cold"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(warm))
     rng = np.random.default_rng(8)
 
-    def frame():
+    def frame(agents, tasks, trials):
         return pd.DataFrame(
-            dict(task=[f"t{i}" for i in range(6)], method="end_to_end", trials=20)
-        ).assign(successes=rng.binomial(20, 0.3, 6))
+            [(a, f"t{i}") for a in agents for i in range(tasks)], columns=["agent", "task"]
+        ).assign(
+            method="end_to_end",
+            trials=trials,
+            successes=lambda t: rng.binomial(trials, 0.3, len(t)),
+        )
 
-    first, second = frame(), frame()
+    first, second = frame(["a"], 6, 20), frame(["a"], 6, 20)
+    other = frame(["a", "b"], 9, 12)
     assert not first["successes"].equals(second["successes"])
     engines._COMPILED.clear()
     said = []
@@ -747,20 +761,37 @@ def test_a_compiled_design_is_kept_on_disk_and_a_new_process_loads_it(tmp_path, 
     assert said[0][2].startswith("compile: log density and deterministics: compiled and cached")
     assert said[1] == ["compile: cache hit, the model compiled earlier in this process"]
     assert len(list(cache_dir().glob("*.nbi"))) == 2  # an index per callback
-    path = tmp_path / "second.csv"
-    second.to_csv(path, index=False)
+    paths = []
+    for name, table in (("second", second), ("other", other)):
+        paths.append(tmp_path / f"{name}.csv")
+        table.to_csv(paths[-1], index=False)
     code = (
         "import hashlib, sys, bayes_eval;"
         "from bayes_eval.messages import showing_progress\n"
-        "with showing_progress(sys.stderr):\n"
-        f"    p = bayes_eval.fit({str(path)!r}, 'end_to_end_pooled', seed=1, sampler={SMALL})\n"
-        "print(hashlib.sha256(p.tree['posterior']['p_task'].values.tobytes()).hexdigest())"
+        "for path in sys.argv[1:]:\n"
+        "    with showing_progress(sys.stderr):\n"
+        f"        p = bayes_eval.fit(path, 'end_to_end_pooled', seed=1, sampler={SMALL})\n"
+        "    print(hashlib.sha256(p.tree['posterior']['p_task'].values.tobytes()).hexdigest())"
     )
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    loaded = [line for line in done.stderr.splitlines() if "cache hit, loaded" in line]
-    assert [line.split(":")[1] for line in loaded] == [" log density and deterministics"]
+
+    def run(folder, *tables):
+        env = {**os.environ, "XDG_CACHE_HOME": str(folder)}
+        done = subprocess.run(
+            [sys.executable, "-c", code, *map(str, tables)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        states = [
+            line.split(": ")[2] for line in done.stderr.splitlines() if "deterministics:" in line
+        ]
+        return done.stdout.split(), states
+
+    (again, sized), states = run(warm, *paths)
+    assert [state.split(",")[0] for state in states] == ["cache hit"] * 2
     drawn = fitted.tree["posterior"]["p_task"].values
-    assert done.stdout.strip() == hashlib.sha256(drawn.tobytes()).hexdigest()
+    assert again == hashlib.sha256(drawn.tobytes()).hexdigest()
+    (anew,), states = run(cold, paths[1])
+    assert states[0].startswith("cache miss") and states[-1].startswith("compiled and cached")
+    assert sized == anew

@@ -13,8 +13,9 @@
 PyMC, nutpie and JAX are imported only here, and only when a model is sampled.
 
 nutpie's model is compiled once per model structure on a machine and kept in the user's
-cache folder (``nutpie_model``, ``kernel_cache``): a later process, or a fit of new
-counts on the same design, loads it in a fraction of a second.
+cache folder (``nutpie_model``, ``kernel_cache``): a later process, or a fit of a table of
+the same structure (new counts; for most models, other sizes), loads it in a fraction of
+a second.
 
 Same seed, same bytes: PyTensor's own disk cache of compiled kernels stays off while a
 model is compiled (``fresh_compile``). With PyTensor's fast-math flags (reassociation,
@@ -70,8 +71,8 @@ JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]
 # What a user waits for at the first fit of a model structure in a process
 # (benchmarks/compile_cache.py).
 COMPILE_NOTICE = (
-    "20 to 40 s on 2 cores, over a minute for joint; once per table design on this machine, "
-    "then loaded from the cache"
+    "20 to 40 s on 2 cores, over a minute for joint; once per model structure on this "
+    "machine, then loaded from the cache"
 )
 
 # What the samplers write into a trace's attributes that changes from run to run.

@@ -3,10 +3,17 @@
 nutpie samples a model through two C functions: its log density with the gradient, and its
 expand function (the deterministics of each draw). nutpie's own ``compile_pymc_model``
 compiles them in every process, around the model's data, which numba cannot keep on disk.
-Here the same PyTensor graphs (``nutpie.compile_pymc._make_functions``) are called from C
-functions that read the data through a pointer at run time, so that the compiled code
-holds no data and is kept in the disk cache (``kernel_cache``). nutpie then samples them
-natively, as it samples its own (``CompiledPyMCModel``).
+Here the same PyTensor graphs are called from C functions that read the data through a
+pointer at run time, so that the compiled code holds no data and is kept in the disk cache
+(``kernel_cache``). nutpie then samples them natively, as it samples its own
+(``CompiledPyMCModel``).
+
+The graphs hold no size of the table either: the free variables are cut from nutpie's
+point at sizes read from the data (``_functions``), and the models that take their design
+as data (``hierarchical``, ``ecr_pooled`` and the end-to-end pooled models:
+``bayes_eval.pooled.models``) compile once per structure, whatever the numbers of agents,
+tasks, milestones and trials. Those whose graphs still hold their design as constants
+(``joint``, ``crossed``, runs in clusters) compile once per design.
 """
 
 from __future__ import annotations
@@ -74,9 +81,10 @@ class CachedModel:
 
     @classmethod
     def compile(cls, model, notice: str) -> CachedModel:
-        """``model``'s callbacks, as nutpie's ``compile_pymc_model`` makes its graphs
-        (the same initial points, jittered), each kernel compiled anew inside them;
-        ``notice`` says what a compile costs."""
+        """``model``'s callbacks, with graphs as nutpie's ``compile_pymc_model`` makes
+        them but free of the table's sizes (``_functions``), each kernel compiled anew
+        inside them, and nutpie's initial points (jittered); ``notice`` says what a
+        compile costs."""
         import numba
         import pytensor
         from nutpie import compile_pymc
@@ -92,18 +100,20 @@ class CachedModel:
             )
         )
         with pytensor.config.change_flags(numba__cache=False):
-            n_dim, n_expanded, logp, expand, initial_point, shape_info, reparameterized = (
-                compile_pymc._make_functions(
-                    model,
-                    mode="NUMBA",
-                    compute_grad=True,
-                    join_expanded=True,
-                    pymc_initial_point_fn=initial_point,
-                )
-            )
+            logp, expand = _functions(model)
+        shape_info = _layout(model)
+        names, slices, shapes = (part[: len(model.free_RVs)] for part in shape_info)
+        initial_point = compile_pymc._rv_dict_to_flat_array_wrapper(
+            initial_point, names=names, shapes=shapes
+        )
+        reparameterized = [
+            model.rvs_to_values[var].name
+            for var in model.free_RVs
+            if model.rvs_to_transforms.get(var)
+        ]
         progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
         shared = list(dict.fromkeys((*logp.get_shared(), *expand.get_shared())))
-        data = [np.ascontiguousarray(var.get_value()) for var in shared]
+        data = [np.require(var.get_value(), requirements="C") for var in shared]
         pointer = numba.types.CPointer(numba.types.double)
         count = numba.types.uint64
         functions = []
@@ -119,7 +129,7 @@ class CachedModel:
         callbacks = cached_callbacks(functions, notice)
         dims, coords = compile_pymc._prepare_dims_and_coords(model, shape_info, reparameterized)
         template = compile_pymc.CompiledPyMCModel(
-            _n_dim=n_dim,
+            _n_dim=slices[-1].stop,
             dims=dims,
             _coords=coords,
             _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
@@ -129,7 +139,7 @@ class CachedModel:
             shared_data=dict(enumerate(data)),  # kept alive while nutpie samples
             shared_var_keys={},
             user_data=_pointers(data),
-            n_expanded=n_expanded,
+            n_expanded=shape_info[1][-1].stop,
             shape_info=shape_info,
             logp_func=logp,
             expand_func=expand,
@@ -147,13 +157,71 @@ class CachedModel:
             if len(at) != 1:
                 raise KeyError(f"{len(at)} data variables named {name!r}, not 1")
             (at,) = at
-            value = np.ascontiguousarray(value, dtype=data[at].dtype)
+            value = np.require(value, dtype=data[at].dtype, requirements="C")
             if value.ndim != data[at].ndim:
                 raise ValueError(f"{name} has {value.ndim} dimensions, not {data[at].ndim}")
             data[at] = value
         return dataclasses.replace(
             self.template, shared_data=dict(enumerate(data)), user_data=_pointers(data)
         )
+
+
+def _functions(model):
+    """The PyTensor functions nutpie calls, as ``nutpie.compile_pymc._make_functions``
+    makes them, except that the free variables are cut from the point nutpie passes at
+    sizes read from the model's data, never at constant positions: the graphs then hold
+    no size of the table, and one compiled model serves every table of its structure.
+
+    Returns the log density with its gradient, and the expand function (the free
+    variables, then the deterministics, flat and joined), each of the point.
+    """
+    import pytensor.tensor as pt
+    from pymc.pytensorf import compile as compile_pymc
+    from pytensor.graph import clone_replace, rewrite_graph
+
+    free = model.free_RVs
+    values = [model.rvs_to_values[var] for var in free]
+    rewrites = ["canonicalize", "stabilize"]
+    if not model.check_bounds:
+        rewrites.append("local_remove_check_parameter")
+    logp = rewrite_graph(model.logp(), include=rewrites)
+    grad = pt.concatenate([pt.grad(logp, value).ravel() for value in values])
+    point = pt.dvector("_unconstrained_point")
+    start, replacements = 0, {}
+    for var, value in zip(free, values, strict=True):
+        transform = model.rvs_to_transforms.get(var)
+        shape = (transform.forward(var, *var.owner.inputs) if transform else var).shape
+        # the shape from the model's sizes (data), not from a draw of the variable
+        shape = rewrite_graph(pt.as_tensor(shape), include=["canonicalize", "ShapeOpt"])
+        stop = start + pt.prod(shape)
+        replacements[value] = point[start:stop].reshape(shape).astype(var.dtype)
+        start = stop
+    logp, grad = clone_replace([logp, grad], replacements)
+    names = {var.name for var in values}
+    remaining = [var for var in model.unobserved_value_vars if var.name not in names]
+    expanded = pt.concatenate(
+        [replacements[v].ravel() for v in values] + [var.ravel() for var in remaining]
+    )
+    with model:
+        logp_function = compile_pymc((point,), (logp, grad), mode="NUMBA")
+        givens = list(replacements.items())
+        expand_function = compile_pymc((point,), [expanded], givens=givens, mode="NUMBA")
+    return logp_function, expand_function
+
+
+def _layout(model):
+    """The names, slices and shapes of the free variables and then the deterministics in
+    the expand function's output, at the model's data (nutpie's ``shape_info``)."""
+    from nutpie.compile_pymc import _compute_shapes
+
+    shapes = _compute_shapes(model)
+    values = [model.rvs_to_values[var].name for var in model.free_RVs]
+    names = values + [
+        var.name for var in model.unobserved_value_vars if var.name not in set(values)
+    ]
+    sizes = np.cumsum([0] + [int(np.prod(shapes[name])) for name in names])
+    slices = [slice(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+    return names, slices, [tuple(int(d) for d in shapes[name]) for name in names]
 
 
 def _source(template, inputs, data) -> str:

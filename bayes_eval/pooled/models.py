@@ -104,9 +104,17 @@ def _mean(pm, name, prior, dims):
     """``log mu`` and ``log (1 - mu)`` of a Beta-distributed mean, sampled as its logit."""
     import pytensor.tensor as pt
 
-    size = len(pm.modelcontext(None).coords[dims])
-    log_a, log_b = (pt.as_tensor(np.full(size, np.log(v))) for v in (prior.alpha, prior.beta))
-    return _beta_parts(pm, name, log_a, log_b, np.ones(size, dtype=bool), dims)
+    model = pm.modelcontext(None)
+    size = model.dim_lengths[dims]
+    log_a, log_b = (pt.full((size,), np.log(v)) for v in (prior.alpha, prior.beta))
+    return _beta_parts(pm, name, log_a, log_b, np.ones(len(model.coords[dims]), dtype=bool), dims)
+
+
+def _design(pm, name, values):
+    """A design array of the table (indices, trials) as model data, never a constant of the
+    graph: the compiled model then holds no sizes, and a table of other sizes with the same
+    structure loads it from the cache (``bayes_eval.inference.nutpie_model``)."""
+    return pm.Data(name, np.asarray(values))
 
 
 def _coords(layout):
@@ -126,16 +134,19 @@ def end_to_end_model(layout, spec, form=None):
         log_kappa = _agent_concentration(pm, spec)
         k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
+        if ALL_SOLVABLE in spec.priors or NEVER_SOLVABLE in spec.priors:
+            group = _design(pm, "pair_agent", layout.pair_agent)
+            n = _design(pm, "pair_trials", layout.e2e_n)
         if ALL_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE_IF_ANY, spec.priors[NEVER_SOLVABLE], AGENT)
             all_solvable = _chance(pm, ALL_SOLVABLE, spec.priors[ALL_SOLVABLE])
-            each = _zero_inflated(a, b, log_pi, log_1pi, layout, k, f)
-            total = _spike(each, all_solvable, layout, len(layout.agents))
+            each = _zero_inflated(a, b, log_pi, log_1pi, group, n, k, f)
+            total = _spike(each, all_solvable, group, model.dim_lengths[AGENT])
         elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
-            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, layout, k, f)[0])
+            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, n, k, f)[0])
         else:
-            total = _beta_binomial(a, b, layout.pair_agent, k, f, layout.e2e_n)
+            total = _beta_binomial(pm, "pair", a, b, layout.pair_agent, k, f, layout.e2e_n)
         pm.Potential("k_end_to_end", total)
     return model
 
@@ -147,25 +158,25 @@ def _chance(pm, name, prior):
     return pm.math.log(c), pm.math.log1p(-c)
 
 
-def _spike(each, chance, layout, n_agents):
+def _spike(each, chance, pair_agent, n_agents):
     """``sum log`` over agents of ``c L_beta + (1 - c) L_share``: each agent has no task it
     never solves with chance ``c`` (its tasks' counts then ``Beta(a, b)``-Binomial, the
     second of ``each``), or a share ``pi`` of such tasks (the first of ``each``)."""
     import pytensor.tensor as pt
 
     log_c, log_1c = chance
-    share, beta = (pt.inc_subtensor(pt.zeros(n_agents)[layout.pair_agent], terms) for terms in each)
+    share, beta = (pt.inc_subtensor(pt.zeros((n_agents,))[pair_agent], terms) for terms in each)
     return pt.sum(pt.logaddexp(log_c + beta, log_1c + share))
 
 
-def _zero_inflated(a, b, log_pi, log_1pi, layout, k, failures):
+def _zero_inflated(a, b, log_pi, log_1pi, group, n, k, failures):
     """Each pair's log count where a share ``pi`` of the agent's tasks is never solved (rate
     0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for a pair without
     a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial coefficient, constant
-    in the parameters) for the others; and each pair's ``log BB(k | n)`` alone."""
+    in the parameters) for the others; and each pair's ``log BB(k | n)`` alone. ``group``
+    is each pair's agent and ``n`` its trials."""
     import pytensor.tensor as pt
 
-    group, n = layout.pair_agent, layout.e2e_n
     ga, gb = a[group], b[group]
     beta_binomial = (
         pt.gammaln(k + ga)
@@ -181,8 +192,9 @@ def _zero_inflated(a, b, log_pi, log_1pi, layout, k, failures):
     return each, beta_binomial
 
 
-def _task_hierarchy(pm, layout, spec, form):
-    """Agent-level mean of task means, task means, and the within-task concentration.
+def _task_hierarchy(pm, pair_agent, spec, form):
+    """Agent-level mean of task means, task means, and the within-task concentration;
+    ``pair_agent`` is each pair's agent (``_design``).
 
     ``mu_task ~ Beta(a, b)``, ``a = mu_agent kappa_agent``, ``b = (1 - mu_agent)
     kappa_agent``, sampled centred (``mu_task_logit``) for the pairs ``form.pairs`` marks
@@ -191,8 +203,7 @@ def _task_hierarchy(pm, layout, spec, form):
     """
     log_mu, log_1mu = _mean(pm, "mu_agent", spec.priors["task_mean"], AGENT)
     log_kappa = _concentration(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
-    agent = layout.pair_agent
-    log_a, log_b = (log_mu + log_kappa)[agent], (log_1mu + log_kappa)[agent]
+    log_a, log_b = (log_mu + log_kappa)[pair_agent], (log_1mu + log_kappa)[pair_agent]
     log_task, log_1m_task = _beta_parts(pm, "mu_task", log_a, log_b, form.pairs, "pair")
     role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
     return log_task, log_1m_task, _concentration(pm, "kappa", spec.priors[role], AGENT)
@@ -211,9 +222,9 @@ def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
     """
     import pytensor.tensor as pt
 
-    size = centred.size
-    tails = np.zeros(size, dtype=np.int8) if tails is None else tails
-    log_p, log_1mp = pt.zeros(size), pt.zeros(size)
+    model = pm.modelcontext(None)
+    tails = np.zeros(centred.size, dtype=np.int8) if tails is None else tails
+    log_p, log_1mp = (pt.zeros((model.dim_lengths[dim],)) for _ in range(2))
     forms = {
         "logit": (centred & (tails == 0), _logit_beta),
         "z": (~centred & (tails == 0), _noncentred_beta),
@@ -227,9 +238,9 @@ def _beta_parts(pm, name, log_a, log_b, centred, dim, tails=None):
         # labelled by the positions it covers, over a dim of its own (``sampling``
         # names the pairs and cells after sampling)
         free_dim = f"{name}_{form}_{dim}"
-        model = pm.modelcontext(None)
         model.add_coord(free_dim, np.asarray(model.coords[dim])[where])
-        free = pm.Flat(f"{name}_{form}", shape=where.size, dims=free_dim)
+        free = pm.Flat(f"{name}_{form}", dims=free_dim)
+        where = _design(pm, f"{free_dim}_at", where)
         if form == "lower":  # the upper tail of 1 - p ~ Beta(b, a)
             log_1mx, log_x, log_density = parts(log_b[where], log_a[where], free)
         else:
@@ -306,11 +317,13 @@ def hierarchy_model(layout, spec, form):
     import pytensor.tensor as pt
 
     with pm.Model(coords=_coords(layout)) as model:
-        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
-        log_kappa = log_kappa[layout.pair_agent]
+        pair_agent = _design(pm, "pair_agent", layout.pair_agent)
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, pair_agent, spec, form)
+        log_kappa = log_kappa[pair_agent]
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
-        pm.Potential("k_cell", _beta_binomial(a, b, layout.cell_pair, k, f, layout.n))
+        total = _beta_binomial(pm, "cell", a, b, layout.cell_pair, k, f, layout.n)
+        pm.Potential("k_cell", total)
     return model
 
 
@@ -320,7 +333,7 @@ def clustered_hierarchy_model(layout, spec, form):
     import pymc as pm
 
     with pm.Model(coords=_coords(layout)) as model:
-        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout.pair_agent, spec, form)
         pair = layout.cell_pair
         log_kappa = log_kappa[layout.pair_agent][pair]
         log_phi = _cluster_concentration(pm, spec)[layout.pair_agent][pair]
@@ -375,10 +388,11 @@ def count_data_vars(pm, name, successes, trials, dims=None):
     return tuple(pm.Data(key, value, dims=dims) for key, value in data.items())
 
 
-def _beta_binomial(alpha, beta, group, k, failures, n):
+def _beta_binomial(pm, name, alpha, beta, group, k, failures, n):
     """``sum log BetaBinomial(k | n, alpha[group], beta[group])`` over the cells, without
     the binomial coefficients (constant in the parameters); ``failures`` is ``n - k``
-    (``count_data``).
+    (``count_data``). The design (``group``, ``n``) enters as data named ``{name}_...``
+    (``_design``).
 
     ``log B(k + a, n - k + b) - log B(a, b)`` has two log-gamma terms that depend on
     the cell's successes; the others depend only on the group and the trials, so they
@@ -390,10 +404,15 @@ def _beta_binomial(alpha, beta, group, k, failures, n):
     import pytensor.tensor as pt
     from pymc.distributions.dist_math import check_parameters
 
+    (group_u, n_u), cells = np.unique(np.stack([group, n]), axis=1, return_counts=True)
+    group_u, n_u, cells = (
+        _design(pm, f"{name}_{part}", values)
+        for part, values in (("group", group_u), ("trials", n_u), ("repeats", cells))
+    )
+    group = _design(pm, f"{name}_of", group)
     a, b = alpha[group], beta[group]
     per_cell = pt.gammaln(k + a) + pt.gammaln(failures + b)
     per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
-    (group_u, n_u), cells = np.unique(np.stack([group, n]), axis=1, return_counts=True)
     per_trials = cells * pt.gammaln(n_u + alpha[group_u] + beta[group_u])
     total = pt.sum(per_cell) + pt.sum(per_group[group]) - pt.sum(per_trials)
     return check_parameters(total, pt.all(alpha > 0), pt.all(beta > 0), msg="alpha, beta > 0")
@@ -423,14 +442,15 @@ def joint_model(layout, spec, form):
     few, many = end_to_end_groups(layout)
     coords = {**_coords(layout), "sampled_cell": np.flatnonzero(sampled)}
     with pm.Model(coords=coords) as model:
-        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout, spec, form)
+        log_mu, log_1mu, log_kappa = _task_hierarchy(pm, layout.pair_agent, spec, form)
         log_kappa = log_kappa[layout.pair_agent]
         log_a, log_b = log_mu + log_kappa, log_1mu + log_kappa  # per pair
         k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
         kept = np.flatnonzero(~sampled)
         if kept.size:
             a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
-            pm.Potential("k_cell", _beta_binomial(a, b, group, k[kept], f[kept], layout.n[kept]))
+            total = _beta_binomial(pm, "cell", a, b, group, k[kept], f[kept], layout.n[kept])
+            pm.Potential("k_cell", total)
         log_bypass, log_1m_bypass = _mean(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
         log_kappa_bypass = _concentration(
             pm, "kappa_bypass", spec.priors["bypass_concentration"], AGENT
