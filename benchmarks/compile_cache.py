@@ -9,8 +9,10 @@ need the extra ``bayes_eval[jax]``):
 
 Each fit runs in a fresh Python process, as a user's ``bayes-eval fit`` does, on the
 shipped pooled example with the package's default sampler settings. For each option the
-first process starts from an empty cache folder (cold) and a second process finds the
-first one's cache (warm). The options:
+first process starts from an empty cache folder (cold), a second process finds the first
+one's cache (warm), and a third fits a table of other sizes with it (resized: the
+example with every task run again under a new name, twice the tasks, pairs and cells).
+The options:
 
 - ``package``: the package's way. nutpie with numba, the model's two C functions
   compiled once and kept in the package's disk cache (``bayes_eval.inference.
@@ -28,7 +30,8 @@ first one's cache (warm). The options:
 Printed per model, option and process: the seconds to import the package's stack, to
 compile (every compile of the fit; under ``package`` building the graphs and loading
 included), to sample (every fit of the diagnostics gate's refits), the whole fit, the
-fit beyond sampling, and warm / cold. The targets: ``hierarchical`` cold at most 10 s and
+fit beyond sampling, run / cold, and what the package's disk cache said (``hit``,
+``miss``). The targets: ``hierarchical`` cold at most 10 s and
 warm at most 3 s beyond sampling, ``joint`` cold at most 20 s (the fit's seconds).
 """
 
@@ -48,8 +51,9 @@ TARGETS = {("hierarchical", "cold"): "fit <= 10", ("hierarchical", "warm"): "bey
 TARGETS[("joint", "cold")] = "fit <= 20"
 
 
-def child(model: str, option: str) -> None:
-    """Fit ``model`` with ``option`` in this process; print one JSON line of seconds."""
+def child(model: str, option: str, table: str) -> None:
+    """Fit ``model`` with ``option`` in this process on ``table`` (``example`` or
+    ``resized``); print one JSON line of seconds and the disk cache's answer."""
     import contextlib
     import logging
     import warnings
@@ -88,7 +92,7 @@ def child(model: str, option: str) -> None:
                 return compiled
 
         engines.CachedModel = Jax
-    compiled, sampled = [], []
+    compiled, sampled, cache = [], [], []
     original = engines.nutpie_compiled
 
     def timed(key, build):
@@ -104,27 +108,39 @@ def child(model: str, option: str) -> None:
             found = re.match(r"sampling: done in ([\d.]+) s", record.getMessage())
             if found:
                 sampled.append(float(found.group(1)))
+            said = re.match(
+                r"compile: log density and deterministics: cache (hit|miss)", record.getMessage()
+            )
+            if said:
+                cache.append(said.group(1))
 
     logger = logging.getLogger("bayes_eval")
     logger.addHandler(Sampled())
     logger.setLevel(logging.INFO)
+    data = shipped_datasets()["example_pooled"]
+    if table == "resized":
+        import pandas as pd
+
+        data = pd.read_csv(data)
+        data = pd.concat([data, data.assign(task=data["task"] + "_again")], ignore_index=True)
     fit_start = time.perf_counter()
-    bayes_eval.fit(shipped_datasets()["example_pooled"], model, sampler={"engine": engine})
+    bayes_eval.fit(data, model, sampler={"engine": engine})
     fit = time.perf_counter() - fit_start
     figures = dict(imports=imported - start, fit=fit, sample=sum(sampled))
+    figures["cache"] = "/".join(cache) or "-"
     figures["compile"] = sum(compiled) if option != "numpyro" else None
     print(json.dumps(figures))
 
 
-def measure(model: str, option: str, cache: str) -> dict:
-    """One child process's seconds, with every compile cache under ``cache``."""
+def measure(model: str, option: str, cache: str, table: str) -> dict:
+    """One child process's seconds on ``table``, with every compile cache under ``cache``."""
     env = dict(
         os.environ,
         XDG_CACHE_HOME=cache,
         PYTENSOR_FLAGS=f"base_compiledir={cache}/pytensor",
         NUMBA_CACHE_DIR=f"{cache}/numba",
     )
-    command = [sys.executable, __file__, "--child", model, option]
+    command = [sys.executable, __file__, "--child", model, option, table]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -135,7 +151,7 @@ def main() -> None:
         "--models", nargs="+", default=["hierarchical", "end_to_end_pooled", "joint"]
     )
     parser.add_argument("--options", nargs="+", default=list(OPTIONS), choices=OPTIONS)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
@@ -145,13 +161,20 @@ def main() -> None:
         return "-" if value is None else f"{value:.1f}"
 
     print(
-        f"{'model':<18} {'option':<15} {'run':<5} {'import s':>8} {'compile s':>9} "
-        f"{'sample s':>8} {'fit s':>6} {'beyond s':>8} {'warm/cold':>9}  target"
+        f"{'model':<18} {'option':<15} {'run':<7} {'import s':>8} {'compile s':>9} "
+        f"{'sample s':>8} {'fit s':>6} {'beyond s':>8} {'run/cold':>8} {'cache':>8}  target"
     )
     for model in args.models:
         for option in args.options:
             with tempfile.TemporaryDirectory() as cache:
-                runs = {run: measure(model, option, cache) for run in ("cold", "warm")}
+                runs = {
+                    run: measure(model, option, cache, table)
+                    for run, table in (
+                        ("cold", "example"),
+                        ("warm", "example"),
+                        ("resized", "resized"),
+                    )
+                }
             for run, figures in runs.items():
                 ratio = figures["fit"] / runs["cold"]["fit"]
                 beyond = figures["fit"] - figures["sample"]
@@ -161,9 +184,10 @@ def main() -> None:
                     value = figures["fit"] if target.startswith("fit") else beyond
                     target += f" s: {'holds' if value <= limit else 'missed'}"
                 print(
-                    f"{model:<18} {option:<15} {run:<5} {seconds(figures['imports']):>8} "
+                    f"{model:<18} {option:<15} {run:<7} {seconds(figures['imports']):>8} "
                     f"{seconds(figures['compile']):>9} {seconds(figures['sample']):>8} "
-                    f"{seconds(figures['fit']):>6} {seconds(beyond):>8} {ratio:>9.2f}  {target}",
+                    f"{seconds(figures['fit']):>6} {seconds(beyond):>8} {ratio:>8.2f} "
+                    f"{figures['cache']:>8}  {target}",
                     flush=True,
                 )
 
