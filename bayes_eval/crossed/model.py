@@ -533,7 +533,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
             replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
         )
 
-    groups, run_text = sample_until_diagnosed(
+    groups, run_text, diagnostics = sample_until_diagnosed(
         build,
         finish,
         CrossedForm(design.centred, design.centred_tasks),
@@ -561,6 +561,7 @@ def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
         log_likelihood=pointwise and functools.partial(pointwise, design=design, spec=spec),
         prior=functools.partial(prior_of_fit, design=design, spec=spec),
         log_prior=functools.partial(log_prior_of_fit, spec=spec),
+        diagnostics=diagnostics,
     )
 
 

@@ -55,6 +55,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     run_text : str
         The sampler settings and form of the kept fit, and every attempt where there
         were several (the provenance's words).
+    diagnostics : Diagnostics
+        The kept fit's.
     """
     import xarray as xr
 
@@ -109,7 +111,7 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
     chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
-    return groups, _attempt(form, tried, engine) + record + chosen
+    return groups, _attempt(form, tried, engine) + record + chosen, diagnostics
 
 
 def _attempt(form, settings, engine) -> str:

@@ -68,7 +68,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
             draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
         return stack_factor_rates(draws)
 
-    groups, run_text = sample_until_diagnosed(
+    groups, run_text, diagnostics = sample_until_diagnosed(
         lambda form: build(layout, spec, form),
         finish,
         choose_form(layout, spec),
@@ -93,6 +93,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
         log_likelihood=functools.partial(log_likelihood, layout=layout, spec=spec),
         prior=functools.partial(_prior, layout=layout, spec=spec),
         log_prior=functools.partial(_log_prior, layout=layout, spec=spec),
+        diagnostics=diagnostics,
     )
 
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from bayes_eval.exact.builders import Estimates
+    from bayes_eval.inference.diagnostics import Diagnostics
 
 __all__ = ["FILE_FORMAT", "Posterior", "load_posterior", "prior_shapes"]
 
@@ -89,15 +90,24 @@ class Posterior:
         exact fit's draws are added on first access of ``tree``.
     spec : Spec
     evidence : Evidence
+    diagnostics : Diagnostics, optional
+        An MCMC fit's diagnostics where the sampler made them of the same draws; made
+        here otherwise.
 
     Attributes
     ----------
     diagnostics : Diagnostics or None
-        An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its tree, made
-        here); None for exact fits.
+        An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
+        tree); None for exact fits.
     """
 
-    def __init__(self, tree: xr.DataTree, spec: Spec, evidence: Evidence) -> None:
+    def __init__(
+        self,
+        tree: xr.DataTree,
+        spec: Spec,
+        evidence: Evidence,
+        diagnostics: Diagnostics | None = None,
+    ) -> None:
         self._tree = tree
         self.spec = spec
         self.evidence = evidence
@@ -109,7 +119,7 @@ class Posterior:
         if self.is_mcmc:
             from bayes_eval.inference.diagnostics import diagnose
 
-            self.diagnostics = diagnose(tree)
+            self.diagnostics = diagnose(tree) if diagnostics is None else diagnostics
 
     def __repr__(self) -> str:
         spec, node = self.spec, self._tree["conjugate"]
@@ -238,6 +248,7 @@ class Posterior:
         log_likelihood: Callable[[xr.Dataset], xr.Dataset | None] | None = None,
         prior: Callable | None = None,
         log_prior: Callable | None = None,
+        diagnostics: Diagnostics | None = None,
     ) -> Posterior:
         """Assemble a fit's tree from its groups, with the evidence and the root attributes.
 
@@ -246,7 +257,8 @@ class Posterior:
         large as ``posterior_predictive``, so it waits as that does). ``prior(posterior,
         draws, n_draws, seed)`` and ``log_prior(posterior, draws)``, where given, make an
         MCMC fit's ``prior`` and ``log_prior`` groups then too (an exact fit's are made
-        here from its spec's Beta priors)."""
+        here from its spec's Beta priors). ``diagnostics``: an MCMC fit's, where the
+        sampler made them (``sample_until_diagnosed``)."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
         if evidence.clusters is not None:
@@ -264,7 +276,7 @@ class Posterior:
             "level": float(level),
             "seed": int(seed),
         }
-        posterior = cls(tree, spec, evidence)
+        posterior = cls(tree, spec, evidence, diagnostics)
         posterior._pointwise = log_likelihood
         posterior._prior, posterior._log_prior = prior, log_prior
         return posterior
