@@ -10,7 +10,7 @@ from bayes_eval import InputError
 from bayes_eval.cli.main import main
 from bayes_eval.inference import engines
 from bayes_eval.inference.engines import AUTO_JAX_CELLS
-from bayes_eval.resources import shipped_datasets
+from bayes_eval.resources import shipped_datasets, shipped_dir
 
 pytest.importorskip("numpyro")
 
@@ -190,3 +190,106 @@ def test_the_log_density_callback_reads_ragged_data_through_its_pointer_table():
     assert status == 0
     assert value[0] == 2.5 * (-0.5 + 8) + 6.0
     assert np.array_equal(out, x * 1.0)
+
+
+def _structure(table, model, monkeypatch):
+    """The structure key of ``model``'s graphs on ``table`` (the fit stops there)."""
+    from bayes_eval.inference import nutpie_model
+
+    keys, key_of = [], nutpie_model.structure_key
+
+    class Stop(Exception):
+        pass
+
+    def stop(model, point, graphs):
+        keys.append(key_of(model, point, graphs))
+        raise Stop
+
+    engines._COMPILED.clear()
+    monkeypatch.setattr(nutpie_model, "structure_key", stop)
+    with pytest.raises(Stop):
+        bayes_eval.fit(table, model, seed=1)
+    monkeypatch.undo()
+    return keys[0]
+
+
+def test_the_structure_key_ignores_sizes_and_counts_but_not_priors_or_forms(tmp_path, monkeypatch):
+    """Two milestone tables of other agents, tasks, milestones, trials and counts give
+    ``hierarchical`` the same structure key; another prior (a constant of the graph) and
+    task means sampled in another form (every task centred) give other keys."""
+    rng = np.random.default_rng(4)
+
+    def table(agents, tasks, milestones, trials):
+        rows = [
+            (a, f"t{t}", "milestone", m, trials, rng.binomial(trials, 0.6))
+            for a in agents
+            for t in range(tasks)
+            for m in range(1, milestones + 1)
+        ]
+        return pd.DataFrame(
+            rows, columns=["agent", "task", "method", "step", "trials", "successes"]
+        )
+
+    small = table(["a"], 5, 3, 10)
+    large = table(["a", "b", "c"], 12, 4, 25)
+    many = table(["a"], 5, 6, 2000)  # every task mean centred (informative counts)
+    key = _structure(small, "hierarchical", monkeypatch)
+    assert key is not None
+    assert _structure(large, "hierarchical", monkeypatch) == key
+    spec = tmp_path / "wider.toml"  # hierarchical with a wider task-mean prior
+    text = (shipped_dir("models") / "hierarchical.toml").read_text()
+    text = text.replace('name = "hierarchical"', 'name = "wider"', 1)
+    spec.write_text(text.replace("alpha = 1.0\nbeta = 1.0", "alpha = 0.5\nbeta = 0.5", 1))
+    assert _structure(small, str(spec), monkeypatch) != key
+    assert _structure(many, "hierarchical", monkeypatch) != key
+
+
+def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, monkeypatch):
+    """A structure record that cannot be read, or names data the graphs do not have, is
+    passed over: PyTensor compiles the graphs, the callbacks still load from the cache,
+    and the draws are the same bytes; so is a load that fails after the record was read
+    (the cache's files removed meanwhile)."""
+    import io
+
+    from bayes_eval.inference.kernel_cache import cache_dir
+    from bayes_eval.messages import showing_progress
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    table = pd.DataFrame(
+        dict(task=[f"t{i}" for i in range(5)], method="end_to_end", trials=10)
+    ).assign(successes=[0, 3, 5, 10, 2])
+    sampler = {"draws": 200, "tune": 200, "chains": 2}
+
+    def fit():
+        engines._COMPILED.clear()
+        stream = io.StringIO()
+        with showing_progress(stream):
+            fitted = bayes_eval.fit(table, "end_to_end_pooled", seed=2, sampler=sampler)
+        said = stream.getvalue()
+        return fitted.tree["posterior"]["p_task"].values, said
+
+    first, _ = fit()
+    (record,) = cache_dir().glob("*.structure.json")
+    known, said = fit()
+    assert "a structure compiled before" in said and np.array_equal(known, first)
+    for damage in ("{not json", '{"log density": ["nothing"], "deterministics": [], "keys": {}}'):
+        record.write_text(damage)
+        drawn, said = fit()
+        assert "a structure compiled before" not in said
+        assert "deterministics: cache hit" in said
+        assert np.array_equal(drawn, first)
+    # the record is whole again (the compile wrote it); a load that fails after it
+    from bayes_eval.inference import nutpie_model
+
+    load, calls = nutpie_model.cached_callbacks, []
+
+    def failing_once(functions, notice):
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise OSError("the cache's files went while they were read")
+        return load(functions, notice)
+
+    monkeypatch.setattr(nutpie_model, "cached_callbacks", failing_once)
+    drawn, said = fit()
+    assert len(calls) == 2 and "a structure compiled before" in said
+    assert np.array_equal(drawn, first)

@@ -719,9 +719,10 @@ def test_a_compiled_model_serves_tables_of_other_sizes_in_new_processes(tmp_path
     """The first fit compiles and caches the model (in an empty cache folder); a refit to
     new counts reuses it in the process. A new process fitting a table of the same
     structure but other sizes (more tasks, more agents, other trials) loads it from the
-    disk and says so, and its draws are the bytes of a cold fit of that table (a new
-    process with an empty cache folder); its fit of the first design's new counts draws
-    the bytes of the process that compiled it."""
+    disk and says so, without PyTensor compiling its graphs again (their structure is
+    known), and its draws are the bytes of a cold fit of that table (a new process with
+    an empty cache folder); its fit of the first design's new counts draws the bytes of
+    the process that compiled it."""
     import hashlib
     import os
     import subprocess
@@ -783,15 +784,21 @@ def test_a_compiled_model_serves_tables_of_other_sizes_in_new_processes(tmp_path
             text=True,
             check=True,
         )
-        states = [
-            line.split(": ")[2] for line in done.stderr.splitlines() if "deterministics:" in line
+        lines = done.stderr.splitlines()
+        states = [line.split(": ")[2] for line in lines if "deterministics:" in line]
+        known = [
+            line.endswith("a structure compiled before on this machine")
+            for line in lines
+            if "graphs built" in line
         ]
-        return done.stdout.split(), states
+        return done.stdout.split(), states, known
 
-    (again, sized), states = run(warm, *paths)
+    (again, sized), states, known = run(warm, *paths)
     assert [state.split(",")[0] for state in states] == ["cache hit"] * 2
+    assert known == [True, True]  # PyTensor did not compile the graphs again
     drawn = fitted.tree["posterior"]["p_task"].values
     assert again == hashlib.sha256(drawn.tobytes()).hexdigest()
-    (anew,), states = run(cold, paths[1])
+    (anew,), states, known = run(cold, paths[1])
     assert states[0].startswith("cache miss") and states[-1].startswith("compiled and cached")
+    assert known == [False]
     assert sized == anew

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import sys
 import time
@@ -34,7 +35,16 @@ from pathlib import Path
 
 from bayes_eval.messages import progress
 
-__all__ = ["CACHE_LIMIT", "cache_dir", "cached_callbacks", "evict", "graph_key"]
+__all__ = [
+    "CACHE_LIMIT",
+    "all_cached",
+    "cache_dir",
+    "cached_callbacks",
+    "evict",
+    "graph_key",
+    "read_structure",
+    "remember_structure",
+]
 
 # The most the cache folder holds, in bytes: past it, the models used least recently go
 # (a model of the shipped pooled example takes 1.6 MB).
@@ -109,6 +119,42 @@ def cached_callbacks(functions, notice: str) -> list:
         if names:
             progress(f"compile: {' and '.join(names)}: {text}")
     return loaders
+
+
+def all_cached(functions) -> bool:
+    """Whether every one of ``functions`` (as ``cached_callbacks`` takes them) is in the
+    cache for this processor."""
+    if not _writable():
+        return False
+    return all(
+        key is not None and _in_cache(_callback(py_func, signature, key))
+        for py_func, signature, key, _ in functions
+    )
+
+
+def read_structure(key: str) -> dict | None:
+    """The record ``remember_structure`` kept under ``key``; ``None`` where there is none
+    or it cannot be read. Reading it marks it used (``evict``)."""
+    path = cache_dir() / f"{key}.structure.json"
+    try:
+        record = json.loads(path.read_text())
+        os.utime(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def remember_structure(key: str, record: dict) -> None:
+    """Keep ``record`` (JSON) under ``key`` in the cache folder, written whole or not at
+    all; nothing where the folder cannot be written."""
+    path = cache_dir() / f"{key}.structure.json"
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        temporary.write_text(json.dumps(record))
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
 
 
 def evict(limit: int) -> None:

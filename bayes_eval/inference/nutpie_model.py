@@ -9,22 +9,34 @@ pointer at run time, so that the compiled code holds no data and is kept in the 
 (``CompiledPyMCModel``).
 
 The graphs hold no size of the table either: the free variables are cut from nutpie's
-point at sizes read from the data (``_functions``), and the models that take their design
+point at sizes read from the data (``_graphs``), and the models that take their design
 as data (``hierarchical``, ``ecr_pooled`` and the end-to-end pooled models:
 ``bayes_eval.pooled.models``) compile once per structure, whatever the numbers of agents,
 tasks, milestones and trials. Those whose graphs still hold their design as constants
 (``joint``, ``crossed``, runs in clusters) compile once per design.
+
+A structure compiled before on the machine is known by a key of its graphs before PyTensor
+compiles them (``structure_key``), recorded beside its callbacks: its callbacks are loaded
+without PyTensor's compile of the graphs (about 1 s of a warm fit) or their ``graph_key``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from bayes_eval.inference.kernel_cache import cached_callbacks, graph_key
+from bayes_eval.inference.kernel_cache import (
+    all_cached,
+    cached_callbacks,
+    graph_key,
+    read_structure,
+    remember_structure,
+)
 from bayes_eval.messages import progress
 
 __all__ = ["CachedModel"]
@@ -82,11 +94,13 @@ class CachedModel:
     @classmethod
     def compile(cls, model, notice: str) -> CachedModel:
         """``model``'s callbacks, with graphs as nutpie's ``compile_pymc_model`` makes
-        them but free of the table's sizes (``_functions``), each kernel compiled anew
+        them but free of the table's sizes (``_graphs``), each kernel compiled anew
         inside them, and nutpie's initial points (jittered); ``notice`` says what a
-        compile costs."""
-        import numba
-        import pytensor
+        compile costs.
+
+        A structure met before on this machine (``structure_key``) loads its callbacks
+        without compiling its graphs in PyTensor; another is compiled by PyTensor
+        first, which names its callbacks in the cache (``graph_key``)."""
         from nutpie import compile_pymc
         from pymc.initial_point import make_initial_point_fn
 
@@ -99,50 +113,52 @@ class CachedModel:
                 return_transformed=True,
             )
         )
-        with pytensor.config.change_flags(numba__cache=False):
-            logp, expand = _functions(model)
+        point, graphs = _graphs(model)
         shape_info = _layout(model)
+        structure = structure_key(model, point, graphs)
+        found = _known(structure, graphs) if structure else None
+        callbacks = None
+        if found:
+            seconds = time.perf_counter() - start
+            progress(
+                f"compile: the model's graphs built in {seconds:.1f} s, a structure compiled "
+                "before on this machine"
+            )
+            # evicted or damaged since: compiled below
+            with contextlib.suppress(Exception):
+                callbacks = cached_callbacks([f[:4] for f in found[2]], notice)
+        if callbacks is None:
+            found = _compiled(model, point, graphs)
+            progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
+            callbacks = cached_callbacks([f[:4] for f in found[2]], notice)
+            if structure and all(key for _, _, key, _, _ in found[2]):
+                remember_structure(structure, _record(found[2]))
+        shared, data, _ = found
+        logp, expand = callbacks
         names, slices, shapes = (part[: len(model.free_RVs)] for part in shape_info)
-        initial_point = compile_pymc._rv_dict_to_flat_array_wrapper(
-            initial_point, names=names, shapes=shapes
-        )
         reparameterized = [
             model.rvs_to_values[var].name
             for var in model.free_RVs
             if model.rvs_to_transforms.get(var)
         ]
-        progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
-        shared = list(dict.fromkeys((*logp.get_shared(), *expand.get_shared())))
-        data = [np.require(var.get_value(), requirements="C") for var in shared]
-        pointer = numba.types.CPointer(numba.types.double)
-        count = numba.types.uint64
-        functions = []
-        for what, function, source, arguments in (
-            ("log density", logp, LOGP_SOURCE, (count, pointer, pointer, pointer)),
-            ("deterministics", expand, EXPAND_SOURCE, (count, count, pointer, pointer)),
-        ):
-            inputs = [shared.index(var) for var in function.get_shared()]
-            text = _source(source, inputs, data)
-            py_func = _function(text, function.vm.jit_fn)
-            signature = numba.types.int64(*arguments, numba.types.voidptr)
-            functions.append((py_func, signature, graph_key(function, text), what))
-        callbacks = cached_callbacks(functions, notice)
         dims, coords = compile_pymc._prepare_dims_and_coords(model, shape_info, reparameterized)
         template = compile_pymc.CompiledPyMCModel(
             _n_dim=slices[-1].stop,
             dims=dims,
             _coords=coords,
             _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
-            compiled_logp_func=callbacks[0],
-            compiled_expand_func=callbacks[1],
-            initial_point_func=initial_point,
+            compiled_logp_func=logp,
+            compiled_expand_func=expand,
+            initial_point_func=compile_pymc._rv_dict_to_flat_array_wrapper(
+                initial_point, names=names, shapes=shapes
+            ),
             shared_data=dict(enumerate(data)),  # kept alive while nutpie samples
             shared_var_keys={},
             user_data=_pointers(data),
             n_expanded=shape_info[1][-1].stop,
             shape_info=shape_info,
-            logp_func=logp,
-            expand_func=expand,
+            logp_func=None,  # nutpie samples through the callbacks alone
+            expand_func=None,
             # the sampled coordinates of transformed variables stay out of the posterior
             reparameterized_names=reparameterized,
         )
@@ -166,17 +182,17 @@ class CachedModel:
         )
 
 
-def _functions(model):
-    """The PyTensor functions nutpie calls, as ``nutpie.compile_pymc._make_functions``
-    makes them, except that the free variables are cut from the point nutpie passes at
-    sizes read from the model's data, never at constant positions: the graphs then hold
-    no size of the table, and one compiled model serves every table of its structure.
+def _graphs(model):
+    """The graphs nutpie calls, as ``nutpie.compile_pymc._make_functions`` builds them,
+    except that the free variables are cut from the point nutpie passes at sizes read
+    from the model's data, never at constant positions: the graphs then hold no size of
+    the table, and one compiled model serves every table of its structure.
 
-    Returns the log density with its gradient, and the expand function (the free
-    variables, then the deterministics, flat and joined), each of the point.
+    Returns the point and, by callback, the outputs: ``log density`` (the log density
+    and its gradient) and ``deterministics`` (the free variables, then the
+    deterministics, flat and joined), each a graph of the point and the model's data.
     """
     import pytensor.tensor as pt
-    from pymc.pytensorf import compile as compile_pymc
     from pytensor.graph import clone_replace, rewrite_graph
 
     free = model.free_RVs
@@ -185,7 +201,7 @@ def _functions(model):
     if not model.check_bounds:
         rewrites.append("local_remove_check_parameter")
     logp = rewrite_graph(model.logp(), include=rewrites)
-    grad = pt.concatenate([pt.grad(logp, value).ravel() for value in values])
+    grad = pt.concatenate([part.ravel() for part in pt.grad(logp, values)])
     point = pt.dvector("_unconstrained_point")
     start, replacements = 0, {}
     for var, value in zip(free, values, strict=True):
@@ -196,17 +212,139 @@ def _functions(model):
         stop = start + pt.prod(shape)
         replacements[value] = point[start:stop].reshape(shape).astype(var.dtype)
         start = stop
-    logp, grad = clone_replace([logp, grad], replacements)
     names = {var.name for var in values}
     remaining = [var for var in model.unobserved_value_vars if var.name not in names]
     expanded = pt.concatenate(
         [replacements[v].ravel() for v in values] + [var.ravel() for var in remaining]
     )
-    with model:
-        logp_function = compile_pymc((point,), (logp, grad), mode="NUMBA")
-        givens = list(replacements.items())
-        expand_function = compile_pymc((point,), [expanded], givens=givens, mode="NUMBA")
-    return logp_function, expand_function
+    outputs = clone_replace([logp, grad, expanded], replacements)
+    return point, {"log density": outputs[:2], "deterministics": outputs[2:]}
+
+
+def structure_key(model, point, graphs) -> str | None:
+    """A key of ``graphs`` before PyTensor compiles them: every operation (pickled: its
+    type and parameters, which is what PyTensor's own equality of operations compares),
+    how they connect, the types of the data and the constants' values, with the versions
+    of PyTensor, PyMC, nutpie and the compiler stack and the flags that steer PyTensor's
+    rewrites. The same key gives the same compiled graphs, so the callbacks named by
+    ``graph_key`` of a structure compiled before can be loaded without compiling the
+    graphs again (``remember_structure``). ``None`` where the graphs have an input other
+    than the point and the model's data, or an operation that cannot be pickled."""
+    import pickle
+    import sys
+
+    import llvmlite
+    import numba
+    import nutpie
+    import pymc
+    import pytensor
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import graph_inputs, io_toposort
+
+    config = pytensor.config
+    digest = hashlib.sha256()
+
+    def add(*parts):
+        digest.update(pickle.dumps(parts, protocol=5))
+
+    add(sys.version, *(m.__version__ for m in (pytensor, pymc, nutpie, numba, llvmlite, np)))
+    add(config.floatX, config.numba__fastmath, config.optimizer_excluding)
+    add(config.optimizer_including, config.optimizer_requiring, model.check_bounds)
+    add(LOGP_SOURCE, EXPAND_SOURCE)
+    try:
+        for what, outputs in graphs.items():
+            inputs = list(graph_inputs(outputs))
+            ids = {}
+            for var in inputs:
+                ids[var] = len(ids)
+                if isinstance(var, Constant):
+                    add("constant", var.type, var.data)
+                elif isinstance(var, SharedVariable):
+                    add("data", var.name, var.type)
+                elif var is point:
+                    add("point", var.type)
+                else:
+                    return None
+            for node in io_toposort(inputs, outputs):
+                add(node.op, [ids[var] for var in node.inputs], [var.type for var in node.outputs])
+                ids.update((var, len(ids)) for var in node.outputs)
+            add(what, [ids[var] for var in outputs])
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return digest.hexdigest()[:40]
+
+
+def _compiled(model, point, graphs):
+    """``graphs`` compiled by PyTensor: ``_callbacks`` of their numba functions, each
+    named by ``graph_key``."""
+    import pytensor
+    from pymc.pytensorf import compile as compile_pymc
+
+    with model, pytensor.config.change_flags(numba__cache=False):
+        functions = {
+            what: compile_pymc((point,), outputs, mode="NUMBA") for what, outputs in graphs.items()
+        }
+    variables = {what: function.get_shared() for what, function in functions.items()}
+    jitted = {what: function.vm.jit_fn for what, function in functions.items()}
+    return _callbacks(variables, jitted, lambda what, text: graph_key(functions[what], text))
+
+
+def _known(structure, graphs):
+    """``_callbacks`` of a structure compiled before, whose callbacks are all in the
+    cache (only ever loaded: they call no graph); ``None`` otherwise."""
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.traversal import graph_inputs
+
+    record = read_structure(structure)
+    if record is None:
+        return None
+    shared = {}
+    for outputs in graphs.values():
+        for var in graph_inputs(outputs):
+            if isinstance(var, SharedVariable):
+                shared.setdefault(var.name, set()).add(var)
+    try:
+        variables = {what: [shared[name] for name in record[what]] for what in graphs}
+        keys = record["keys"]
+    except (KeyError, TypeError):
+        return None
+    if any(len(found) != 1 for names in variables.values() for found in names):
+        return None
+    variables = {what: [next(iter(found)) for found in names] for what, names in variables.items()}
+    found = _callbacks(variables, dict.fromkeys(graphs), lambda what, text: keys[what])
+    return found if all_cached([f[:4] for f in found[2]]) else None
+
+
+def _callbacks(variables, graphs, key_of):
+    """The data variables of the callbacks (first seen, first), their arrays, and per
+    callback ``(py_func, signature, key, what, variables)``: ``py_func`` reads
+    ``variables[what]`` from the pointer table and calls ``graphs[what]``; ``key_of(what,
+    source)`` names it in the cache."""
+    import numba
+
+    shared = list(dict.fromkeys(var for names in variables.values() for var in names))
+    data = [np.require(var.get_value(), requirements="C") for var in shared]
+    pointer, count = numba.types.CPointer(numba.types.double), numba.types.uint64
+    arguments = {
+        "log density": (LOGP_SOURCE, (count, pointer, pointer, pointer)),
+        "deterministics": (EXPAND_SOURCE, (count, count, pointer, pointer)),
+    }
+    functions = []
+    for what, inputs in variables.items():
+        source, types = arguments[what]
+        text = _source(source, [shared.index(var) for var in inputs], data)
+        signature = numba.types.int64(*types, numba.types.voidptr)
+        function = _function(text, graphs[what])
+        functions.append((function, signature, key_of(what, text), what, inputs))
+    return shared, data, functions
+
+
+def _record(functions) -> dict:
+    """What ``_known`` needs of a compiled structure: each callback's data variables by
+    name, in order, and its key."""
+    record = {what: [var.name for var in inputs] for *_, what, inputs in functions}
+    return record | {"keys": {what: key for _, _, key, what, _ in functions}}
 
 
 def _layout(model):
