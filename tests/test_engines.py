@@ -293,3 +293,22 @@ def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, mo
     drawn, said = fit()
     assert len(calls) == 2 and "a structure compiled before" in said
     assert np.array_equal(drawn, first)
+
+
+def test_an_operation_defined_by_a_graph_is_keyed_by_that_graph():
+    """``logaddexp`` is an operation with a graph of its own, which caches its gradient
+    and connections as it is used: its graph keys the same before and after a gradient
+    is taken, and another graph (its arguments swapped) keys differently."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayes_eval.inference.nutpie_model import structure_key
+
+    point = pt.dvector("point")
+    total = pt.logaddexp(point, 1.0).sum()
+    key = structure_key(pm.Model(), point, {"log density": [total]})
+    assert key is not None
+    pt.grad(total, point)
+    assert structure_key(pm.Model(), point, {"log density": [total]}) == key
+    swapped = pt.logaddexp(1.0, point).sum()
+    assert structure_key(pm.Model(), point, {"log density": [swapped]}) != key

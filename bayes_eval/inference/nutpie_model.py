@@ -223,13 +223,15 @@ def _graphs(model):
 
 def structure_key(model, point, graphs) -> str | None:
     """A key of ``graphs`` before PyTensor compiles them: every operation (pickled: its
-    type and parameters, which is what PyTensor's own equality of operations compares),
-    how they connect, the types of the data and the constants' values, with the versions
-    of PyTensor, PyMC, nutpie and the compiler stack and the flags that steer PyTensor's
-    rewrites. The same key gives the same compiled graphs, so the callbacks named by
-    ``graph_key`` of a structure compiled before can be loaded without compiling the
-    graphs again (``remember_structure``). ``None`` where the graphs have an input other
-    than the point and the model's data, or an operation that cannot be pickled."""
+    type and parameters, which is what PyTensor's own equality of operations compares;
+    an operation defined by a graph of its own, such as ``logaddexp``, by that graph, in
+    the same way), how they connect, the types of the data and the constants' values,
+    with the versions of PyTensor, PyMC, nutpie and the compiler stack and the flags that
+    steer PyTensor's rewrites. The same key gives the same compiled graphs, so the
+    callbacks named by ``graph_key`` of a structure compiled before can be loaded without
+    compiling the graphs again (``remember_structure``). ``None`` where the graphs have an
+    input other than the point and the model's data, or an operation that cannot be
+    pickled."""
     import pickle
     import sys
 
@@ -238,9 +240,6 @@ def structure_key(model, point, graphs) -> str | None:
     import nutpie
     import pymc
     import pytensor
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.graph.basic import Constant
-    from pytensor.graph.traversal import graph_inputs, io_toposort
 
     config = pytensor.config
     digest = hashlib.sha256()
@@ -254,25 +253,53 @@ def structure_key(model, point, graphs) -> str | None:
     add(LOGP_SOURCE, EXPAND_SOURCE)
     try:
         for what, outputs in graphs.items():
-            inputs = list(graph_inputs(outputs))
-            ids = {}
-            for var in inputs:
-                ids[var] = len(ids)
-                if isinstance(var, Constant):
-                    add("constant", var.type, var.data)
-                elif isinstance(var, SharedVariable):
-                    add("data", var.name, var.type)
-                elif var is point:
-                    add("point", var.type)
-                else:
-                    return None
-            for node in io_toposort(inputs, outputs):
-                add(node.op, [ids[var] for var in node.inputs], [var.type for var in node.outputs])
-                ids.update((var, len(ids)) for var in node.outputs)
-            add(what, [ids[var] for var in outputs])
-    except (pickle.PicklingError, TypeError, AttributeError):
+            _add_graph(add, outputs, {point: "point"})
+            add(what)
+    except (_Unkeyed, pickle.PicklingError, TypeError, AttributeError):
         return None
     return digest.hexdigest()[:40]
+
+
+class _Unkeyed(Exception):
+    """A graph ``structure_key`` cannot key."""
+
+
+def _add_graph(add, outputs, named) -> None:
+    """Add the graph of ``outputs`` to a key through ``add``: its inputs (those in
+    ``named`` by their names there, constants by value, data by name and type), each
+    operation and what it reads, and which variables are the outputs."""
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import graph_inputs, io_toposort
+
+    inputs = list(graph_inputs(outputs))
+    ids = {}
+    for var in inputs:
+        ids[var] = len(ids)
+        if var in named:
+            add("input", named[var], var.type)
+        elif isinstance(var, Constant):
+            add("constant", var.type, var.data)
+        elif isinstance(var, SharedVariable):
+            add("data", var.name, var.type)
+        else:
+            raise _Unkeyed(var)
+    for node in io_toposort(inputs, outputs):
+        op = node.op
+        if isinstance(op, OpFromGraph):
+            # its public state, and its graph as a graph; the private attributes are
+            # caches of gradients and connections made as it is used
+            state = vars(op)
+            public = {k: v for k, v in state.items() if not k.startswith("_") and k != "fgraph"}
+            add(type(op), public, state.get("_init_kwargs"))
+            inner = op.fgraph
+            _add_graph(add, list(inner.outputs), {var: i for i, var in enumerate(inner.inputs)})
+        else:
+            add(op)
+        add([ids[var] for var in node.inputs], [var.type for var in node.outputs])
+        ids.update((var, len(ids)) for var in node.outputs)
+    add([ids[var] for var in outputs])
 
 
 def _compiled(model, point, graphs):
