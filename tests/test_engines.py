@@ -245,11 +245,12 @@ def test_the_structure_key_ignores_sizes_and_counts_but_not_priors_or_forms(tmp_
 
 
 def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, monkeypatch):
-    """A structure record that cannot be read, or names data the graphs do not have, is
-    passed over: PyTensor compiles the graphs, the callbacks still load from the cache,
-    and the draws are the same bytes; so is a load that fails after the record was read
-    (the cache's files removed meanwhile)."""
+    """A structure record that cannot be read, names data the graphs do not have, or
+    lacks its keys, is passed over: PyTensor compiles the graphs, the callbacks still
+    load from the cache, and the draws are the same bytes; so is a load that fails after
+    the record was read (the cache's files removed meanwhile)."""
     import io
+    import json
 
     from bayes_eval.inference.kernel_cache import cache_dir
     from bayes_eval.messages import showing_progress
@@ -272,7 +273,13 @@ def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, mo
     (record,) = cache_dir().glob("*.structure.json")
     known, said = fit()
     assert "a structure compiled before" in said and np.array_equal(known, first)
-    for damage in ("{not json", '{"log density": ["nothing"], "deterministics": [], "keys": {}}'):
+    whole = json.loads(record.read_text())
+    for damage in (
+        "{not json",
+        '{"log density": ["nothing"], "deterministics": [], "keys": {}}',
+        json.dumps({**whole, "keys": {}}),
+        json.dumps({**whole, "keys": {what: 7 for what in whole["keys"]}}),
+    ):
         record.write_text(damage)
         drawn, said = fit()
         assert "a structure compiled before" not in said

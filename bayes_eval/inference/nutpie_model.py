@@ -333,10 +333,12 @@ def _known(structure, graphs):
                 shared.setdefault(var.name, set()).add(var)
     try:
         variables = {what: [shared[name] for name in record[what]] for what in graphs}
-        keys = record["keys"]
+        keys = {what: record["keys"][what] for what in graphs}
     except (KeyError, TypeError):
         return None
     if any(len(found) != 1 for names in variables.values() for found in names):
+        return None
+    if not all(isinstance(key, str) for key in keys.values()):
         return None
     variables = {what: [next(iter(found)) for found in names] for what, names in variables.items()}
     found = _callbacks(variables, dict.fromkeys(graphs), lambda what, text: keys[what])
