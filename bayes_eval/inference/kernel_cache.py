@@ -11,6 +11,9 @@ compiler's versions, and from then on loads it. numba's index adds the Python ve
 the processor, so a cache folder shared between machines loads only what each machine
 compiled. The folder is safe to delete; where it cannot be written, every process
 compiles anew. The cache is numba's own (``numba.core.caching``), located and named here.
+Beside the compiled functions, a small record per model structure (``read_structure``,
+``remember_structure``; keyed by ``nutpie_model.structure_key``) names them, so that a
+later fit finds them without compiling its graphs first.
 
 Same seed, same bytes: code loaded from numba's cache is not the machine code of the same
 function compiled in the running process (the hierarchical model's gradient differed by
