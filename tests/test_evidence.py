@@ -68,6 +68,32 @@ def test_counts_are_exact_integers(tmp_path):
         load_evidence(frame.assign(trials=[float(2**53 + 2)]))
 
 
+def test_a_table_written_by_pandas_with_blank_steps_is_read(tmp_path):
+    """pandas writes an integer column holding blanks as floats (``step`` is blank on every
+    end-to-end row): ``1.0`` is the whole number 1, read exactly however long, and the
+    table reads as the one written with plain digits."""
+    frame = pd.DataFrame(
+        {
+            "task": ["t", "t", "t"],
+            "method": ["milestone", "milestone", "end_to_end"],
+            "step": [1, 2, None],
+            "successes": [3, 2, 1],
+            "trials": [4, 4, 4],
+        }
+    )
+    assert frame["step"].dtype.kind == "f"
+    frame.to_csv(tmp_path / "pandas.csv", index=False)
+    assert "1.0," in (tmp_path / "pandas.csv").read_text()
+    digits = (tmp_path / "pandas.csv").read_text().replace(".0,", ",")
+    (tmp_path / "digits.csv").write_text(digits)
+    read = load_evidence(tmp_path / "pandas.csv").table
+    pd.testing.assert_frame_equal(read, load_evidence(tmp_path / "digits.csv").table)
+    assert read["step"].tolist() == [1, 2, -1]
+    big = f"{2**63 - 1}.000"
+    evidence = load_evidence(write(tmp_path, [f"a,t,end_to_end,,,,7.00,{big},,,,"]))
+    assert evidence.table[["successes", "trials"]].values.tolist() == [[7, 2**63 - 1]]
+
+
 @pytest.mark.parametrize(
     "cell, shown",
     [("0\n0", "0\\n0"), ("0\r0", "0\\n0"), ("1\t2", "1\\t2"), ("1\u200b", "1\\u200b")],
@@ -82,7 +108,8 @@ def test_a_cell_that_breaks_lines_is_quoted_on_one_line(tmp_path, cell, shown):
     with pytest.raises(InputError) as error:
         load_evidence(path)
     assert str(error.value) == (
-        f"{path}: row 2, column step: '{shown}' is not a whole number written in digits 0-9"
+        f"{path}: row 2, column step: '{shown}' is not a count: write digits 0-9, optionally "
+        "followed by a decimal point and zeros (1.0); no sign, exponent or underscore"
     )
 
 
@@ -92,19 +119,22 @@ BAD_ROWS = [
         ["a,t,end_to_end,,,,12,10,,,,"],
         "row 2, column successes: successes (12) exceeds trials (10)",
     ),
-    (["a,t,end_to_end,,,,-1,10,,,,"], "row 2, column successes: successes (-1) must be at least 0"),
-    (["a,t,end_to_end,,,,1.5,10,,,,"], "row 2, column successes: '1.5' is not a whole number"),
-    (["a,t,end_to_end,,,,5.0,10,,,,"], "row 2, column successes: '5.0' is not a whole number"),
-    (["a,t,end_to_end,,,,1_0,20,,,,"], "row 2, column successes: '1_0' is not a whole number"),
-    (["a,t,end_to_end,,,,\uff11,2,,,,"], "row 2, column successes: '\uff11' is not a whole"),
-    (["a,t,end_to_end,,,,1,1e3,,,,"], "row 2, column trials: '1e3' is not a whole number"),
+    (["a,t,end_to_end,,,,-1,10,,,,"], "row 2, column successes: '-1' is not a count: write"),
+    (["a,t,end_to_end,,,,1.5,10,,,,"], "row 2, column successes: '1.5' is not a count"),
+    (["a,t,end_to_end,,,,5.01,10,,,,"], "row 2, column successes: '5.01' is not a count"),
+    (["a,t,end_to_end,,,,5.,10,,,,"], "row 2, column successes: '5.' is not a count"),
+    (["a,t,end_to_end,,,,.0,10,,,,"], "row 2, column successes: '.0' is not a count"),
+    (["a,t,end_to_end,,,,+3,10,,,,"], "row 2, column successes: '+3' is not a count"),
+    (["a,t,end_to_end,,,,1_0,20,,,,"], "row 2, column successes: '1_0' is not a count"),
+    (["a,t,end_to_end,,,,\uff11,2,,,,"], "row 2, column successes: '\uff11' is not a count"),
+    (["a,t,end_to_end,,,,1,1e3,,,,"], "row 2, column trials: '1e3' is not a count"),
     (
         ["a,t,end_to_end,,,,1,9223372036854775808,,,,"],
         "row 2, column trials: trials (9223372036854775808) exceeds the largest count",
     ),
     (["a,t,golden_solution,1,,,,,,,-1_0,"], "row 2, column logprob: '-1_0' is not a decimal"),
-    (["a,t,end_to_end,,,,x,10,,,,"], "row 2, column successes: 'x' is not a whole number"),
-    (["a,t,end_to_end,,,,nan,10,,,,"], "row 2, column successes: 'nan' is not a whole number"),
+    (["a,t,end_to_end,,,,x,10,,,,"], "row 2, column successes: 'x' is not a count"),
+    (["a,t,end_to_end,,,,nan,10,,,,"], "row 2, column successes: 'nan' is not a count"),
     (["a,t,end_to_end,,,,1,0,,,,"], "row 2, column trials: trials (0) must be at least 1"),
     (["a,t,end_to_end,,,,1,,,,,"], "row 2, column trials: method end_to_end needs successes"),
     (["a,t,end_to_end,,,,,,,,,"], "row 2, column successes: method end_to_end needs successes"),
@@ -117,7 +147,7 @@ BAD_ROWS = [
     (["a,,end_to_end,,,,1,2,,,,"], "row 2, column task: task is empty"),
     (["a,t,milestone,,,,1,2,,,,"], "row 2, column step: method milestone needs a step"),
     (["a,t,milestone,0,,,1,2,,,,"], "row 2, column step: step (0) must be at least 1"),
-    (["a,t,milestone,1.5,,,1,2,,,,"], "row 2, column step: '1.5' is not a whole number"),
+    (["a,t,milestone,1.5,,,1,2,,,,"], "row 2, column step: '1.5' is not a count"),
     (["a,t,end_to_end,1,,,1,2,,,,"], "row 2, column step: does not apply to method end_to_end"),
     (["a,t,end_to_end,,,,1,2,,,,weekly"], "row 2, column grading: 'weekly' is not one of"),
     (["a,t,milestone,1,,,1,2,,,,final"], "row 2, column grading: does not apply to method"),

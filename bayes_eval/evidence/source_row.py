@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import INT64_MAX, INTEGER_TEXT, REAL_TEXT
+from bayes_eval.constants import COUNT_RULE, COUNT_TEXT, INT64_MAX, REAL_TEXT
 from bayes_eval.errors import InputError
 
 __all__ = ["SourceRow", "as_real"]
@@ -51,14 +51,15 @@ class SourceRow:
         return str(value)
 
     def integer(self, column: str, minimum: int) -> int | None:
-        """An exact whole number: plain ASCII digits in a text table; in a typed one an
-        integer, or a float that holds a whole number exactly (at most 2^53)."""
+        """An exact whole number: in a text table ASCII digits, optionally followed by a
+        decimal point and zeros (``COUNT_TEXT``); in a typed one an integer, or a float
+        that holds a whole number exactly (at most 2^53)."""
         value = self.raw(column)
         if value is None:
             return None
         number = _as_integer(value)
         if number is None:
-            self.fail(column, f"'{value}' is not a whole number written in digits 0-9")
+            self.fail(column, f"'{value}' {COUNT_RULE}")
         if number < minimum:
             self.fail(column, f"{column} ({value}) must be at least {minimum}")
         if number > INT64_MAX:
@@ -105,7 +106,7 @@ def _as_integer(value) -> int | None:
         exact = math.isfinite(value) and value.is_integer() and abs(value) <= FLOAT_EXACT
         return int(value) if exact else None
     text = str(value).strip()
-    return int(text) if INTEGER_TEXT.fullmatch(text) else None
+    return int(text.partition(".")[0]) if COUNT_TEXT.fullmatch(text) else None
 
 
 def as_real(value) -> float | None:
