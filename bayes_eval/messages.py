@@ -19,6 +19,8 @@ import contextlib
 import logging
 import sys
 
+from bayes_eval.errors import escape_controls
+
 __all__ = [
     "LOGGER",
     "PROGRESS",
@@ -102,12 +104,21 @@ def collected():
             LOGGER.propagate = _COLLECTOR.propagate
 
 
+class _Escaping(logging.Formatter):
+    """A record's text with every character that would act on a terminal escaped (a name
+    from the user's table may hold ESC or BEL)."""
+
+    def format(self, record) -> str:
+        return escape_controls(super().format(record), keep="\n")
+
+
 @contextlib.contextmanager
 def showing_progress(stream=None):
     """Write the progress lines of the block on ``stream`` (default: stderr), one per
     line."""
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setLevel(logging.INFO)
+    handler.setFormatter(_Escaping())
     level = PROGRESS.level
     PROGRESS.addHandler(handler)
     PROGRESS.setLevel(logging.INFO)

@@ -106,6 +106,34 @@ def test_names_that_look_missing_round_trip(capsys, tmp_path):
     assert all(f"| {name} |" in text for name in names)
 
 
+HOSTILE = ("agent\x1b]0;title\x07", "task\x1b[31mred\x07\r\u202e")
+
+
+def test_names_reach_the_terminal_escaped_and_csv_and_json_exact(capsys, tmp_path):
+    """A name holding ESC, BEL, a carriage return and a direction mark is shown escaped in
+    the terminal table, its provenance and the notes (it may not recolour, retitle or ring
+    the user's terminal); CSV and JSON keep its exact characters."""
+    agent, task = HOSTILE
+    table = tmp_path / "e.csv"
+    rows = [f'"{agent}","{task}",end_to_end,,2,4', f'"{agent}",plain,end_to_end,,1,4']
+    rows.append(f'"{agent}","{task}",milestone,1,3,4')  # left out by end_to_end: a note
+    table.write_text("agent,task,method,step,successes,trials\n" + "\n".join(rows) + "\n")
+    status, out, err = run(capsys, "fit", str(table), "--model", "end_to_end")
+    assert status == 0
+    shown = out + err
+    assert not any(c in shown for c in "\x1b\x07\r\u202e")
+    # pandas reads a carriage return inside quotes as a line break
+    assert "task\\x1b[31mred\\x07\\n\\u202e (agent\\x1b]0;title\\x07): end_to_end" in out
+    assert "agent\\x1b]0;title\\x07" in out
+    assert "note: " in err
+    status, out, _ = run(capsys, "fit", str(table), "--model", "end_to_end", "--format", "csv")
+    written = pd.read_csv(io.StringIO(out), dtype=str, keep_default_na=False)
+    read = task.replace("\r", "\n")
+    assert set(written["task"]) == {read, "plain"} and set(written["agent"]) == {agent}
+    status, out, _ = run(capsys, "fit", str(table), "--model", "end_to_end", "--format", "json")
+    assert {(r["agent"], r["task"]) for r in json.loads(out)} == {(agent, read), (agent, "plain")}
+
+
 def test_no_pymc_import_on_the_exact_path(tmp_path):
     code = (
         "import sys; from bayes_eval.cli.main import main; "

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bayes_eval.cli.options import FORMATS, real
-from bayes_eval.cli.terminal import print_summary, terminal_table
+from bayes_eval.cli.terminal import print_summary, show, terminal_table
 from bayes_eval.specs import check_level
 
 
@@ -39,14 +39,14 @@ def run(args) -> int:
     posterior = load_posterior(Path(args.run_dir))
     result = compare_agents(posterior, args.a, args.b, level=level, margin=margin)
     for line in result.refused:
-        print(f"not compared: {line}", file=sys.stderr)
+        show(f"not compared: {line}", file=sys.stderr)
     if args.format != "table":
         print_summary(result.table, args.format)
         return 0
-    print(f"{args.b} against {args.a} ({100 * result.level:g}% one-sided bounds)\n")
-    print(terminal_table(_shown(result)))
+    show(f"{args.b} against {args.a} ({100 * result.level:g}% one-sided bounds)\n")
+    show(terminal_table(_shown(result)))
     if result.margin is not None:
-        print("\n" + "\n".join(result.sentences()))
+        show("\n" + "\n".join(result.sentences()))
     return 0
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bayes_eval.cli.options import FORMATS, same_folder, whole
-from bayes_eval.cli.terminal import format_number
+from bayes_eval.cli.terminal import format_number, show
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
@@ -43,7 +43,7 @@ def run(args) -> int:
         if args.format == "json":
             print(json.dumps(result, indent=2))
         else:
-            print(_published_table(result, args.format))
+            show(_published_table(result, args.format))
         return 0
     if not args.run_dir or not args.truth:
         raise InputError("calibrate: needs RUN_DIR and --truth FILE (or --published FILE)")
@@ -65,8 +65,8 @@ def run(args) -> int:
     elif args.format == "csv":
         sys.stdout.write(result.cells.to_csv(index=False))
     else:
-        print(_calibration_text(result))
-        print(f"\nwrote to {out}: calibration.csv, calibration.png")
+        show(_calibration_text(result))
+        show(f"\nwrote to {out}: calibration.csv, calibration.png")
     return 0
 
 

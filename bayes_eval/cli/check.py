@@ -14,7 +14,7 @@ from bayes_eval.cli.options import (
     real,
     whole,
 )
-from bayes_eval.cli.terminal import diagnostics_text, print_summary, terminal_table
+from bayes_eval.cli.terminal import diagnostics_text, print_summary, show, terminal_table
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.specs import check_level
@@ -65,7 +65,7 @@ def run(args) -> int:
     path = Path(args.source)
     posterior = load_posterior(path)
     if not posterior.is_mcmc:
-        print(
+        show(
             f"{path}: model {posterior.spec.name} is exact (conjugate): no MCMC, nothing to "
             "diagnose"
         )
@@ -73,9 +73,9 @@ def run(args) -> int:
     diagnostics = posterior.diagnostics
     table = terminal_table(diagnostics.table, digits=lambda x: f"{x:.4g}")
     ebfmi = ", ".join(f"{e:.2f}" for e in diagnostics.ebfmi)
-    print(f"{path}: model {posterior.spec.name}\n\n{table}\n")
-    print(f"divergences: {diagnostics.divergences}; E-BFMI per chain: {ebfmi}")
-    print(diagnostics_text(posterior))
+    show(f"{path}: model {posterior.spec.name}\n\n{table}\n")
+    show(f"divergences: {diagnostics.divergences}; E-BFMI per chain: {ebfmi}")
+    show(diagnostics_text(posterior))
     return 0 if diagnostics.ok else 1
 
 
@@ -112,12 +112,12 @@ def _prior(args) -> int:
         print_summary(result.pairs, args.format)
         return 0
     name = result.tree.attrs["spec_name"]
-    print(f"{args.source}: model {name}, before any data\n")
-    print(f"each observed count and the {level:g} interval its prior predicts:")
+    show(f"{args.source}: model {name}, before any data\n")
+    show(f"each observed count and the {level:g} interval its prior predicts:")
     shown = ["cell", "successes", "trials", "lower", "upper", "position"]
-    print(terminal_table(result.cells[shown], digits=lambda x: f"{x:.3g}"))
-    print("\nthe prior mean of each pair's P, and the prior probability that P < TAU:")
-    print(terminal_table(result.pairs, digits=lambda x: f"{x:.3g}"))
+    show(terminal_table(result.cells[shown], digits=lambda x: f"{x:.3g}"))
+    show("\nthe prior mean of each pair's P, and the prior probability that P < TAU:")
+    show(terminal_table(result.pairs, digits=lambda x: f"{x:.3g}"))
     if plot is not None:
-        print(f"\nwrote {plot}")
+        show(f"\nwrote {plot}")
     return 0

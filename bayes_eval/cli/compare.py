@@ -18,7 +18,7 @@ from bayes_eval.cli.options import (
     sweep_options,
     whole,
 )
-from bayes_eval.cli.terminal import print_summary, terminal_table
+from bayes_eval.cli.terminal import print_summary, show, terminal_table
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import holds_fit
@@ -85,8 +85,8 @@ def run(args) -> int:
     if args.format != "table":
         print_summary(table, args.format)
         return 0
-    print(terminal_table(table[["model", *shown]], digits=lambda x: f"{x:.4g}"))
-    print(f"\n{result.sentence}")
+    show(terminal_table(table[["model", *shown]], digits=lambda x: f"{x:.4g}"))
+    show(f"\n{result.sentence}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bayes_eval.cli.terminal import show
 from bayes_eval.errors import InputError
 
 
@@ -22,5 +23,5 @@ def run(args) -> int:
     datasets = shipped_datasets()
     if args.name not in datasets:
         raise InputError(f"example: no dataset '{args.name}'; shipped: {', '.join(datasets)}")
-    print(datasets[args.name])
+    show(datasets[args.name])
     return 0

@@ -28,6 +28,7 @@ from bayes_eval.cli.terminal import (
     population_table,
     print_summary,
     sensitivity_text,
+    show,
     summary_table,
     verdict_text,
 )
@@ -115,19 +116,19 @@ def run(args) -> int:
     if done.sensitivity is not None:  # before the checks, on stderr too with csv or json
         verdict = "\n\n".join(filter(None, (sensitivity_text(done.sensitivity), verdict)))
     if verdict and args.format != "table":
-        print(verdict, file=sys.stderr)
+        show(verdict, file=sys.stderr)
     if args.format != "table":
         print_summary(summary if done.attempts is None else done.attempts, args.format)
     else:
-        print(summary_table(summary, posterior, threshold))
+        show(summary_table(summary, posterior, threshold))
         if done.attempts is not None:
-            print(f"\n{attempts_table(done.attempts, threshold)}")
+            show(f"\n{attempts_table(done.attempts, threshold)}")
             if len(done.population):
-                print(f"\n{population_table(done.population)}")
+                show(f"\n{population_table(done.population)}")
         if verdict:
-            print(f"\n{verdict}")
+            show(f"\n{verdict}")
         if out is not None:
-            print(f"\nwrote to {out}: {', '.join(written)}")
+            show(f"\nwrote to {out}: {', '.join(written)}")
     return 0
 
 
@@ -179,7 +180,7 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) 
     for agent, (posterior, _, lines, failed, _) in fitted.items():
         verdicts[agent] = verdict_text(posterior, lines, failed)
         if verdicts[agent] and args.format != "table":
-            print(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
+            show(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
     if args.format != "table":
         shown = 1 if attempts is None else 4  # the summaries, or the attempts tables
         summary = pd.concat([fitted[agent][shown] for agent in agents], ignore_index=True)
@@ -192,7 +193,7 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) 
             if attempts is not None:
                 block += f"\n\n{attempts_table(fitted[agent][4], threshold)}"
             blocks.append(block + (f"\n\n{verdicts[agent]}" if verdicts[agent] else ""))
-        print("\n\n".join(blocks))
+        show("\n\n".join(blocks))
         if out is not None:
-            print(f"\nwrote to {out}: agents.csv and a run folder per agent ({len(agents)})")
+            show(f"\nwrote to {out}: agents.csv and a run folder per agent ({len(agents)})")
     return 0

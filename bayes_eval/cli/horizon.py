@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bayes_eval.cli.options import FORMATS, same_folder
-from bayes_eval.cli.terminal import json_value, terminal_table
+from bayes_eval.cli.terminal import json_value, show, terminal_table
 from bayes_eval.outputs.runfolder import check_out, write_run
 
 
@@ -53,8 +53,8 @@ def run(args) -> int:
     elif args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, default=json_value))
     else:
-        print(_horizon_text(result))
-        print(f"\nwrote to {out}: horizons.csv, horizons.png")
+        show(_horizon_text(result))
+        show(f"\nwrote to {out}: horizons.csv, horizons.png")
     return 0
 
 

@@ -32,6 +32,7 @@ from bayes_eval.cli import (
     simulate,
 )
 from bayes_eval.cli.options import Parser, as_flags
+from bayes_eval.cli.terminal import show
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
 from bayes_eval.messages import collected, showing_progress
@@ -114,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
             with _progress(args):
                 status = COMMANDS[args.command](args)
             for text in notes:
-                print(f"note: {text}", file=sys.stderr)
+                show(f"note: {text}", file=sys.stderr)
             return status
         except interrupts.Interrupted as exc:  # stop at once: no retry, no partial output
             if debug:
                 traceback.print_exc()
-            print(f"interrupted ({exc})", file=sys.stderr)
+            show(f"interrupted ({exc})", file=sys.stderr)
             if not debug:
                 _drop_quietly(exc)
             return exc.exit_status
@@ -129,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as exc:
             if debug:
                 traceback.print_exc()
-            print(f"error: {as_flags(str(exc))}", file=sys.stderr)
+            show(f"error: {as_flags(str(exc))}", file=sys.stderr)
             return 2
         except Exception as exc:  # a failed fit: say so in one line
             if debug:
                 traceback.print_exc()
             command = next((a for a in argv if not a.startswith("-")), "bayes-eval")
-            print(f"error: {command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            show(f"error: {command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
 
 

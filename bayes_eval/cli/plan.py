@@ -7,7 +7,7 @@ import json
 import sys
 
 from bayes_eval.cli.options import FORMATS, attempts_of, fraction, positive, whole
-from bayes_eval.cli.terminal import format_number, plain, print_summary, terminal_table
+from bayes_eval.cli.terminal import format_number, plain, print_summary, show, terminal_table
 from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 
@@ -100,22 +100,22 @@ def run(args) -> int:
         elif args.format == "csv":
             sys.stdout.write(result.to_csv(index=False))
         else:
-            print(terminal_table(result))
+            show(terminal_table(result))
             best = result.iloc[0]
             if "certified" in result and result["certified"].iloc[0]:
-                print(
+                show(
                     f"\nalready certified: the upper bound {format_number(best['current_upper'])}"
                     f" is below {args.threshold}; more runs would only narrow it"
                 )
             else:
-                print(f"\nrun next: {best['run']}, {best['trials']} trials")
+                show(f"\nrun next: {best['run']}, {best['trials']} trials")
         return 0
     if args.format == "json":
         print(json.dumps(result, indent=2))
     elif args.format == "csv":
         sys.stdout.write(pd.DataFrame([result]).to_csv(index=False))
     else:
-        print("\n".join(f"{key}: {plain(value)}" for key, value in result.items()))
+        show("\n".join(f"{key}: {plain(value)}" for key, value in result.items()))
     return 0
 
 
@@ -169,10 +169,10 @@ def _allocation(args) -> int:
     if args.format != "table":
         print_summary(table, args.format)
     else:
-        print(terminal_table(table))
+        show(terminal_table(table))
         attrs = table.attrs
         after = ", ".join(f"{rule} {format_number(sd)}" for rule, sd in attrs["sd_after"].items())
-        print(
+        show(
             f"\nexpected posterior sd of the average pass@{attrs['attempts']:,} over the "
             f"tasks: now {format_number(attrs['sd_now'])}; after the runs, by rule: {after} "
             f"(this plan: {attrs['rule']})"

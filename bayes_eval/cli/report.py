@@ -17,6 +17,7 @@ from bayes_eval.cli.options import (
     same_folder,
     whole,
 )
+from bayes_eval.cli.terminal import show
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, holds_fit, write_run
@@ -95,8 +96,8 @@ def run(args) -> int:
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))
     )
-    print(_report_summary(result.table, threshold))
-    print(f"wrote to {out}: {', '.join(written)}")
+    show(_report_summary(result.table, threshold))
+    show(f"wrote to {out}: {', '.join(written)}")
     return 0
 
 

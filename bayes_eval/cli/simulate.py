@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bayes_eval.cli.options import FORMATS, Parser, fraction, sweep_arguments, sweep_options, whole
-from bayes_eval.cli.terminal import json_value
+from bayes_eval.cli.terminal import json_value, show
 from bayes_eval.constants import CALIBRATION_MAX_TRIALS, SAMPLER_LIMITS, VIOLATIONS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
@@ -106,7 +106,7 @@ def run(args) -> int:
     elif args.format == "csv":
         sys.stdout.write(results.to_csv(index=False))
     else:
-        print(results.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        show(results.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         if out is not None:
-            print(f"\nwrote to {out}: {name}.csv, {name}.png")
+            show(f"\nwrote to {out}: {name}.csv, {name}.png")
     return 0

@@ -13,8 +13,18 @@ import sys
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from bayes_eval.errors import escape_controls
+
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def show(text: str = "", file=None) -> None:
+    """Print ``text`` for a person to read, on ``file`` (default stdout): characters that
+    would act on a terminal (ESC, BEL, carriage returns, direction marks: a name in the
+    user's table may hold them) are written as their escapes (``\\x1b``), never sent;
+    the text's own line breaks are kept. CSV and JSON are written as they are."""
+    print(escape_controls(str(text), keep="\n"), file=sys.stdout if file is None else file)
 
 
 def verdict_text(posterior, check_lines: str, failed: list[str]) -> str:
@@ -51,8 +61,8 @@ def json_value(value):
 def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     """``frame`` as a rich table fitted to the terminal's width (``COLUMNS``, else 120),
     or to the narrowest it can fold to, whichever is wider: numbers formatted by
-    ``digits``, whole and right-aligned, so their figures line up; names fold; no colour
-    unless stdout is a terminal."""
+    ``digits``, whole and right-aligned, so their figures line up; names fold, every
+    character that would act on a terminal written as its escape; no colour."""
     import io
     import shutil
 
@@ -74,7 +84,7 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
         longest = max(*map(len, values), 1)
         whole = right or longest <= 8
         table.add_column(
-            str(column),
+            escape_controls(str(column)),
             justify="right" if right else "left",
             overflow="fold",
             no_wrap=whole,
@@ -83,12 +93,10 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     for row in zip(*cells, strict=True):
         table.add_row(*map(Text, row))  # Text: "[agent-a]" is a name, not rich markup
     out = io.StringIO()
-    tty = sys.stdout.isatty()
     console = Console(
         file=out,
         width=shutil.get_terminal_size((120, 24)).columns,
-        color_system="auto" if tty else None,
-        force_terminal=tty,
+        color_system=None,  # the text is shown through ``show``, which escapes codes
         highlight=False,
     )
     # narrower than the table can fold to, it is printed at that width: nothing is cut
@@ -104,7 +112,7 @@ def _cell(value) -> str:
 
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    return str(value).lower() if isinstance(value, bool) else escape_controls(str(value))
 
 
 def summary_table(summary, posterior, threshold) -> str:
@@ -138,7 +146,8 @@ def summary_table(summary, posterior, threshold) -> str:
     )
     shared: dict[str, list[str]] = {}  # identical provenance is printed once
     for r in summary.to_dict("records"):
-        shared.setdefault(r["provenance"], []).append(f"{r['task']} ({r['agent']})")
+        name = f"{escape_controls(r['task'])} ({escape_controls(r['agent'])})"
+        shared.setdefault(r["provenance"], []).append(name)
     notes = []
     for provenance, names in shared.items():
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
