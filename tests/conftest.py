@@ -1,5 +1,7 @@
+import atexit
 import importlib.util
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,10 +14,19 @@ settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
+
+def _temporary_folder(variable: str, prefix: str) -> None:
+    """Point ``variable`` at a new temporary folder, removed when this process ends,
+    unless it is set (xdist's workers inherit the one their controller made)."""
+    if variable not in os.environ:
+        os.environ[variable] = folder = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
 # ArviZ and PyTensor need writable cache folders; the compiled models go to one of the run
 # (set before xdist starts its workers, which inherit it), not to the user's.
-os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="mpl-"))
-os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="bayes-eval-cache-"))
+_temporary_folder("MPLCONFIGDIR", "mpl-")
+_temporary_folder("XDG_CACHE_HOME", "bayes-eval-cache-")
 
 STUDIES = Path(__file__).parents[1] / "studies"
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bayes_eval.cli.main import main
+from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
 from bayes_eval.inference.interrupts import Interrupted
 from bayes_eval.outputs.runfolder import MANIFEST, write_run
@@ -95,7 +96,7 @@ def test_a_failed_write_leaves_the_earlier_run(tmp_path):
         (staging / "a.csv").write_text("new")
         raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InputError, match=r"out: cannot write the run to .*run \(disk full\)$"):
         write_run(folder, failing, command="fit")
     assert (folder / "a.csv").read_text() == "old" and hidden(tmp_path) == []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import os
 import signal
@@ -106,6 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         _parser().print_help()
         return 0
+    stdout = sys.stdout
+    sys.stdout = _Output(stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     with interrupts.raising(), warnings.catch_warnings(), collected() as notes:
         if not debug:  # a warning is for the developer; the user gets notes and errors
@@ -114,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             args = _parser().parse_args(argv)
             with _progress(args):
                 status = COMMANDS[args.command](args)
+            sys.stdout.flush()  # a full device or a closed pipe is met here, not at exit
             for text in notes:
                 show(f"note: {text}", file=sys.stderr)
             return status
@@ -125,12 +136,19 @@ def main(argv: list[str] | None = None) -> int:
                 _drop_quietly(exc)
             return exc.exit_status
         except BrokenPipeError:  # `| head`: stop quietly, as standard tools do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _discard_output()
             return 128 + signal.SIGPIPE
         except InputError as exc:
             if debug:
                 traceback.print_exc()
             show(f"error: {as_flags(str(exc))}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # a file or standard output that cannot be written
+            if debug:
+                traceback.print_exc()
+            where = f"{exc.filename}: " if exc.filename else ""
+            show(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+            _discard_output()
             return 2
         except Exception as exc:  # a failed fit: say so in one line
             if debug:
@@ -138,6 +156,46 @@ def main(argv: list[str] | None = None) -> int:
             command = next((a for a in argv if not a.startswith("-")), "bayes-eval")
             show(f"error: {command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
+
+
+class _Output:
+    """``sys.stdout`` while a command runs: a write that fails (standard output closed, a
+    full device) raises an ``OSError`` that says so; a closed pipe stays a
+    ``BrokenPipeError``."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is None:  # started with standard output closed (`>&-`)
+            raise OSError(errno.EBADF, "cannot write standard output (it is closed)")
+        return self._failing_as_output(self.stream.write, text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            self._failing_as_output(self.stream.flush)
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    @staticmethod
+    def _failing_as_output(method, *args):
+        try:
+            return method(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write standard output ({exc.strerror})") from None
+
+
+def _discard_output() -> None:
+    """Send what standard output still buffers to ``/dev/null``, so that Python's flush
+    at exit does not fail again and print a traceback."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _progress(args):

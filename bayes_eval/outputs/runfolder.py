@@ -12,6 +12,7 @@ the staging folder and leaves the earlier run as it was.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -44,12 +45,28 @@ EARLIER_OUTPUTS = {
 
 def check_out(out: Path) -> Path:
     """``out`` if a run may be written there (before any work is done); else InputError."""
+    try:
+        return _check_out(out)
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise InputError(f"out: {out}: cannot use it ({exc.strerror})") from None
+
+
+def _check_out(out: Path) -> Path:
+    if out.parent.is_dir():
+        limit = os.pathconf(out.parent, "PC_NAME_MAX")
+        if len(os.fsencode(out.name)) > limit:
+            raise InputError(
+                f"out: the folder name is {len(os.fsencode(out.name))} bytes long, over the "
+                f"limit of {limit} of the file system holding {out.parent}"
+            )
     if out.exists() and not out.is_dir():
         raise InputError(f"out: {out} exists and is not a folder")
     if not out.parent.is_dir():
         raise InputError(f"out: parent folder {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise InputError(f"out: cannot write in {out.parent} (permission denied)")
+        read_only = os.statvfs(out.parent).f_flag & os.ST_RDONLY
+        why = "a read-only file system" if read_only else "permission denied"
+        raise InputError(f"out: cannot write in {out.parent} ({why})")
     if out.is_dir() and not is_run(out):
         foreign = sorted(p.name for p in out.iterdir())
         if foreign:
@@ -97,7 +114,22 @@ def write_run(out: Path, write, *, command: str, adds_to_run: bool = False) -> l
         The names of the files now in ``out``.
     """
     check_out(out)
-    staging = _new_folder(out.parent)
+    try:
+        staging = _new_folder(out.parent)
+    except OSError as exc:
+        raise InputError(f"out: cannot write in {out.parent} ({exc.strerror})") from None
+    try:
+        names = _stage(staging, out, write, command, adds_to_run)
+    finally:
+        with deferred():
+            shutil.rmtree(staging, ignore_errors=True)
+    return sorted([*names, MANIFEST])
+
+
+def _stage(staging: Path, out: Path, write, command: str, adds_to_run: bool) -> list[str]:
+    """``write_run``'s work in ``staging``, then the swap; an error writing a file or
+    putting the run in place is one located line (``InputError``), the earlier run at
+    ``out`` left as it was."""
     try:
         write(staging)
         commands = [command]
@@ -111,11 +143,18 @@ def write_run(out: Path, write, *, command: str, adds_to_run: bool = False) -> l
         names = sorted(p.name for p in staging.iterdir())
         manifest = {"written_by": "bayes-eval", "commands": commands, "files": names}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        what = Path(exc.filename).name if exc.filename else "the run"
+        raise InputError(f"out: cannot write {what} to {out} ({exc.strerror or exc})") from None
+    try:
         _swap(staging, out)
-    finally:
-        with deferred():
-            shutil.rmtree(staging, ignore_errors=True)
-    return sorted([*names, MANIFEST])
+    except OSError as exc:
+        hint = "; a mount point cannot be replaced: give a folder inside it"
+        hint = hint if exc.errno == errno.EBUSY else ""
+        raise InputError(
+            f"out: cannot put the run in place at {out} ({exc.strerror or exc}){hint}"
+        ) from None
+    return names
 
 
 def _new_folder(parent: Path) -> Path:
@@ -135,8 +174,16 @@ def _swap(staging: Path, out: Path) -> None:
     with deferred():
         if out.is_dir() and any(out.iterdir()):
             old = _new_folder(out.parent)
-            os.replace(out, old)  # onto an empty folder: atomic on POSIX
-            os.replace(staging, out)
+            try:
+                os.replace(out, old)  # onto an empty folder: atomic on POSIX
+            except OSError:
+                old.rmdir()
+                raise
+            try:
+                os.replace(staging, out)
+            except OSError:
+                os.replace(old, out)  # the earlier run back in its place
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(staging, out)  # a new name, or onto an empty folder

@@ -383,9 +383,18 @@ class Posterior:
     # ------------------------------------------------------------------ files
 
     def to_netcdf(self, path: PathLike) -> Path:
-        """Write the whole tree to one NetCDF file (``xarray.open_datatree`` reads it)."""
+        """Write the whole tree to one NetCDF file (``xarray.open_datatree`` reads it).
+
+        The file is made in memory and then written: HDF5 writing straight to a disk that
+        fills leaves a file it cannot close, and crashes the process when it tries again
+        (a segmentation fault at exit); written from memory, a full disk is an ordinary
+        ``OSError`` naming the file."""
         path = Path(path)
-        self.tree.to_netcdf(path, engine="h5netcdf")
+        data = self.tree.to_netcdf(engine="h5netcdf")
+        try:
+            path.write_bytes(data)
+        except OSError as exc:  # a full disk's error names no file
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         return path
 
 
