@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from bayes_eval.evidence.inspect_logs import read_inspect
     from bayes_eval.evidence.runs import read_runs
     from bayes_eval.evidence.table import Evidence, load_evidence
-    from bayes_eval.fit import fit, fit_per_agent
+    from bayes_eval.fit import fit, fit_per_agent, load_posterior
     from bayes_eval.pipeline import read_evidence, report, run
     from bayes_eval.plan import expected_trials as plan_expected_trials
     from bayes_eval.plan import milestone_trials as plan_milestones
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from bayes_eval.plan import zero_success_trials as plan_zero_success
     from bayes_eval.prior_family import Member, prior_family
     from bayes_eval.resources import shipped_datasets
-    from bayes_eval.results.posterior import Posterior, load_posterior
+    from bayes_eval.results.posterior import Posterior
     from bayes_eval.settings import SamplerSettings
     from bayes_eval.specs import Spec, load_spec, shipped_specs
 
@@ -54,7 +54,7 @@ _WHERE = {
     "fit_per_agent": ("bayes_eval.fit", "fit_per_agent"),
     "InputError": ("bayes_eval.errors", "InputError"),
     "load_evidence": ("bayes_eval.evidence.table", "load_evidence"),
-    "load_posterior": ("bayes_eval.results.posterior", "load_posterior"),
+    "load_posterior": ("bayes_eval.fit", "load_posterior"),
     "load_spec": ("bayes_eval.specs", "load_spec"),
     "Member": ("bayes_eval.prior_family", "Member"),
     "plan_expected_trials": ("bayes_eval.plan", "expected_trials"),

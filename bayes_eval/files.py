@@ -1,14 +1,20 @@
 """Reading the user's files: regular files only, UTF-8 with or without a byte-order mark,
-and every failure one located line (``InputError``)."""
+and every failure one located line (``InputError``); and run folders checked whole
+against their manifest before they are read (``check_whole``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import stat
 from pathlib import Path
 
 from bayes_eval.errors import InputError
 
-__all__ = ["check_readable", "read_text"]
+__all__ = ["MANIFEST", "check_readable", "check_whole", "digest", "read_text"]
+
+# A run folder's manifest: the commands that wrote it and its files, each with its SHA-256.
+MANIFEST = "bayes-eval-run.json"
 
 
 def check_readable(path: Path, label: str, kind: str = "table") -> Path:
@@ -36,3 +42,39 @@ def read_text(path: Path, label: str, kind: str = "table") -> str:
         raise InputError(f"{label}: not a text {kind} (not UTF-8: byte {exc.start})") from None
     except OSError as exc:
         raise InputError(f"{label}: cannot read ({exc.strerror})") from None
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    with open(path, "rb") as opened:
+        return hashlib.file_digest(opened, "sha256").hexdigest()
+
+
+def check_whole(folder: Path) -> None:
+    """Refuse a run folder whose files are not those its manifest lists, byte for byte (an
+    InputError naming the file); nothing to check in a folder without a manifest, or with
+    one written before manifests held hashes."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return
+    try:
+        hashes = json.loads(read_text(manifest, str(manifest), "manifest")).get("sha256", {})
+        names = sorted(hashes.items())
+    except (ValueError, AttributeError):
+        raise InputError(f"{manifest}: damaged (not the JSON bayes-eval writes)") from None
+    for name, expected in names:
+        path = folder / name
+        if not path.is_file():
+            raise InputError(
+                f"{path}: missing from the run folder, whose manifest lists it: the folder was "
+                "edited or damaged after it was written; fit again"
+            )
+        try:
+            found = digest(path)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        if found != expected:
+            raise InputError(
+                f"{path}: changed since bayes-eval wrote it (its SHA-256 is not the one in "
+                f"{MANIFEST}): the run folder was edited or damaged; fit again"
+            )

@@ -4,11 +4,13 @@
 leaves out and why), and hands them to the model's fitter: the exact builders
 (``bayes_eval.exact.builders``), the pooled models (``bayes_eval.pooled``) or the crossed
 model (``bayes_eval.crossed``). ``fit_per_agent`` fits one agent at a time.
+``load_posterior`` reads a fit back, refusing one edited since it was written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,7 +19,8 @@ from bayes_eval.advice import advice, refuse_unfit
 from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.pairs import PairRows
-from bayes_eval.evidence.table import Evidence, TableSource, load_evidence
+from bayes_eval.evidence.table import Evidence, PathLike, TableSource, load_evidence
+from bayes_eval.files import check_whole
 from bayes_eval.messages import collected, note
 from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
 from bayes_eval.settings import EXACT_ENGINE, SamplerInput, SamplerSettings, check_seed
@@ -26,7 +29,7 @@ from bayes_eval.specs import ModelSource, check_level, load_spec
 if TYPE_CHECKING:
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["fit", "fit_per_agent", "side_tables", "usable_rows"]
+__all__ = ["fit", "fit_per_agent", "load_posterior", "side_tables", "usable_rows"]
 
 
 def fit(
@@ -94,6 +97,53 @@ def fit(
     if said:
         note(said)
     return posterior
+
+
+def load_posterior(path: PathLike) -> Posterior:
+    """Read a fit written by ``bayes-eval fit --out`` (its folder) or ``Posterior.to_netcdf``
+    (its file), refusing one edited or damaged since it was written.
+
+    Checked, each refusal one ``InputError`` naming the file: the run folder's files
+    against the SHA-256 its manifest recorded (``bayes_eval.files.check_whole``); the
+    stored evidence against its hash; and an exact fit's stored posterior (its
+    ``conjugate`` group: each pair's Beta shapes, point values and provenance) against
+    the one its evidence, spec, level and seed give, fitted again (exact fits are cheap).
+    """
+    from bayes_eval.results.posterior import read_posterior
+
+    path = Path(path)
+    check_whole(path if path.is_dir() else path.parent)
+    posterior = read_posterior(path)
+    if model_of(posterior.spec).family == EXACT:
+        _check_exact(posterior, path)
+    return posterior
+
+
+def _check_exact(posterior: Posterior, path: Path) -> None:
+    """Refuse ``posterior`` (read from ``path``) where its ``conjugate`` group is not the
+    one its evidence and spec give."""
+    with collected():  # the notes were said when it was fitted
+        again = fit(
+            posterior.evidence,
+            posterior.spec,
+            level=posterior.level,
+            seed=posterior.seed,
+            allow_unfit=True,
+        )
+    stored, derived = posterior.group("conjugate"), again.group("conjugate")
+    for name, values in derived.data_vars.items():
+        kept = stored.get(name)
+        same = kept is not None and kept.shape == values.shape
+        if same and values.dtype.kind == "f":
+            same = np.array_equal(kept.values, values.values, equal_nan=True)
+        elif same:
+            same = kept.values.astype(str).tolist() == values.values.astype(str).tolist()
+        if not same:
+            raise InputError(
+                f"{path}: the stored posterior ({name}) is not the one its evidence and "
+                f"model {posterior.spec.name} give: the file was edited or damaged after it "
+                "was written; fit again"
+            )
 
 
 def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> Posterior:

@@ -20,11 +20,11 @@ from bayes_eval.csv_text import write_csv
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource
-from bayes_eval.fit import fit
+from bayes_eval.fit import fit, load_posterior
 from bayes_eval.outputs.report import Report, build_report
 from bayes_eval.outputs.runfolder import write_run
 from bayes_eval.results.attempts import parse_attempts
-from bayes_eval.results.posterior import Posterior, load_posterior
+from bayes_eval.results.posterior import Posterior
 from bayes_eval.settings import SamplerInput
 from bayes_eval.specs import ModelSource, check_probability
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,7 +10,9 @@ import time
 
 import numpy as np
 import pytest
+import xarray as xr
 
+from bayes_eval import load_posterior
 from bayes_eval.cli.main import main
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
@@ -210,3 +213,67 @@ def test_an_interrupt_that_cuts_a_constructor_leaves_no_traceback(capfd, monkeyp
     assert cli.main(["check", "RUN", "--debug"]) == 130
     err = capfd.readouterr().err
     assert "Traceback" in err and "interrupted (SIGINT)\n" in err
+
+
+READERS = [
+    ["check", "{run}"],
+    ["report", "{run}", "--threshold", "0.05", "--out", "{tmp}/report"],
+    ["calibrate", "{run}", "--truth", "{tmp}/truth.csv"],
+    ["plan", "{run}", "--threshold", "0.05", "--task", "credential_harvest"],
+    ["plan", "{run}", "--budget", "4", "--attempts", "10"],
+    ["compare", "{run}", "{run}"],
+    ["compare-agents", "{run}", "agent-a", "agent-b"],
+    ["horizon", "{run}"],
+]
+
+
+@pytest.fixture(scope="module")
+def fitted_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fitted") / "run"
+    assert main(["fit", EXAMPLE, "--out", str(folder)]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("edit", ["changed", "removed"])
+@pytest.mark.parametrize("command", READERS, ids=lambda command: command[0])
+def test_a_run_folder_edited_after_writing_is_refused_by_every_reader(
+    capsys, tmp_path, fitted_run, command, edit
+):
+    """The manifest records each file's SHA-256; a file changed by one byte, or removed,
+    is named in one line by every command that reads a run."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(fitted_run, run_dir)
+    (tmp_path / "truth.csv").write_text("agent,task,successes,trials\nagent-a,t,1,2\n")
+    edited = run_dir / "summary.csv"
+    if edit == "changed":
+        edited.write_bytes(edited.read_bytes().replace(b"0.", b"1.", 1))
+    else:
+        edited.unlink()
+    capsys.readouterr()
+    args = [part.format(run=run_dir, tmp=tmp_path) for part in command]
+    status = main(args)
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    why = "changed since bayes-eval wrote it" if edit == "changed" else "missing from the run"
+    assert err.startswith(f"error: {edited}: {why}")
+    assert not (tmp_path / "report").exists()
+
+
+def test_an_exact_posterior_that_does_not_follow_from_its_evidence_is_refused(tmp_path, fitted_run):
+    """Beta shapes edited inside posterior.nc, its evidence and evidence hash left as they
+    were (a file outside its run folder, or one whose manifest was rewritten): an exact fit
+    is fitted again from its evidence and the difference refused; NaN shapes too."""
+    tree = xr.open_datatree(fitted_run / "posterior.nc", engine="h5netcdf").load()
+    alpha = tree["conjugate"]["alpha"].values
+    at = tuple(np.argwhere(np.isfinite(alpha))[0])
+    for value in (alpha[at] + 1, np.nan):
+        edited = tree.copy(deep=True)
+        edited["conjugate"]["alpha"].values[at] = value
+        path = tmp_path / "posterior.nc"
+        edited.to_netcdf(path, engine="h5netcdf")
+        with pytest.raises(
+            InputError, match=r"posterior.nc: the stored posterior \(alpha\) is not"
+        ):
+            load_posterior(path)
+    tree.to_netcdf(path, engine="h5netcdf")
+    assert load_posterior(path).summary().equals(load_posterior(fitted_run).summary())

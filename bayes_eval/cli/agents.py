@@ -32,7 +32,7 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     from bayes_eval.checks.agents import compare_agents
-    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.fit import load_posterior
 
     level = None if args.level is None else check_level(args.level, "--level")
     margin = None if args.margin is None else real(args.margin, "--margin")

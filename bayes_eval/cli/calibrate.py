@@ -32,8 +32,8 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     from bayes_eval.checks.calibration import calibrate, published_calibration
+    from bayes_eval.fit import load_posterior
     from bayes_eval.outputs.plots import calibration_plot
-    from bayes_eval.results.posterior import load_posterior
     from bayes_eval.specs import check_level
 
     if args.published is not None:

@@ -60,7 +60,7 @@ def run(args) -> int:
     ]
     if given:
         raise InputError(f"--{given[0]}: applies with --prior only")
-    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.fit import load_posterior
 
     path = Path(args.source)
     posterior = load_posterior(path)

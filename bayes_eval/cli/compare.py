@@ -117,8 +117,7 @@ def _to_fit(args) -> tuple:
 
 def _fits(args) -> dict:
     """The fits to compare, by name: the run folders', or each model's fit to the table."""
-    from bayes_eval.fit import fit
-    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.fit import fit, load_posterior
     from bayes_eval.specs import load_spec
 
     paths = [Path(source) for source in args.sources]

@@ -31,8 +31,8 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     from bayes_eval.crossed.horizon import horizons
+    from bayes_eval.fit import load_posterior
     from bayes_eval.outputs.plots import horizon_plot
-    from bayes_eval.results.posterior import load_posterior
     from bayes_eval.specs import check_probability
 
     interval = check_probability(args.interval, "--interval")

@@ -121,7 +121,7 @@ def run(args) -> int:
 
 def _next_run(args, threshold, level, seed):
     from bayes_eval import plan
-    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.fit import load_posterior
 
     if args.task is None:
         raise InputError("plan: RUN_DIR needs --task (the task to plan the next run for)")
@@ -143,7 +143,7 @@ def _next_run(args, threshold, level, seed):
 def _allocation(args) -> int:
     """``plan RUN_DIR --attempts K --budget B``: runs per task, and what each rule leaves."""
     from bayes_eval.allocation import allocate
-    from bayes_eval.results.posterior import load_posterior
+    from bayes_eval.fit import load_posterior
 
     if args.run_dir is None or args.attempts is None:
         raise InputError(

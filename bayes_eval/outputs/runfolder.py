@@ -21,11 +21,11 @@ import shutil
 from pathlib import Path
 
 from bayes_eval.errors import InputError
+from bayes_eval.files import MANIFEST, digest
 from bayes_eval.inference.interrupts import deferred
 
 __all__ = ["MANIFEST", "check_out", "folder_names", "holds_fit", "write_run"]
 
-MANIFEST = "bayes-eval-run.json"
 STAGING_PREFIX = ".bayes-eval-"
 # What run folders held before they had a manifest.
 EARLIER_OUTPUTS = {
@@ -141,7 +141,9 @@ def _stage(staging: Path, out: Path, write, command: str, adds_to_run: bool) -> 
                 if item.name != MANIFEST and not (staging / item.name).exists():
                     shutil.copy2(item, staging / item.name)
         names = sorted(p.name for p in staging.iterdir())
+        hashes = {name: digest(staging / name) for name in names if (staging / name).is_file()}
         manifest = {"written_by": "bayes-eval", "commands": commands, "files": names}
+        manifest["sha256"] = hashes
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         what = Path(exc.filename).name if exc.filename else "the run"

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from bayes_eval.exact.builders import Estimates
     from bayes_eval.inference.diagnostics import Diagnostics
 
-__all__ = ["FILE_FORMAT", "Posterior", "load_posterior", "prior_shapes"]
+__all__ = ["FILE_FORMAT", "Posterior", "prior_shapes", "read_posterior"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
@@ -398,8 +398,10 @@ class Posterior:
         return path
 
 
-def load_posterior(path: PathLike) -> Posterior:
-    """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash differs.
+def read_posterior(path: PathLike) -> Posterior:
+    """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash
+    differs (``bayes_eval.load_posterior`` checks the run folder and an exact fit's
+    posterior too).
 
     ``path`` is the file, or a folder written by ``bayes-eval fit --out`` (its
     ``posterior.nc``).
