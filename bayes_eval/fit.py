@@ -169,6 +169,14 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
         estimates = Estimates.stack(
             [build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()]
         )
+    without = np.flatnonzero(estimates.reason != "")
+    if without.size:
+        named = [
+            f"task '{estimates.task[i]}' (agent '{estimates.agent[i]}'): {estimates.reason[i]}"
+            for i in without[:3]
+        ]
+        more = f"; and {without.size - 3} more" if without.size > 3 else ""
+        note(f"{without.size} task(s) without an estimate: {'; '.join(named)}{more}")
     # rows of the fitted tasks that no estimate rests on
     read = by_pair.table.index[by_pair.positions()]
     _report_left_out(

@@ -131,6 +131,9 @@ class Estimates:
         )
 
 
+NO_EXPERT = ", and no expert best-of-N or golden-solution run for it"
+
+
 def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
     return prior.alpha + successes, prior.beta + (trials - successes)
 
@@ -139,11 +142,26 @@ def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]
 
 
 def end_to_end(agent, task, by_method, spec) -> Estimate:
+    """The end-to-end count's Beta posterior; none (with the reason) where the prior's
+    alpha is 0 and the count 0 successes, which has no proper posterior."""
     prior = spec.priors["end_to_end"]
     rows = by_method[END_TO_END]
     row = rows.iloc[0]
     k, n = int(row["successes"]), int(row["trials"])
     a, b = _posterior(prior, k, n)
+    provenance = (
+        f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']} grading)"
+    )
+    if not a > 0:
+        return Estimate(
+            agent,
+            task,
+            END_TO_END,
+            cp=(k, n),
+            used=rows.index,
+            provenance=provenance,
+            reason=improper("the end-to-end count", k, n, prior),
+        )
     return Estimate(
         agent,
         task,
@@ -153,8 +171,17 @@ def end_to_end(agent, task, by_method, spec) -> Estimate:
         [0],
         cp=(k, n),
         used=rows.index,
-        provenance=f"{spec.name}; end_to_end prior {prior.label()}; {k}/{n} ({row['grading']}"
-        " grading)",
+        provenance=provenance,
+    )
+
+
+def improper(what: str, k: int, n: int, prior: Prior, also: str = "") -> str:
+    """Why ``what``'s count of ``k`` of ``n`` has no proper posterior under ``prior``
+    (alpha 0, no success), with ``also`` (what else was looked for), and what would give
+    it one."""
+    return (
+        f"{what} has {k}/{n} successes: no proper posterior under {prior.label()}{also}; a "
+        "prior with alpha > 0 gives one (Beta(1, 1); Jeffreys' Beta(0.5, 0.5))"
     )
 
 
@@ -164,20 +191,26 @@ def end_to_end_table(pair_rows, spec) -> Estimates:
     rows = pair_rows.first(END_TO_END)
     k = rows["successes"].to_numpy(dtype=np.int64)
     n = rows["trials"].to_numpy(dtype=np.int64)
-    a, b = _posterior(prior, k, n)
+    a, b = (np.asarray(x, dtype=float) for x in _posterior(prior, k, n))
     counts = pd.Series(k.astype(str), dtype=object) + "/" + n.astype(str).astype(object)
     grading = rows["grading"].to_numpy(dtype=object)
     head = f"{spec.name}; end_to_end prior {prior.label()}; "
+    reason = np.full(k.size, "", dtype=object)
+    bad = ~(a > 0)
+    reason[bad] = [
+        improper("the end-to-end count", i, j, prior) for i, j in zip(k[bad], n[bad], strict=True)
+    ]
+    a[bad] = b[bad] = np.nan
     return Estimates(
         rows["agent"].to_numpy(dtype=str),
         rows["task"].to_numpy(dtype=str),
         np.full(k.size, END_TO_END),
-        a.astype(float).reshape(-1, 1, 1),
-        b.astype(float).reshape(-1, 1, 1),
+        a.reshape(-1, 1, 1),
+        b.reshape(-1, 1, 1),
         np.full(k.size, np.nan),
         np.stack([k, n], axis=1),
         (head + counts + " (" + grading + " grading)").to_numpy(dtype=str),
-        np.full(k.size, ""),
+        reason.astype(str),
         pair_rows.table.index[pair_rows.positions()],
     )
 
@@ -201,8 +234,8 @@ def milestones_table(pair_rows, spec) -> Estimates:
     # each pair's first milestone without a proper posterior (0 successes under Haldane)
     none = np.iinfo(np.int64).max
     bad = np.full(pairs, none)
-    improper = np.flatnonzero(~(a > 0))
-    np.minimum.at(bad, pair[improper], improper)
+    without = np.flatnonzero(~(a > 0))
+    np.minimum.at(bad, pair[without], without)
     proper = bad == none
     keep = proper[pair]
     alpha = np.full((pairs, 1, max(int(step.max(initial=0)), 1)), np.nan)
@@ -222,9 +255,9 @@ def milestones_table(pair_rows, spec) -> Estimates:
     provenance[proper] = head + "; " + parts.groupby(pair).agg(", ".join).to_numpy()[proper]
     reason = np.full(pairs, "", dtype=object)
     worst = bad[~proper]
+    also = NO_EXPERT + " (phuong_chain would use one)"
     reason[~proper] = [
-        f"milestone {s} has 0/{t} successes: no proper posterior under {prior.label()}, and "
-        "no expert best-of-N or golden-solution run for it (phuong_chain would use one)"
+        improper(f"milestone {s}", 0, t, prior, also)
         for s, t in zip(step[worst], n[worst], strict=True)
     ]
     agents, tasks = (rows[c].to_numpy(dtype=object)[first] for c in ("agent", "task"))
@@ -254,6 +287,17 @@ def expert_completion(agent, task, by_method, spec) -> Estimate:
         alpha.append([a for a, _ in ab])
         beta.append([b for _, b in ab])
         parts.append(f"run {run}: {len(ab)} steps")
+        zero = next((i for i, (a, _) in enumerate(ab) if not a > 0), None)
+        if zero is not None:
+            k, n = int(steps["successes"].iloc[zero]), int(steps["trials"].iloc[zero])
+            return Estimate(
+                agent,
+                task,
+                EXPERT_COMPLETION,
+                used=rows.index,
+                provenance=f"{spec.name}; step prior {prior.label()}",
+                reason=improper(f"run {run}, step {steps['step'].iloc[zero]}", k, n, prior),
+            )
     return Estimate(
         agent,
         task,
@@ -268,12 +312,33 @@ def expert_completion(agent, task, by_method, spec) -> Estimate:
 
 
 def chain(agent, task, by_method, spec) -> Estimate:
-    """Phuong et al.'s fallback chain for one task."""
+    """Phuong et al.'s fallback chain for one task. A rung whose evidence has no proper
+    posterior under the spec's prior (a milestone of 0 successes under Haldane's prior,
+    with no expert run for it) passes the task on to the next rung that has evidence, and
+    the provenance says so; where none has, the task has no estimate, with the reason."""
     e2e = by_method.get(END_TO_END)
     if e2e is not None and int(e2e["successes"].iloc[0]) > 0:
         return _tag(end_to_end(agent, task, by_method, spec), "rung end_to_end")
+    passed = None  # the milestone rung's estimate, where it has no posterior
     if MILESTONE_METHOD in by_method:
-        return _milestone_product(agent, task, by_method, spec, rung="rung milestone; ")
+        estimate = _milestone_product(agent, task, by_method, spec, rung="rung milestone; ")
+        if not estimate.reason:
+            return estimate
+        passed = estimate
+    later = _later_rungs(agent, task, by_method, spec, e2e)
+    if passed is None:
+        return later
+    if later.reason:
+        return passed
+    why = f"the milestone rung passed over: {passed.reason.split('; a prior')[0]}"
+    later.provenance = later.provenance.replace(";", f"; {why};", 1)
+    later.used = later.used.append(passed.used)
+    return later
+
+
+def _later_rungs(agent, task, by_method, spec, e2e) -> Estimate:
+    """The chain's rungs after the milestones: expert completion, whole-task best-of-N
+    and golden solutions, then an end-to-end count of 0 successes."""
     if EXPERT_COMPLETION in by_method:
         return _tag(expert_completion(agent, task, by_method, spec), "rung expert_completion")
     for method in (BEST_OF_N, GOLDEN):
@@ -341,9 +406,13 @@ def _milestone_product(agent, task, by_method, spec, rung: str) -> Estimate:
                 MILESTONE_METHOD,
                 provenance=f"{spec.name}; milestone prior {prior.label()}",
                 used=used,
-                reason=f"milestone {step} has 0/{n} successes: no proper posterior under "
-                f"{prior.label()}, and no expert best-of-N or golden-solution run for it"
-                + ("" if rung else " (phuong_chain would use one)"),
+                reason=improper(
+                    f"milestone {step}",
+                    int(k),
+                    int(n),
+                    prior,
+                    NO_EXPERT + ("" if rung else " (phuong_chain would use one)"),
+                ),
             )
     head = f"{spec.name}; milestone prior {prior.label()}; "
     if not rungs:
