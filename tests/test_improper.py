@@ -8,6 +8,7 @@ from scipy import stats
 
 import bayes_eval
 from bayes_eval.cli.main import main
+from bayes_eval.messages import collected
 from bayes_eval.specs import shipped_specs
 
 REMEDY = "a prior with alpha > 0 gives one (Beta(1, 1); Jeffreys' Beta(0.5, 0.5))"
@@ -73,13 +74,16 @@ def test_the_chain_with_an_improper_end_to_end_prior_says_why(tmp_path):
 
 def test_a_milestone_of_no_success_under_haldane(tmp_path):
     """phuong2024, as published: the task gets no estimate, and the reason says what would
-    give it one (an expert run, through phuong_chain; a prior with alpha > 0)."""
+    give it one (an expert run, through phuong_chain), in the note too."""
     evidence = table([["t", "milestone", 1, None, 0, 20], ["t", "milestone", 2, None, 3, 20]])
-    (provenance,) = bayes_eval.fit(evidence, "phuong2024").summary()["provenance"]
+    with collected() as notes:
+        (provenance,) = bayes_eval.fit(evidence, "phuong2024").summary()["provenance"]
+    assert "1 task(s) without an estimate: task 't' (agent 'agent'): milestone 1 has 0/20" in (
+        " ".join(notes)
+    )
     assert provenance.endswith(
         "no estimate: milestone 1 has 0/20 successes: no proper posterior under Beta(0, 0), "
-        f"and no expert best-of-N or golden-solution run for it (phuong_chain would use one); "
-        f"{REMEDY}"
+        "and no expert best-of-N or golden-solution run for it (phuong_chain would use one)"
     )
 
 

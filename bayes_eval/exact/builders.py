@@ -131,9 +131,6 @@ class Estimates:
         )
 
 
-NO_EXPERT = ", and no expert best-of-N or golden-solution run for it"
-
-
 def _posterior(prior: Prior, successes: int, trials: int) -> tuple[float, float]:
     return prior.alpha + successes, prior.beta + (trials - successes)
 
@@ -175,13 +172,22 @@ def end_to_end(agent, task, by_method, spec) -> Estimate:
     )
 
 
-def improper(what: str, k: int, n: int, prior: Prior, also: str = "") -> str:
+def improper(what: str, k: int, n: int, prior: Prior) -> str:
     """Why ``what``'s count of ``k`` of ``n`` has no proper posterior under ``prior``
-    (alpha 0, no success), with ``also`` (what else was looked for), and what would give
-    it one."""
+    (alpha 0, no success), and what would give it one."""
     return (
-        f"{what} has {k}/{n} successes: no proper posterior under {prior.label()}{also}; a "
-        "prior with alpha > 0 gives one (Beta(1, 1); Jeffreys' Beta(0.5, 0.5))"
+        f"{what} has {k}/{n} successes: no proper posterior under {prior.label()}; a prior "
+        "with alpha > 0 gives one (Beta(1, 1); Jeffreys' Beta(0.5, 0.5))"
+    )
+
+
+def _no_milestone_posterior(step, n, prior: Prior, rung: str) -> str:
+    """Why a milestone of 0 successes leaves its task without an estimate (``rung``: the
+    chain's, where it has no expert run for it either), and what would give it one."""
+    return (
+        f"milestone {step} has 0/{n} successes: no proper posterior under {prior.label()}, "
+        "and no expert best-of-N or golden-solution run for it"
+        + ("" if rung else " (phuong_chain would use one)")
     )
 
 
@@ -255,10 +261,8 @@ def milestones_table(pair_rows, spec) -> Estimates:
     provenance[proper] = head + "; " + parts.groupby(pair).agg(", ".join).to_numpy()[proper]
     reason = np.full(pairs, "", dtype=object)
     worst = bad[~proper]
-    also = NO_EXPERT + " (phuong_chain would use one)"
     reason[~proper] = [
-        improper(f"milestone {s}", 0, t, prior, also)
-        for s, t in zip(step[worst], n[worst], strict=True)
+        _no_milestone_posterior(s, t, prior, "") for s, t in zip(step[worst], n[worst], strict=True)
     ]
     agents, tasks = (rows[c].to_numpy(dtype=object)[first] for c in ("agent", "task"))
     return Estimates(
@@ -406,13 +410,7 @@ def _milestone_product(agent, task, by_method, spec, rung: str) -> Estimate:
                 MILESTONE_METHOD,
                 provenance=f"{spec.name}; milestone prior {prior.label()}",
                 used=used,
-                reason=improper(
-                    f"milestone {step}",
-                    int(k),
-                    int(n),
-                    prior,
-                    NO_EXPERT + ("" if rung else " (phuong_chain would use one)"),
-                ),
+                reason=_no_milestone_posterior(step, n, prior, rung),
             )
     head = f"{spec.name}; milestone prior {prior.label()}; "
     if not rungs:
