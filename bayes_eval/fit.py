@@ -169,6 +169,7 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
         estimates = Estimates.stack(
             [build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()]
         )
+    _refuse_heavy(estimates, evidence)
     without = np.flatnonzero(estimates.reason != "")
     if without.size:
         named = [
@@ -185,6 +186,27 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
         f"{spec.name} rests those tasks on other evidence (see provenance)",
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+def _refuse_heavy(estimates, evidence: Evidence) -> None:
+    """Refuse, before any summary, a pair whose exact posterior is larger than the exact
+    engine summarises in about a minute (``EXACT_MAX_RUNS`` runs, ``EXACT_MAX_FACTORS``
+    factors), naming it and the alternatives."""
+    from bayes_eval.exact.products import EXACT_MAX_FACTORS, EXACT_MAX_RUNS
+
+    present = ~np.isnan(estimates.alpha)
+    factors, runs = present.sum(axis=(1, 2)), present.any(axis=2).sum(axis=1)
+    over = np.flatnonzero((runs > EXACT_MAX_RUNS) | (factors > EXACT_MAX_FACTORS))
+    if over.size:
+        i = over[0]
+        raise InputError(
+            f"{evidence.source}: task '{estimates.task[i]}' (agent '{estimates.agent[i]}'): its "
+            f"exact posterior is a product of {factors[i]:,} factors over {runs[i]:,} run(s), "
+            f"more than the exact engine summarises in about a minute (at most "
+            f"{EXACT_MAX_RUNS:,} runs and {EXACT_MAX_FACTORS:,} factors a task); fit a pooled "
+            "model (ecr_pooled for expert steps, hierarchical for milestones), or split the "
+            "task's runs or milestones into tables within those limits"
+        )
 
 
 def fit_per_agent(

@@ -1,12 +1,14 @@
 """Trouble from the operating system and odd files: one clear line, a documented exit
 status, no hang, no traceback, no warning."""
 
+import io
 import os
 import subprocess
 import sys
 
 import pytest
 
+import bayes_eval
 from bayes_eval.cli.main import main
 from bayes_eval.resources import example_evidence, shipped_dir
 
@@ -134,3 +136,46 @@ def test_an_unwritable_parent_is_refused_before_the_fit(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     one_error(*run(capsys, "fit", EXAMPLE, "--out", str(blocker / "run")), "parent folder")
+
+
+def steps_table(tmp_path, runs, steps):
+    rows = [
+        f"t,expert_completion,{s},{r},9,10" for r in range(1, runs + 1) for s in range(1, steps + 1)
+    ]
+    path = tmp_path / f"steps_{runs}x{steps}.csv"
+    path.write_text("task,method,step,run,successes,trials\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("runs", "steps", "shown"),
+    [(201, 1, "201 factors over 201 run(s)"), (1, 10_001, "10,001 factors over 1 run(s)")],
+)
+def test_exact_posteriors_too_large_to_summarise_are_refused_at_once(
+    capsys, tmp_path, runs, steps, shown
+):
+    """Past the documented limits (200 runs, 10,000 factors a task) the exact summary is
+    refused before any of it is done, naming the task and the alternatives (400 runs of 5
+    steps took 83 s and 5.9 GB: benchmarks/long_products.py)."""
+    path = steps_table(tmp_path, runs, steps)
+    status, out, err = run(capsys, "fit", str(path), "--model", "ecr2024")
+    one_error(status, out, err, f"{path}: task 't' (agent 'agent'): its exact posterior is a")
+    assert shown in err and "at most 200 runs and 10,000 factors" in err
+    assert "fit a pooled model (ecr_pooled" in err
+
+
+def test_a_long_exact_summary_says_how_it_is_getting_on(monkeypatch, tmp_path):
+    """A product of many factors on the grid announces itself, and a summary that runs
+    for a while says how many posteriors are done (the limits lowered so that a small
+    real summary crosses them)."""
+    from bayes_eval.exact import products
+    from bayes_eval.messages import showing_progress
+
+    monkeypatch.setattr(products, "PROGRESS_FACTORS", 3)
+    monkeypatch.setattr(products, "PROGRESS_SECONDS", 0.0)
+    shown = io.StringIO()
+    with showing_progress(shown):
+        bayes_eval.fit(steps_table(tmp_path, 2, 4), "ecr2024").summary()
+    lines = shown.getvalue().splitlines()
+    assert "exact: a product of 8 factors over 2 run(s), on a grid (up to a minute)" in lines
+    assert any(line.startswith("exact: 0 posteriors summarised on the grid (") for line in lines)

@@ -44,6 +44,8 @@ GRID_SMALLEST_X = 1e-296
 # Most grid points one product may use; past it the grid step grows and the
 # achieved tolerance (always reported) loosens.
 GRID_MAX_POINTS = 2**21
+# A partial convolution whose largest value passes this is divided by it (see _convolve_all).
+GRID_RESCALE_ABOVE = 1e150
 # Factors convolved in sequence before their sums are convolved in a balanced tree.
 GRID_SEQUENTIAL_FACTORS = 8
 # Largest -log P the grid represents (P = exp(-2000), far below any float's use).
@@ -167,7 +169,8 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=
             if np.isfinite(top):  # (a factor without mass here leaves an empty sum)
                 mass, scale = np.exp(log_mass - top), scale + top
         masses.append(mass)
-    total = np.maximum(_convolve_all(masses), 0.0)
+    total, rescaled = _convolve_all(masses)
+    total, scale = np.maximum(total, 0.0), scale + rescaled
     if tilt:
         exponent = scale - tilt * (start + step * np.arange(total.size))
         total = total * np.exp(np.minimum(exponent, 600.0))
@@ -244,15 +247,29 @@ def _convolve_all(masses: list) -> np.ndarray:
     level of the tree transforms about the length of the result, so that a product of
     ``M`` factors costs about ``log2 M`` such levels, not ``M`` transforms of the growing
     sum (minutes for a few hundred factors). A product of at most that many factors is
-    convolved in sequence, as before the tree, to the same bits."""
+    convolved in sequence, as before the tree, to the same bits.
+
+    Returns the convolution and the log of the factor it was divided by: a partial sum
+    whose largest value passes ``GRID_RESCALE_ABOVE`` is divided by it (tilted masses,
+    each at most 1 at its peak, grow with every factor: a few hundred overflowed)."""
+    log_scale = 0.0
+
+    def convolve(x, y):
+        nonlocal log_scale
+        result = _convolve(x, y)
+        top = float(np.max(result))
+        if top > GRID_RESCALE_ABOVE:
+            result, log_scale = result / top, log_scale + math.log(top)
+        return result
+
     masses = [
-        reduce(_convolve, masses[i : i + GRID_SEQUENTIAL_FACTORS])
+        reduce(convolve, masses[i : i + GRID_SEQUENTIAL_FACTORS])
         for i in range(0, len(masses), GRID_SEQUENTIAL_FACTORS)
     ]
     while len(masses) > 1:
-        pairs = [_convolve(x, y) for x, y in zip(masses[0::2], masses[1::2], strict=False)]
+        pairs = [convolve(x, y) for x, y in zip(masses[0::2], masses[1::2], strict=False)]
         masses = pairs + masses[len(pairs) * 2 :]
-    return masses[0]
+    return masses[0], log_scale
 
 
 def _convolve(x, y):
@@ -430,12 +447,14 @@ class _Grid:
         ``GRID_ZOOM_POINTS`` bins, and while the quantile sits in their first bins its
         position is extrapolated from the CDF's power law there; then with a step fine
         enough for ``_discretisation_bound``. A far upper tail that no affordable step
-        bounds so takes its error from the change from a grid of twice the step. Below
+        bounds so, and a quantile whose step would need more than ``GRID_MAX_POINTS``
+        (a product of hundreds of factors: it is computed once at the finest step allowed),
+        take their error from the change from a grid of twice the step. Below
         ``GRID_SMALLEST_X`` it stops. Returns the quantile and its error in ``X``.
         """
         tail = min(q, 1.0 - q) < GRID_TILT_BELOW
         from_below = 1.0 - q >= GRID_TILT_BELOW  # a capped grid holds no far upper tail
-        step = self.step
+        step, clamped = self.step, False
         for _ in range(GRID_ZOOMS):
             wanted = QUANTILE_TOLERANCE * min(1.0, x)
             if (error <= wanted and not tail) or x + error < GRID_SMALLEST_X:
@@ -445,6 +464,10 @@ class _Grid:
                 cap, floor = x + 2 * error, x - error
                 final = floor > 0.5 * x
                 step = _step_within(wanted * floor / x, self.m) if final else cap / GRID_ZOOM_POINTS
+                if step < self._finest(cap):  # finer than GRID_MAX_POINTS allow: once, at it
+                    if clamped:
+                        break  # as fine as the grid may go: the error stays as reported
+                    step, clamped = self._finest(cap), True
             elif error > wanted:  # refine the whole grid (a capped one holds no upper tail)
                 finer = max(_step_within(wanted, self.m), self._finest(np.inf))
                 if finer >= step and not tail:
@@ -454,7 +477,7 @@ class _Grid:
             estimate = x
             x = float(_mixture_quantiles(cdfs, np.array([q]))[0])
             error, tail = _discretisation_bound(self.m, step), False
-            if not np.isfinite(cap) and error > QUANTILE_TOLERANCE * min(1.0, x):
+            if (clamped or not np.isfinite(cap)) and error > QUANTILE_TOLERANCE * min(1.0, x):
                 coarse = self._cdfs(2 * step, estimate, cap)
                 error = min(error, abs(x - float(_mixture_quantiles(coarse, np.array([q]))[0])))
             if np.isfinite(cap) and x < 64 * step:
@@ -489,9 +512,11 @@ class _Grid:
         return lower if lower <= 0.5 else 1.0 - upper
 
     def _finest(self, cap):
-        """The finest step that keeps every factor within ``GRID_MAX_POINTS`` below ``cap``."""
+        """The finest step that keeps each component's factors together within
+        ``GRID_MAX_POINTS`` below ``cap``, as the shared grid does (each factor alone
+        within it, as before, let a product of 500 factors take 10 GB)."""
         widths = [np.minimum(hi, cap) - lo for lo, hi in filter(None, self.supports)]
-        return max(float(np.max(w)) for w in widths) / GRID_MAX_POINTS
+        return max(float(np.sum(w)) for w in widths) / GRID_MAX_POINTS
 
     def _cdfs(self, step, x, cap):
         """Each component's grid at ``step``, capped at ``cap`` and tilted to ``x`` (a sum

@@ -26,6 +26,7 @@ and drops out of the product.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,14 +41,27 @@ from bayes_eval.exact.saddlepoint import (
     saddlepoint_cdf,
     saddlepoint_quantiles,
 )
+from bayes_eval.messages import duration_text, progress
 
 __all__ = [
+    "EXACT_MAX_FACTORS",
+    "EXACT_MAX_RUNS",
     "BetaProduct",
     "beta_product",
     "clopper_pearson_upper",
     "log_beta_draws",
     "summarise_products",
 ]
+
+
+# The largest exact posterior one pair may have, refused before any work past it: each
+# run has a grid of its own, so time and memory grow with the runs (on 2 cores, 400 runs of
+# 5 steps took 83 s and 5.9 GB; one run of 5,000 steps 26 s: benchmarks/long_products.py).
+EXACT_MAX_RUNS = 200
+EXACT_MAX_FACTORS = 10_000
+# A product this large, or a summary running this long, says how it is getting on.
+PROGRESS_FACTORS = 500
+PROGRESS_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,7 @@ def _from_canonical(key):
 def _summarise_distinct(products, probs, x_points):
     out: list[ProductSummary | None] = [None] * len(products)
     regular = []
+    report = _Progress()
     for i, product in enumerate(products):
         factors = product.factors
         if len(factors) == 1 and factors[0][0].size == 0:
@@ -161,6 +176,7 @@ def _summarise_distinct(products, probs, x_points):
         ):
             regular.append(i)
         else:
+            report.before(product)
             out[i] = grid_summary(factors, probs, x_points)
     if regular and np.max(probs, initial=0.0) <= SADDLEPOINT_MAX_PROB:
         a = [products[i].factors[0][0] for i in regular]
@@ -172,8 +188,36 @@ def _summarise_distinct(products, probs, x_points):
                 out[i] = ProductSummary(xq[j], xc[j], SADDLEPOINT_ERROR, "saddlepoint")
     for i in regular:  # the far upper tail of X: there the grid
         if out[i] is None:
+            report.before(products[i])
             out[i] = grid_summary(products[i].factors, probs, x_points)
     return out
+
+
+class _Progress:
+    """Progress of the grid's summaries (the slow engine): a line before a product of
+    ``PROGRESS_FACTORS`` factors or more, and every few seconds once they have run
+    ``PROGRESS_SECONDS``."""
+
+    def __init__(self):
+        self.done = 0
+        self.start = self.said = time.perf_counter()
+
+    def before(self, product: BetaProduct) -> None:
+        now = time.perf_counter()
+        if now - self.start > PROGRESS_SECONDS and now - self.said > PROGRESS_SECONDS:
+            progress(
+                f"exact: {self.done} posteriors summarised on the grid "
+                f"({duration_text(now - self.start)} so far)"
+            )
+            self.said = now
+        factors = sum(a.size for a, _ in product.factors)
+        if factors >= PROGRESS_FACTORS:
+            runs = len(product.factors)
+            progress(
+                f"exact: a product of {factors:,} factors over {runs:,} run(s), on a grid "
+                "(up to a minute)"
+            )
+        self.done += 1
 
 
 def clopper_pearson_upper(successes, trials, level):
