@@ -14,14 +14,6 @@ DEFAULT_AGENT = "agent"
 
 # Numbers in a text table or option: plain ASCII, so that "1_0", full-width digits and "1e3"
 # (which Python's int and float accept) are refused rather than read as something else.
-INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
-# A count in a table: digits, optionally a decimal point and zeros (pandas writes an integer
-# column holding blanks as floats, "1.0"); no sign, exponent or underscore.
-COUNT_TEXT = re.compile(r"[0-9]+(\.0+)?", re.ASCII)
-COUNT_RULE = (
-    "is not a count: write digits 0-9, optionally followed by a decimal point and zeros "
-    "(1.0); no sign, exponent or underscore"
-)
 REAL_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 INT64_MAX = 2**63 - 1
 

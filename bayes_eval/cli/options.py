@@ -9,9 +9,13 @@ import math
 import re
 from pathlib import Path
 
-from bayes_eval.constants import INT64_MAX, INTEGER_TEXT, MCMC_ENGINES, REAL_TEXT
+from bayes_eval.constants import INT64_MAX, MCMC_ENGINES, REAL_TEXT
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
+
+# A whole number given as an option: ASCII digits with an optional sign ("1_0" and
+# full-width digits, which Python's int accepts, are refused).
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 class Parser(argparse.ArgumentParser):

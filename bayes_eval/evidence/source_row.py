@@ -5,16 +5,24 @@ file, row, column and rule."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import COUNT_RULE, COUNT_TEXT, INT64_MAX, REAL_TEXT
+from bayes_eval.constants import INT64_MAX, REAL_TEXT
 from bayes_eval.errors import InputError
 
 __all__ = ["SourceRow", "as_real"]
 
 FLOAT_EXACT = 2**53  # the largest float below which every whole number is exact
+# A count in a text table: digits, optionally a decimal point and zeros (pandas writes an
+# integer column holding blanks as floats, "1.0"); no sign, exponent or underscore.
+COUNT_TEXT = re.compile(r"[0-9]+(\.0+)?", re.ASCII)
+COUNT_RULE = (
+    "is not a count: write digits 0-9, optionally followed by a decimal point and zeros "
+    "(1.0); no sign, exponent or underscore"
+)
 
 
 class SourceRow:

@@ -24,7 +24,9 @@ tasks never pay for them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -390,12 +392,25 @@ class Posterior:
         (a segmentation fault at exit); written from memory, a full disk is an ordinary
         ``OSError`` naming the file."""
         path = Path(path)
-        data = self.tree.to_netcdf(engine="h5netcdf")
+        with _local_scheduler():
+            data = self.tree.to_netcdf(engine="h5netcdf")
         try:
             path.write_bytes(data)
         except OSError as exc:  # a full disk's error names no file
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         return path
+
+
+def _local_scheduler():
+    """Where dask is in use, its local scheduler for the block: with a distributed client
+    active, xarray locks a file it writes with a cluster-wide lock named by the file, and a
+    file made in memory has no name the cluster knows (``Semaphore or Lock ... not
+    known``); the tree's arrays are in memory, so nothing is computed by dask."""
+    if "dask" not in sys.modules:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.config.set(scheduler="synchronous")
 
 
 def read_posterior(path: PathLike) -> Posterior:
