@@ -122,6 +122,8 @@ def load_posterior(path: PathLike) -> Posterior:
 def _check_exact(posterior: Posterior, path: Path) -> None:
     """Refuse ``posterior`` (read from ``path``) where its ``conjugate`` group is not the
     one its evidence and spec give."""
+    from bayes_eval.results.posterior import package_version
+
     with collected():  # the notes were said when it was fitted
         again = fit(
             posterior.evidence,
@@ -139,10 +141,12 @@ def _check_exact(posterior: Posterior, path: Path) -> None:
         elif same:
             same = kept.values.astype(str).tolist() == values.values.astype(str).tolist()
         if not same:
+            why = "the file was edited or damaged after it was written"
+            if posterior.written_by != package_version():
+                why += f", or bayes_eval {posterior.written_by}, which wrote it, fitted otherwise"
             raise InputError(
                 f"{path}: the stored posterior ({name}) is not the one its evidence and "
-                f"model {posterior.spec.name} give: the file was edited or damaged after it "
-                "was written; fit again"
+                f"model {posterior.spec.name} give: {why}; fit again"
             )
 
 

@@ -228,6 +228,11 @@ class Posterior:
         node = self._tree["conjugate"]
         return {name: node[name].values.tolist() for name in node.dims}
 
+    @property
+    def written_by(self) -> str:
+        """The version of bayes_eval that made this fit."""
+        return str(self._tree.attrs.get("bayes_eval_version", "unknown"))
+
     def group(self, name: str) -> xr.Dataset:
         """One group of the tree as a Dataset (``covariates``, ``conjugate``, ...)."""
         return self._tree[name].to_dataset()
