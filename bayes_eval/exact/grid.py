@@ -241,7 +241,7 @@ def _upper_edge_shares(a, b, lo, step, n_bins):
     return shares
 
 
-def _convolve_all(masses: list) -> np.ndarray:
+def _convolve_all(masses: list) -> tuple[np.ndarray, float]:
     """The convolution of all ``masses``: in sequence within runs of
     ``GRID_SEQUENTIAL_FACTORS``, then the runs' sums pairwise in a balanced tree. Each
     level of the tree transforms about the length of the result, so that a product of
