@@ -334,7 +334,7 @@ def chain(agent, task, by_method, spec) -> Estimate:
         return later
     if later.reason:
         return passed
-    why = f"the milestone rung passed over: {passed.reason.split('; a prior')[0]}"
+    why = f"the milestone rung passed over: {passed.reason}"
     later.provenance = later.provenance.replace(";", f"; {why};", 1)
     later.used = later.used.append(passed.used)
     return later
