@@ -14,12 +14,13 @@ one's cache (warm), and a third fits a table of other sizes with it (resized: th
 example with every task run again under a new name, twice the tasks, pairs and cells).
 The options:
 
-- ``package``: the package's way. nutpie with numba, the model's two C functions
-  compiled once and kept in the package's disk cache (``bayes_eval.inference.
-  kernel_cache``): the cold process compiles them (in a forked process) and loads them,
-  the warm one loads them. The same bytes in both.
-- ``anew``: nutpie's own ``compile_pymc_model``, every kernel compiled anew in every
-  process (``engines.compile_nutpie``; the package's way until 2026-11-29): no cache.
+- ``package``: the package's way. nutpie with the model's two functions written as C from
+  its graphs and compiled by the C compiler once, kept in the package's disk cache
+  (``bayes_eval.inference.native``): the cold process compiles and loads them, the warm
+  one loads them. The same bytes in both.
+- ``anew``: nutpie's own ``compile_pymc_model`` (numba), every kernel compiled anew in
+  every process (``engines.compile_nutpie``; the package's way until 2026-11-29, and its
+  fallback where there is no C compiler): no cache.
 - ``pytensor-cache``: as ``anew``, with PyTensor's kernels loaded from its disk cache.
   Not the package's way: a kernel loaded from that cache is not inlined as a fresh one is,
   so the first process draws other bytes than the later ones (docs/outputs.md).

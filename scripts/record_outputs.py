@@ -17,6 +17,7 @@ numbers is meant.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import platform
 import subprocess
@@ -63,6 +64,24 @@ def outputs(dataset: str, model: str) -> dict[str, bytes]:
         return {f"{dataset}.{model}.{path.name}": path.read_bytes() for path in run.glob("*.csv")}
 
 
+def moved(old: bytes, new: bytes) -> str:
+    """How far a summary's upper bounds moved between two recordings: the largest change
+    relative to the old bound, and, for MCMC fits, in units of the two bounds' combined
+    Monte Carlo standard error."""
+    import numpy as np
+    import pandas as pd
+
+    a, b = (pd.read_csv(io.BytesIO(content)) for content in (old, new))
+    if len(a) != len(b) or list(a["task"]) != list(b["task"]):
+        return "another table of pairs"
+    change = (b["upper"] - a["upper"]).abs()
+    text = f"upper bounds moved by at most {(change / a['upper']).max():.2g} relative"
+    if "upper_mcse" in a and a["upper_mcse"].notna().any():
+        z = change / np.hypot(a["upper_mcse"], b["upper_mcse"])
+        text += f", {z.max():.2f} combined MCSE"
+    return text
+
+
 def stack() -> dict[str, str]:
     """The numerical stack and the processor the numbers depend on: a change of either may
     move the last digits (numpy's vectorised exp and log differ between processors)."""
@@ -105,12 +124,20 @@ def main(argv=None) -> int:
         text=True,
     ).stdout.strip()
     out.mkdir(parents=True, exist_ok=True)
+    earlier = {path.name: path.read_bytes() for path in out.glob("*.csv")}
     for old in out.glob("*.csv"):
         old.unlink()
     for dataset, model in CASES:
-        for name, content in outputs(dataset, model).items():
+        written = outputs(dataset, model)
+        for name, content in written.items():
             (out / name).write_bytes(content)
-        print(f"{dataset} with {model}: recorded", file=sys.stderr)
+        summary = f"{dataset}.{model}.summary.csv"
+        said = "recorded"
+        if summary in earlier and earlier[summary] != written[summary]:
+            said += f" ({moved(earlier[summary], written[summary])})"
+        elif summary in earlier:
+            said += " (the same summary)"
+        print(f"{dataset} with {model}: {said}", file=sys.stderr)
     recorded = stack()
     (out / "stack.json").write_text(json.dumps(recorded, indent=1) + "\n")
     (out / "RECORDED.md").write_text(provenance(recorded, bool(dirty)))

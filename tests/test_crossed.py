@@ -224,7 +224,7 @@ def test_success_offset_against_quadrature():
 def test_sbc_of_the_crossed_model(tmp_path):
     table, _ = _design(seed=5, agents=4, tasks=8, missing=0.3, zero_agent=False)
     evidence = load_evidence(table, keep_columns=True)
-    result = sbc(evidence, str(_spec(tmp_path)), simulations=24, draws=99, bins=4, seed=2)
+    result = sbc(evidence, str(_spec(tmp_path)), simulations=96, draws=99, bins=4, seed=2)
     assert result.passed(), result.p_values.sort_values().head()
 
 

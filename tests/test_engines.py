@@ -14,6 +14,8 @@ from bayes_eval.resources import shipped_datasets, shipped_dir
 
 pytest.importorskip("numpyro")
 
+SMALL_SAMPLER = {"draws": 1000, "tune": 500, "chains": 4}
+
 
 def _within_mcse(first, second, limit=3.0):
     """Every pair's upper bounds differ by at most ``limit`` combined MCSE."""
@@ -130,27 +132,27 @@ def test_jax_keeps_its_compilations_in_the_users_cache_folder(tmp_path):
     assert first == second
 
 
-def test_the_compile_cache_evicts_the_models_used_least_recently(tmp_path, monkeypatch):
-    """Three models of 100, 200 and 300 bytes, used in that order (file times 1, 2, 3):
-    to hold 400 bytes the first two go, the last stays; a file another process is
-    writing is left alone."""
+def test_the_compile_cache_evicts_the_files_used_least_recently(tmp_path, monkeypatch):
+    """Three libraries of 100, 200 and 300 bytes and a structure record of 50, used in that
+    order (file times 1 to 4): to hold 400 bytes the first two libraries go, the last one
+    and the record stay; a file another process is writing is left alone."""
     import os
 
-    from bayes_eval.inference.kernel_cache import cache_dir, evict
+    from bayes_eval.inference.native.library import cache_dir, evict
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = cache_dir()
     folder.mkdir(parents=True)
-    for used, (key, size) in enumerate((("a", 100), ("b", 200), ("c", 300)), start=1):
-        for name, part in ((f"{key}-py313.nbi", 10), (f"{key}-py313.1.nbc", size - 10)):
-            (folder / name).write_bytes(b"x" * part)
-            os.utime(folder / name, (used, used))
-    (folder / "a-py313.1.nbc.tmp.0123").write_bytes(b"x" * 1000)
+    files = (("a.so", 100), ("b.so", 200), ("c.so", 300), ("s.structure.json", 50))
+    for used, (name, size) in enumerate(files, start=1):
+        (folder / name).write_bytes(b"x" * size)
+        os.utime(folder / name, (used, used))
+    (folder / "a.so.tmp.0123").write_bytes(b"x" * 1000)
     evict(400)
     assert sorted(path.name for path in folder.iterdir()) == [
-        "a-py313.1.nbc.tmp.0123",
-        "c-py313.1.nbc",
-        "c-py313.nbi",
+        "a.so.tmp.0123",
+        "c.so",
+        "s.structure.json",
     ]
     evict(400)  # within the limit: nothing more goes
     assert len(list(folder.iterdir())) == 3
@@ -158,37 +160,32 @@ def test_the_compile_cache_evicts_the_models_used_least_recently(tmp_path, monke
 
 def test_the_log_density_callback_reads_ragged_data_through_its_pointer_table():
     """The C function nutpie calls reads each data array (an integer vector, a float
-    matrix, a float scalar) through the pointer table: a stand-in graph that returns a
-    value and gradient from them gives, through the C function, what numpy gives."""
+    matrix, a float scalar) through the pointer table: a graph of the point and those
+    arrays, written as C and compiled, gives the value and gradient numpy gives."""
     import ctypes
 
-    import numba
+    import pytensor
+    import pytensor.tensor as pt
 
-    from bayes_eval.inference.nutpie_model import LOGP_SOURCE, _function, _pointers, _source
-
-    @numba.njit
-    def graph(x, counts, matrix, scale):
-        return scale * (x.sum() + counts.sum()) + matrix[1, 2], x * matrix[0, 0]
+    from bayes_eval.inference.native import library, writer
+    from bayes_eval.inference.nutpie_model import _pointers
 
     data = [np.array([3, 1, 4], dtype=np.int64), np.arange(6.0).reshape(2, 3) + 1, np.array(2.5)]
-    text = _source(LOGP_SOURCE, [0, 1, 2], data)
-    pointer = numba.types.CPointer(numba.types.double)
-    signature = numba.types.int64(
-        numba.types.uint64, pointer, pointer, pointer, numba.types.voidptr
-    )
-    callback = numba.cfunc(signature)(_function(text, graph))
+    shared = [pytensor.shared(value, name=f"d{i}") for i, value in enumerate(data)]
+    point = pt.dvector("point")
+    counts, matrix, scale = shared
+    value = scale * (point.sum() + counts.sum()) + matrix[1, 2]
+    graph = writer.rewritten([point, *shared], [value, point * matrix[0, 0]])
+    source = writer.c_source(graph, [0, 1, 2], [d.ndim for d in data], "log density")
+    (loaded,), _ = library.libraries([source])
+    function = getattr(loaded, writer.LOGP_NAME)
+    function.restype = ctypes.c_int64
+    function.argtypes = [ctypes.c_uint64, *[ctypes.c_void_p] * 4]
     table = _pointers(data)
-    x, out, value = np.array([0.5, -1.0]), np.zeros(2), np.zeros(1)
-    as_double = ctypes.POINTER(ctypes.c_double)
-    status = callback.ctypes(
-        2,
-        x.ctypes.data_as(as_double),
-        out.ctypes.data_as(as_double),
-        value.ctypes.data_as(as_double),
-        table.ctypes.data_as(ctypes.c_void_p),
-    )
+    x, out, result = np.array([0.5, -1.0]), np.zeros(2), np.zeros(1)
+    status = function(2, x.ctypes.data, out.ctypes.data, result.ctypes.data, table.ctypes.data)
     assert status == 0
-    assert value[0] == 2.5 * (-0.5 + 8) + 6.0
+    assert result[0] == 2.5 * (-0.5 + 8) + 6.0
     assert np.array_equal(out, x * 1.0)
 
 
@@ -244,15 +241,16 @@ def test_the_structure_key_ignores_sizes_and_counts_but_not_priors_or_forms(tmp_
     assert _structure(many, "hierarchical", monkeypatch) != key
 
 
-def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, monkeypatch):
+def test_a_damaged_structure_record_only_costs_the_work_it_saves(tmp_path, monkeypatch):
     """A structure record that cannot be read, names data the graphs do not have, or
-    lacks its keys, is passed over: PyTensor compiles the graphs, the callbacks still
-    load from the cache, and the draws are the same bytes; so is a load that fails after
-    the record was read (the cache's files removed meanwhile)."""
+    lacks its libraries' keys, is passed over: the graphs are rewritten and written as C
+    again, the libraries still load from the cache, and the draws are the same bytes; so
+    is a load that fails after the record was read (the cache's files removed
+    meanwhile)."""
     import io
     import json
 
-    from bayes_eval.inference.kernel_cache import cache_dir
+    from bayes_eval.inference.native.library import cache_dir
     from bayes_eval.messages import showing_progress
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -276,9 +274,9 @@ def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, mo
     whole = json.loads(record.read_text())
     for damage in (
         "{not json",
-        '{"log density": ["nothing"], "deterministics": [], "keys": {}}',
-        json.dumps({**whole, "keys": {}}),
-        json.dumps({**whole, "keys": {what: 7 for what in whole["keys"]}}),
+        '{"log density": {"data": ["nothing"]}, "deterministics": {"data": []}}',
+        json.dumps({what: {"data": entry["data"]} for what, entry in whole.items()}),
+        json.dumps({what: {**entry, "library": 7} for what, entry in whole.items()}),
     ):
         record.write_text(damage)
         drawn, said = fit()
@@ -286,20 +284,18 @@ def test_a_damaged_structure_record_only_costs_the_compile_it_saves(tmp_path, mo
         assert "deterministics: cache hit" in said
         assert np.array_equal(drawn, first)
     # the record is whole again (the compile wrote it); a load that fails after it
-    from bayes_eval.inference import nutpie_model
+    from bayes_eval.inference.native import library
 
-    load, calls = nutpie_model.cached_callbacks, []
+    load, calls = library.load, []
 
-    def failing_once(functions, notice):
+    def failing_once(keys):
         calls.append(len(calls))
-        if len(calls) == 1:
-            raise OSError("the cache's files went while they were read")
-        return load(functions, notice)
+        return None if len(calls) == 1 else load(keys)  # the files went meanwhile
 
-    monkeypatch.setattr(nutpie_model, "cached_callbacks", failing_once)
+    monkeypatch.setattr(library, "load", failing_once)
     drawn, said = fit()
-    assert len(calls) == 2 and "a structure compiled before" in said
-    assert np.array_equal(drawn, first)
+    assert len(calls) == 1 and "a structure compiled before" not in said
+    assert "deterministics: cache hit" in said and np.array_equal(drawn, first)
 
 
 def test_an_operation_defined_by_a_graph_is_keyed_by_that_graph():
@@ -319,3 +315,44 @@ def test_an_operation_defined_by_a_graph_is_keyed_by_that_graph():
     assert structure_key(pm.Model(), point, {"log density": [total]}) == key
     swapped = pt.logaddexp(1.0, point).sum()
     assert structure_key(pm.Model(), point, {"log density": [swapped]}) != key
+
+
+def test_without_a_c_compiler_nutpie_compiles_the_model_itself(tmp_path):
+    """Where no C compiler runs (``CC`` names one that does not exist), a pooled fit says
+    why and has nutpie compile the model itself (numba, in the process); its fit passes the
+    diagnostics and its bounds agree with the C route's within Monte Carlo error."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    table = pd.DataFrame(
+        dict(task=[f"t{i}" for i in range(6)], method="end_to_end", trials=12)
+    ).assign(successes=[0, 1, 3, 6, 2, 0])
+    path = tmp_path / "table.csv"
+    table.to_csv(path, index=False)
+    code = (
+        "import json, sys, bayes_eval\n"
+        "from bayes_eval.messages import showing_progress\n"
+        "with showing_progress(sys.stderr):\n"
+        "    p = bayes_eval.fit(\n"
+        f"        sys.argv[1], 'end_to_end_pooled', seed=3, sampler={SMALL_SAMPLER}\n"
+        "    )\n"
+        "s = p.summary()\n"
+        "print(json.dumps(dict(ok=bool(p.diagnostics.ok), upper=s['upper'].tolist(),"
+        " mcse=s['upper_mcse'].tolist())))\n"
+    )
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "XDG_CACHE_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "does not run" in done.stderr and "compiling with nutpie's own compiler" in done.stderr
+    numba = json.loads(done.stdout)
+    native = bayes_eval.fit(str(path), "end_to_end_pooled", seed=3, sampler=SMALL_SAMPLER)
+    assert numba["ok"] and native.diagnostics.ok
+    summary = native.summary()
+    z = np.abs(np.subtract(numba["upper"], summary["upper"])) / np.hypot(
+        numba["mcse"], summary["upper_mcse"]
+    )
+    assert z.max() <= 4.0, z

@@ -729,7 +729,7 @@ def test_a_compiled_model_serves_tables_of_other_sizes_in_new_processes(tmp_path
     import sys
 
     from bayes_eval.inference import engines
-    from bayes_eval.inference.kernel_cache import cache_dir
+    from bayes_eval.inference.native.library import cache_dir
     from bayes_eval.messages import showing_progress
 
     warm, cold = tmp_path / "warm", tmp_path / "cold"
@@ -757,11 +757,11 @@ def test_a_compiled_model_serves_tables_of_other_sizes_in_new_processes(tmp_path
         said.append([line for line in stream.getvalue().splitlines() if "compil" in line])
     engines._COMPILED.clear()
     assert said[0][1].startswith(
-        "compile: log density and deterministics: cache miss, compiling (numba; "
+        "compile: log density and deterministics: cache miss, compiling (C; "
     )
     assert said[0][2].startswith("compile: log density and deterministics: compiled and cached")
     assert said[1] == ["compile: cache hit, the model compiled earlier in this process"]
-    assert len(list(cache_dir().glob("*.nbi"))) == 2  # an index per callback
+    assert len(list(cache_dir().glob("*.so"))) == 2  # a library per callback
     paths = []
     for name, table in (("second", second), ("other", other)):
         paths.append(tmp_path / f"{name}.csv")

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_eval.inference.engines import compile_nutpie, nutpie_compiled
+from bayes_eval.inference.engines import compile_model, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
 from bayes_eval.registry import LINKED_PRIORS
@@ -190,7 +190,9 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
         warnings.simplefilter("ignore")
         if layout.clusters is not None:
             simulated = _with_cluster_counts(setup, spec, layout, data)
-            model_data = compile_nutpie(_builder(simulated, spec)(simulated, spec, setup.form))
+            model_data = compile_model(
+                _builder(simulated, spec)(simulated, spec, setup.form)
+            ).with_data()
         else:  # compiled once per structure in each process, then given the counts
             key = ("sbc", *model_structure(layout, spec), setup.form.key())
             build = _builder(layout, spec)
@@ -283,7 +285,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
         if layout.clusters is not None:
             simulated = _with_cluster_counts(setup, spec, layout, data)
             simulated = dataclasses.replace(design, layout=simulated)
-            model_data = compile_nutpie(build_model(simulated, spec))
+            model_data = compile_model(build_model(simulated, spec)).with_data()
         else:  # compiled once per structure in each process, then given the counts
             simulated = dataclasses.replace(design, layout=_with_counts(layout, spec, data))
             key = ("sbc crossed", *model_structure(layout, spec))

@@ -1,6 +1,7 @@
 """The MCMC engines of the pooled models, and the choice between them.
 
-- ``nutpie`` (the default): NUTS compiled with numba, chains in parallel threads.
+- ``nutpie`` (the default): NUTS in Rust, the model's log density in C, chains in parallel
+  threads.
 - ``pymc``: PyMC's own NUTS, the fallback.
 - ``numpyro``: NUTS on JAX through PyMC's JAX samplers, the chains vectorized on one
   device (a GPU where JAX finds one). Needs the extra ``bayes_eval[jax]``
@@ -13,22 +14,20 @@
 PyMC, nutpie and JAX are imported only here, and only when a model is sampled.
 
 nutpie's model is compiled once per model structure on a machine and kept in the user's
-cache folder (``nutpie_model``, ``kernel_cache``): a later process, or a fit of a table of
-the same structure (new counts; for most models, other sizes), loads it in a fraction of
-a second.
+cache folder (``nutpie_model``, ``native``): its log density and expand function are
+written as C from the model's graphs and compiled by the system's C compiler in about a
+second; a later process, or a fit of a table of the same structure (new counts; for most
+models, other sizes), loads them in a fraction of a second. Where they cannot be built so
+(no C compiler), nutpie's own compile runs instead (numba, 20 to 80 s in every process),
+and the progress says why.
 
-Same seed, same bytes: PyTensor's own disk cache of compiled kernels stays off while a
-model is compiled (``fresh_compile``). With PyTensor's fast-math flags (reassociation,
-contraction, approximate functions), a kernel loaded from that cache is not inlined into
-the model as a freshly compiled one is, and the machine code differs: the gradient
-differed in the 13th significant digit, and a seeded fit's draws in the 8th, between the
-first process to compile a model and every later one. The package's cache keeps the
-whole compiled model instead, each kernel compiled anew inside it, and every process,
-the one that compiled it included, runs the copy loaded from the cache. Compiling
-without fast-math also made the bytes agree, but nutpie then failed to initialise on 2 of
-80 seeds of an SBC replicate that fast-math sampled on all 80, unexplained, so the
-arithmetic stays PyTensor's. The ``pymc`` and ``numpyro`` engines compile anew in every
-process (``numpyro``: JAX keeps its own cache).
+Same seed, same bytes: the C compiler makes the same machine code of the same source, and
+every process runs the library it loads from the cache. nutpie's own compile runs with
+PyTensor's disk cache of kernels off (``fresh_compile``): with PyTensor's fast-math
+flags, a kernel loaded from that cache is not inlined as a freshly compiled one is, and a
+seeded fit's draws differed in the 8th digit between the first process to compile a model
+and every later one. The ``pymc`` and ``numpyro`` engines compile anew in every process
+(``numpyro``: JAX keeps its own cache).
 """
 
 from __future__ import annotations
@@ -44,12 +43,13 @@ from pathlib import Path
 
 from bayes_eval.errors import InputError
 from bayes_eval.inference import interrupts
-from bayes_eval.inference.nutpie_model import CachedModel
+from bayes_eval.inference.nutpie_model import CachedModel, NotNative
 from bayes_eval.messages import progress, progress_shown
 
 __all__ = [
     "Engine",
     "choose_engine",
+    "compile_model",
     "compile_nutpie",
     "fresh_compile",
     "jax_cache_dir",
@@ -68,12 +68,10 @@ AUTO_JAX_CELLS = 5_000
 
 JAX_INSTALL = "pip install 'bayes_eval[jax]' (NVIDIA GPUs: 'bayes_eval[jax-cuda]')"
 
-# What a user waits for at the first fit of a model structure in a process
-# (benchmarks/compile_cache.py).
-COMPILE_NOTICE = (
-    "20 to 40 s on 2 cores, over a minute for joint; once per model structure on this "
-    "machine, then loaded from the cache"
-)
+# What a user waits for at the first fit of a model structure on a machine
+# (benchmarks/compile_cache.py), and where nutpie compiles the model itself.
+COMPILE_NOTICE = "about a second; once per model structure on this machine"
+NUMBA_NOTICE = "numba: 20 to 80 s on 2 cores, in every process"
 
 # What the samplers write into a trace's attributes that changes from run to run.
 CLOCK_ATTRS = ("created_at", "sampling_time")
@@ -280,15 +278,26 @@ def compile_nutpie(model):
         return nutpie.compile_pymc_model(model)
 
 
+def compile_model(model):
+    """``model`` compiled for nutpie: its callbacks in C (``nutpie_model``), or, where they
+    cannot be built so, nutpie's own compile (``compile_nutpie``), saying why. Its
+    ``with_data`` gives the model nutpie samples."""
+    try:
+        return CachedModel.compile(model, COMPILE_NOTICE)
+    except NotNative as exc:
+        progress(f"compile: {exc}; compiling with nutpie's own compiler ({NUMBA_NOTICE}) ...")
+        return compile_nutpie(model)
+
+
 def nutpie_compiled(key, build):
     """The model compiled for nutpie for the structure ``key``: from this process's cache,
-    else from the disk cache (``kernel_cache``), else compiled and cached; on a miss in
-    this process ``build()`` gives the PyMC model. Its data are the built model's:
-    ``with_data`` puts others in place and gives the model nutpie samples."""
+    else ``compile_model`` of ``build()`` (which loads it from the disk cache where it was
+    compiled before). Its data are the built model's: ``with_data`` puts others in place
+    and gives the model nutpie samples."""
     if key in _COMPILED:
         progress("compile: cache hit, the model compiled earlier in this process")
         return _COMPILED[key]
     if len(_COMPILED) >= COMPILE_CACHE_SIZE:
         _COMPILED.pop(next(iter(_COMPILED)))
-    _COMPILED[key] = CachedModel.compile(build(), COMPILE_NOTICE)
+    _COMPILED[key] = compile_model(build())
     return _COMPILED[key]

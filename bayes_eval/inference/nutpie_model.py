@@ -1,12 +1,13 @@
-"""A PyMC model as nutpie samples it, compiled once per machine and model structure.
+"""A PyMC model as nutpie samples it, its two C functions built once per machine and model
+structure.
 
 nutpie samples a model through two C functions: its log density with the gradient, and its
-expand function (the deterministics of each draw). nutpie's own ``compile_pymc_model``
-compiles them in every process, around the model's data, which numba cannot keep on disk.
-Here the same PyTensor graphs are called from C functions that read the data through a
-pointer at run time, so that the compiled code holds no data and is kept in the disk cache
-(``kernel_cache``). nutpie then samples them natively, as it samples its own
-(``CompiledPyMCModel``).
+expand function (the deterministics of each draw). nutpie's own ``compile_pymc_model`` has
+numba compile them from PyTensor's graphs, operation by operation (20 to 80 s on 2 cores,
+in every process). Here the same graphs are written out as C (``native.writer``), two functions
+that read the model's data through a pointer at run time, compiled by the system's C
+compiler in about a second and kept in the disk cache (``native.library``). nutpie then samples
+them natively, as it samples its own (``CompiledPyMCModel``).
 
 The graphs hold no size of the table either: the free variables are cut from nutpie's
 point at sizes read from the data (``_graphs``), and the models that take their design
@@ -16,63 +17,45 @@ tasks, milestones and trials. Those whose graphs still hold their design as cons
 (``joint``, ``crossed``, runs in clusters) compile once per design.
 
 A structure compiled before on the machine is known by a key of its graphs before PyTensor
-compiles them (``structure_key``), recorded beside its callbacks: its callbacks are loaded
-without PyTensor's compile of the graphs (about 1 s of a warm fit) or their ``graph_key``.
+rewrites them (``structure_key``), recorded beside its libraries: they are loaded without
+rewriting the graphs or writing their C again.
+
+Where the C route cannot be taken (no C compiler, or an operation ``native.writer`` does not
+write), ``NotNative`` says why, and the caller compiles with nutpie's own numba
+(``engines.nutpie_compiled``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from bayes_eval.inference.kernel_cache import (
-    all_cached,
-    cached_callbacks,
-    graph_key,
-    read_structure,
-    remember_structure,
-)
+from bayes_eval.inference.native import c_code, library, operations, writer
+from bayes_eval.inference.native.c_code import Unsupported
 from bayes_eval.messages import progress
 
-__all__ = ["CachedModel"]
+__all__ = ["CachedModel", "NotNative", "structure_key"]
 
-LOGP_SOURCE = """
-def logp_callback(dim, x_, out_, logp_, user_data_):
-    try:
-        x = numba.carray(x_, (dim,))
-        out = numba.carray(out_, (dim,))
-        meta = numba.carray(user_data_, ({size},), np.int64)
-{arrays}
-        value, grad = graph(x{arguments})
-        numba.carray(logp_, (1,))[0] = value
-        out[:] = grad
-        if not np.all(np.isfinite(out)):
-            return 3
-        if not np.isfinite(value):
-            return 4
-    except Exception:
-        return 1
-    return 0
-"""
+# The callbacks, by what they compute, and the C function each library exports.
+CALLBACKS = {"log density": writer.LOGP_NAME, "deterministics": writer.EXPAND_NAME}
 
-EXPAND_SOURCE = """
-def expand_callback(dim, expanded, x_, out_, user_data_):
-    try:
-        x = numba.carray(x_, (dim,))
-        out = numba.carray(out_, (expanded,))
-        meta = numba.carray(user_data_, ({size},), np.int64)
-{arrays}
-        (values,) = graph(x{arguments})
-        out[:] = values
-    except Exception:
-        return -2
-    return 0
-"""
+
+class NotNative(Exception):
+    """The model's callbacks cannot be built as C here (the message says why)."""
+
+
+@dataclass(frozen=True)
+class NativeFunction:
+    """A C function of a loaded library, as nutpie takes it (its ``address``); it keeps the
+    library loaded."""
+
+    address: int
+    library: object
 
 
 @dataclass(frozen=True)
@@ -93,14 +76,19 @@ class CachedModel:
 
     @classmethod
     def compile(cls, model, notice: str) -> CachedModel:
-        """``model``'s callbacks, with graphs as nutpie's ``compile_pymc_model`` makes
-        them but free of the table's sizes (``_graphs``), each kernel compiled anew
-        inside them, and nutpie's initial points (jittered); ``notice`` says what a
+        """``model``'s callbacks, from graphs as nutpie's ``compile_pymc_model`` makes them
+        but free of the table's sizes (``_graphs``), written as C and compiled (or loaded
+        from the cache), and nutpie's initial points (jittered); ``notice`` says what a
         compile costs.
 
-        A structure met before on this machine (``structure_key``) loads its callbacks
-        without compiling its graphs in PyTensor; another is compiled by PyTensor
-        first, which names its callbacks in the cache (``graph_key``)."""
+        A structure met before on this machine (``structure_key``) loads its libraries
+        without rewriting its graphs.
+
+        Raises
+        ------
+        NotNative
+            No C compiler, or an operation the C writer does not know.
+        """
         from nutpie import compile_pymc
         from pymc.initial_point import make_initial_point_fn
 
@@ -115,26 +103,28 @@ class CachedModel:
         )
         point, graphs = _graphs(model)
         shape_info = _layout(model)
-        structure = structure_key(model, point, graphs)
-        found = _known(structure, graphs) if structure else None
-        callbacks = None
-        if found:
-            seconds = time.perf_counter() - start
-            progress(
-                f"compile: the model's graphs built in {seconds:.1f} s, a structure compiled "
-                "before on this machine"
-            )
-            # evicted or damaged since: compiled below
-            with contextlib.suppress(Exception):
-                callbacks = cached_callbacks([f[:4] for f in found[2]], notice)
-        if callbacks is None:
-            found = _compiled(model, point, graphs)
-            progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
-            callbacks = cached_callbacks([f[:4] for f in found[2]], notice)
-            if structure and all(key for _, _, key, _, _ in found[2]):
-                remember_structure(structure, _record(found[2]))
-        shared, data, _ = found
-        logp, expand = callbacks
+        shared = _data_variables(graphs)
+        try:
+            structure = structure_key(model, point, graphs)
+            loaded = _known(structure, shared, graphs) if structure else None
+            if loaded is not None:
+                progress(
+                    f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s, "
+                    "a structure compiled before on this machine"
+                )
+                progress(f"compile: {' and '.join(graphs)}: cache hit, loaded")
+            else:
+                loaded = _built(point, graphs, shared, notice, start)
+                if structure:
+                    library.remember_structure(structure, loaded[1])
+        except (Unsupported, library.NoCompiler) as exc:
+            raise NotNative(str(exc)) from None
+        libraries = loaded[0]
+        functions = {
+            what: NativeFunction(_address(loaded, CALLBACKS[what]), loaded)
+            for what, loaded in zip(graphs, libraries, strict=True)
+        }
+        data = [np.require(var.get_value(), requirements="C") for var in shared]
         names, slices, shapes = (part[: len(model.free_RVs)] for part in shape_info)
         reparameterized = [
             model.rvs_to_values[var].name
@@ -147,8 +137,8 @@ class CachedModel:
             dims=dims,
             _coords=coords,
             _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
-            compiled_logp_func=logp,
-            compiled_expand_func=expand,
+            compiled_logp_func=functions["log density"],
+            compiled_expand_func=functions["deterministics"],
             initial_point_func=compile_pymc._rv_dict_to_flat_array_wrapper(
                 initial_point, names=names, shapes=shapes
             ),
@@ -222,21 +212,25 @@ def _graphs(model):
 
 
 def structure_key(model, point, graphs) -> str | None:
-    """A key of ``graphs`` before PyTensor compiles them: every operation (pickled: its
+    """A key of ``graphs`` before PyTensor rewrites them: every operation (pickled: its
     type and parameters, which is what PyTensor's own equality of operations compares;
     an operation defined by a graph of its own, such as ``logaddexp``, by that graph, in
     the same way), how they connect, the types of the data and the constants' values,
-    with the versions of PyTensor, PyMC, nutpie and the compiler stack and the flags that
-    steer PyTensor's rewrites. The same key gives the same compiled graphs, so the
-    callbacks named by ``graph_key`` of a structure compiled before can be loaded without
-    compiling the graphs again (``remember_structure``). ``None`` where the graphs have an
+    with the versions of PyTensor, PyMC, nutpie and numpy, the C writer's source, the C
+    compiler and the flags that steer PyTensor's rewrites. The same key gives the same C,
+    so the libraries a structure compiled before recorded (``native.library.remember_structure``)
+    can be loaded without rewriting the graphs again. ``None`` where the graphs have an
     input other than the point and the model's data, or an operation that cannot be
-    pickled."""
+    pickled.
+
+    Raises
+    ------
+    library.NoCompiler
+        No C compiler.
+    """
     import pickle
     import sys
 
-    import llvmlite
-    import numba
     import nutpie
     import pymc
     import pytensor
@@ -247,10 +241,11 @@ def structure_key(model, point, graphs) -> str | None:
     def add(*parts):
         digest.update(pickle.dumps(parts, protocol=5))
 
-    add(sys.version, *(m.__version__ for m in (pytensor, pymc, nutpie, numba, llvmlite, np)))
-    add(config.floatX, config.numba__fastmath, config.optimizer_excluding)
-    add(config.optimizer_including, config.optimizer_requiring, model.check_bounds)
-    add(LOGP_SOURCE, EXPAND_SOURCE)
+    add(sys.version, *(m.__version__ for m in (pytensor, pymc, nutpie, np)))
+    add(config.floatX, config.optimizer_excluding, config.optimizer_including)
+    add(config.optimizer_requiring, model.check_bounds)
+    add(*(Path(m.__file__).read_text() for m in (writer, operations, c_code)))
+    add(library.compiler(), library.FLAGS)
     try:
         for what, outputs in graphs.items():
             _add_graph(add, outputs, {point: "point"})
@@ -302,78 +297,89 @@ def _add_graph(add, outputs, named) -> None:
     add([ids[var] for var in outputs])
 
 
-def _compiled(model, point, graphs):
-    """``graphs`` compiled by PyTensor: ``_callbacks`` of their numba functions, each
-    named by ``graph_key``."""
-    import pytensor
-    from pymc.pytensorf import compile as compile_pymc
-
-    with model, pytensor.config.change_flags(numba__cache=False):
-        functions = {
-            what: compile_pymc((point,), outputs, mode="NUMBA") for what, outputs in graphs.items()
-        }
-    variables = {what: function.get_shared() for what, function in functions.items()}
-    jitted = {what: function.vm.jit_fn for what, function in functions.items()}
-    return _callbacks(variables, jitted, lambda what, text: graph_key(functions[what], text))
-
-
-def _known(structure, graphs):
-    """``_callbacks`` of a structure compiled before, whose callbacks are all in the
-    cache (only ever loaded: they call no graph); ``None`` otherwise."""
+def _data_variables(graphs) -> list:
+    """The model's data variables the graphs read, in the order first read: the order of
+    the callbacks' pointer table."""
     from pytensor.compile.sharedvalue import SharedVariable
     from pytensor.graph.traversal import graph_inputs
 
-    record = read_structure(structure)
-    if record is None:
-        return None
-    shared = {}
+    found = {}
     for outputs in graphs.values():
         for var in graph_inputs(outputs):
             if isinstance(var, SharedVariable):
-                shared.setdefault(var.name, set()).add(var)
+                found.setdefault(var, None)
+    return list(found)
+
+
+def _reads(graphs, shared) -> dict:
+    """Per graph, its data variables in the pointer table's order."""
+    from pytensor.graph.traversal import graph_inputs
+
+    reads = {}
+    for what, outputs in graphs.items():
+        inputs = set(graph_inputs(outputs))
+        reads[what] = [var for var in shared if var in inputs]
+    return reads
+
+
+def _built(point, graphs, shared, notice: str, start: float):
+    """Each graph rewritten, written as C and compiled (or loaded where its C is in the
+    cache); the libraries and the record of the structure (``_known`` reads it)."""
+    ndims = [var.type.ndim for var in shared]
+    sources, record = [], {}
+    for what, inputs in _reads(graphs, shared).items():
+        rewritten = writer.rewritten([point, *inputs], graphs[what])
+        at = [shared.index(var) for var in inputs]
+        sources.append(writer.c_source(rewritten, at, ndims, what))
+        record[what] = {"data": [var.name for var in inputs]}
+    progress(f"compile: the model's graphs built in {time.perf_counter() - start:.1f} s")
+    names = " and ".join(graphs)
+    began = time.perf_counter()
+
+    def compiling(count):
+        progress(f"compile: {names}: cache miss, compiling (C; {notice}) ...")
+
+    libraries, compiled = library.libraries(sources, compiling)
+    seconds = time.perf_counter() - began
+    if compiled:
+        progress(
+            f"compile: {names}: compiled and cached in {seconds:.1f} s ({library.cache_dir()})"
+        )
+    else:
+        progress(f"compile: {names}: cache hit, loaded in {seconds:.1f} s")
+    for entry, source in zip(record.values(), sources, strict=True):
+        entry["library"] = library.library_key(source)
+    return libraries, record
+
+
+def _known(structure, shared, graphs):
+    """The libraries of a structure compiled before, and its record, where the record
+    names the graphs' own data (by name, each name once) and its libraries load from the
+    cache; ``None`` otherwise."""
+    record = library.read_structure(structure)
+    names = [var.name for var in shared]
+    if record is None or len(set(names)) != len(names):
+        return None
+    expected = {
+        what: [var.name for var in inputs] for what, inputs in _reads(graphs, shared).items()
+    }
     try:
-        variables = {what: [shared[name] for name in record[what]] for what in graphs}
-        keys = {what: record["keys"][what] for what in graphs}
+        if {what: record[what]["data"] for what in graphs} != expected:
+            return None
+        keys = [record[what]["library"] for what in graphs]
     except (KeyError, TypeError):
         return None
-    if any(len(found) != 1 for names in variables.values() for found in names):
+    if not all(isinstance(key, str) for key in keys):
         return None
-    if not all(isinstance(key, str) for key in keys.values()):
-        return None
-    variables = {what: [next(iter(found)) for found in names] for what, names in variables.items()}
-    found = _callbacks(variables, dict.fromkeys(graphs), lambda what, text: keys[what])
-    return found if all_cached([f[:4] for f in found[2]]) else None
+    libraries = library.load(keys)
+    return None if libraries is None else (libraries, record)
 
 
-def _callbacks(variables, graphs, key_of):
-    """The data variables of the callbacks (first seen, first), their arrays, and per
-    callback ``(py_func, signature, key, what, variables)``: ``py_func`` reads
-    ``variables[what]`` from the pointer table and calls ``graphs[what]``; ``key_of(what,
-    source)`` names it in the cache."""
-    import numba
+def _address(loaded, name: str) -> int:
+    """The address of the function ``name`` of the loaded library ``loaded``."""
+    import ctypes
 
-    shared = list(dict.fromkeys(var for names in variables.values() for var in names))
-    data = [np.require(var.get_value(), requirements="C") for var in shared]
-    pointer, count = numba.types.CPointer(numba.types.double), numba.types.uint64
-    arguments = {
-        "log density": (LOGP_SOURCE, (count, pointer, pointer, pointer)),
-        "deterministics": (EXPAND_SOURCE, (count, count, pointer, pointer)),
-    }
-    functions = []
-    for what, inputs in variables.items():
-        source, types = arguments[what]
-        text = _source(source, [shared.index(var) for var in inputs], data)
-        signature = numba.types.int64(*types, numba.types.voidptr)
-        function = _function(text, graphs[what])
-        functions.append((function, signature, key_of(what, text), what, inputs))
-    return shared, data, functions
-
-
-def _record(functions) -> dict:
-    """What ``_known`` needs of a compiled structure: each callback's data variables by
-    name, in order, and its key."""
-    record = {what: [var.name for var in inputs] for *_, what, inputs in functions}
-    return record | {"keys": {what: key for _, _, key, what, _ in functions}}
+    return ctypes.cast(getattr(loaded, name), ctypes.c_void_p).value
 
 
 def _layout(model):
@@ -389,35 +395,6 @@ def _layout(model):
     sizes = np.cumsum([0] + [int(np.prod(shapes[name])) for name in names])
     slices = [slice(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
     return names, slices, [tuple(int(d) for d in shapes[name]) for name in names]
-
-
-def _source(template, inputs, data) -> str:
-    """A callback's source: the data arrays at positions ``inputs`` of ``data`` read from
-    the pointer table (``_pointers``)."""
-    offsets = np.cumsum([0] + [1 + value.ndim for value in data])
-    lines, arguments = [], ""
-    for i, at in enumerate(inputs):
-        start, ndim = int(offsets[at]), data[at].ndim
-        shape = "".join(f"meta[{start + 1 + d}], " for d in range(ndim))
-        dtype = f"np.{data[at].dtype.name}"
-        pointer = f"address_as_void_pointer(meta[{start}])"
-        lines.append(f"        d{i} = numba.carray({pointer}, ({shape}), {dtype})")
-        arguments += f", d{i}"
-    size = int(offsets[-1])
-    return template.format(size=size, arrays="\n".join(lines), arguments=arguments)
-
-
-def _function(text, graph):
-    """The callback function defined by ``text``, calling ``graph``."""
-    import numba
-    from nutpie.compile_pymc import address_as_void_pointer
-
-    # numba rebuilds a loaded function's environment from its module's name
-    namespace = {"__name__": __name__, "numba": numba, "np": np, "graph": graph}
-    namespace["address_as_void_pointer"] = address_as_void_pointer
-    exec(compile(text, "<bayes_eval callback>", "exec"), namespace)  # noqa: S102
-    (name,) = (n for n in namespace if n.endswith("_callback"))
-    return namespace[name]
 
 
 def _pointers(data) -> np.ndarray:
