@@ -101,7 +101,9 @@ def fit(
 
 def load_posterior(path: PathLike) -> Posterior:
     """Read a fit written by ``bayes-eval fit --out`` (its folder) or ``Posterior.to_netcdf``
-    (its file), refusing one edited or damaged since it was written.
+    (its file), refusing one edited or damaged since it was written; what the fit made from
+    what it keeps (the draws of an exact fit, the rates and every other group of an MCMC
+    fit) is made again, from its seed, to the same bytes.
 
     Checked, each refusal one ``InputError`` naming the file: the run folder's files
     against the SHA-256 its manifest recorded (``bayes_eval.files.check_whole``); the
@@ -114,8 +116,26 @@ def load_posterior(path: PathLike) -> Posterior:
     path = Path(path)
     check_whole(path if path.is_dir() else path.parent)
     posterior = read_posterior(path)
-    if model_of(posterior.spec).family == EXACT:
+    family = model_of(posterior.spec).family
+    if family == EXACT:
         _check_exact(posterior, path)
+        return posterior
+    with collected():  # the notes were said when it was fitted
+        by_pair = usable_rows(posterior.evidence, posterior.spec)
+    if family == CROSSED:
+        from bayes_eval.crossed.model import design_of_fit
+        from bayes_eval.crossed.sampling import derivation_of_fit
+
+        design = design_of_fit(
+            by_pair, posterior.spec, posterior.evidence, posterior.group("covariates")
+        )
+        posterior.attach(derivation_of_fit(design, posterior.spec, posterior.seed))
+    else:
+        from bayes_eval.pooled.sampling import derivation_of_fit
+
+        posterior.attach(
+            derivation_of_fit(posterior.evidence, by_pair, posterior.spec, posterior.seed)
+        )
     return posterior
 
 
@@ -156,7 +176,8 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
     model = model_of(spec)
     if model.family == CROSSED:
-        from bayes_eval.crossed.model import design_of, fit_crossed
+        from bayes_eval.crossed.model import design_of
+        from bayes_eval.crossed.sampling import fit_crossed
 
         design = design_of(by_pair, spec, evidence, side, predict)
         return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler)

@@ -219,7 +219,7 @@ def test_exact_draws_of_many_cells_at_once_follow_each_cells_posterior():
     """Cells drawn together: a one-run cell's ``log P`` is the sum of its factors' draws, a
     factor of shape ``beta = 0`` is 1, and a cell of two runs draws each run half the time,
     so its mean is the runs' mean (closed form, within 4 standard errors)."""
-    from bayes_eval.results.posterior import _cell_draws
+    from bayes_eval.results.exact_draws import _cell_draws
 
     nan = np.nan
     alpha = np.array(

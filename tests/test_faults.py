@@ -66,13 +66,14 @@ def table(tmp_path):
 
 
 def test_a_disk_that_fills_ends_in_one_line_and_keeps_the_earlier_run(small_disk, table):
-    """A run written where 1.5 MB fills the disk: exit 2 and one line naming the file
-    that could not be written (HDF5 writing straight to the full disk crashed the process
-    at exit with a segmentation fault); the earlier run is untouched."""
+    """A run written where 8 KB are left, less than its posterior.nc (26 KB): exit 2 and
+    one line naming the file that could not be written (HDF5 writing straight to the full
+    disk crashed the process at exit with a segmentation fault); the earlier run is
+    untouched."""
     out = small_disk / "run"
     assert fit_into(table, out).returncode == 0
     earlier = snapshot(out)
-    (small_disk / "filler").write_bytes(b"\0" * (2 * 2**20 - 64 * 2**10 - _used(small_disk)))
+    (small_disk / "filler").write_bytes(b"\0" * (2 * 2**20 - 8 * 2**10 - _used(small_disk)))
     result = fit_into(table, out)
     one_error_line(result, f"--out: cannot write posterior.nc to {out}", "No space left")
     assert snapshot(out) == earlier and staging_folders(small_disk) == []

@@ -1,4 +1,5 @@
-"""Run folders of an older version: refused with one line that says how to refit."""
+"""A fit read back from its file is the same tree; run folders of an older version are
+refused with one line that says how to refit."""
 
 from pathlib import Path
 
@@ -114,3 +115,77 @@ def test_the_summary_of_all_cells_at_once_is_each_cells_own_summary(threshold):
                 expected = 1.0 if k == n else stats.beta.ppf(level, k + 1, n - k)
                 assert row.cp_upper == expected
         assert "beta" in engines and (model == "end_to_end" or {"point", "grid"} <= engines)
+
+
+def _crossed_with_covariates():
+    """METR-like runs: one run per cell, cells missing, release dates and task lengths
+    (time_horizon's covariates), families as task groups."""
+    from test_native import _sparse_end_to_end
+
+    return _sparse_end_to_end()
+
+
+READ_BACK = [
+    pytest.param("end_to_end", "example_evidence", {}, id="end_to_end"),
+    pytest.param("phuong_chain", "example_evidence", {}, id="phuong_chain"),
+    pytest.param("hierarchical", "example_pooled", {}, id="hierarchical"),
+    pytest.param("end_to_end_shared", "example_pooled", {}, id="end_to_end_shared"),
+    pytest.param(
+        "time_horizon",
+        _crossed_with_covariates,
+        {"predict": ["new,release_date=2026-01-01"]},
+        id="time_horizon",
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "table", "options"), READ_BACK)
+def test_a_fit_read_back_is_the_same_tree_from_a_file_of_what_it_keeps(
+    model, table, options, tmp_path
+):
+    """The file holds what the fit keeps (an exact fit its Beta shapes, an MCMC fit its
+    sampled draws and the sampler's statistics; nothing made of them), and
+    ``load_posterior`` makes the rest again: every group of the tree is identical (values,
+    coordinates and attributes), and so is the summary."""
+    import xarray as xr
+
+    data = (
+        bayes_eval.load_evidence(table(), keep_columns=True)
+        if callable(table)
+        else bayes_eval.load_evidence(bayes_eval.shipped_datasets()[table], sum_duplicates=True)
+    )
+    mcmc = model not in ("end_to_end", "phuong_chain")
+    sampler = {"draws": 300, "tune": 300, "chains": 2} if mcmc else None
+    posterior = bayes_eval.fit(data, model, sampler=sampler, seed=4, **options)
+    tree = posterior.tree
+    path = posterior.to_netcdf(tmp_path / "posterior.nc")
+    with xr.open_datatree(path, engine="h5netcdf") as stored:
+        kept = set(stored.children)
+    made = {"posterior_predictive", "log_likelihood", "prior", "prior_predictive", "log_prior"}
+    assert not kept & made
+    assert ("posterior" in kept) == mcmc and ("sample_stats" in kept) == mcmc
+    again = bayes_eval.load_posterior(path)
+    read = again.tree
+    assert set(read.children) == set(tree.children)
+    for name in tree.children:
+        assert read[name].to_dataset().identical(tree[name].to_dataset()), name
+    assert again.summary(threshold=0.05).equals(posterior.summary(threshold=0.05))
+
+
+def test_a_file_of_the_format_before_is_refused_with_the_refit_command(tmp_path):
+    """Format 3 (every group written, version 0.2.0): one line naming the version and
+    format that wrote it and the command that fits it again."""
+    import xarray as xr
+
+    path = bayes_eval.fit(bayes_eval.shipped_datasets()["example_evidence"]).to_netcdf(
+        tmp_path / "new.nc"
+    )
+    with xr.open_datatree(path, engine="h5netcdf") as opened:
+        tree = opened.load()
+    tree.attrs.update(bayes_eval_format=3, bayes_eval_version="0.2.0")
+    tree.to_netcdf(tmp_path / "old.nc", engine="h5netcdf")
+    with pytest.raises(InputError) as refused:
+        load_posterior(tmp_path / "old.nc")
+    message = str(refused.value)
+    assert "written by bayes_eval 0.2.0 in file format 3" in message
+    assert f"reads format {FILE_FORMAT}" in message and "refit with: bayes-eval fit" in message

@@ -157,12 +157,12 @@ def _psis(name: str, posterior, refit_high_k: bool):
     exact refits per unit, its units and its number of draws."""
     import arviz_stats
 
-    tree = posterior.tree
-    if "log_likelihood" not in tree:
+    if not posterior.has_group("log_likelihood"):
         raise InputError(
             f"fits: model {name} ({posterior.spec.name}) has no pointwise log-likelihood (a "
             "run folder written before fits had one); refit it, or leave it out"
         )
+    tree = posterior.subtree("posterior", "log_likelihood")
     (log_lik,) = tree["log_likelihood"].data_vars.values()  # per cell, or per pair
     draws = log_lik.sizes["chain"] * log_lik.sizes["draw"]
     lppd = _logmeanexp(log_lik.values.reshape(draws, -1))
@@ -198,11 +198,11 @@ def _same_unit(fits: Mapping[str, Posterior]) -> None:
     nothing to leave out, and a pair's milestone runs alone are not its milestone and
     end-to-end runs."""
     units = {  # an exact fit's are its cells
-        name: next(iter(posterior.tree["log_likelihood"].data_vars.values())).dims[-1]
+        name: next(iter(posterior.group("log_likelihood").data_vars.values())).dims[-1]
         if posterior.is_mcmc
         else "cell"
         for name, posterior in fits.items()
-        if not posterior.is_mcmc or "log_likelihood" in posterior.tree
+        if posterior.has_group("log_likelihood")
     }
     by_pair = [name for name, unit in units.items() if unit == "pair"]
     kinds = {fits[name].spec.kind: name for name in by_pair}

@@ -115,9 +115,7 @@ def _milestone_method(posterior):
 def _comparison(posterior, milestone_method, others):
     """``compare`` of the fit, the milestone method and ``others`` fitted to the same
     evidence; the reason as a string where they share no cell (see ``FitChecks``)."""
-    if (milestone_method is not None or others) and (
-        posterior.is_mcmc and "log_likelihood" not in posterior.tree
-    ):
+    if (milestone_method is not None or others) and not posterior.has_group("log_likelihood"):
         return (  # nothing to rank it by, so no other model is fitted
             f"{posterior.spec.name} has no pointwise log-likelihood (a run folder written "
             "before fits had one)"

@@ -133,11 +133,7 @@ def _pairs(posterior, groups: dict, thresholds: list[float]) -> pd.DataFrame:
     threshold: exact for an exact model, else the share of the prior draws."""
     p_task = groups["prior"]["p_task"]
     draws = p_task.values.reshape(-1, *p_task.shape[2:])
-    exact = (
-        None
-        if posterior.is_mcmc or posterior._prior is not None
-        else _exact_below(posterior, thresholds)
-    )
+    exact = None if posterior.draws_prior_through_model else _exact_below(posterior, thresholds)
     rows = []
     for agent, task, i, j in posterior.cells():
         values = draws[:, i, j]
@@ -161,7 +157,7 @@ def _exact_below(posterior, thresholds: list[float]) -> dict:
     prior: the Beta product's exact mean, and one minus the CDF of ``X = -log P`` at
     ``-log t`` from its exact engines."""
     from bayes_eval.exact.products import beta_product, summarise_products
-    from bayes_eval.results.posterior import prior_shapes
+    from bayes_eval.results.exact_draws import prior_shapes
 
     alpha, beta = prior_shapes(posterior)
     at, products = [], []

@@ -330,11 +330,11 @@ def _psense(posterior) -> pd.Series:
     is flat, which power scaling leaves unchanged)."""
     import arviz_stats
 
-    tree = posterior.tree
     draws = posterior.draws["p_task"]
-    if "log_prior" not in tree:
+    if not posterior.has_group("log_prior"):
         values = np.zeros(draws.shape[2:])
     else:
+        tree = posterior.subtree("posterior", "log_likelihood", "log_prior")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             values = arviz_stats.psense(tree, var_names=["p_task"], group="prior")["p_task"].values

@@ -15,7 +15,7 @@ from bayes_eval.constants import AGENT, TASK
 if TYPE_CHECKING:
     from bayes_eval.crossed.model import Design
 
-__all__ = ["covariate_group", "estimates_group"]
+__all__ = ["covariate_group", "covariates_of_group", "estimates_group"]
 
 AGENT_TERM, TASK_TERM = "agent_covariate", "task_covariate"
 
@@ -105,3 +105,34 @@ def covariate_group(design: Design):
         "sources": json.dumps(cov.sources),
     }
     return data
+
+
+def covariates_of_group(group, spec_covariates: dict):
+    """The covariates of a fit read back from its ``covariates`` group (``covariate_group``):
+    the ``Covariates`` of its fitted agents and tasks, the predicted agents' names and
+    their values on the terms' scale."""
+    from bayes_eval.evidence.covariates import Covariates
+
+    attrs = group.attrs
+    predicted = tuple(json.loads(attrs["predicted"]))
+    raw = np.asarray(group["agent_value"].values, dtype=float)
+    fitted = raw.shape[0] - len(predicted)
+    groups = json.loads(attrs["groups"])
+    task_terms = tuple(spec_covariates.get("task", ()))
+    covariates = Covariates(
+        agent_terms=tuple(spec_covariates.get("agent", ())),
+        task_terms=task_terms,
+        agent_raw=raw[:fitted],
+        task_raw=np.asarray(group["task_value"].values, dtype=float),
+        agent_centre=group["agent_centre"].values,
+        agent_scale=group["agent_scale"].values,
+        task_centre=group["task_centre"].values,
+        task_scale=group["task_scale"].values,
+        agent_dates=tuple(json.loads(attrs["agent_dates"])),
+        groups=groups,
+        task_group=group["task_group"].values if groups else np.zeros(0, dtype=np.int64),
+        group_column=attrs["group_column"] or None,
+        length=next((t for t in task_terms if t.text == attrs["length"]), None),
+        sources=json.loads(attrs["sources"]),
+    )
+    return covariates, predicted, raw[fitted:]

@@ -40,8 +40,7 @@ ability_scale z`` with ``z`` drawn anew per posterior draw.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -55,16 +54,18 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     TASK,
 )
-from bayes_eval.crossed.groups import AGENT_TERM, TASK_TERM, covariate_group, estimates_group
+from bayes_eval.crossed.groups import (
+    AGENT_TERM,
+    TASK_TERM,
+    covariates_of_group,
+)
 from bayes_eval.crossed.likelihood import log_likelihood
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
-from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.clusters import array_add_at, log_given_each_rate
 from bayes_eval.pooled.layout import Layout, build_layout, centred_text
-from bayes_eval.pooled.models import count_data_vars, model_structure
-from bayes_eval.registry import model_of
+from bayes_eval.pooled.models import count_data_vars
 
 __all__ = [
     "LATENT",
@@ -72,11 +73,11 @@ __all__ = [
     "Design",
     "abilities_and_difficulties",
     "build_model",
+    "design_of_fit",
     "centred_abilities",
     "design_of",
     "draw_rates",
     "every_ability",
-    "fit_crossed",
     "form_text",
     "information",
     "log_likelihood",
@@ -201,13 +202,26 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
                 f"predict {name}: '{name}' is an agent of the evidence, predicted "
                 "from its runs already; give the new agent another name"
             )
+    return _design(layout, spec, covariates, tuple(names), raw)
+
+
+def design_of_fit(by_pair, spec, evidence, covariates) -> Design:
+    """The design of a crossed fit read from a file: its layout made again from the rows
+    it used (``by_pair``), its covariates and predicted agents from its ``covariates``
+    group (``covariates_of_group``)."""
+    layout = build_layout(by_pair, spec, evidence.clusters)
+    return _design(layout, spec, *covariates_of_group(covariates, spec.covariates))
+
+
+def _design(layout, spec, covariates, names: tuple, raw) -> Design:
+    """The design of ``layout`` with its covariates and the predicted agents."""
     pair_task = layout.pair_task
     milestones = np.zeros(len(layout.tasks), dtype=np.int64)
     if spec.kind != END_TO_END:
         np.maximum.at(milestones, pair_task[layout.cell_pair], layout.cell_factor)
     centred = centred_abilities(layout, spec)
     tasks = centred_difficulties(layout, spec, pair_task)
-    return Design(layout, covariates, pair_task, milestones, centred, tasks, tuple(names), raw)
+    return Design(layout, covariates, pair_task, milestones, centred, tasks, names, raw)
 
 
 def centred_abilities(layout: Layout, spec) -> np.ndarray:
@@ -495,74 +509,6 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
     # log of the odds of blocked: log share - log (1 - share) - log L
     odds = np.log(share) - np.log1p(-share) - described
     return can_block & (rng.random(described.shape) < special.expit(odds))
-
-
-# ---------------------------------------------------------------------------
-# the fit
-# ---------------------------------------------------------------------------
-
-
-def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
-    """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
-    design (``design_of``), with its covariates in the ``covariates`` group."""
-    from bayes_eval.crossed.prior import log_prior_of_fit, prior_of_fit
-    from bayes_eval.results.factors import stack_factor_rates
-    from bayes_eval.results.posterior import Posterior
-
-    layout, cov = design.layout, design.covariates
-    entry = model_of(spec)
-
-    def finish(draws):
-        rates = entry.part("draw_rates")(draws, design, spec, np.random.default_rng(seed + 1))
-        # the departures live on in the rates; abilities come back with the predicted agents
-        draws = draws.drop_vars(list(entry.part("LATENT")), errors="ignore")
-        draws = draws.drop_dims(list(entry.part("LATENT_DIMS")), errors="ignore")
-        draws = draws.assign_coords({AGENT: design.agents})
-        draws = draws.assign(rates).assign_coords({TASK: layout.tasks})
-        if MILESTONE in draws.dims:
-            draws = draws.assign_coords({MILESTONE: np.arange(1, draws.sizes[MILESTONE] + 1)})
-        return stack_factor_rates(draws)
-
-    key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
-    key += (cov.task_group.tobytes(),)
-
-    builder = entry.build()
-
-    def build(form):
-        return builder(
-            replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
-        )
-
-    groups, run_text, diagnostics = sample_until_diagnosed(
-        build,
-        finish,
-        CrossedForm(design.centred, design.centred_tasks),
-        sampler,
-        seed,
-        key,
-        cells=layout.n.size + layout.e2e_n.size,
-    )
-    run_text += "; " + entry.part("form_text")(design, spec)
-    if layout.clusters is not None:
-        run_text += (
-            f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
-            "a cluster (a Beta-Binomial per cluster around its rate, one kappa_cluster)"
-        )
-    groups["conjugate"] = estimates_group(design, spec, seed, run_text)
-    groups["covariates"] = covariate_group(design)
-    pointwise = entry.part("log_likelihood")
-    return Posterior.build(
-        groups,
-        spec,
-        evidence,
-        level=level,
-        seed=seed,
-        # a partial, not a lambda: a sweep's workers send the posterior back pickled
-        log_likelihood=pointwise and functools.partial(pointwise, design=design, spec=spec),
-        prior=functools.partial(prior_of_fit, design=design, spec=spec),
-        log_prior=functools.partial(log_prior_of_fit, spec=spec),
-        diagnostics=diagnostics,
-    )
 
 
 # ---------------------------------------------------------------------------

@@ -112,21 +112,23 @@ def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
 def prior_crossed(evidence, design: Design, spec, *, seed):
     """A crossed spec on ``design`` before any sampling: a ``Posterior`` whose
     ``prior_groups`` draw its prior (it has no posterior draws)."""
-    from bayes_eval.results.posterior import Posterior
+    from bayes_eval.results.posterior import Derivation, Posterior
 
     groups = {
         "conjugate": estimates_group(design, spec, seed, "prior only (no sampling)"),
         "covariates": covariate_group(design),
     }
-    prior = functools.partial(prior_of_fit, design=design, spec=spec)
-    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
+    derivation = Derivation(prior=functools.partial(prior_of_fit, design=design, spec=spec))
+    return Posterior.build(
+        groups, spec, evidence, level=spec.level, seed=seed, derivation=derivation
+    )
 
 
 def prior_of_fit(posterior, draws, n_draws, seed, *, design, spec):
-    """``prior_draws`` as a fit's tree asks for them (``Posterior.build``)."""
+    """``prior_draws`` as a fit's tree asks for them (``Derivation``)."""
     return prior_draws(draws, design, spec, n_draws, seed)
 
 
 def log_prior_of_fit(posterior, draws, *, spec):
-    """``log_prior`` as a fit's tree asks for it (``Posterior.build``)."""
+    """``log_prior`` as a fit's tree asks for it (``Derivation``)."""
     return log_prior(draws, spec)

@@ -240,9 +240,17 @@ def sample(model, engine: Engine, settings, seed: int, key):
 
 def _without_clock(trace):
     """``trace`` without the samplers' wall-clock attributes (``CLOCK_ATTRS``), so that
-    the same fit writes the same bytes."""
+    the same fit writes the same bytes, and with its text statistics (nutpie's
+    ``divergence_message``, NaN where a draw did not diverge) as strings, empty where
+    absent, as a file keeps them."""
+    import numpy as np
+
     for node in trace.subtree:
         node.attrs = {k: v for k, v in node.attrs.items() if k not in CLOCK_ATTRS}
+        for name, variable in node.dataset.data_vars.items():
+            if variable.dtype == object:
+                text = [v if isinstance(v, str) else "" for v in variable.values.ravel()]
+                node[name] = variable.copy(data=np.array(text, dtype=str).reshape(variable.shape))
     return trace
 
 

@@ -39,7 +39,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     build : callable
         ``build(form)`` returns the PyMC model.
     finish : callable
-        ``finish(draws)`` returns the posterior Dataset (rates drawn back, coordinates).
+        ``finish(trace)`` returns the draws the fit keeps (the sampled parameters, as it
+        stores them) and the posterior Dataset (rates drawn back, coordinates).
     form : Form
     settings : SamplerSettings
     seed : int
@@ -51,7 +52,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     Returns
     -------
     groups : dict
-        ``posterior`` and ``sample_stats`` of the kept fit.
+        Of the fit kept: ``posterior`` (the draws it keeps), ``sample_stats`` and
+        ``draws`` (its posterior Dataset).
     run_text : str
         The sampler settings and form of the kept fit, and every attempt where there
         were several (the provenance's words).
@@ -70,11 +72,11 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
         # (its step size collapsed) would otherwise be stuck again in the same place
         trace = sample(build(form), engine, tried, seed + attempt, key=(*key, form.key()))
-        draws = finish(trace["posterior"].to_dataset())
+        kept, draws = finish(trace["posterior"].to_dataset())
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = tried.target_accept
-        groups = {"posterior": draws, "sample_stats": stats}
-        return groups, diagnose(xr.DataTree.from_dict(groups))
+        diagnostics = diagnose(xr.DataTree.from_dict({"posterior": draws, "sample_stats": stats}))
+        return {"posterior": kept, "sample_stats": stats, "draws": draws}, diagnostics
 
     plans = [(form, settings)]
     fits, attempts = [], []

@@ -156,11 +156,10 @@ def ppc_plot(posterior, checks: pd.DataFrame, path: Path) -> Path:
     from arviz_plots import plot_ppc_interval
 
     _pyplot()
-    tree = posterior.tree
-    trials = tree["constant_data"]["trials"]
+    trials = posterior.group("constant_data")["trials"]
     rates = xr.DataTree.from_dict(
         {
-            group: (tree[group]["successes"] / trials).to_dataset(name="rate")
+            group: (posterior.group(group)["successes"] / trials).to_dataset(name="rate")
             for group in ("posterior_predictive", "observed_data")
         }
     )

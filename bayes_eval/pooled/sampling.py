@@ -26,7 +26,7 @@ from bayes_eval.registry import model_of
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["fit_pooled"]
+__all__ = ["derivation_of_fit", "fit_pooled", "prior_pooled"]
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
@@ -44,29 +44,14 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
         The spec's, with the fit's overrides in place (``fit``); progress goes to
         ``bayes_eval.progress``.
     """
-
-    from bayes_eval.results.factors import stack_factor_rates
     from bayes_eval.results.posterior import Posterior
 
     layout = build_layout(by_pair, spec, evidence.clusters)
     build = model_of(spec).build(clustered=layout.clusters is not None)
+    derivation = _derivation(layout, spec, seed)
 
-    def finish(draws):
-        rates = pooled_rates(draws, layout, spec, np.random.default_rng(seed + 1))
-        draws = draws.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, draws)})
-        for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
-            if name in draws:
-                draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
-        if "p_step" in draws:
-            draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
-        if "mu_task" in draws:  # on the agent and task it belongs to, for .sel(agent, task)
-            values = by_agent_and_task(draws["mu_task"].values, layout)
-            if "mu_task_unrun" in draws:  # the pairs never run, predicted
-                unrun = draws["mu_task_unrun"].values
-                values = np.where(np.isnan(values), unrun, values)
-            draws = draws.drop_vars(["mu_task", "pair", "mu_task_unrun"], errors="ignore")
-            draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
-        return stack_factor_rates(draws)
+    def finish(kept):
+        return kept, derivation.rates(kept)
 
     groups, run_text, diagnostics = sample_until_diagnosed(
         lambda form: build(layout, spec, form),
@@ -82,6 +67,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
             f"; runs in {layout.clusters.cluster_rate.size} clusters, over-dispersed within "
             "a cluster (a Beta-Binomial per cluster, kappa_cluster per agent)"
         )
+    draws = groups.pop("draws")
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
     return Posterior.build(
         groups,
@@ -89,32 +75,73 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
         evidence,
         level=level,
         seed=seed,
-        # a partial, not a lambda: a sweep's workers send the posterior back pickled
+        derivation=derivation,
+        draws=draws,
+        diagnostics=diagnostics,
+    )
+
+
+def derivation_of_fit(evidence, by_pair, spec, seed):
+    """The ``Derivation`` of a pooled fit read from a file: its layout made again from the
+    rows it used (``by_pair``), as the fit made it."""
+    return _derivation(build_layout(by_pair, spec, evidence.clusters), spec, seed)
+
+
+def _derivation(layout, spec, seed):
+    """How a pooled fit's groups follow from its kept draws (partials, not lambdas: a
+    sweep's workers send the posterior back pickled)."""
+    from bayes_eval.results.posterior import Derivation
+
+    return Derivation(
+        rates=functools.partial(_rates, layout=layout, spec=spec, seed=seed),
         log_likelihood=functools.partial(log_likelihood, layout=layout, spec=spec),
         prior=functools.partial(_prior, layout=layout, spec=spec),
         log_prior=functools.partial(_log_prior, layout=layout, spec=spec),
-        diagnostics=diagnostics,
     )
+
+
+def _rates(kept, *, layout, spec, seed):
+    """The ``posterior`` group of a pooled fit from its kept draws: the rates drawn back
+    (seeded with ``seed + 1``), on the agents' and tasks' coordinates."""
+    from bayes_eval.results.factors import stack_factor_rates
+
+    rates = pooled_rates(kept, layout, spec, np.random.default_rng(seed + 1))
+    draws = kept.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, kept)})
+    for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
+        if name in draws:
+            draws = draws.assign_coords({dim: np.arange(1, draws.sizes[dim] + 1)})
+    if "p_step" in draws:
+        draws = draws.assign_coords({RUN: np.arange(1, draws.sizes[RUN] + 1)})
+    if "mu_task" in draws:  # on the agent and task it belongs to, for .sel(agent, task)
+        values = by_agent_and_task(draws["mu_task"].values, layout)
+        if "mu_task_unrun" in draws:  # the pairs never run, predicted
+            unrun = draws["mu_task_unrun"].values
+            values = np.where(np.isnan(values), unrun, values)
+        draws = draws.drop_vars(["mu_task", "pair", "mu_task_unrun"], errors="ignore")
+        draws["mu_task"] = (("chain", "draw", AGENT, TASK), values)
+    return stack_factor_rates(draws)
 
 
 def prior_pooled(evidence, by_pair, spec, *, seed):
     """A pooled spec on the evidence's design before any sampling: a ``Posterior`` whose
     ``prior_groups`` draw its prior (it has no posterior draws)."""
-    from bayes_eval.results.posterior import Posterior
+    from bayes_eval.results.posterior import Derivation, Posterior
 
     layout = build_layout(by_pair, spec, evidence.clusters)
     groups = {"conjugate": _estimates(layout, spec, seed, "prior only (no sampling)")}
-    prior = functools.partial(_prior, layout=layout, spec=spec)
-    return Posterior.build(groups, spec, evidence, level=spec.level, seed=seed, prior=prior)
+    derivation = Derivation(prior=functools.partial(_prior, layout=layout, spec=spec))
+    return Posterior.build(
+        groups, spec, evidence, level=spec.level, seed=seed, derivation=derivation
+    )
 
 
 def _prior(posterior, draws, n_draws, seed, *, layout, spec):
-    """``prior_draws`` as a fit's tree asks for them (``Posterior.build``)."""
+    """``prior_draws`` as a fit's tree asks for them (``Derivation``)."""
     return prior_draws(layout, spec, n_draws, seed)
 
 
 def _log_prior(posterior, draws, *, layout, spec):
-    """``log_prior`` as a fit's tree asks for it (``Posterior.build``)."""
+    """``log_prior`` as a fit's tree asks for it (``Derivation``)."""
     return log_prior(draws, layout, spec)
 
 

@@ -8,6 +8,8 @@ Every fit, exact or MCMC, has one tree of the same shape:
 * ``posterior_predictive``, ``observed_data`` and ``constant_data``: replicated and
   observed ``successes`` and the ``trials`` of every observed cell the model explains,
   over a labelled ``cell`` dim (ArviZ's layout, so its predictive plots read them);
+* ``log_likelihood``, ``prior``, ``prior_predictive`` and ``log_prior`` (for
+  ``arviz_stats.loo``, ``compare`` and ``psense``);
 * ``sample_stats``: the sampler's statistics (MCMC fits only);
 * ``conjugate`` (ours): per (agent, task) the method, provenance, the reason for a
   missing estimate, a point value's log, the end-to-end counts behind the
@@ -16,10 +18,15 @@ Every fit, exact or MCMC, has one tree of the same shape:
   ``evidence_clusters`` its counts per cluster of runs, where it has clusters.
 
 The root's attributes say how the tree was made (package version, file format, spec,
-evidence hash, level, seed). Exact posteriors are summarised from their ``conjugate``
-shapes deterministically; their draws (``posterior`` and the predictive groups) are
-generated from the seed the first time ``tree`` is read, so summaries of thousands of
-tasks never pay for them.
+evidence hash, level, seed).
+
+A fit keeps what cannot be made again, and makes the rest when it is first read, from
+its seed, so that it is the same bytes whenever and wherever it is made: an exact fit
+keeps its Beta shapes (``conjugate``) and draws ``posterior`` from them; an MCMC fit keeps
+the draws its sampler made (the sampled parameters, ``posterior`` in the file) and the
+sampler's statistics, and its fitting family makes the rest of ``posterior`` (the rates
+drawn back) and every other group from them (``Derivation``). ``to_netcdf`` writes what a
+fit keeps; ``read_posterior`` and ``bayes_eval.load_posterior`` make the rest again.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,39 +45,41 @@ import xarray as xr
 
 from bayes_eval.constants import (
     AGENT,
-    END_TO_END,
-    EXPERT_COMPLETION,
-    MILESTONE,
-    MILESTONE_METHOD,
     RUN,
-    STEP,
     TASK,
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
-from bayes_eval.exact.products import BetaProduct, beta_product, log_beta_draws
+from bayes_eval.exact.products import BetaProduct, beta_product
 from bayes_eval.files import check_readable
+from bayes_eval.results.exact_draws import exact_draws, exact_log_prior, exact_prior
 from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
 from bayes_eval.specs import Spec, spec_from_toml, spec_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from bayes_eval.exact.builders import Estimates
     from bayes_eval.inference.diagnostics import Diagnostics
 
-__all__ = ["FILE_FORMAT", "Posterior", "prior_shapes", "read_posterior"]
+__all__ = ["FILE_FORMAT", "Derivation", "Posterior", "read_posterior"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
-# the factor rates on the whole (agent, task, milestone) rectangle.
-FILE_FORMAT = 3
+# the factor rates on the whole (agent, task, milestone) rectangle, 3 every group.
+FILE_FORMAT = 4
 PREDICTIVE_GROUPS = ("posterior_predictive", "observed_data", "constant_data")
-# Chains an exact fit's independent draws are dealt into (where they divide the draws).
-EXACT_CHAINS = 4
-# Cells drawn together in an exact tree (4,000 draws of 500 cells of 5 factors: 80 MB).
-DRAW_CHUNK_CELLS = 500
+# The groups a fit makes from what it keeps, in the order of its tree.
+DERIVED_GROUPS = (
+    "posterior",
+    *PREDICTIVE_GROUPS,
+    "log_likelihood",
+    "prior",
+    "prior_predictive",
+    "log_prior",
+)
+# Variables of this many values or more are written compressed (HDF5's deflate, after
+# its byte shuffle).
+COMPRESSED_SIZE = 10_000
 
 
 def package_version() -> str:
@@ -82,25 +92,49 @@ def package_version() -> str:
         return "unknown"
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How an MCMC fit's groups follow from the draws it keeps: functions of its fitting
+    family, with the fit's design bound in (partials, which a sweep's workers pickle).
+
+    Attributes
+    ----------
+    rates : callable, optional
+        ``rates(kept)``: the ``posterior`` group from the kept draws (the rates drawn
+        back, seeded, and the coordinates); none for a model not yet fitted.
+    log_likelihood : callable, optional
+        ``log_likelihood(draws)``: the model's pointwise log-likelihood at posterior draws.
+    prior : callable, optional
+        ``prior(posterior, draws, n_draws, seed)``: draws of the spec's priors.
+    log_prior : callable, optional
+        ``log_prior(posterior, draws)``: the log prior density of the draws.
+    """
+
+    rates: Callable | None = None
+    log_likelihood: Callable | None = None
+    prior: Callable | None = None
+    log_prior: Callable | None = None
+
+
 class Posterior:
     """A fitted model: its ``DataTree``, spec and evidence.
 
     Parameters
     ----------
     tree : xarray.DataTree
-        At least the ``conjugate`` and ``evidence`` groups and the root attributes; an
-        exact fit's draws are added on first access of ``tree``.
+        What the fit keeps (the module's docstring): the ``conjugate`` and ``evidence``
+        groups and the root attributes; an MCMC fit's kept draws (``posterior``) and
+        ``sample_stats``.
     spec : Spec
     evidence : Evidence
+    derivation : Derivation, optional
+        An MCMC fit's: how its other groups follow from its kept draws.
+    draws : xarray.Dataset, optional
+        The ``posterior`` group where the fit has made it already (``derivation.rates``
+        of the kept draws).
     diagnostics : Diagnostics, optional
         An MCMC fit's diagnostics where the sampler made them of the same draws; made
-        here otherwise.
-
-    Attributes
-    ----------
-    diagnostics : Diagnostics or None
-        An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
-        tree); None for exact fits.
+        when first asked for otherwise.
     """
 
     def __init__(
@@ -108,20 +142,19 @@ class Posterior:
         tree: xr.DataTree,
         spec: Spec,
         evidence: Evidence,
+        *,
+        derivation: Derivation | None = None,
+        draws: xr.Dataset | None = None,
         diagnostics: Diagnostics | None = None,
     ) -> None:
         self._tree = tree
         self.spec = spec
         self.evidence = evidence
         self._arrays: dict[str, np.ndarray] = {}
-        self._pointwise = None  # these three: see ``build``
-        self._prior = None
-        self._log_prior = None
-        self.diagnostics = None
-        if self.is_mcmc:
-            from bayes_eval.inference.diagnostics import diagnose
-
-            self.diagnostics = diagnose(tree) if diagnostics is None else diagnostics
+        self._groups: dict[str, xr.Dataset] = {} if draws is None else {"posterior": draws}
+        self._derivation = derivation
+        self._diagnostics = diagnostics
+        self._summaries: dict[tuple, pd.DataFrame] = {}
 
     def __repr__(self) -> str:
         spec, node = self.spec, self._tree["conjugate"]
@@ -140,64 +173,128 @@ class Posterior:
             )
         else:
             lines.append(f"  exact (conjugate); {spec.draws} draws made when .tree is read")
-        lines.append(f"  groups: {', '.join(self._tree.children)}")
+        groups = [*self._tree.children, *(g for g in DERIVED_GROUPS if g not in self._tree)]
+        lines.append(f"  groups: {', '.join(groups)}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        """The text of ``repr`` above xarray's view of the tree (as it stands: an exact
-        fit's draws are not made for it)."""
+        """The text of ``repr`` above xarray's view of what the fit keeps (the groups made
+        from it are not made for the view)."""
         import html
 
         return f"<pre>{html.escape(repr(self))}</pre>{self._tree._repr_html_()}"
 
     @property
-    def draws(self) -> xr.Dataset:
-        """The ``posterior`` group; an exact fit draws it the first time it is read."""
-        if "posterior" not in self._tree:
-            draws = _draws(self, self.spec.draws, self.seed)
-            self._tree = self._tree.assign({"posterior": xr.DataTree(draws)})
-        return self._tree["posterior"].to_dataset()
+    def diagnostics(self) -> Diagnostics | None:
+        """An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
+        posterior and sampler statistics); None for exact fits."""
+        if self._diagnostics is None and self.is_mcmc:
+            from bayes_eval.inference.diagnostics import diagnose
+
+            stats = self._tree["sample_stats"].to_dataset()
+            self._diagnostics = diagnose(
+                xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats})
+            )
+        return self._diagnostics
 
     @property
-    def tree(self) -> xr.DataTree:
-        """Every group; the first read adds what is still missing: an exact fit's draws,
-        and the predictive, log-likelihood and prior groups of any fit."""
-        if "posterior_predictive" not in self._tree:
-            draws = self.draws
-            groups = replicate(self, draws, self.seed + 2)
-            pointwise = None if self._pointwise is None else self._pointwise(draws)
-            if pointwise is not None:  # an MCMC fit's own, in the cells' order
-                if "cell" in pointwise.dims:  # not a likelihood of whole pairs
-                    pointwise = pointwise.sel(cell=groups["observed_data"]["cell"].values)
-                groups["log_likelihood"] = pointwise
-            prior = self.prior_groups(draws)
-            groups.update(prior=prior["prior"], prior_predictive=prior["prior_predictive"])
-            log_prior = (self._log_prior or _exact_log_prior)(self, draws)
-            if log_prior.data_vars:  # none where every prior is uniform
-                groups["log_prior"] = log_prior
-            self._tree = self._tree.assign({k: xr.DataTree(v) for k, v in groups.items()})
+    def kept(self) -> xr.DataTree:
+        """What the fit keeps, and ``to_netcdf`` writes (the module's docstring)."""
         return self._tree
 
     @property
+    def draws(self) -> xr.Dataset:
+        """The ``posterior`` group: an exact fit's draws from its Beta shapes, an MCMC
+        fit's kept draws with the rates drawn back; made the first time it is read."""
+        if "posterior" not in self._groups:
+            if self.is_mcmc:
+                if self._derivation is None:
+                    raise RuntimeError("an MCMC fit read without its derivation (load_posterior)")
+                self._groups["posterior"] = self._derivation.rates(
+                    self._tree["posterior"].to_dataset()
+                )
+            else:
+                self._groups["posterior"] = exact_draws(self, self.spec.draws, self.seed)
+        return self._groups["posterior"]
+
+    @property
+    def tree(self) -> xr.DataTree:
+        """Every group: what the fit keeps, and every group made from it (each made the
+        first time it is asked for, here or by ``group``)."""
+        groups = {name: node.to_dataset() for name, node in self._tree.children.items()}
+        for name in DERIVED_GROUPS:
+            made = self._derived(name)
+            if made is not None:
+                groups[name] = made
+        order = [g for g in DERIVED_GROUPS if g in groups]
+        order += [g for g in groups if g not in order]
+        tree = xr.DataTree.from_dict({name: groups[name] for name in order})
+        tree.attrs = dict(self._tree.attrs)
+        return tree
+
+    def subtree(self, *names: str) -> xr.DataTree:
+        """A tree of the groups ``names`` alone (each made where it is made from what the
+        fit keeps), with the root's attributes: what an ArviZ function reads, without
+        making the groups it does not."""
+        tree = xr.DataTree.from_dict({name: self.group(name) for name in names})
+        tree.attrs = dict(self._tree.attrs)
+        return tree
+
+    def has_group(self, name: str) -> bool:
+        """Whether the tree has the group ``name``, without making it (``log_prior`` is
+        made to tell: none where every prior is uniform)."""
+        if name in self._tree.children and name != "posterior":
+            return True
+        if name == "log_likelihood":
+            return not self.is_mcmc or (
+                self._derivation is not None and self._derivation.log_likelihood is not None
+            )
+        if name == "log_prior":
+            return self._derived("log_prior") is not None
+        return name in DERIVED_GROUPS
+
+    def _derived(self, name: str) -> xr.Dataset | None:
+        """The group ``name`` made from what the fit keeps (None where the fit has none)."""
+        if name in self._groups or name not in DERIVED_GROUPS:
+            return self._groups.get(name)
+        draws = self.draws
+        if name in PREDICTIVE_GROUPS or (name == "log_likelihood" and not self.is_mcmc):
+            self._groups.update(replicate(self, draws, self.seed + 2))
+        elif name == "log_likelihood":
+            made = None
+            if self._derivation is not None and self._derivation.log_likelihood is not None:
+                made = self._derivation.log_likelihood(draws)
+            if made is not None and "cell" in made.dims:  # not a likelihood of whole pairs
+                made = made.sel(cell=self.group("observed_data")["cell"].values)
+            self._groups[name] = made
+        elif name in ("prior", "prior_predictive"):
+            prior = self.prior_groups(draws)
+            self._groups.update(prior=prior["prior"], prior_predictive=prior["prior_predictive"])
+        elif name == "log_prior":
+            made = self._derivation.log_prior if self.is_mcmc else exact_log_prior
+            made = None if made is None else made(self, draws)
+            self._groups[name] = made if made is not None and made.data_vars else None
+        return self._groups.get(name)
+
+    @property
     def scores_draws(self) -> bool:
-        """Whether ``log_likelihood_at`` can score other draws: an MCMC fit made in this
-        session (not read from a file)."""
-        return self._pointwise is not None
+        """Whether ``log_likelihood_at`` can score other draws: an MCMC fit with its
+        model's pointwise log-likelihood."""
+        return self.is_mcmc and self.has_group("log_likelihood")
 
     def log_likelihood_at(self, draws: xr.Dataset) -> xr.Dataset:
         """The fit's own pointwise log-likelihood of its data at other draws of its
         parameters (a refit's, with the same structure); see ``scores_draws``."""
-        return self._pointwise(draws)
+        return self._derivation.log_likelihood(draws)
 
     def prior_groups(self, draws: xr.Dataset | None = None) -> dict[str, xr.Dataset]:
         """``prior`` and ``prior_predictive`` (as ``prior``, and the predictive's
         ``observed_data`` and ``constant_data``): the spec's priors drawn through the
         model on this fit's design, with no data. ``draws``, the posterior's, name the
         variables a crossed prior holds (all of them without)."""
-        if self._prior is None and self.is_mcmc:  # read from a file: drawn with the fit
-            names = ("prior", "prior_predictive", "observed_data", "constant_data")
-            return {name: self.tree[name].to_dataset() for name in names}
-        make = self._prior or _exact_prior
+        make = exact_prior if not self.is_mcmc and self._derivation is None else None
+        if make is None:
+            make = self._derivation.prior
         prior = stack_factor_rates(make(self, draws, self.spec.draws, self.seed + 3))
         groups = replicate(self, prior, self.seed + 4, log_likelihood=False)
         return {
@@ -206,6 +303,12 @@ class Posterior:
             "observed_data": groups["observed_data"],
             "constant_data": groups["constant_data"],
         }
+
+    @property
+    def draws_prior_through_model(self) -> bool:
+        """Whether its prior is drawn through a sampled model's priors (an MCMC model,
+        fitted or not), not from an exact model's Beta factors."""
+        return self._derivation is not None
 
     @property
     def level(self) -> float:
@@ -234,7 +337,13 @@ class Posterior:
         return str(self._tree.attrs.get("bayes_eval_version", "unknown"))
 
     def group(self, name: str) -> xr.Dataset:
-        """One group of the tree as a Dataset (``covariates``, ``conjugate``, ...)."""
+        """One group of the tree as a Dataset (``covariates``, ``conjugate``, and those
+        made when first read, ``DERIVED_GROUPS``)."""
+        if name in DERIVED_GROUPS:
+            made = self._derived(name)
+            if made is None:
+                raise KeyError(f"the fit has no group {name}")
+            return made
         return self._tree[name].to_dataset()
 
     def values(self, name: str) -> np.ndarray:
@@ -252,19 +361,14 @@ class Posterior:
         *,
         level: float,
         seed: int,
-        log_likelihood: Callable[[xr.Dataset], xr.Dataset | None] | None = None,
-        prior: Callable | None = None,
-        log_prior: Callable | None = None,
+        derivation: Derivation | None = None,
+        draws: xr.Dataset | None = None,
         diagnostics: Diagnostics | None = None,
     ) -> Posterior:
-        """Assemble a fit's tree from its groups, with the evidence and the root attributes.
-
-        ``log_likelihood(draws)``, where given, makes the ``log_likelihood`` group from the
-        posterior draws when the tree is first read (a pooled fit's own forms; it is as
-        large as ``posterior_predictive``, so it waits as that does). ``prior(posterior,
-        draws, n_draws, seed)`` and ``log_prior(posterior, draws)``, where given, make an
-        MCMC fit's ``prior`` and ``log_prior`` groups then too (an exact fit's are made
-        here from its spec's Beta priors). ``diagnostics``: an MCMC fit's, where the
+        """Assemble what a fit keeps from its groups, with the evidence and the root
+        attributes. An MCMC fit's ``groups`` hold its kept draws (``posterior``) and
+        ``sample_stats``; ``derivation`` makes the rest (``draws``, its ``posterior``
+        group, where the fit made it already). ``diagnostics``: an MCMC fit's, where the
         sampler made them (``sample_until_diagnosed``)."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
@@ -283,10 +387,9 @@ class Posterior:
             "level": float(level),
             "seed": int(seed),
         }
-        posterior = cls(tree, spec, evidence, diagnostics)
-        posterior._pointwise = log_likelihood
-        posterior._prior, posterior._log_prior = prior, log_prior
-        return posterior
+        return cls(
+            tree, spec, evidence, derivation=derivation, draws=draws, diagnostics=diagnostics
+        )
 
     @classmethod
     def from_estimates(
@@ -329,6 +432,11 @@ class Posterior:
         )
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
+    def attach(self, derivation: Derivation) -> None:
+        """Give an MCMC fit read from a file its family's ``derivation``
+        (``bayes_eval.load_posterior`` does)."""
+        self._derivation = derivation
+
     # ------------------------------------------------------------------ summaries
 
     def cells(self) -> list[tuple[str, str, int, int]]:
@@ -363,10 +471,14 @@ class Posterior:
         return beta_product(self.values("alpha")[i, j], self.values("beta")[i, j])
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
-        """One row per (agent, task): the summary table (``bayes_eval.results.summary``)."""
+        """One row per (agent, task): the summary table (``bayes_eval.results.summary``),
+        made once per level and threshold (a copy each time)."""
         from bayes_eval.results.summary import summarise
 
-        return summarise(self, self.level if level is None else level, threshold)
+        key = (self.level if level is None else level, threshold)
+        if key not in self._summaries:
+            self._summaries[key] = summarise(self, *key)
+        return self._summaries[key].copy()
 
     def attempts(
         self,
@@ -390,15 +502,27 @@ class Posterior:
     # ------------------------------------------------------------------ files
 
     def to_netcdf(self, path: PathLike) -> Path:
-        """Write the whole tree to one NetCDF file (``xarray.open_datatree`` reads it).
+        """Write what the fit keeps (``kept``) to one NetCDF file, its large variables
+        compressed; ``bayes_eval.load_posterior`` reads it back and makes the rest, the same
+        tree (``xarray.open_datatree`` reads what it keeps).
 
         The file is made in memory and then written: HDF5 writing straight to a disk that
         fills leaves a file it cannot close, and crashes the process when it tries again
         (a segmentation fault at exit); written from memory, a full disk is an ordinary
         ``OSError`` naming the file."""
         path = Path(path)
+        encoding = {
+            node.path: {
+                name: {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+                for name, variable in node.data_vars.items()
+                if variable.size >= COMPRESSED_SIZE and variable.dtype.kind in "fiub"
+            }
+            for node in self._tree.subtree
+        }
         with _local_scheduler():
-            data = self.tree.to_netcdf(engine="h5netcdf")
+            data = self._tree.to_netcdf(
+                engine="h5netcdf", encoding={k: v for k, v in encoding.items() if v}
+            )
         try:
             path.write_bytes(data)
         except OSError as exc:  # a full disk's error names no file
@@ -488,128 +612,3 @@ def _refusal(path: Path, tree: xr.DataTree) -> str:
         f"{old.get('bayes_eval_format', 1)}, which bayes_eval {package_version()} does not "
         f"read (it reads format {FILE_FORMAT}); refit with: {refit} --out NEW_FOLDER"
     )
-
-
-def _cell_draws(alpha, beta, n_draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Draws of ``log`` of each factor rate and of ``log P`` for cells of Beta shapes
-    ``alpha``, ``beta`` (cells x runs x factors, NaN where absent): ``P`` the product of
-    one present run's factors, that run drawn uniformly for each draw; a factor of shape
-    ``beta = 0`` is a point mass at 1."""
-    present = ~np.isnan(alpha)
-    proper = present & (beta > 0)
-    draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
-    draws[:, proper] = log_beta_draws(alpha[proper], beta[proper], (n_draws,), rng)
-    runs = present.any(axis=-1)  # cells x runs
-    # each cell's present runs first, in order; a draw picks one of its cell's
-    order = np.argsort(~runs, axis=-1, kind="stable")
-    picked = rng.integers(runs.sum(axis=-1), size=(n_draws, len(runs)))
-    chosen = np.take_along_axis(order, picked.T, axis=-1).T  # draws x cells
-    cell = np.arange(len(runs))
-    task = np.nansum(draws[np.arange(n_draws)[:, None], cell, chosen], axis=-1)
-    return draws, task
-
-
-def _draws(result: Posterior, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
-    """Exact posterior draws of ``p_task`` and the factor rates, sampled in log space;
-    ``shapes``, where given, the Beta shapes ``(alpha, beta)`` drawn from instead of the
-    posterior's (the prior's, in ``_exact_prior``)."""
-    rng = np.random.default_rng(seed)
-    coords = result.coords
-    agents, tasks = coords[AGENT], coords[TASK]
-    n_runs, n_factors = len(coords[RUN]), len(coords[FACTOR])
-    log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
-    log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
-    methods = result.values("method")
-    alpha = result.values("alpha") if shapes is None else shapes[0]
-    beta = result.values("beta") if shapes is None else shapes[1]
-    cells = np.argwhere(result.exact_positions & ~np.isnan(alpha).all(axis=(-2, -1)))
-    # cells in chunks, so that one chunk's draws stay within memory however many cells
-    for start in range(0, len(cells), DRAW_CHUNK_CELLS):
-        i, j = cells[start : start + DRAW_CHUNK_CELLS].T
-        factors, task = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
-        log_factor[:, i, j], log_task[:, i, j] = factors, task
-    # independent draws dealt in order into chains, so that R-hat (about 1) is defined
-    chains = next(c for c in (EXACT_CHAINS, 2, 1) if n_draws % c == 0)
-
-    def chained(values):
-        return values.reshape((chains, n_draws // chains) + values.shape[1:])
-
-    draw_coords = {
-        "chain": np.arange(chains),
-        "draw": np.arange(n_draws // chains),
-        AGENT: agents,
-        TASK: tasks,
-    }
-    data = {"p_task": (("chain", "draw", AGENT, TASK), chained(np.exp(log_task)))}
-    rates = np.exp(log_factor)
-    if (methods == MILESTONE_METHOD).any():
-        milestone_rates = np.where(
-            (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
-        )
-        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), chained(milestone_rates))
-        draw_coords[MILESTONE] = coords[FACTOR]
-    if (methods == EXPERT_COMPLETION).any():
-        step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
-        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(step_rates))
-        draw_coords[RUN] = coords[RUN]
-        draw_coords[STEP] = coords[FACTOR]
-    return stack_factor_rates(xr.Dataset(data, coords=draw_coords))
-
-
-# The spec prior of an exact estimate's factors, by the estimate's method.
-PRIOR_ROLE = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
-
-
-def prior_shapes(result: Posterior) -> tuple[np.ndarray, np.ndarray]:
-    """The prior's Beta shapes in the layout of the ``conjugate`` shapes: each factor's
-    spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
-    has no draws)."""
-    present = ~np.isnan(result.values("alpha"))
-    alpha = np.full(present.shape, np.nan)
-    beta = np.full(present.shape, np.nan)
-    methods = result.values("method")
-    for method, role in PRIOR_ROLE.items():
-        cells = result.exact_positions & (methods == method)
-        if not cells.any():
-            continue
-        prior = result.spec.priors[role]
-        if prior.alpha > 0 and prior.beta > 0:
-            alpha[cells] = np.where(present[cells], prior.alpha, np.nan)
-            beta[cells] = np.where(present[cells], prior.beta, np.nan)
-    return alpha, beta
-
-
-def _exact_prior(result: Posterior, _draws_given, n_draws: int, seed: int) -> xr.Dataset:
-    """An exact fit's prior: its factor rates drawn from their spec priors, multiplied as
-    the posterior's are (``_draws``)."""
-    return _draws(result, n_draws, seed, prior_shapes(result))
-
-
-def _exact_log_prior(result: Posterior, draws: xr.Dataset) -> xr.Dataset:
-    """The log prior density of every exact rate drawn, named after the variable it is
-    drawn in: ``p_task`` for an end-to-end estimate (0 for a product, whose factors
-    carry it), ``p_milestone`` and ``p_step`` per cell. Haldane's improper prior is
-    unnormalised; a rate drawn at exactly 0 or 1 (a point mass) contributes 0. A rate
-    whose prior is uniform is left out (its log density is constant)."""
-    from scipy import special
-
-    def log_density(role, p):
-        prior = result.spec.priors[role]
-        a, b = prior.alpha, prior.beta
-        with np.errstate(divide="ignore", invalid="ignore"):
-            value = special.xlogy(a - 1, p) + special.xlog1py(b - 1, -p)
-            if a > 0 and b > 0:
-                value = value - special.betaln(a, b)
-        return np.where(np.isfinite(value), value, 0.0)
-
-    out = {}
-    methods = result.values("method")
-    if (methods == END_TO_END).any():
-        p = draws["p_task"]
-        values = np.where(methods == END_TO_END, log_density("end_to_end", p.values), 0.0)
-        out["p_task"] = p.copy(data=values)
-    for name, role in (("p_milestone", "milestone"), ("p_step", "step")):
-        if name in draws:
-            out[name] = draws[name].copy(data=log_density(role, draws[name].values))
-    # a uniform prior is the same at every power: nothing for psense to scale
-    return xr.Dataset({name: v for name, v in out.items() if np.ptp(v.values) > 0})

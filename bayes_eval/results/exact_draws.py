@@ -1,0 +1,156 @@
+"""An exact fit's draws: each factor rate drawn from its Beta posterior (or its spec
+prior), multiplied in log space into ``p_task`` (probabilities down to 1e-300 keep full
+precision), with a seeded ``numpy.random.Generator``; and the log prior density of the
+rates drawn. ``Posterior`` makes its ``posterior``, ``prior`` and ``log_prior`` groups of
+an exact fit with them, the first time they are read."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
+from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.results.factors import stack_factor_rates
+
+__all__ = ["PRIOR_ROLE", "exact_draws", "exact_log_prior", "exact_prior", "prior_shapes"]
+
+# Chains an exact fit's independent draws are dealt into (where they divide the draws).
+EXACT_CHAINS = 4
+# Cells drawn together in an exact tree (4,000 draws of 500 cells of 5 factors: 80 MB).
+DRAW_CHUNK_CELLS = 500
+FACTOR = "factor"
+
+
+def _cell_draws(alpha, beta, n_draws: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of ``log`` of each factor rate and of ``log P`` for cells of Beta shapes
+    ``alpha``, ``beta`` (cells x runs x factors, NaN where absent): ``P`` the product of
+    one present run's factors, that run drawn uniformly for each draw; a factor of shape
+    ``beta = 0`` is a point mass at 1."""
+    present = ~np.isnan(alpha)
+    proper = present & (beta > 0)
+    draws = np.where(present, 0.0, np.nan)[None].repeat(n_draws, axis=0)
+    draws[:, proper] = log_beta_draws(alpha[proper], beta[proper], (n_draws,), rng)
+    runs = present.any(axis=-1)  # cells x runs
+    # each cell's present runs first, in order; a draw picks one of its cell's
+    order = np.argsort(~runs, axis=-1, kind="stable")
+    picked = rng.integers(runs.sum(axis=-1), size=(n_draws, len(runs)))
+    chosen = np.take_along_axis(order, picked.T, axis=-1).T  # draws x cells
+    cell = np.arange(len(runs))
+    task = np.nansum(draws[np.arange(n_draws)[:, None], cell, chosen], axis=-1)
+    return draws, task
+
+
+def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
+    """Exact posterior draws of ``p_task`` and the factor rates, sampled in log space;
+    ``shapes``, where given, the Beta shapes ``(alpha, beta)`` drawn from instead of the
+    posterior's (the prior's, in ``_exact_prior``)."""
+    rng = np.random.default_rng(seed)
+    coords = result.coords
+    agents, tasks = coords[AGENT], coords[TASK]
+    n_runs, n_factors = len(coords[RUN]), len(coords[FACTOR])
+    log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
+    log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
+    methods = result.values("method")
+    alpha = result.values("alpha") if shapes is None else shapes[0]
+    beta = result.values("beta") if shapes is None else shapes[1]
+    cells = np.argwhere(result.exact_positions & ~np.isnan(alpha).all(axis=(-2, -1)))
+    # cells in chunks, so that one chunk's draws stay within memory however many cells
+    for start in range(0, len(cells), DRAW_CHUNK_CELLS):
+        i, j = cells[start : start + DRAW_CHUNK_CELLS].T
+        factors, task = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
+        log_factor[:, i, j], log_task[:, i, j] = factors, task
+    # independent draws dealt in order into chains, so that R-hat (about 1) is defined
+    chains = next(c for c in (EXACT_CHAINS, 2, 1) if n_draws % c == 0)
+
+    def chained(values):
+        return values.reshape((chains, n_draws // chains) + values.shape[1:])
+
+    draw_coords = {
+        "chain": np.arange(chains),
+        "draw": np.arange(n_draws // chains),
+        AGENT: agents,
+        TASK: tasks,
+    }
+    data = {"p_task": (("chain", "draw", AGENT, TASK), chained(np.exp(log_task)))}
+    rates = np.exp(log_factor)
+    if (methods == MILESTONE_METHOD).any():
+        milestone_rates = np.where(
+            (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
+        )
+        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), chained(milestone_rates))
+        draw_coords[MILESTONE] = coords[FACTOR]
+    if (methods == EXPERT_COMPLETION).any():
+        step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
+        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(step_rates))
+        draw_coords[RUN] = coords[RUN]
+        draw_coords[STEP] = coords[FACTOR]
+    return stack_factor_rates(xr.Dataset(data, coords=draw_coords))
+
+
+# The spec prior of an exact estimate's factors, by the estimate's method.
+PRIOR_ROLE = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
+
+
+def prior_shapes(result) -> tuple[np.ndarray, np.ndarray]:
+    """The prior's Beta shapes in the layout of the ``conjugate`` shapes: each factor's
+    spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
+    has no draws)."""
+    present = ~np.isnan(result.values("alpha"))
+    alpha = np.full(present.shape, np.nan)
+    beta = np.full(present.shape, np.nan)
+    methods = result.values("method")
+    for method, role in PRIOR_ROLE.items():
+        cells = result.exact_positions & (methods == method)
+        if not cells.any():
+            continue
+        prior = result.spec.priors[role]
+        if prior.alpha > 0 and prior.beta > 0:
+            alpha[cells] = np.where(present[cells], prior.alpha, np.nan)
+            beta[cells] = np.where(present[cells], prior.beta, np.nan)
+    return alpha, beta
+
+
+def exact_prior(result, _draws_given, n_draws: int, seed: int) -> xr.Dataset:
+    """An exact fit's prior: its factor rates drawn from their spec priors, multiplied as
+    the posterior's are (``exact_draws``)."""
+    return exact_draws(result, n_draws, seed, prior_shapes(result))
+
+
+def exact_log_prior(result, draws: xr.Dataset) -> xr.Dataset:
+    """The log prior density of every exact rate drawn, named after the variable it is
+    drawn in: ``p_task`` for an end-to-end estimate (0 for a product, whose factors
+    carry it), ``p_milestone`` and ``p_step`` per cell. Haldane's improper prior is
+    unnormalised; a rate drawn at exactly 0 or 1 (a point mass) contributes 0. A rate
+    whose prior is uniform is left out (its log density is constant)."""
+    from scipy import special
+
+    def log_density(role, p):
+        prior = result.spec.priors[role]
+        a, b = prior.alpha, prior.beta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = special.xlogy(a - 1, p) + special.xlog1py(b - 1, -p)
+            if a > 0 and b > 0:
+                value = value - special.betaln(a, b)
+        return np.where(np.isfinite(value), value, 0.0)
+
+    out = {}
+    methods = result.values("method")
+    if (methods == END_TO_END).any():
+        p = draws["p_task"]
+        values = np.where(methods == END_TO_END, log_density("end_to_end", p.values), 0.0)
+        out["p_task"] = p.copy(data=values)
+    for name, role in (("p_milestone", "milestone"), ("p_step", "step")):
+        if name in draws:
+            out[name] = draws[name].copy(data=log_density(role, draws[name].values))
+    # a uniform prior is the same at every power: nothing for psense to scale
+    return xr.Dataset({name: v for name, v in out.items() if np.ptp(v.values) > 0})
