@@ -18,8 +18,8 @@ from bayes_eval.results.population import (
     NEW_TASK,
     OBSERVED,
     POPULATION_COLUMNS,
+    NewTask,
     _least_k,
-    _new_task_rates,
     crossing,
     power_law,
 )
@@ -113,7 +113,8 @@ def test_the_crossed_new_task_quadrature_matches_scipy(centre, scale, k):
         value = -np.expm1(k * log_q) if power == "at" else np.exp(k * log_p)
         return value * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
 
-    at, every = _new_task_rates(np.array(centre), np.array(scale), k)
+    task = NewTask(np.array(centre), np.array(scale))
+    at, every = task.at_least_one(k), task.every(k)
     for value, power in ((at, "at"), (every, "all")):
         exact = integrate.quad(rate, -40, 40, args=(power,), points=[0.0], limit=400, epsabs=0)[0]
         assert float(value) == pytest.approx(exact, rel=1e-6, abs=1e-40)

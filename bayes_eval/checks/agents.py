@@ -134,23 +134,28 @@ def compare_agents(
         raise InputError(f"margin: {margin} must lie strictly between -1 and 1 (a difference of P)")
     summary = posterior.summary(level=level).set_index(["agent", "task"])
     p = posterior.draws["p_task"]
-    rows, refused, common = [], [], []
-    for task in p["task"].values:
-        why = [_why_not(summary, agent, task) for agent in (a, b)]
-        if any(why):
-            refused.append(f"{task}: " + "; ".join(w for w in why if w))
-            continue
-        pa, pb = (p.sel(agent=agent, task=task).values.ravel() for agent in (a, b))
-        rows.append(_row(task, "P", pa, pb, level) | {"observed": _observed(summary, a, b, task)})
-        common.append(task)
-    if not rows:
+    tasks = p["task"].values
+    why = [[_why_not(summary, agent, task) for agent in (a, b)] for task in tasks]
+    refused = [
+        f"{task}: " + "; ".join(w for w in reasons if w)
+        for task, reasons in zip(tasks, why, strict=True)
+        if any(reasons)
+    ]
+    compared = np.array([not any(reasons) for reasons in why], dtype=bool)
+    if not compared.any():
         raise InputError(
             f"compare-agents: no task where both {a} and {b} have a posterior ("
             + "; ".join(refused)
             + ")"
         )
-    rows.append(_across(posterior, p, a, b, common, level))
-    table = pd.DataFrame(rows)
+    common = tasks[compared].tolist()
+    rates = p.values[..., np.flatnonzero(compared)]
+    xa, xb = (_rows_of(rates[:, :, agents.index(agent)]) for agent in (a, b))
+    table = pd.DataFrame(_rows(common, "P", xa, xb, level))
+    table["observed"] = [_observed(summary, a, b, task) for task in common]
+    table = pd.concat(
+        [table, pd.DataFrame([_across(posterior, p, a, b, common, level)])], ignore_index=True
+    )
     if margin is not None:
         margin = float(margin)
         table["verdict"] = [_verdict(r, margin) for r in table.itertuples()]
@@ -172,24 +177,42 @@ def _why_not(summary, agent, task) -> str:
     return f"{agent} has no estimate ({row['provenance'].split('no estimate: ')[-1]})"
 
 
+def _rows_of(draws: np.ndarray) -> np.ndarray:
+    """``(chain, draw, ...)`` draws as one contiguous row of draws per quantity."""
+    count = draws.shape[0] * draws.shape[1]
+    return np.ascontiguousarray(draws.reshape(count, -1).T)
+
+
 def _row(task, quantity, xa, xb, level, ratio=None) -> dict:
     """The comparison of two sets of draws (the ratio ``xb / xa`` unless given)."""
+    ratio = None if ratio is None else ratio[None]
+    return {
+        name: value[0]
+        for name, value in _rows([task], quantity, xa[None], xb[None], level, ratio).items()
+    }
+
+
+def _rows(tasks, quantity, xa, xb, level, ratio=None) -> dict:
+    """The comparisons of two sets of draws, one row of draws per task (the ratio
+    ``xb / xa`` unless given), as columns."""
     diff = xb - xa
     if ratio is None:
         with np.errstate(all="ignore"):  # a rate of 0 or below 1e-308: ratio inf or nan
             ratio = xb / xa
+    lower, upper = np.quantile(diff, [1.0 - level, level], axis=1)
+    # draws themselves (no interpolation): a ratio is infinite where a rate is 0
+    ratios = np.quantile(ratio, [0.5, 1.0 - level, level], axis=1, method="inverted_cdf")
     return {
-        "task": task,
-        "quantity": quantity,
-        "prob_b_greater": float(np.mean(xb > xa)),
-        "diff_mean": float(np.mean(diff)),
-        "diff_lower": float(np.quantile(diff, 1.0 - level)),
-        "diff_upper": float(np.quantile(diff, level)),
-        # draws themselves (no interpolation): a ratio is infinite where a rate is 0
-        "ratio_median": float(np.quantile(ratio, 0.5, method="inverted_cdf")),
-        "ratio_lower": float(np.quantile(ratio, 1.0 - level, method="inverted_cdf")),
-        "ratio_upper": float(np.quantile(ratio, level, method="inverted_cdf")),
-        "draws": int(diff.size),
+        "task": list(tasks),
+        "quantity": [quantity] * len(tasks),
+        "prob_b_greater": (xb > xa).mean(axis=1),
+        "diff_mean": diff.mean(axis=1),
+        "diff_lower": lower,
+        "diff_upper": upper,
+        "ratio_median": ratios[0],
+        "ratio_lower": ratios[1],
+        "ratio_upper": ratios[2],
+        "draws": np.full(len(tasks), diff.shape[1]),
     }
 
 
@@ -208,9 +231,8 @@ def _across(posterior, p, a, b, common, level) -> dict:
         return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level)
     if model_of(posterior.spec).family == CROSSED:
         xa, xb = (draws["ability"].sel(agent=agent).values.ravel() for agent in (a, b))
-        return _row(
-            ACROSS_TASKS, "ability θ (log-odds; ratio: odds ratio)", xa, xb, level, np.exp(xb - xa)
-        )
+        odds = np.exp(xb - xa)
+        return _row(ACROSS_TASKS, "ability θ (log-odds; ratio: odds ratio)", xa, xb, level, odds)
     name = AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
     xa, xb = (draws[name].sel(agent=agent).values.ravel() for agent in (a, b))
     return _row(ACROSS_TASKS, name, xa, xb, level)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import (
@@ -54,10 +55,16 @@ class Diagnostics:
 
         False when no row has that label: a quantity that was not checked did not pass.
         """
+        return bool(self.cells_ok([label])[0])
+
+    def cells_ok(self, labels) -> np.ndarray:
+        """``cell_ok`` of each of ``labels``, at once."""
+        table = self.table
         global_ok = self.divergences == 0 and min(self.ebfmi, default=1.0) >= EBFMI_MIN
-        hyper = self.table[~self.table["variable"].str.startswith("p_task[")]
-        rows = self.table[self.table["variable"] == label]
-        return bool(global_ok and hyper["ok"].all() and len(rows) and rows["ok"].all())
+        hyper_ok = table.loc[~table["variable"].str.startswith("p_task["), "ok"].all()
+        passed = table.groupby("variable", sort=False)["ok"].all()
+        found = passed.reindex(list(labels), fill_value=False).to_numpy(dtype=bool)
+        return found & bool(global_ok and hyper_ok)
 
 
 # The free variables behind a parameter sampled in parts (``{name}_{form}``); where

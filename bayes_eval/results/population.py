@@ -132,10 +132,7 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
             return (1.0 - never) * mean_at_least_one(a, b, k)
 
     elif _crossed_new_task(posterior):
-        centre, scale = _crossed_logit(posterior)
-
-        def curve(k):
-            return _new_task_rates(centre, scale, k)[0]
+        curve = NewTask(*_crossed_logit(posterior)).at_least_one
 
     if curve is None:
         return None
@@ -257,15 +254,25 @@ def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
     return nodes, np.tile(w * panel / 2, panels) * density
 
 
-def _new_task_rates(centre, scale, k):
-    """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)``."""
-    nodes, weights = _normal_rule(float(np.max(scale)))
-    k = np.asarray(k, dtype=float)[..., None]  # per draw and agent, or one for all
-    logit = centre[..., None] + scale[..., None] * nodes
-    log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
-    at = -np.expm1(k * log_q)
-    every = np.exp(k * log_p)
-    return at @ weights, every @ weights
+class NewTask:
+    """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)`` (per draw and
+    agent), on the rule ``_normal_rule`` gives; ``log P`` and ``log (1 - P)`` at its nodes
+    are computed once, for every ``k`` asked for."""
+
+    def __init__(self, centre, scale):
+        nodes, self.weights = _normal_rule(float(np.max(scale)))
+        logit = centre[..., None] + scale[..., None] * nodes
+        self.log_p, self.log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+
+    def at_least_one(self, k):
+        """``E[pass@k]``; ``k`` one for all, or per draw and agent."""
+        k = np.asarray(k, dtype=float)[..., None]
+        return -np.expm1(k * self.log_q) @ self.weights
+
+    def every(self, k):
+        """``E[pass^k]``; ``k`` one for all, or per draw and agent."""
+        k = np.asarray(k, dtype=float)[..., None]
+        return np.exp(k * self.log_p) @ self.weights
 
 
 def never_solved_caution(spec) -> str:
@@ -309,10 +316,11 @@ def _new_task(posterior, ks):
         return at, every, note
     if _crossed_new_task(posterior):
         centre, scale = _crossed_logit(posterior)
-        pairs = [_new_task_rates(centre, scale, k) for k in ks]
+        task = NewTask(centre, scale)
         note = (
             "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
             f"composite Gauss-Legendre quadrature over the normal, on {len(centre)} draws"
         )
-        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), note
+        at = np.stack([task.at_least_one(k) for k in ks])
+        return at, np.stack([task.every(k) for k in ks]), note
     return None

@@ -151,24 +151,53 @@ def _quantile_engine(engine: str, error: float) -> str:
 
 
 def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
-    """An MCMC fit's columns, in place, cell by cell from its draws, with each bound's
-    context (``bound_context``)."""
-    mcse = _quantile_mcse(posterior, level)
-    trials = posterior.values("cp_trials")
-    floors = _floor_runs(posterior, trials)
-    successes = posterior.values("cp_successes")
-    for n in estimated:
-        i, j = at[0][n], at[1][n]
-        row = _mcmc_columns(
-            posterior, table.at[n, "agent"], table.at[n, "task"], i, j, level, tau, mcse
+    """An MCMC fit's columns, in place, from its draws (every cell's at once, each from
+    its own draws as a contiguous row), with each bound's context (``bound_context``)."""
+    if not estimated.size:
+        return
+    i, j = at[0][estimated], at[1][estimated]
+    p_task = posterior.draws["p_task"].values
+    count = p_task.shape[0] * p_task.shape[1]
+    flat = np.ascontiguousarray(p_task[:, :, i, j].reshape(count, estimated.size).T)
+    lower, upper = np.quantile(flat, [1.0 - level, level], axis=1)
+    columns = {
+        "mean": flat.mean(axis=1),
+        "median": np.median(flat, axis=1),
+        "sd": flat.std(ddof=1, axis=1),
+        "lower": lower,
+        "upper": upper,
+        "prob_above": np.nan if tau is None else (flat > tau).mean(axis=1),
+        "upper_mcse": _quantile_mcse(posterior, level)[i, j],
+    }
+    columns["log10_upper"] = [math.log10(u) if u > 0 else -math.inf for u in upper]
+    labels = [
+        f"p_task[{a}, {t}]"
+        for a, t in zip(
+            table["agent"].to_numpy()[estimated], table["task"].to_numpy()[estimated], strict=True
         )
-        row["provenance"] = table.at[n, "provenance"] + row["provenance"]
-        k, runs = max(successes[i, j], 0), max(trials[i, j], 0)
-        floor = None if floors is None else floors[i, j]
-        row.update(bound_context(row["upper"], k, runs, floor, level))
-        row["provenance"] += _context_note(row, posterior.spec.pooling, floor)
-        for name, value in row.items():
-            table.at[n, name] = value
+    ]
+    ok = posterior.diagnostics.cells_ok(labels)
+    columns["diagnostics_ok"] = ok
+    note = f"; quantiles from {count} MCMC draws"
+    unreliable = "; UNRELIABLE: diagnostics failed (bayes-eval check RUN_DIR)"
+    rows = table.index[estimated]
+    for name, values in columns.items():
+        table.loc[rows, name] = values
+    trials = np.maximum(posterior.values("cp_trials")[i, j], 0)
+    successes = np.maximum(posterior.values("cp_successes")[i, j], 0)
+    floors = _floor_runs(posterior, posterior.values("cp_trials"))
+    floors = None if floors is None else floors[i, j]
+    provenance = table.loc[rows, "provenance"].to_numpy()
+    for n, row in enumerate(rows):
+        values = {name: table.at[row, name] for name in ("upper", "mean")}
+        floor = None if floors is None else floors[n]
+        context = bound_context(values["upper"], successes[n], trials[n], floor, level)
+        for name, value in context.items():
+            table.at[row, name] = value
+        values.update(context)
+        text = note + ("" if ok[n] else unreliable)
+        provenance[n] = provenance[n] + text + _context_note(values, posterior.spec.pooling, floor)
+    table.loc[rows, "provenance"] = provenance
 
 
 def own_upper(k: int, n: float, level: float) -> float:
@@ -266,29 +295,6 @@ def _quantile_mcse(posterior, level: float) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return arviz_stats.mcse(draws, method="quantile", prob=level).values
-
-
-def _mcmc_columns(posterior, agent, task, i, j, level, tau, mcse) -> dict:
-    """Summaries of one cell's ``p_task`` draws, with the MCSE of the upper bound."""
-    draws = posterior.draws["p_task"].values[:, :, i, j]
-    flat = draws.ravel()
-    upper = float(np.quantile(flat, level))
-    ok = posterior.diagnostics.cell_ok(f"p_task[{agent}, {task}]")
-    note = f"; quantiles from {flat.size} MCMC draws"
-    if not ok:
-        note += "; UNRELIABLE: diagnostics failed (bayes-eval check RUN_DIR)"
-    return {
-        "mean": float(flat.mean()),
-        "median": float(np.median(flat)),
-        "sd": float(flat.std(ddof=1)),
-        "lower": float(np.quantile(flat, 1.0 - level)),
-        "upper": upper,
-        "log10_upper": math.log10(upper) if upper > 0 else -math.inf,
-        "prob_above": np.nan if tau is None else float(np.mean(flat > tau)),
-        "upper_mcse": float(mcse[i, j]),
-        "diagnostics_ok": ok,
-        "provenance": note,
-    }
 
 
 def format_number(value) -> str:
