@@ -189,12 +189,16 @@ class Posterior:
         """An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
         posterior and sampler statistics); None for exact fits."""
         if self._diagnostics is None and self.is_mcmc:
-            from bayes_eval.inference.diagnostics import diagnose
+            from bayes_eval.inference.diagnostics import Diagnostics, diagnose
 
-            stats = self._tree["sample_stats"].to_dataset()
-            self._diagnostics = diagnose(
-                xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats})
-            )
+            if "diagnostics" in self._tree:
+                kept = self._tree["diagnostics"].to_dataset()
+                self._diagnostics = Diagnostics.from_dataset(kept)
+            else:
+                stats = self._tree["sample_stats"].to_dataset()
+                self._diagnostics = diagnose(
+                    xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats})
+                )
         return self._diagnostics
 
     @property
@@ -372,6 +376,8 @@ class Posterior:
         sampler made them (``sample_until_diagnosed``)."""
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
+        if diagnostics is not None:
+            groups["diagnostics"] = diagnostics.to_dataset()
         if evidence.clusters is not None:
             clusters = evidence.clusters.rename_axis("cluster_row")
             groups["evidence_clusters"] = xr.Dataset.from_dataframe(clusters)
