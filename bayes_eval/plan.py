@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from bayes_eval.constants import (
     AGENT,
@@ -151,11 +151,13 @@ def trials_to_decide(
         return None
     a, b = shape
 
+    # P(P <= tau) after k successes in n (scipy.stats.beta.cdf's own function, called
+    # without its argument checks, which took most of the time)
     def below(k, n):  # P(P <= tau) > level after k successes in n: upper bound below tau
-        return stats.beta.cdf(threshold, a + k, b + n - k) > level
+        return special.betainc(a + k, b + n - k, threshold) > level
 
     def above(k, n):  # P(P <= tau) < 1 - level: lower bound above tau
-        return stats.beta.cdf(threshold, a + k, b + n - k) < 1.0 - level
+        return special.betainc(a + k, b + n - k, threshold) < 1.0 - level
 
     def last(test, n):  # the largest k in -1..n with test(k) true (test falls with k)
         lo, hi = -1, n + 1
@@ -167,9 +169,8 @@ def trials_to_decide(
     def chance(n):
         k_below = last(below, n)
         k_above = last(lambda k, m: not above(k, m), n) + 1
-        predictive = stats.betabinom(n, a, b)
-        decided = predictive.cdf(k_below) if k_below >= 0 else 0.0
-        return decided + (predictive.sf(k_above - 1) if k_above <= n else 0.0)
+        decided = stats.betabinom.cdf(k_below, n, a, b) if k_below >= 0 else 0.0
+        return decided + (stats.betabinom.sf(k_above - 1, n, a, b) if k_above <= n else 0.0)
 
     return _probably_decided(chance, limit)
 

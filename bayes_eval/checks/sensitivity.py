@@ -45,6 +45,7 @@ __all__ = [
     "PSENSE_LIMIT",
     "Sensitivity",
     "prior_sensitivity",
+    "PairDraws",
     "reweighted_bounds",
 ]
 
@@ -175,7 +176,7 @@ def prior_sensitivity(
     members = prior_family(posterior.spec)
     frames = [_from_summary(own, members[0], FITTED if posterior.is_mcmc else EXACT)]
     if posterior.is_mcmc:  # read once: every member reweights the same draws
-        roles, values = _variable_roles(posterior), _pair_draws(posterior, own)
+        roles, values = _variable_roles(posterior), PairDraws.of(_pair_draws(posterior, own))
     for member in members[1:]:
         if not posterior.is_mcmc:
             frames.append(_exact_member(posterior, member, level))
@@ -238,10 +239,30 @@ def _reweighted(own, member: Member, values, log_ratio, level, refit) -> pd.Data
     return table
 
 
-def reweighted_bounds(values: np.ndarray, log_ratio: np.ndarray, level: float):
-    """Mean, sd and one-sided bounds of each column of ``values`` (draws x pairs) under
-    importance weights ``exp(log_ratio)`` (chain x draw, the draws in the same order),
-    Pareto-smoothed; with the weights' Pareto k."""
+@dataclass(frozen=True)
+class PairDraws:
+    """Each pair's draws as a contiguous row, those without a missing draw sorted once for
+    every member's weighted quantiles (``reweighted_bounds``)."""
+
+    rows: np.ndarray
+    whole: np.ndarray
+    order: np.ndarray
+    ordered: np.ndarray
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> PairDraws:
+        """``values``: draws x pairs."""
+        rows = np.ascontiguousarray(values.T)
+        whole = ~np.isnan(rows).any(axis=1)
+        order = np.argsort(rows[whole], axis=1)
+        return cls(rows, whole, order, np.take_along_axis(rows[whole], order, axis=1))
+
+
+def reweighted_bounds(values, log_ratio: np.ndarray, level: float):
+    """Mean, sd and one-sided bounds of each column of ``values`` (draws x pairs, or their
+    ``PairDraws``) under importance weights ``exp(log_ratio)`` (chain x draw, the draws in
+    the same order), Pareto-smoothed; with the weights' Pareto k."""
+    draws = values if isinstance(values, PairDraws) else PairDraws.of(values)
     if not log_ratio.any():
         weights, k = np.full(log_ratio.size, 1.0 / log_ratio.size), 0.0
     else:
@@ -256,15 +277,26 @@ def reweighted_bounds(values: np.ndarray, log_ratio: np.ndarray, level: float):
                 dim=["chain", "draw"]
             )
         weights, k = np.exp(log_weights.values.ravel()), float(k)
-    out = {name: [] for name in BOUND_COLUMNS}
-    for x in values.T:
+    rows, whole = draws.rows, draws.whole
+    out = {name: np.full(len(rows), math.nan) for name in BOUND_COLUMNS}
+    if whole.any():  # every draw present: all such pairs at once
+        x, w = rows[whole], weights / weights.sum()
+        mean = np.sum(w * x, axis=1)
+        out["mean"][whole] = mean
+        out["sd"][whole] = np.sqrt(np.maximum(np.sum(w * (x - mean[:, None]) ** 2, axis=1), 0.0))
+        cumulative = np.cumsum(w[draws.order], axis=1)
+        for name, q in (("lower", 1.0 - level), ("upper", level)):
+            at = np.minimum((cumulative < q).sum(axis=1), x.shape[1] - 1)
+            out[name][whole] = draws.ordered[np.arange(len(x)), at]
+    for n in np.flatnonzero(~whole):  # some draws missing: each pair on its own
+        x = rows[n]
         kept = ~np.isnan(x)
         w = weights[kept] / weights[kept].sum() if kept.any() else weights[kept]
         mean = float(np.sum(w * x[kept])) if kept.any() else math.nan
-        out["mean"].append(mean)
-        out["sd"].append(math.sqrt(max(float(np.sum(w * (x[kept] - mean) ** 2)), 0.0)))
-        out["lower"].append(_weighted_quantile(x[kept], w, 1.0 - level))
-        out["upper"].append(_weighted_quantile(x[kept], w, level))
+        out["mean"][n] = mean
+        out["sd"][n] = math.sqrt(max(float(np.sum(w * (x[kept] - mean) ** 2)), 0.0))
+        out["lower"][n] = _weighted_quantile(x[kept], w, 1.0 - level)
+        out["upper"][n] = _weighted_quantile(x[kept], w, level)
     return out, k
 
 
@@ -334,7 +366,7 @@ def _psense(posterior) -> pd.Series:
     if not posterior.has_group("log_prior"):
         values = np.zeros(draws.shape[2:])
     else:
-        tree = posterior.subtree("posterior", "log_likelihood", "log_prior")
+        tree = posterior.subtree("posterior", "log_prior")  # the prior power-scaled alone
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             values = arviz_stats.psense(tree, var_names=["p_task"], group="prior")["p_task"].values
@@ -345,25 +377,35 @@ def _psense(posterior) -> pd.Series:
 
 
 def _pairs(bounds: pd.DataFrame, psense, tau, level) -> pd.DataFrame:
+    """One row per pair with a bound under the spec's prior: the range of its bounds over
+    the members, which member gives each end, its power-scaling sensitivity, the members
+    whose reweighting cannot be trusted and, with ``tau``, whether the verdict flips
+    (``_flips``)."""
+    member, how = bounds["member"].to_numpy(), bounds["how"].to_numpy()
+    upper = bounds["upper"].to_numpy(dtype=float)
+    verdict = bounds["verdict"].to_numpy() if tau is not None else None
     rows = []
-    for (agent, task), group in bounds.groupby(["agent", "task"], sort=False):
-        if not (group["member"] == OWN).any():
+    for (agent, task), at in bounds.groupby(["agent", "task"], sort=False).indices.items():
+        own = at[member[at] == OWN]
+        if not own.size:
             continue  # a bound under some member where the spec's prior gives none
-        spec = group[group["member"] == OWN].iloc[0]
-        known = group[group["upper"].notna()]
+        known = at[~np.isnan(upper[at])]
         row = {
             "agent": agent,
             "task": task,
-            "upper": spec["upper"],
-            "upper_low": known["upper"].min(),
-            "upper_high": known["upper"].max(),
-            "low_member": known.loc[known["upper"].idxmin(), "member"],
-            "high_member": known.loc[known["upper"].idxmax(), "member"],
+            "upper": upper[own[0]],
+            "upper_low": upper[known].min(),
+            "upper_high": upper[known].max(),
+            "low_member": member[known[np.argmin(upper[known])]],
+            "high_member": member[known[np.argmax(upper[known])]],
             "psense": math.nan if psense is None else float(psense.get((agent, task), math.nan)),
-            "untrusted": ", ".join(group.loc[group["how"] == UNTRUSTED, "member"]),
+            "untrusted": ", ".join(member[at][how[at] == UNTRUSTED]),
         }
         if tau is not None:
-            row.update(_flips(known, spec, tau, level))
+            if (verdict[known] == verdict[own[0]]).all():
+                row.update(prior_sensitive=False, flipped_by="", robust_trials=math.nan)
+            else:
+                row.update(_flips(bounds.iloc[known], bounds.iloc[own[0]], tau, level))
         rows.append(row)
     columns = [*PAIR_COLUMNS, *(FLIP_COLUMNS if tau is not None else ())]
     return pd.DataFrame(rows, columns=columns)
@@ -374,11 +416,9 @@ def _bounds(lower: float, upper: float) -> str:
 
 
 def _flips(known: pd.DataFrame, spec, tau: float, level: float) -> dict:
-    """Whether the members' verdicts differ, which members differ from the spec's, and the
-    trials after which every member probably decides."""
+    """For a pair whose members' verdicts differ: which members differ from the spec's,
+    and the trials after which every member probably decides."""
     others = known[known["verdict"] != spec["verdict"]]
-    if not len(others):
-        return {"prior_sensitive": False, "flipped_by": "", "robust_trials": math.nan}
     said = ", ".join(
         f"{row.member} ({_bounds(row.lower, row.upper)})" for row in others.itertuples()
     )

@@ -26,13 +26,14 @@ pass@k curves needs the spread across tasks. ``crossing`` gives, per agent, the 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import AGENT, ALL_SOLVABLE, NEVER_SHARE, NEVER_SOLVABLE
-from bayes_eval.exact.attempts import all_of, at_least_one, mean_all_of, mean_at_least_one
+from bayes_eval.exact.attempts import mean_all_of, mean_at_least_one
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
 
@@ -84,8 +85,11 @@ def population_curves(
             note = f"mean over {rates.shape[1]} task(s) with a posterior of P, per draw"
             if left:
                 note += f"; {left} task(s) without one (point values, no estimate) left out"
-            at = np.stack([at_least_one(rates, k).mean(axis=1) for k in ks])
-            every = np.stack([all_of(rates, k).mean(axis=1) for k in ks])
+            # at_least_one and all_of, their logs taken once for every k
+            with np.errstate(divide="ignore"):  # a rate of 1 or 0: log 0 = -inf
+                log_q, log_p = np.log1p(-rates), np.log(rates)
+            at = np.stack([-np.expm1(k * log_q).mean(axis=1) for k in ks])
+            every = np.stack([np.exp(k * log_p).mean(axis=1) for k in ks])
             rows += _rows(agent, OBSERVED, ks, at, every, level, note)
     new = _new_task(posterior, ks)
     if new is not None:
@@ -132,7 +136,7 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
             return (1.0 - never) * mean_at_least_one(a, b, k)
 
     elif _crossed_new_task(posterior):
-        curve = NewTask(*_crossed_logit(posterior)).at_least_one
+        curve = _crossed_new_task_of(posterior).at_least_one
 
     if curve is None:
         return None
@@ -241,6 +245,17 @@ def _crossed_logit(posterior):
     return ability[kept], spread.reshape(-1, 1)[kept]
 
 
+# Each crossed fit's new task, made once for its curves and its crossing.
+_NEW_TASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _crossed_new_task_of(posterior) -> NewTask:
+    """The ``NewTask`` of a crossed fit's draws (``_crossed_logit``), made once per fit."""
+    if posterior not in _NEW_TASKS:
+        _NEW_TASKS[posterior] = NewTask(*_crossed_logit(posterior))
+    return _NEW_TASKS[posterior]
+
+
 def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights of ``E[f(z)]``, ``z ~ Normal(0, 1)``, for rates whose logit has
     scales up to ``largest_scale`` (the module constants)."""
@@ -260,6 +275,7 @@ class NewTask:
     are computed once, for every ``k`` asked for."""
 
     def __init__(self, centre, scale):
+        self.draws = len(np.atleast_1d(centre))
         nodes, self.weights = _normal_rule(float(np.max(scale)))
         logit = centre[..., None] + scale[..., None] * nodes
         self.log_p, self.log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
@@ -315,11 +331,10 @@ def _new_task(posterior, ks):
             )
         return at, every, note
     if _crossed_new_task(posterior):
-        centre, scale = _crossed_logit(posterior)
-        task = NewTask(centre, scale)
+        task = _crossed_new_task_of(posterior)
         note = (
             "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
-            f"composite Gauss-Legendre quadrature over the normal, on {len(centre)} draws"
+            f"composite Gauss-Legendre quadrature over the normal, on {task.draws} draws"
         )
         at = np.stack([task.at_least_one(k) for k in ks])
         return at, np.stack([task.every(k) for k in ks]), note
