@@ -136,15 +136,15 @@ def end_to_end_model(layout, spec, form=None):
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         if ALL_SOLVABLE in spec.priors or NEVER_SOLVABLE in spec.priors:
             group = _design(pm, "pair_agent", layout.pair_agent)
-            n = _design(pm, "pair_trials", layout.e2e_n)
+            shared = _shared_terms(pm, a, b, layout.pair_agent, layout.e2e_n)
         if ALL_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE_IF_ANY, spec.priors[NEVER_SOLVABLE], AGENT)
             all_solvable = _chance(pm, ALL_SOLVABLE, spec.priors[ALL_SOLVABLE])
-            each = _zero_inflated(a, b, log_pi, log_1pi, group, n, k, f)
+            each = _zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)
             total = _spike(each, all_solvable, group, model.dim_lengths[AGENT])
         elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
-            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, n, k, f)[0])
+            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)[0])
         else:
             total = _beta_binomial(pm, "pair", a, b, layout.pair_agent, k, f, layout.e2e_n)
         pm.Potential("k_end_to_end", total)
@@ -169,23 +169,35 @@ def _spike(each, chance, pair_agent, n_agents):
     return pt.sum(pt.logaddexp(log_c + beta, log_1c + share))
 
 
-def _zero_inflated(a, b, log_pi, log_1pi, group, n, k, failures):
+def _shared_terms(pm, alpha, beta, group, n):
+    """Each pair's terms of ``log BetaBinomial(k | n, alpha[group], beta[group])`` that do
+    not depend on its successes, ``log Gamma(a + b) - log Gamma(a) - log Gamma(b) - log
+    Gamma(n + a + b)``: computed once per group and once per (group, trials) (``Gamma(n +
+    a + b)``), then read per pair. The design (the pairs' (group, trials), and which of
+    them each pair has) enters as data (``_design``)."""
+    import pytensor.tensor as pt
+
+    (group_u, n_u), at = np.unique(np.stack([group, n]), axis=1, return_inverse=True)
+    group_u, n_u, at = (
+        _design(pm, f"pair_{part}", values)
+        for part, values in (("trials_agent", group_u), ("trials", n_u), ("trials_of", at.ravel()))
+    )
+    per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
+    per_trials = per_group[group_u] - pt.gammaln(n_u + alpha[group_u] + beta[group_u])
+    return per_trials[at]
+
+
+def _zero_inflated(a, b, log_pi, log_1pi, group, shared, k, failures):
     """Each pair's log count where a share ``pi`` of the agent's tasks is never solved (rate
     0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for a pair without
     a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial coefficient, constant
     in the parameters) for the others; and each pair's ``log BB(k | n)`` alone. ``group``
-    is each pair's agent and ``n`` its trials."""
+    is each pair's agent, ``shared`` its terms that do not depend on its successes
+    (``_shared_terms``): two log-gamma terms per pair, where the whole Beta-Binomial has
+    six."""
     import pytensor.tensor as pt
 
-    ga, gb = a[group], b[group]
-    beta_binomial = (
-        pt.gammaln(k + ga)
-        + pt.gammaln(failures + gb)
-        + pt.gammaln(ga + gb)
-        - pt.gammaln(ga)
-        - pt.gammaln(gb)
-        - pt.gammaln(n + ga + gb)
-    )
+    beta_binomial = pt.gammaln(k + a[group]) + pt.gammaln(failures + b[group]) + shared
     solvable = log_1pi[group] + beta_binomial
     # from the data variable, not the layout's counts: a model is refitted to new counts
     each = pt.where(pt.eq(k, 0), pt.logaddexp(log_pi[group], solvable), solvable)
