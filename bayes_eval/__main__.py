@@ -1,7 +1,5 @@
 """``python -m bayes_eval`` runs the command line."""
 
-import sys
+from bayes_eval.cli.main import command
 
-from bayes_eval.cli.main import main
-
-sys.exit(main())
+command()

@@ -1,11 +1,13 @@
 """Run folders hold exactly one run, appear whole or not at all, and survive interrupts."""
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -145,6 +147,47 @@ def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path):
         assert hidden(tmp_path) == []
         if state == references["new"]:  # put the earlier run back for the next try
             subprocess.run(_command(*old), check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_sampling_ends_the_process_within_two_seconds(tmp_path, signum):
+    """nutpie's chains run outside Python; the signal reaches the command while they
+    sample (not when they finish), cancels them, and the process ends with 128 + signal,
+    leaving nothing. stderr is a terminal so that the command says when sampling starts."""
+    folder = tmp_path / "run"
+    pairs = str(example_evidence().parent / "example_pooled.csv")
+    main_end, child_end = os.openpty()
+    process = subprocess.Popen(
+        _command("fit", pairs, "--model", "joint", "--out", str(folder)),
+        stdout=subprocess.PIPE,
+        stderr=child_end,
+    )
+    os.close(child_end)
+    said, sampling = bytearray(), threading.Event()
+
+    def read():  # drained to the end: a full terminal would stop the command writing
+        with contextlib.suppress(OSError):
+            while chunk := os.read(main_end, 4096):
+                said.extend(chunk)
+                if b"sampling: nutpie" in said:
+                    sampling.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert sampling.wait(120), bytes(said)
+    time.sleep(0.5)  # well inside the chains (joint samples for about 10 s)
+    process.send_signal(signum)
+    start = time.perf_counter()
+    out, _ = process.communicate(timeout=60)
+    stopped = time.perf_counter() - start
+    reader.join(5)
+    os.close(main_end)
+    assert process.returncode == 128 + signum, bytes(said)[-300:]
+    assert stopped < 2, f"{stopped:.1f} s"
+    assert out == b"" and bytes(said).rstrip().endswith(
+        f"interrupted ({signal.Signals(signum).name})".encode()
+    )
+    assert not folder.exists() and hidden(tmp_path) == []
 
 
 def test_an_interrupt_inside_a_finaliser_still_stops_the_command():

@@ -200,15 +200,18 @@ def sample(model, engine: Engine, settings, seed: int, key):
         if engine.name == "nutpie":
             import nutpie
 
-            trace = nutpie.sample(
-                compiled,
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                seed=seed,
-                # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
-                progress_bar=bar,
-                target_accept=target,
+            trace = _finished(
+                nutpie.sample(
+                    compiled,
+                    draws=draws,
+                    tune=tune,
+                    chains=chains,
+                    seed=seed,
+                    # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
+                    progress_bar=bar,
+                    target_accept=target,
+                    blocking=False,
+                )
             )
         else:
             import pymc as pm
@@ -236,6 +239,27 @@ def sample(model, engine: Engine, settings, seed: int, key):
                 )
     progress(f"sampling: done in {time.perf_counter() - start:.1f} s")
     return _without_clock(trace)
+
+
+def _finished(sampler, poll: float = 0.05):
+    """The trace of nutpie's background ``sampler`` once its chains end. Its own blocking
+    wait holds a signal until they do; here the main thread sleeps in Python between
+    looks, so an interrupt lands within ``poll`` seconds, and cancels the chains. (nutpie
+    0.16 answers ``is_finished`` with a ``TimeoutError`` while the chains hold it.)"""
+    try:
+        while not _finished_now(sampler):
+            time.sleep(poll)
+    except BaseException:
+        sampler.cancel()
+        raise
+    return sampler.wait()
+
+
+def _finished_now(sampler) -> bool:
+    try:
+        return sampler.is_finished
+    except TimeoutError:
+        return False
 
 
 def _without_clock(trace):
