@@ -302,13 +302,14 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     assert status == 0 and "sampling:" not in err  # no progress where stderr is no terminal
     assert "diagnostics FAILED" in out and "false" in out
     provenance = pd.read_csv(out_dir / "summary.csv")["provenance"].iloc[0]
-    assert "nutpie (cpu) 2 chains x 40 draws (tune 40, target_accept 0.8), task means" in provenance
+    first = "nutpie (cpu) 2 chains x 40 draws (tune 40, target_accept 0.95), task means"
+    assert first in provenance
     assert "kept attempt " in provenance  # refitted, and says which attempt it kept
     # the first fit, the refit with twice the draws, then the other form: all three fail
     assert fit_attempts(provenance) == 3
     # each refit starts its chains afresh: the CLI's default seed, plus the attempt
     assert "8 non-centred, seed 20240902:" in provenance
-    assert "x 80 draws (tune 40, target_accept 0.8), task means non-centred, seed 20240903:" in (
+    assert "x 80 draws (tune 40, target_accept 0.95), task means non-centred, seed 20240903:" in (
         provenance
     )
     status, out, _ = run(capsys, "check", str(out_dir))

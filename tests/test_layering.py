@@ -143,13 +143,14 @@ def test_no_module_is_longer_than_700_lines_and_each_command_is_thin():
 def test_the_console_script_names_a_function_that_exists():
     """``bayes-eval`` is the function ``[project.scripts]`` names, importable as named (a
     moved module breaks the installed command, which the tests otherwise reach through
-    ``main`` or ``python -m bayes_eval``)."""
+    ``main`` or ``python -m bayes_eval``): ``command``, which runs ``main`` and ends the
+    process, as ``python -m bayes_eval`` does."""
     import importlib
 
-    from bayes_eval.cli.main import main
+    from bayes_eval.cli.main import command
 
     module, _, name = PYPROJECT["project"]["scripts"]["bayes-eval"].partition(":")
-    assert getattr(importlib.import_module(module), name) is main
+    assert getattr(importlib.import_module(module), name) is command
 
 
 HEAVY = ("numpy", "pandas", "scipy", "xarray", "pymc", "rich")

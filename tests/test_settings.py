@@ -44,9 +44,9 @@ def test_a_bad_setting_is_refused_by_name(given, message):
 
 def test_updated_replaces_what_it_names_and_nothing_else():
     spec = load_spec("hierarchical").sampler
-    assert spec == SamplerSettings("nutpie", 2000, 1000, 4, 0.8)  # its [sampler] table
+    assert spec == SamplerSettings("nutpie", 2000, 1000, 4, 0.95)  # its [sampler] table
     assert spec.updated(None) is spec
-    assert spec.updated({"draws": 50}) == SamplerSettings("nutpie", 50, 1000, 4, 0.8)
+    assert spec.updated({"draws": 50}) == SamplerSettings("nutpie", 50, 1000, 4, 0.95)
     whole = SamplerSettings(draws=7)
     assert spec.updated(whole) is whole
     with pytest.raises(InputError, match="sampler: unknown setting 'seed'; allowed: engine"):

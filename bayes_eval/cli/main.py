@@ -122,8 +122,8 @@ def command() -> None:
     loaded, about 0.9 s after a fit (PyMC, PyTensor, xarray), which an interrupt would
     otherwise wait for too."""
     status = main()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+    for stream in (sys.stdout, sys.stderr):  # None where the stream was closed
+        with contextlib.suppress(AttributeError, OSError, ValueError):
             stream.flush()
     os._exit(status)
 
