@@ -422,6 +422,9 @@ def attempts_plot(curves: pd.DataFrame, path: Path, threshold: float | None = No
         for ax in (top, bottom):
             ax.set_xscale("log")
             ax.set_yscale("log")
+            # minor ticks dense over a dozen decades say nothing, and take a third of
+            # the drawing's time at 24 panels
+            ax.minorticks_off()
             ax.grid(True, which="major", color="0.9")
     for n in range(len(agents), blocks * columns):
         axes[2 * (n // columns), n % columns].set_visible(False)
