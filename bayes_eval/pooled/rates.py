@@ -72,9 +72,12 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         k, n = layout.e2e_k, layout.e2e_n
         p = rng.beta(mu * kappa + k, (1 - mu) * kappa + (n - k))
         if NEVER_SHARE in post:  # a pair without a success may be one never solved
-            share = post[NEVER_SHARE].values[..., layout.pair_agent]
-            never = never_solved(share, mu * kappa, (1 - mu) * kappa, n)
-            p = np.where((k == 0) & (rng.uniform(size=p.shape) < never), 0.0, p)
+            none = k == 0  # computed for those pairs alone: the rest keep their draw
+            share = post[NEVER_SHARE].values[..., layout.pair_agent[none]]
+            never = np.zeros(p.shape)
+            a, b = mu[..., none] * kappa[..., none], (1 - mu[..., none]) * kappa[..., none]
+            never[..., none] = never_solved(share, a, b, n[none])
+            p = np.where(none & (rng.uniform(size=p.shape) < never), 0.0, p)
         out = {"p_task": (ALL_DIMS, _gridded(grid, where, p)), **spike}
         return with_unrun(out, post, layout, rng)
     if spec.kind == "joint":

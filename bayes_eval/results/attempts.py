@@ -113,13 +113,14 @@ def summarise_attempts(
         columns = [_from_draws(posterior, i, j, ks, level, tau) for _, _, i, j in cells]
     else:
         columns = _exact(posterior, cells, ks, level, tau)
+    cells_ok = (
+        posterior.diagnostics.cells_ok([f"p_task[{agent}, {task}]" for agent, task, _, _ in cells])
+        if posterior.is_mcmc
+        else np.ones(len(cells), dtype=bool)
+    )
     rows = []
-    for (agent, task, i, j), cell in zip(cells, columns, strict=True):
-        ok = (
-            pd.NA
-            if cell is None
-            else not posterior.is_mcmc or posterior.diagnostics.cell_ok(f"p_task[{agent}, {task}]")
-        )
+    for (agent, task, i, j), cell, passed in zip(cells, columns, cells_ok, strict=True):
+        ok = pd.NA if cell is None else bool(passed)
         for n, k in enumerate(ks):
             out = dict.fromkeys(ATTEMPTS_COLUMNS, np.nan)
             out.update(
