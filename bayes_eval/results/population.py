@@ -70,6 +70,9 @@ NODES_PER_PANEL = 8
 # Draws (evenly spaced) of a crossed fit over which its new task is integrated (each
 # draw on the rule above) and the crossing k solved.
 CROSSED_DRAWS = 1000
+# Draws whose pass@k a new task integrates at once (memory, not the numbers: each draw's
+# integral is the same whatever the block).
+NEW_TASK_BLOCK = 100
 
 
 def population_curves(
@@ -277,18 +280,40 @@ class NewTask:
     def __init__(self, centre, scale):
         self.draws = len(np.atleast_1d(centre))
         nodes, self.weights = _normal_rule(float(np.max(scale)))
-        logit = centre[..., None] + scale[..., None] * nodes
-        self.log_p, self.log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+        shape = np.broadcast_shapes(np.shape(centre), np.shape(scale))
+        centre, scale = np.broadcast_to(centre, shape), np.broadcast_to(scale, shape)
+        self.log_p, self.log_q = np.empty((*shape, nodes.size)), np.empty((*shape, nodes.size))
+        for block in _blocks(shape):  # in blocks of draws, as _mean, for memory
+            logit = centre[block][..., None] + scale[block][..., None] * nodes
+            self.log_p[block], self.log_q[block] = (
+                -np.logaddexp(0.0, -logit),
+                -np.logaddexp(0.0, logit),
+            )
 
     def at_least_one(self, k):
         """``E[pass@k]``; ``k`` one for all, or per draw and agent."""
-        k = np.asarray(k, dtype=float)[..., None]
-        return -np.expm1(k * self.log_q) @ self.weights
+        return self._mean(lambda k, log_q: -np.expm1(k * log_q), k, self.log_q)
 
     def every(self, k):
         """``E[pass^k]``; ``k`` one for all, or per draw and agent."""
-        k = np.asarray(k, dtype=float)[..., None]
-        return np.exp(k * self.log_p) @ self.weights
+        return self._mean(lambda k, log_p: np.exp(k * log_p), k, self.log_p)
+
+    def _mean(self, integrand, k, logs):
+        """``integrand(k, logs) @ weights``, a block of ``NEW_TASK_BLOCK`` draws at a time
+        (a fit's nodes x draws x agents would otherwise make each temporary 100 MB)."""
+        k = np.broadcast_to(np.asarray(k, dtype=float), logs.shape[:-1])
+        out = np.empty(logs.shape[:-1])
+        for block in _blocks(out.shape):
+            out[block] = integrand(k[block][..., None], logs[block]) @ self.weights
+        return out
+
+
+def _blocks(shape):
+    """Index blocks of ``NEW_TASK_BLOCK`` draws along the first axis of ``shape`` (the
+    whole of a scalar)."""
+    if not shape:
+        return [()]
+    return [slice(start, start + NEW_TASK_BLOCK) for start in range(0, shape[0], NEW_TASK_BLOCK)]
 
 
 def never_solved_caution(spec) -> str:
