@@ -183,30 +183,39 @@ def _checked(data) -> pd.DataFrame:
     from arviz_stats.base import array_stats
 
     labeller = BaseLabeller()
-    labels, blocks = [], []
-    for name in data.data_vars:
+    tables = []
+    for name in data.data_vars:  # a variable at a time: a crossed fit's are 100 MB
         variable = data[name].transpose("chain", "draw", ...)
         dims, shape = variable.dims[2:], variable.shape[2:]
-        at = []  # each element's place in C order, in the order ArviZ labels them
+        labels, at = [], []  # each element's place in C order, in the order ArviZ labels them
         for _, sel, isel in xarray_sel_iter(variable, skip_dims={"chain", "draw"}):
             labels.append(labeller.make_label_flat(name, sel, isel))
             at.append(np.ravel_multi_index(tuple(isel[d] for d in dims), shape) if dims else 0)
         flat = variable.values.reshape(*variable.shape[:2], -1)
-        blocks.append(np.moveaxis(flat[..., at], -1, 0))
-    values = np.concatenate(blocks) if blocks else np.zeros((0, 1, 1))  # (scalar, chain, draw)
-    present = ~np.isnan(values).all(axis=(1, 2))
-    values = values[present]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        values = np.moveaxis(flat[..., at], -1, 0)  # (scalar, chain, draw)
+        present = ~np.isnan(values).all(axis=(1, 2))
+        values = values[present]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tables.append(
+                pd.DataFrame(
+                    {
+                        "variable": np.array(labels, dtype=object)[present],
+                        "r_hat": array_stats.rhat(values),
+                        "ess_bulk": array_stats.ess(values, method="bulk"),
+                        # as arviz_stats.summary's tail ESS: the quantiles of its interval
+                        "ess_tail": array_stats.ess(
+                            values, method="tail", prob=rcParams["stats.ci_prob"]
+                        ),
+                    }
+                )
+            )
+    if not tables:
+        empty = np.zeros(0)
         return pd.DataFrame(
-            {
-                "variable": np.array(labels, dtype=object)[present],
-                "r_hat": array_stats.rhat(values),
-                "ess_bulk": array_stats.ess(values, method="bulk"),
-                # as arviz_stats.summary's tail ESS: the quantiles of ArviZ's interval
-                "ess_tail": array_stats.ess(values, method="tail", prob=rcParams["stats.ci_prob"]),
-            }
+            {"variable": empty.astype(object), "r_hat": empty, "ess_bulk": empty, "ess_tail": empty}
         )
+    return pd.concat(tables, ignore_index=True)
 
 
 def _advice(table, divergences, ebfmi, target_accept, draws) -> str:
