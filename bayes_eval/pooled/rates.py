@@ -67,17 +67,23 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         if NEVER_SHARE_IF_ANY in post:  # whether each agent has tasks it never solves
             spike = any_never_solved(post, layout, rng)
             post = post.assign(spike)
-        mu = post["mu"].values[..., layout.pair_agent]
-        kappa = post["kappa"].values[..., layout.pair_agent]
-        k, n = layout.e2e_k, layout.e2e_n
-        p = rng.beta(mu * kappa + k, (1 - mu) * kappa + (n - k))
-        if NEVER_SHARE in post:  # a pair without a success may be one never solved
-            none = k == 0  # computed for those pairs alone: the rest keep their draw
-            share = post[NEVER_SHARE].values[..., layout.pair_agent[none]]
-            never = np.zeros(p.shape)
-            a, b = mu[..., none] * kappa[..., none], (1 - mu[..., none]) * kappa[..., none]
-            never[..., none] = never_solved(share, a, b, n[none])
-            p = np.where(none & (rng.uniform(size=p.shape) < never), 0.0, p)
+        k, n, agent = layout.e2e_k, layout.e2e_n, layout.pair_agent
+        none = k == 0  # a pair without a success may be one never solved
+        p, never = np.empty(shape + k.shape), np.zeros(shape + k.shape)
+        # a chain at a time (pairs x draws, 50 MB an array); the generator deals the
+        # chains' draws in the order one call over all of them would
+        for chain in range(chains):
+            mu, kappa = (
+                post["mu"].values[chain][..., agent],
+                post["kappa"].values[chain][..., agent],
+            )
+            p[chain] = rng.beta(mu * kappa + k, (1 - mu) * kappa + (n - k))
+            if NEVER_SHARE in post:  # computed for those pairs alone: the rest keep their draw
+                share = post[NEVER_SHARE].values[chain][..., agent[none]]
+                a, b = mu[..., none] * kappa[..., none], (1 - mu[..., none]) * kappa[..., none]
+                never[chain][..., none] = never_solved(share, a, b, n[none])
+        if NEVER_SHARE in post:
+            p[none & (rng.uniform(size=p.shape) < never)] = 0.0
         out = {"p_task": (ALL_DIMS, _gridded(grid, where, p)), **spike}
         return with_unrun(out, post, layout, rng)
     if spec.kind == "joint":
@@ -123,24 +129,27 @@ def any_never_solved(post, layout, rng) -> dict:
     and without the share (``bayes_eval.pooled.models``); and ``never_share``, the share
     drawn times that."""
     agent, k, n = layout.pair_agent, layout.e2e_k, layout.e2e_n
-    mu, kappa = post["mu"].values[..., agent], post["kappa"].values[..., agent]
-    tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
-    a, b = np.maximum(mu * kappa, tiny), np.maximum((1 - mu) * kappa, tiny)
-    # as the model writes it: scipy's betaln loses shapes near 1e-70 (a chain gone astray)
-    beta = (
-        special.gammaln(k + a)
-        + special.gammaln(n - k + b)
-        + special.gammaln(a + b)
-        - special.gammaln(a)
-        - special.gammaln(b)
-        - special.gammaln(n + a + b)
-    )
     share = post[NEVER_SHARE_IF_ANY].values
-    each = zero_inflated_log(k, beta, share[..., agent])
     agents = range(share.shape[-1])
+    sums = np.empty((2, *share.shape))  # per chain, draw and agent: with and without
+    for chain in range(share.shape[0]):  # a chain at a time: pairs x draws, 50 MB each
+        mu, kappa = post["mu"].values[chain][..., agent], post["kappa"].values[chain][..., agent]
+        tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
+        a, b = np.maximum(mu * kappa, tiny), np.maximum((1 - mu) * kappa, tiny)
+        # as the model writes it: scipy's betaln loses shapes near 1e-70 (a chain astray)
+        beta = (
+            special.gammaln(k + a)
+            + special.gammaln(n - k + b)
+            + special.gammaln(a + b)
+            - special.gammaln(a)
+            - special.gammaln(b)
+            - special.gammaln(n + a + b)
+        )
+        each = zero_inflated_log(k, beta, share[chain][..., agent])
+        sums[0, chain] = np.stack([each[..., agent == i].sum(-1) for i in agents], -1)
+        sums[1, chain] = np.stack([beta[..., agent == i].sum(-1) for i in agents], -1)
     c = post[ALL_SOLVABLE].values[..., None]
-    log_some = np.log1p(-c) + np.stack([each[..., agent == i].sum(-1) for i in agents], -1)
-    log_none = np.log(c) + np.stack([beta[..., agent == i].sum(-1) for i in agents], -1)
+    log_some, log_none = np.log1p(-c) + sums[0], np.log(c) + sums[1]
     some = np.log(rng.uniform(size=share.shape)) < log_some - np.logaddexp(log_some, log_none)
     dims = ("chain", "draw", AGENT)
     return {ANY_NEVER_SOLVED: (dims, some.astype(float)), NEVER_SHARE: (dims, share * some)}
