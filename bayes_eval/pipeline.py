@@ -267,7 +267,7 @@ def write_run_folder(
         else:  # the pairs run (a crossed fit's predictions are in the summary)
             forest_plot(summary[summary["observed"]], staging / "forest.png", threshold)
             if len(checks.predictive):
-                ppc_plot(posterior, checks.predictive, staging / "ppc.png")
+                ppc_plot(checks.predictive, staging / "ppc.png")
 
     def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")

@@ -131,6 +131,28 @@ def test_a_long_forest_draws_the_highest_bounds_in_the_tables_order():
     assert highest_rows(summary, 6)["task"].tolist() == list("abcdef")
 
 
+def test_a_long_forest_draws_per_agent_the_pairs_nearest_the_threshold_on_each_side():
+    """At threshold 0.01 (log10 -2): agent x's bounds lie 0.3, 1, 0.5 and 2 decades above
+    it and 0.7 and 3 below; y's only above. Of 6 rows for 2 agents (one per side each),
+    x keeps its nearest above (c, 0.3) and below (e, 0.7), y its nearest above (h); a
+    point value counts by its value (h), a pair without an estimate not at all (i).
+    Of 2 rows, the nearest of all: c and h (0.3 decades each), x's first."""
+    from bayes_eval.outputs.plots import nearest_rows
+
+    summary = pd.DataFrame(
+        {
+            "agent": ["x"] * 6 + ["y"] * 3,
+            "task": list("abcdefghi"),
+            "upper": [1, 0.1, 10**-1.7, 10**-1.5, 10**-2.7, 1e-5, 0.5, np.nan, np.nan],
+            "mean": [0.5, 0.05, 0.01, 0.01, 1e-3, 1e-6, 0.2, 10**-1.7, np.nan],
+        }
+    )
+    assert nearest_rows(summary, 0.01, 6)["task"].tolist() == ["c", "e", "h"]
+    assert nearest_rows(summary, 0.01, 2)["task"].tolist() == ["c", "h"]
+    # two a side for one agent: by bound, highest first
+    assert nearest_rows(summary[summary.agent == "x"], 0.01, 4)["task"].tolist() == list("dcef")
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_renders_in_headless_chromium_without_network(tmp_path):
     """Chromium, with the network blocked, parses every table and every figure of the

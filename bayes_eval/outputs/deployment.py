@@ -51,15 +51,16 @@ def deployment_sections(
             "An agent deployed to many users, or an attacker who retries, gets k attempts "
             "at a task. pass@k is the chance that at least one of k independent attempts "
             "succeeds, 1 - (1 - P)^k; it grows with k, and how fast depends on how the "
-            "success rates spread across tasks. The figure shows it per agent, averaged over "
-            "the agent's observed tasks (blue) and, where the model describes the agent's "
-            f"population of tasks, for a new task drawn from it (orange): posterior means, "
-            f"bands between the one-sided {1 - level:g} and {level:g} bounds, the threshold "
-            "dashed. Below each, the chance that all k attempts fail, 1 - pass@k: where the "
-            "tasks' rates follow a Beta, it falls as a power of k, a straight line. Per "
-            "pair, bayes-eval fit --attempts gives the same for every task.",
+            "success rates spread across tasks. The figure shows it for each agent (a "
+            "colour), averaged over the agent's observed tasks (upper row) and, where the "
+            "model describes the agent's population of tasks, for a new task drawn from it "
+            f"(lower row): posterior means solid, the one-sided {level:g} upper bound "
+            "dotted, the threshold dashed. On the right, the chance that all k attempts "
+            "fail, 1 - pass@k: where the tasks' rates follow a Beta, it falls as a power of "
+            "k, a straight line. Per pair, bayes-eval fit --attempts gives the same for "
+            "every task.",
         ),
-        ("figure", (FIGURE, "pass@k against attempts k (log-log), per agent")),
+        ("figure", (FIGURE, "pass@k against attempts k (log-log), one colour per agent")),
         ("p", f"Per agent, pass@k's mean and, in brackets, its {level:g} upper bound:"),
         ("table", _table(curves, ks)),
     ]

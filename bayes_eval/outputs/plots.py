@@ -14,13 +14,17 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayes_eval.results.predictive import FLAG_HIGH, FLAG_LOW
+
 LOG10_P = "log10 P"
-DENSITY_PANELS = 36  # the most posterior densities one figure draws
+DENSITY_PANELS = 12  # the most posterior densities one figure draws
 # The most rows a forest plot draws: matplotlib measures every label, so 2,000 rows took
 # a minute (20,000 more than ten) and no one reads them; summary.csv has them all.
 FOREST_ROWS = 60
+PIT_ENVELOPE = 0.99  # ArviZ marks the PIT ECDF's points outside this probability
 
 __all__ = [
+    "nearest_rows",
     "attempts_plot",
     "calibration_plot",
     "density_plot",
@@ -89,15 +93,19 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
     ArviZ's forest plot (``arviz_plots.plot_forest``) drawn from the summary's own
     numbers (exact quantiles, not read off draws). Point values (best-of-N, golden) are
     hollow diamonds without bounds; pairs without an estimate keep their label only. Of
-    more than ``FOREST_ROWS`` rows, those with the highest upper bounds (point values: their
-    value) are drawn, in the summary's order, and the title says so.
+    more than ``FOREST_ROWS`` rows, those nearest the threshold on each side, per agent
+    (``nearest_rows``), are drawn, or without a threshold those with the highest upper
+    bounds (point values: their value), in the summary's order; the title says which.
     """
     from arviz_plots import add_lines, plot_forest
 
     _pyplot()
     rows = summary.reset_index(drop=True)
     subset = ""
-    if len(rows) > FOREST_ROWS:
+    if len(rows) > FOREST_ROWS and threshold is not None:
+        rows = nearest_rows(rows, threshold, FOREST_ROWS)
+        subset = f"{len(rows)} of {len(summary):,} pairs: {NEAREST}\n"
+    elif len(rows) > FOREST_ROWS:
         subset = f"the {FOREST_ROWS} of {len(rows):,} rows with the highest upper bounds\n"
         rows = highest_rows(rows, FOREST_ROWS)
     level = rows["level"].iloc[0] if len(rows) else 0.975
@@ -110,7 +118,7 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
         stats={"twig": _bounds(rows), "point_estimate": median},
         visuals={"trunk": False},
         backend="matplotlib",
-        figure_kwargs={"figsize": (9, 0.35 * len(rows) + 1.6), "width_ratios": [1, 1.6]},
+        figure_kwargs={"figsize": (10, 0.35 * len(rows) + 1.6), "width_ratios": [1.4, 1.6]},
     )
     ax = pc.get_target(LOG10_P, {"column": "forest"})
     y = pc.get_aes_as_dataset("y")[LOG10_P]
@@ -138,6 +146,35 @@ def forest_plot(summary: pd.DataFrame, path: Path, threshold: float | None = Non
     return _save(pc.viz["figure"].item(), path)
 
 
+NEAREST = "per agent, those whose bounds lie nearest the threshold on each side"
+
+
+def nearest_rows(summary: pd.DataFrame, threshold: float, count: int) -> pd.DataFrame:
+    """At most ``count`` rows of ``summary``, those that decide the question ``P <
+    threshold`` most narrowly: per agent, the rows whose upper bounds (a point value: its
+    value) lie nearest ``threshold`` in log10, as many above it as below it (``count``
+    shared among the agents, at least one each side); of more than ``count``, the nearest
+    of all. Rows without an estimate are left out. Agents in the summary's order, each
+    agent's rows by bound, highest first; numbered anew."""
+    rows = summary.reset_index(drop=True)
+    bound = rows["upper"].fillna(rows["mean"]).to_numpy(dtype=float)
+    with np.errstate(divide="ignore"):
+        distance = np.abs(np.log10(bound) - math.log10(threshold))
+    frame = pd.DataFrame(
+        {"agent": rows["agent"], "above": bound >= threshold, "distance": distance}
+    )[np.isfinite(bound)]
+    per_side = max(1, count // (2 * max(frame["agent"].nunique(), 1)))
+    frame = frame.sort_values("distance", kind="stable")
+    chosen = frame[frame.groupby(["agent", "above"], sort=False).cumcount() < per_side]
+    chosen = chosen.head(count)
+    order = {agent: n for n, agent in enumerate(dict.fromkeys(rows["agent"]))}
+    picked = rows.loc[chosen.index].assign(
+        _agent=lambda t: t["agent"].map(order), _bound=bound[chosen.index]
+    )
+    picked = picked.sort_values(["_agent", "_bound"], ascending=[True, False], kind="stable")
+    return picked.drop(columns=["_agent", "_bound"]).reset_index(drop=True)
+
+
 def highest_rows(summary: pd.DataFrame, count: int) -> pd.DataFrame:
     """The ``count`` rows of ``summary`` with the highest upper bounds (a point value: its
     value; no estimate: last), in the summary's order, numbered anew."""
@@ -146,46 +183,40 @@ def highest_rows(summary: pd.DataFrame, count: int) -> pd.DataFrame:
     return rows.loc[np.sort(highest.index)].reset_index(drop=True)
 
 
-def ppc_plot(posterior, checks: pd.DataFrame, path: Path) -> Path:
-    """Posterior predictive interval of every observed cell's rate, the observed rate over it.
+def ppc_plot(checks: pd.DataFrame, path: Path) -> Path:
+    """The posterior predictive check of every observed cell at once: ArviZ's PIT ECDF
+    (``arviz_plots.plot_ecdf_pit``: the ECDF's distance from the uniform's, its
+    uniformity test's p-value, the points that depart most marked) of the cells'
+    randomised PIT values (``checks``, from ``predictive_checks``), and how many cells
+    the mid-p check flags.
 
-    ArviZ's ``plot_ppc_interval`` (central 50% and 95% intervals) of the tree's
-    predictive groups as rates; cells the check flags (``checks``, from
-    ``ppc.predictive_checks``) are circled in red.
+    One line, however many cells: a line well above 0 on the left says the model
+    predicts the counts too high, below 0 on the right too low; below then above 0 (PIT
+    values bunched in the middle), that it is less sure of them than the data need (a
+    check of a cell against its own runs partly always is); above then below, that it is
+    too sure. ``ppc.csv`` has each cell's values.
     """
-    from arviz_plots import plot_ppc_interval
+    from arviz_plots import plot_ecdf_pit
 
     _pyplot()
-    trials = posterior.group("constant_data")["trials"]
-    # single precision: the intervals of a figure, and half the memory of 1,000 cells
-    rates = xr.DataTree.from_dict(
-        {
-            group: (posterior.group(group)["successes"] / trials)
-            .astype(np.float32)
-            .to_dataset(name="rate")
-            for group in ("posterior_predictive", "observed_data")
-        }
-    )
-    cells = rates["observed_data"]["cell"].values.tolist()
-    width = min(16, 4 + 0.25 * len(cells))
-    pc = plot_ppc_interval(
-        rates,
-        ci_kind="eti",
-        ci_probs=(0.5, 0.95),
+    pit = xr.Dataset({"PIT": ("cell", checks["pit"].to_numpy(dtype=float))})
+    pc = plot_ecdf_pit(
+        xr.DataTree.from_dict({"ecdf_pit": pit}),
+        group="ecdf_pit",
+        sample_dims=["cell"],
+        envelope_prob=PIT_ENVELOPE,
         backend="matplotlib",
-        figure_kwargs={"figsize": (width, 4.5)},
+        visuals={"title": False, "remove_axis": False},
+        figure_kwargs={"figsize": (7, 3.8)},
     )
-    ax = pc.get_target("rate", {})
-    flagged = checks[checks["flagged"].astype(bool)]
-    labels = [f"{r.agent} / {r.task} / {r.evidence} {r.cell}".strip() for r in flagged.itertuples()]
-    at = [cells.index(label) for label in labels if label in cells]
-    observed = rates["observed_data"]["rate"].values
-    ax.plot(at, observed[at], "o", ms=11, mfc="none", mec="C3", mew=2, label="flagged")
-    ax.set_xlabel("observed cell (index, in the order of ppc.csv)")
-    ax.set_ylabel("success rate k / n")
+    ax = pc.get_target("PIT", {})
+    ax.set_xlabel("PIT of the observed count: P(k_rep < k) + U P(k_rep = k)")
+    ax.set_ylabel("ECDF minus uniform")
+    flagged = int(checks["flagged"].astype(bool).sum())
     ax.set_title(
-        f"observed rate (black) on its posterior predictive 50% and 95% intervals; "
-        f"{len(at)} of {len(cells)} cells flagged (p < 0.025 or > 0.975)",
+        f"{len(checks):,} observed cells: the PIT's ECDF near 0 where the model predicts "
+        f"the counts as often as they occur\n(p: ArviZ's uniformity test); {flagged} "
+        f"cells flagged by their mid-p value (< {FLAG_LOW:g} or > {FLAG_HIGH:g})",
         fontsize=9,
     )
     return _save(pc.viz["figure"].item(), path)
@@ -261,16 +292,16 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
     ArviZ's ``plot_dist`` of the draws, with the summary's one-sided bounds and median
     (exact quantiles for exact models) as its interval and point. Cells without a
     posterior (point values, no estimate) are left out; of more than ``DENSITY_PANELS``
-    cells, those with the highest upper bounds are drawn, and the title says so.
+    cells, those nearest the threshold (``nearest_rows``) are drawn, and the title says so.
     """
     from arviz_plots import add_lines, plot_dist
 
     plt = _pyplot()
     rows = summary[summary["upper"].notna()].reset_index(drop=True)
     shown = ""
-    if len(rows) > DENSITY_PANELS:  # matplotlib refuses more than 40 panels
-        shown = f" (the {DENSITY_PANELS} of {len(rows)} estimates with the highest upper bounds)"
-        rows = rows.nlargest(DENSITY_PANELS, "upper", keep="first").reset_index(drop=True)
+    if len(rows) > DENSITY_PANELS:
+        shown = f"\n{DENSITY_PANELS} of {len(rows):,} estimates: {NEAREST}"
+        rows = nearest_rows(rows, threshold, DENSITY_PANELS)
     if rows.empty:  # point values only: nothing for ArviZ to draw
         fig, ax = plt.subplots(figsize=(6, 1.2))
         ax.axis("off")
@@ -318,6 +349,8 @@ def density_plot(posterior, summary: pd.DataFrame, path: Path, threshold: float)
         f"dashed: threshold {threshold:g}{shown}",
         fontsize=9,
     )
+    for ax in figure.axes:
+        ax.title.set_fontsize(8)
     return _save(figure, path, dpi=110)
 
 
@@ -325,7 +358,7 @@ class _CellLabeller:
     """Titles an ArviZ facet by its (agent / task) label alone."""
 
     def make_label_vert(self, var_name, sel, isel):  # noqa: D102 - ArviZ's labeller interface
-        return str(sel.get("estimate", var_name))
+        return str(sel.get("estimate", var_name)).replace(" / ", "\n", 1)
 
     make_label_flat = make_label_vert
 
@@ -383,58 +416,58 @@ def horizon_plot(result, path: Path) -> Path:
 
 
 def attempts_plot(curves: pd.DataFrame, path: Path, threshold: float | None = None) -> Path:
-    """pass@k (upper panel) and the chance that all k attempts fail, 1 - pass@k (lower
-    panel, where a power law is a straight line), against k on log-log axes, per agent:
-    the mean and the band between the one-sided bounds, for the observed tasks and (where
-    the model has one) a new task (``bayes_eval.results.population``); the threshold
-    dashed."""
+    """pass@k (left) and the chance that all k attempts fail, 1 - pass@k (right, where a
+    power law is a straight line), against k on log-log axes: one colour per agent, its
+    mean solid and its one-sided bound dotted (pass@k's upper bound; on the right, the
+    lower bound of all failing), for the observed tasks (upper row) and, where the model
+    has one, a new task (lower row; ``bayes_eval.results.population``); the threshold
+    dashed. Four panels however many agents."""
     plt = _pyplot()
     agents = list(dict.fromkeys(curves["agent"]))
-    columns = min(len(agents), 3)
-    blocks = math.ceil(len(agents) / columns)
+    populations = [p for p in ("observed tasks", "new task") if (curves["population"] == p).any()]
     fig, axes = plt.subplots(
-        2 * blocks, columns, figsize=(3.6 * columns, 5.4 * blocks), squeeze=False, sharex=True
+        len(populations),
+        2,
+        figsize=(10, 3.6 * len(populations) + 0.25 * math.ceil(len(agents) / 4)),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
     )
+    colours = plt.get_cmap("tab10" if len(agents) <= 10 else "tab20")
     floor = 1e-12  # 0 cannot sit on a log axis
-    for n, agent in enumerate(agents):
-        top, bottom = (
-            axes[2 * (n // columns), n % columns],
-            axes[2 * (n // columns) + 1, n % columns],
-        )
-        for population, color in (("observed tasks", "tab:blue"), ("new task", "tab:orange")):
+    for row, population in enumerate(populations):
+        top, bottom = axes[row]
+        for n, agent in enumerate(agents):
             curve = curves[(curves["agent"] == agent) & (curves["population"] == population)]
             if not len(curve):
                 continue
             k = curve["attempts"].to_numpy(dtype=float)
-            mean, low, high = (
-                curve[c].to_numpy(float) for c in ("pass_at_mean", "pass_at_lower", "pass_at_upper")
-            )
-            for ax, (m, lo, hi) in (
-                (top, (mean, low, high)),
-                (bottom, (1 - mean, 1 - high, 1 - low)),
-            ):
-                band = np.maximum(lo, floor), np.maximum(hi, floor)
-                ax.fill_between(k, *band, color=color, alpha=0.2, linewidth=0)
-                shown = np.where(m >= floor, m, np.nan)  # below the axis: not drawn
-                ax.plot(k, shown, color=color, label=population)
+            mean, high = (curve[c].to_numpy(float) for c in ("pass_at_mean", "pass_at_upper"))
+            # a line style per twenty agents, where colours run out
+            style = ("-", "--", "-.")[min(n // 20, 2)]
+            colour = colours(n % colours.N)
+            for ax, m, bound in ((top, mean, high), (bottom, 1 - mean, 1 - high)):
+                ax.plot(k, np.where(m >= floor, m, np.nan), style, color=colour, label=agent)
+                ax.plot(k, np.where(bound >= floor, bound, np.nan), ":", color=colour)
         if threshold is not None:
             top.axhline(threshold, color="0.3", linestyle="--", linewidth=1)
             bottom.axhline(1 - threshold, color="0.3", linestyle="--", linewidth=1)
-        top.set_title(agent, fontsize=9)
-        bottom.set_xlabel("attempts k")
+        top.set_ylabel(f"pass@k, {population}")
+        bottom.set_ylabel(f"1 - pass@k (all k fail), {population}")
         for ax in (top, bottom):
             ax.set_xscale("log")
             ax.set_yscale("log")
-            # minor ticks dense over a dozen decades say nothing, and take a third of
-            # the drawing's time at 24 panels
-            ax.minorticks_off()
             ax.grid(True, which="major", color="0.9")
-    for n in range(len(agents), blocks * columns):
-        axes[2 * (n // columns), n % columns].set_visible(False)
-        axes[2 * (n // columns) + 1, n % columns].set_visible(False)
-    axes[0, 0].set_ylabel("pass@k")
-    axes[1, 0].set_ylabel("1 - pass@k (all k fail)")
-    axes[0, 0].legend(fontsize=7, loc="lower right")
+    for ax in axes[-1]:
+        ax.set_xlabel("attempts k")
+    axes[0, 0].set_title("pass@k: solid the mean, dotted the upper bound", fontsize=9)
+    axes[0, 1].set_title("all k attempts fail: dotted the lower bound", fontsize=9)
+    fig.legend(
+        *axes[0, 0].get_legend_handles_labels(),
+        loc="outside lower center",
+        ncols=min(len(agents), 4),
+        fontsize=7,
+    )
     return _save(fig, path)
 
 

@@ -475,7 +475,7 @@ def _figures(posterior, summary, checks, threshold) -> dict:
         forest_plot(summary, folder / "forest.png", threshold)
         density_plot(posterior, summary, folder / "densities.png", threshold)
         if len(checks):
-            ppc_plot(posterior, checks, folder / "ppc.png")
+            ppc_plot(checks, folder / "ppc.png")
         return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
 
 
@@ -562,7 +562,8 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
             "figure",
             (
                 "forest.png",
-                "Every estimate on a log10 probability axis: lines from the one-sided "
+                "The estimates on a log10 probability axis (of many pairs, per agent "
+                "those nearest the threshold on each side): lines from the one-sided "
                 f"{level:g} lower to upper bound, dots at the medians, the dashed line "
                 "the threshold.",
             ),
@@ -571,8 +572,9 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
             "figure",
             (
                 "densities.png",
-                "Posterior density of each task's success probability (log10 "
-                "scale); the line runs from the one-sided lower to upper bound.",
+                "Posterior density of each pair's success probability (log10 "
+                "scale; of many pairs, those nearest the threshold); the line runs from "
+                "the one-sided lower to upper bound.",
             ),
         ),
     ]
@@ -583,9 +585,11 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
                 "figure",
                 (
                     "ppc.png",
-                    f"Posterior predictive checks: {flagged} of "
-                    f"{len(checks)} observed cells flagged (p < 0.025 or "
-                    "> 0.975).",
+                    f"Posterior predictive check: {flagged} of "
+                    f"{len(checks)} observed cells flagged (mid-p < 0.025 or "
+                    "> 0.975). The line is the ECDF of the cells' PIT values less the "
+                    "uniform's: inside its band where the model predicts the counts "
+                    "as often as they occur; ppc.csv has every cell.",
                 ),
             )
         )

@@ -4,7 +4,11 @@ Every observed count (an end-to-end cell, a milestone, an expert-completion step
 replicated once per posterior draw, ``k_rep ~ Binomial(n, p_draw)``, and compared with
 the observation by the mid-p Bayesian p-value ``P(k_rep > k) + P(k_rep = k) / 2``,
 flagged below 0.025 or above 0.975. The p-values are computed from the binomial
-distribution at each draw (no Monte Carlo error from the replication itself).
+distribution at each draw (no Monte Carlo error from the replication itself). Each cell
+also gets its randomised probability integral transform, ``P(k_rep < k) + U P(k_rep = k)``
+with ``U`` uniform (seeded): uniform across cells where the predictive distribution is the
+data's, whatever the counts (Czado, Gneiting and Held 2009), so that ArviZ's PIT plots can
+read it.
 
 Where runs come in clusters, a cluster-aware fit replicates each cluster as its model
 does, ``q_c ~ Beta(p kappa_cluster, (1 - p) kappa_cluster)``, ``k_c ~ Binomial(n_c, q_c)``,
@@ -58,6 +62,7 @@ COLUMNS = [
     "replicated_rate",
     "p_value",
     "flagged",
+    "pit",
 ]
 
 
@@ -112,10 +117,17 @@ def _cells(posterior, post):
 
 def mid_p(k: int, n: int, p: np.ndarray) -> float:
     """``P(k_rep > k) + P(k_rep = k) / 2`` for ``k_rep ~ Binomial(n, p)``, averaged over the
-    draws ``p``. The point probability comes from ``logpmf``: scipy's ``pmf`` raises
+    draws ``p`` (``_tails``)."""
+    above, equal = _tails(k, n, p)
+    return above + 0.5 * equal
+
+
+def _tails(k: int, n: int, p: np.ndarray) -> tuple[float, float]:
+    """``P(k_rep > k)`` and ``P(k_rep = k)`` for ``k_rep ~ Binomial(n, p)``, averaged over
+    the draws ``p``. The point probability comes from ``logpmf``: scipy's ``pmf`` raises
     OverflowError where a draw is a subnormal number (a rate within 1e-308 of 0, which
     pooled fits of one-trial cells do draw)."""
-    return float(stats.binom.sf(k, n, p).mean() + 0.5 * np.exp(stats.binom.logpmf(k, n, p)).mean())
+    return float(stats.binom.sf(k, n, p).mean()), float(np.exp(stats.binom.logpmf(k, n, p)).mean())
 
 
 def predictive_checks(posterior) -> pd.DataFrame:
@@ -134,12 +146,12 @@ def predictive_checks(posterior) -> pd.DataFrame:
             p = np.clip(draws.ravel(), 0.0, 1.0)
             sizes = clusters.get((agent, task, method, index))
             if sizes is None:
-                value = mid_p(k, n, p)
+                above, equal = _tails(k, n, p)
             else:
                 phi = _cluster_concentration(post, agent).ravel()
                 replicated = _clustered(sizes, p, phi, rng)
-                value = float(np.mean(replicated > k) + 0.5 * np.mean(replicated == k))
-            rows.append((agent, task, method, index, k, n, float(p.mean()), value))
+                above, equal = float(np.mean(replicated > k)), float(np.mean(replicated == k))
+            rows.append((agent, task, method, index, k, n, float(p.mean()), above, equal))
         columns = [np.array(column) for column in zip(*rows, strict=True)]
     else:
         cells = _exact_cells(posterior)
@@ -148,14 +160,14 @@ def predictive_checks(posterior) -> pd.DataFrame:
         )
         point = b == 0  # a point mass at 1 (k = n under Haldane): replicates k exactly
         safe_b = np.where(point, 1.0, b)
-        value = beta_binomial_sf(k, n, a, safe_b) + 0.5 * stats.betabinom.pmf(k, n, a, safe_b)
-        value = np.where(point, 0.5, value)
+        above = np.where(point, 0.0, beta_binomial_sf(k, n, a, safe_b))
+        equal = np.where(point, 1.0, stats.betabinom.pmf(k, n, a, safe_b))
         mean = np.where(point, 1.0, a / (a + safe_b))
         names = ["agent", "task", "method", "index", "successes", "trials"]
-        columns = [cells[name].to_numpy() for name in names] + [mean, value]
+        columns = [cells[name].to_numpy() for name in names] + [mean, above, equal]
     if not columns or not len(columns[0]):
         return pd.DataFrame(columns=COLUMNS)
-    return _checks_table(*columns)
+    return _checks_table(*columns, rng=np.random.default_rng(posterior.seed + 5))
 
 
 def beta_binomial_sf(k, n, a, b) -> np.ndarray:
@@ -176,10 +188,15 @@ def beta_binomial_sf(k, n, a, b) -> np.ndarray:
     return out
 
 
-def _checks_table(agent, task, method, index, k, n, rate, value) -> pd.DataFrame:
-    """The checks' table (``COLUMNS``) from its columns, one row per cell."""
+def _checks_table(agent, task, method, index, k, n, rate, above, equal, rng) -> pd.DataFrame:
+    """The checks' table (``COLUMNS``) from its columns, one row per cell: ``above`` and
+    ``equal`` are each cell's ``P(k_rep > k)`` and ``P(k_rep = k)``; ``rng`` draws the
+    PIT's uniforms, one per cell in order."""
     k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
-    value = np.asarray(value, dtype=float)
+    above, equal = np.asarray(above, dtype=float), np.asarray(equal, dtype=float)
+    value = above + 0.5 * equal
+    below = np.clip(1.0 - above - equal, 0.0, 1.0)
+    pit = np.clip(below + rng.uniform(size=len(k)) * equal, 0.0, 1.0)
     columns = {
         "agent": agent,
         "task": task,
@@ -191,6 +208,7 @@ def _checks_table(agent, task, method, index, k, n, rate, value) -> pd.DataFrame
         "replicated_rate": np.asarray(rate, dtype=float),
         "p_value": value,
         "flagged": ~((FLAG_LOW <= value) & (value <= FLAG_HIGH)),
+        "pit": pit,
     }
     return pd.DataFrame(columns, columns=COLUMNS)
 
