@@ -26,8 +26,7 @@ pass@k curves needs the spread across tasks. ``crossing`` gives, per agent, the 
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,7 +69,7 @@ NODES_PER_PANEL = 8
 # Draws (evenly spaced) of a crossed fit over which its new task is integrated (each
 # draw on the rule above) and the crossing k solved.
 CROSSED_DRAWS = 1000
-# Draws whose pass@k a new task integrates at once (memory, not the numbers: each draw's
+# Draws whose new task is integrated at once (memory, not the numbers: each draw's
 # integral is the same whatever the block).
 NEW_TASK_BLOCK = 100
 
@@ -131,19 +130,14 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
     tau = check_probability(threshold, "threshold")
     level = check_level(posterior.level if level is None else level, "level")
     shapes = _beta_shapes(posterior)
-    curve = None
     if shapes is not None:
         a, b, never = shapes
-
-        def curve(k):
-            return (1.0 - never) * mean_at_least_one(a, b, k)
-
+        found = _least_k(lambda k: (1.0 - never) * mean_at_least_one(a, b, k), tau)
     elif _crossed_new_task(posterior):
-        curve = _crossed_new_task_of(posterior).at_least_one
-
-    if curve is None:
+        tasks = _crossed_new_tasks(posterior)[1]
+        found = np.concatenate([_least_k(task.at_least_one, tau) for task in tasks])
+    else:
         return None
-    found = _least_k(curve, tau)
     # whole numbers, some infinite: the order statistics below, never an interpolation
     low, median = np.quantile(found, [1.0 - level, 0.5], axis=0, method="lower")
     return pd.DataFrame(
@@ -248,15 +242,17 @@ def _crossed_logit(posterior):
     return ability[kept], spread.reshape(-1, 1)[kept]
 
 
-# Each crossed fit's new task, made once for its curves and its crossing.
-_NEW_TASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _crossed_new_task_of(posterior) -> NewTask:
-    """The ``NewTask`` of a crossed fit's draws (``_crossed_logit``), made once per fit."""
-    if posterior not in _NEW_TASKS:
-        _NEW_TASKS[posterior] = NewTask(*_crossed_logit(posterior))
-    return _NEW_TASKS[posterior]
+def _crossed_new_tasks(posterior) -> tuple[int, Iterator[NewTask]]:
+    """The number of draws of a crossed fit's new task (``_crossed_logit``) and its
+    ``NewTask`` a block of ``NEW_TASK_BLOCK`` draws at a time, on one rule for all (a
+    block's nodes x draws x agents are 10 MB; a fit's, 200 MB)."""
+    centre, scale = _crossed_logit(posterior)
+    rule = _normal_rule(float(np.max(scale)))
+    blocks = range(0, len(centre), NEW_TASK_BLOCK)
+    return len(centre), (
+        NewTask(centre[b : b + NEW_TASK_BLOCK], scale[b : b + NEW_TASK_BLOCK], rule)
+        for b in blocks
+    )
 
 
 def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -274,46 +270,22 @@ def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
 
 class NewTask:
     """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)`` (per draw and
-    agent), on the rule ``_normal_rule`` gives; ``log P`` and ``log (1 - P)`` at its nodes
-    are computed once, for every ``k`` asked for."""
+    agent), on the rule ``_normal_rule`` gives (or ``rule``, its nodes and weights);
+    ``log P`` and ``log (1 - P)`` at its nodes are computed once, for every ``k`` asked
+    for."""
 
-    def __init__(self, centre, scale):
-        self.draws = len(np.atleast_1d(centre))
-        nodes, self.weights = _normal_rule(float(np.max(scale)))
-        shape = np.broadcast_shapes(np.shape(centre), np.shape(scale))
-        centre, scale = np.broadcast_to(centre, shape), np.broadcast_to(scale, shape)
-        self.log_p, self.log_q = np.empty((*shape, nodes.size)), np.empty((*shape, nodes.size))
-        for block in _blocks(shape):  # in blocks of draws, as _mean, for memory
-            logit = centre[block][..., None] + scale[block][..., None] * nodes
-            self.log_p[block], self.log_q[block] = (
-                -np.logaddexp(0.0, -logit),
-                -np.logaddexp(0.0, logit),
-            )
+    def __init__(self, centre, scale, rule=None):
+        nodes, self.weights = _normal_rule(float(np.max(scale))) if rule is None else rule
+        logit = np.asarray(centre)[..., None] + np.asarray(scale)[..., None] * nodes
+        self.log_p, self.log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
 
     def at_least_one(self, k):
         """``E[pass@k]``; ``k`` one for all, or per draw and agent."""
-        return self._mean(lambda k, log_q: -np.expm1(k * log_q), k, self.log_q)
+        return -np.expm1(np.asarray(k, dtype=float)[..., None] * self.log_q) @ self.weights
 
     def every(self, k):
         """``E[pass^k]``; ``k`` one for all, or per draw and agent."""
-        return self._mean(lambda k, log_p: np.exp(k * log_p), k, self.log_p)
-
-    def _mean(self, integrand, k, logs):
-        """``integrand(k, logs) @ weights``, a block of ``NEW_TASK_BLOCK`` draws at a time
-        (a fit's nodes x draws x agents would otherwise make each temporary 100 MB)."""
-        k = np.broadcast_to(np.asarray(k, dtype=float), logs.shape[:-1])
-        out = np.empty(logs.shape[:-1])
-        for block in _blocks(out.shape):
-            out[block] = integrand(k[block][..., None], logs[block]) @ self.weights
-        return out
-
-
-def _blocks(shape):
-    """Index blocks of ``NEW_TASK_BLOCK`` draws along the first axis of ``shape`` (the
-    whole of a scalar)."""
-    if not shape:
-        return [()]
-    return [slice(start, start + NEW_TASK_BLOCK) for start in range(0, shape[0], NEW_TASK_BLOCK)]
+        return np.exp(np.asarray(k, dtype=float)[..., None] * self.log_p) @ self.weights
 
 
 def never_solved_caution(spec) -> str:
@@ -356,11 +328,15 @@ def _new_task(posterior, ks):
             )
         return at, every, note
     if _crossed_new_task(posterior):
-        task = _crossed_new_task_of(posterior)
+        draws, tasks = _crossed_new_tasks(posterior)
         note = (
             "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
-            f"composite Gauss-Legendre quadrature over the normal, on {task.draws} draws"
+            f"composite Gauss-Legendre quadrature over the normal, on {draws} draws"
         )
-        at = np.stack([task.at_least_one(k) for k in ks])
-        return at, np.stack([task.every(k) for k in ks]), note
+        blocks = [
+            (np.stack([task.at_least_one(k) for k in ks]), np.stack([task.every(k) for k in ks]))
+            for task in tasks
+        ]
+        at, every = (np.concatenate(values, axis=1) for values in zip(*blocks, strict=True))
+        return at, every, note
     return None

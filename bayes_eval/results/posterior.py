@@ -478,12 +478,19 @@ class Posterior:
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``),
-        made once per level and threshold (a copy each time)."""
+        made once per level and threshold (a copy each time). Without a threshold, one
+        made at the same level with a threshold serves, its ``prob_above`` (the one
+        column a threshold sets) blanked."""
         from bayes_eval.results.summary import summarise
 
         key = (self.level if level is None else level, threshold)
-        if key not in self._summaries:
-            self._summaries[key] = summarise(self, *key)
+        if key in self._summaries:
+            return self._summaries[key].copy()
+        if threshold is None:
+            made = next((t for (at, t) in self._summaries if at == key[0]), None)
+            if made is not None:
+                return self._summaries[(key[0], made)].assign(prob_above=np.nan)
+        self._summaries[key] = summarise(self, *key)
         return self._summaries[key].copy()
 
     def attempts(
