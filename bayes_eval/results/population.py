@@ -250,8 +250,7 @@ def _crossed_new_tasks(posterior) -> tuple[int, Iterator[NewTask]]:
     rule = _normal_rule(float(np.max(scale)))
     blocks = range(0, len(centre), NEW_TASK_BLOCK)
     return len(centre), (
-        NewTask(centre[b : b + NEW_TASK_BLOCK], scale[b : b + NEW_TASK_BLOCK], rule)
-        for b in blocks
+        NewTask(centre[b : b + NEW_TASK_BLOCK], scale[b : b + NEW_TASK_BLOCK], rule) for b in blocks
     )
 
 
