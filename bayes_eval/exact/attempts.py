@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "LogBetaRatio",
     "all_of",
     "at_least_one",
     "log_beta_ratio",
@@ -101,6 +102,34 @@ def log_beta_ratio(a, b, k):
     if tail.any():
         out[tail] += _stirling_tail(a[tail], b[tail] + DIRECT, rest[tail])
     return out
+
+
+class LogBetaRatio:
+    """``log_beta_ratio(a, b, k)`` of fixed shapes for many ``k`` (a curve, a search for
+    the ``k`` that reaches a risk): the first ``DIRECT`` factors, which every ``k`` past
+    them shares, summed once, so that each call costs the Stirling tail alone. The same
+    numbers as ``log_beta_ratio`` for every ``k`` past ``DIRECT``, and for a ``k`` that is
+    one number."""
+
+    def __init__(self, a, b):
+        self.a, self.b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+        self._head = None
+
+    def __call__(self, k):
+        """The logarithm at ``k`` (broadcast with the shapes)."""
+        k = np.broadcast_to(np.asarray(k, dtype=float), self.a.shape)
+        far = k > DIRECT
+        if not far.any():
+            return log_beta_ratio(self.a, self.b, k)
+        if self._head is None:
+            self._head = log_beta_ratio(self.a, self.b, DIRECT)
+        out = np.empty(self.a.shape)
+        near = ~far
+        if near.any():
+            out[near] = log_beta_ratio(self.a[near], self.b[near], k[near])
+        a, b = self.a[far], self.b[far]
+        out[far] = self._head[far] + _stirling_tail(a, b + DIRECT, k[far] - DIRECT)
+        return out
 
 
 def _stirling_tail(a, top, n):

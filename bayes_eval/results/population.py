@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import AGENT, ALL_SOLVABLE, NEVER_SHARE, NEVER_SOLVABLE
-from bayes_eval.exact.attempts import mean_all_of, mean_at_least_one
+from bayes_eval.exact.attempts import LogBetaRatio
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
 
@@ -132,7 +132,8 @@ def crossing(posterior, threshold: float, level: float | None = None) -> pd.Data
     shapes = _beta_shapes(posterior)
     if shapes is not None:
         a, b, never = shapes
-        found = _least_k(lambda k: (1.0 - never) * mean_at_least_one(a, b, k), tau)
+        ratio = LogBetaRatio(a, b)  # E[(1 - P)^k] = B(a, b + k) / B(a, b)
+        found = _least_k(lambda k: (1.0 - never) * -np.expm1(ratio(k)), tau)
     elif _crossed_new_task(posterior):
         tasks = _crossed_new_tasks(posterior)[1]
         found = np.concatenate([_least_k(task.at_least_one, tau) for task in tasks])
@@ -318,8 +319,10 @@ def _new_task(posterior, ks):
     shapes = _beta_shapes(posterior)
     if shapes is not None:
         a, b, never = shapes
-        at = np.stack([(1.0 - never) * mean_at_least_one(a, b, k) for k in ks])
-        every = np.stack([(1.0 - never) * mean_all_of(a, b, k) for k in ks])
+        # E[(1 - P)^k] = B(a, b + k) / B(a, b) and E[P^k] = B(b, a + k) / B(a, b)
+        failing, passing = LogBetaRatio(a, b), LogBetaRatio(b, a)
+        at = np.stack([(1.0 - never) * -np.expm1(failing(k)) for k in ks])
+        every = np.stack([(1.0 - never) * np.exp(passing(k)) for k in ks])
         note = "a new task, P ~ Beta(mu kappa, (1 - mu) kappa) per draw: closed forms"
         if NEVER_SHARE in posterior.draws:
             note += "; or never solved (P = 0), with the agent's share never_share: " + (
