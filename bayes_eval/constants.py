@@ -97,9 +97,20 @@ SUMMARY_COLUMNS = (
     "upper_mcse",
     "diagnostics_ok",
     "observed",
+    "own_runs",
+    "own_lower",
     "own_upper",
     "worth_runs",
     "floor_upper",
     "extrapolated",
+    "basis",
     "provenance",
 )
+
+# What carries a row's verdict at a threshold (the summary's ``basis``): the pair's own
+# runs, the model's pooling of other pairs, an extrapolated bound, or a prediction for a
+# pair never run.
+BASIS_OWN = "own"
+BASIS_POOLED = "pooled"
+BASIS_EXTRAPOLATED = "extrapolated"
+BASIS_PREDICTION = "prediction"

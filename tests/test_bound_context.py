@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, verdict_line, verdicts
+from bayes_eval.outputs.verdicts import ABOVE, BELOW, UNDECIDED, verdict_line, verdicts
 from bayes_eval.results.summary import bound_context, own_upper, worth_runs
 
 LEVEL = 0.975
@@ -101,3 +101,109 @@ def test_the_verdict_line_counts_the_rows_that_rest_on_extrapolated_bounds():
     assert verdict_line(plain, 0.01) == (
         "3 below threshold; 1 above threshold; 0 undecided; 0 unreliable"
     )
+
+
+def _pooled_rows(threshold=0.05):
+    """Summary rows of a pooled model, the own bounds from each pair's k of n (scipy's
+    Beta quantiles under the uniform prior), the model's bounds set by hand."""
+    k = np.array([0, 0, 1, 0, 0, 0, 0, 0])
+    n = np.array([200, 35, 8, 20, 7, 10, 0, 0])
+    own_lower = np.where(n > 0, stats.beta.ppf(1 - LEVEL, 1 + k, 1 + n - k), np.nan)
+    own_upper = np.where(n > 0, stats.beta.ppf(LEVEL, 1 + k, 1 + n - k), np.nan)
+    return pd.DataFrame(
+        dict(
+            agent="a",
+            task=[
+                "own_below",
+                "pooled_below",
+                "pooled_above",
+                "pooled_undecided",
+                "extrapolated",
+                "prediction",
+                "no_runs",
+                "no_estimate",
+            ],
+            lower=[1e-6, 1e-6, 0.06, 1e-6, 1e-9, 1e-6, 1e-6, np.nan],
+            upper=[0.01, 0.011, 0.5, 0.2, 1e-5, 0.01, 0.01, np.nan],
+            mean=[0.004, 0.004, 0.2, 0.05, 1e-6, 0.004, 0.004, np.nan],
+            own_lower=own_lower,
+            own_upper=own_upper,
+            extrapolated=pd.array(
+                [False, False, False, False, True, False, pd.NA, pd.NA], dtype="boolean"
+            ),
+            observed=[True] * 5 + [False] + [True] * 2,
+        )
+    )
+
+
+def test_the_basis_names_what_carries_each_verdict():
+    """At 0.05 (own bounds from scipy, uniform prior): 0 of 200 runs allow up to 1.8%, so
+    the model's below is carried by them (own); 0 of 35 allow up to 9.7%, so a below needs
+    the pooling; 1 of 8 allow as little as 2.8%, so an above needs it too; 0 of 20 allow
+    0.12% to 16%, undecided like the model (own). Then an extrapolated bound below the
+    threshold, a pair never run, a pair with no runs of its own (the pooling carries it)
+    and a pair without an estimate (no basis)."""
+    from bayes_eval.results.summary import _basis
+
+    rows = _pooled_rows()
+    own_side = np.where(
+        rows.own_upper < 0.05, "below", np.where(rows.own_lower > 0.05, "above", "undecided")
+    )
+    assert list(own_side[:4]) == ["below", "undecided", "undecided", "undecided"]
+    assert list(_basis(rows, 0.05, exact=False)[:7]) == [
+        "own",
+        "pooled",
+        "pooled",
+        "own",
+        "extrapolated",
+        "prediction",
+        "pooled",
+    ]
+    assert pd.isna(_basis(rows, 0.05, exact=False)[7])
+    exact = _basis(rows.assign(observed=True), 0.05, exact=True)
+    assert list(exact[:7]) == ["own"] * 7 and pd.isna(exact[7])
+    # undecided by the model where the own runs decide: the pooling carries it
+    decided = rows.assign(own_upper=[0.01, 0.03, 0.5, 0.03, 0, 0, np.nan, np.nan])
+    assert _basis(decided, 0.05, exact=False)[3] == "pooled"
+
+
+def test_the_verdict_line_and_the_sentence_say_what_carries_a_verdict():
+    """The verdict line counts each verdict by basis; a pooled below-threshold sentence
+    puts the pair's own bound beside the model's (0 of 35 runs: up to 9.7%) and what the
+    pooling is worth (the runs whose own bound the model's is: worth_runs)."""
+    from bayes_eval.outputs.verdicts import sentence
+
+    table = pd.DataFrame(
+        dict(
+            upper=[0.004, 0.011, 0.5, 0.2],
+            verdict=[BELOW, BELOW, ABOVE, UNDECIDED],
+            basis=["own", "pooled", "pooled", "own"],
+            extrapolated=pd.array([False] * 4, dtype="boolean"),
+        )
+    )
+    assert verdict_line(table, 0.05) == (
+        "2 below threshold (1 on own runs, 1 on pooling); 1 above threshold (1 on "
+        "pooling); 1 undecided (1 on own runs); 0 unreliable"
+    )
+    upper = stats.beta.ppf(LEVEL, 1, 36)
+    fields = dict(
+        agent="a",
+        task="t",
+        upper=0.011,
+        lower=1e-6,
+        mean=0.002,
+        sd=0.003,
+        verdict=BELOW,
+        reason="",
+        basis="pooled",
+        own_runs=35,
+        own_lower=7e-4,
+        own_upper=upper,
+        worth_runs=worth_runs(0.011, 0, LEVEL),
+    )
+    row = next(pd.DataFrame([fields]).itertuples())
+    assert sentence(row, 0.05, LEVEL).endswith(
+        "below threshold at τ = 5% on the model's pooling: its own 35 runs allow up to "
+        f"9.7%; the pooling is worth {worth_runs(0.011, 0, LEVEL):,.0f} runs."
+    )
+    assert round(upper, 3) == 0.097 and f"{worth_runs(0.011, 0, LEVEL):,.0f}" == "333"

@@ -17,7 +17,8 @@ from bayes_eval.checks.fitted import check_fit
 from bayes_eval.constants import DEFAULT_LEVEL, RHAT_MAX
 from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.messages import collected
-from bayes_eval.outputs.report import UNRELIABLE, build_report
+from bayes_eval.outputs.report import build_report
+from bayes_eval.outputs.verdicts import UNRELIABLE
 from bayes_eval.results.predictive import predictive_checks
 
 # The shipped specs' own settings (4 chains x 2000 draws) for the recovery tests, whose

@@ -193,9 +193,10 @@ def test_a_file_of_the_format_before_is_refused_with_the_refit_command(tmp_path)
 
 def test_a_summary_without_a_threshold_is_the_same_whatever_was_asked_before():
     """The summary at a level without a threshold, read after one with a threshold, is
-    the table a fresh fit gives (``prob_above`` blank): only that column depends on it."""
+    the table a fresh fit gives (``prob_above`` and ``basis`` blank): only they depend on
+    the threshold."""
     evidence = bayes_eval.resources.example_evidence()
     first = bayes_eval.fit(evidence)
     with_threshold = first.summary(threshold=0.1)
-    assert with_threshold["prob_above"].notna().any()
+    assert with_threshold["prob_above"].notna().any() and with_threshold["basis"].notna().all()
     pd.testing.assert_frame_equal(first.summary(), bayes_eval.fit(evidence).summary())

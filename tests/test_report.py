@@ -15,7 +15,15 @@ import bayes_eval
 from bayes_eval.checks.fitted import check_fit
 from bayes_eval.cli.main import main
 from bayes_eval.messages import collected
-from bayes_eval.outputs.report import ABOVE, BELOW, UNDECIDED, UNRELIABLE, build_report, verdicts
+from bayes_eval.outputs.report import build_report
+from bayes_eval.outputs.verdicts import (
+    ABOVE,
+    BELOW,
+    UNDECIDED,
+    UNRELIABLE,
+    VERDICT_COLUMNS,
+    verdicts,
+)
 from bayes_eval.resources import example_evidence
 
 EXAMPLE = str(example_evidence())
@@ -86,8 +94,14 @@ def test_html_is_self_contained(tmp_path):
     assert "deployment.png" in result.figures
     assert "Methods, their assumptions and failure modes" in result.markdown
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(
-        ["report.html", "report.md", *result.figures]
+        ["report.html", "report.md", "verdicts.csv", *result.figures]
     )
+    written = pd.read_csv(tmp_path / "r" / "verdicts.csv", keep_default_na=False)
+    assert list(written.columns) == list(VERDICT_COLUMNS)
+    assert written[["agent", "task", "verdict"]].equals(
+        result.table[["agent", "task", "verdict"]].reset_index(drop=True)
+    )
+    assert set(written["basis"]) == {"own"}  # an exact model borrows nothing
 
 
 def test_a_report_of_point_values_only_is_written(tmp_path):
@@ -239,7 +253,7 @@ def test_every_row_has_one_sentence_and_each_agent_a_rollup():
     """On the shipped example: a verdict from the documented set and one sentence per
     row, an undecided row says how many trials would decide it (the planner's number),
     and the roll-up counts each agent's verdicts and names its highest upper bound."""
-    from bayes_eval.outputs.report import VERDICTS, rollup
+    from bayes_eval.outputs.verdicts import VERDICTS, rollup
     from bayes_eval.plan import trials_to_decide
 
     result = bayes_eval.report(EXAMPLE, 0.05)
@@ -328,7 +342,7 @@ def test_sentences_never_round_a_bound_to_certainty():
     spread gets no number of trials, and one beyond the planner's limit says so."""
     from types import SimpleNamespace
 
-    from bayes_eval.outputs.report import _share, sentence
+    from bayes_eval.outputs.verdicts import _share, sentence
 
     assert [_share(v) for v in (0.9999, 0.997, 0.5, 0.0123, 3e-5)] == [
         "99.99%",

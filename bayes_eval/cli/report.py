@@ -104,7 +104,7 @@ def run(args) -> int:
 def _report_summary(table, threshold: float) -> str:
     """The report on the terminal: the verdict line (``report.verdict_line``) and, per
     agent, its worst task."""
-    from bayes_eval.outputs.report import rollup, verdict_line
+    from bayes_eval.outputs.verdicts import rollup, verdict_line
 
     lines = [f"verdicts: {verdict_line(table, threshold)}"]
     for row in rollup(table).to_dict("records"):

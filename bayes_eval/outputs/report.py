@@ -1,21 +1,8 @@
 """The safety report: what a decision-maker reads, as self-contained HTML and Markdown.
 
 Per (agent, task): the estimate, the upper bound at the level, ``P(P > tau)``, method and
-prior, diagnostics, the milestone-assumption check and a verdict:
-
-* ``below threshold``: the upper bound is below ``tau``;
-* ``above threshold``: the lower bound (one-sided, at the same level) is above ``tau``;
-* ``undecided``: the two bounds straddle ``tau``, or there is no bound (a point value, or
-  no estimate); the row's sentence says about how many more end-to-end trials would
-  probably decide it (``plan.trials_to_decide``);
-* ``unreliable``: whatever the bounds say, when the MCMC diagnostics failed, or the
-  task's end-to-end data contradict its milestones (the milestone-assumption check)
-  under a model that assumes them, or, under a model that accounts for other paths
-  (``joint``), its own posterior predictive check flags the task's end-to-end counts;
-  the row says which.
-
-Each row also gets one plain sentence, and each agent a roll-up: its count per verdict
-and its worst task (the highest upper bound).
+prior, diagnostics, the milestone-assumption check, a verdict, what carries it and one
+plain sentence (``bayes_eval.outputs.verdicts``); per agent, a roll-up.
 
 Every number and figure is computed from the posterior; the HTML embeds its figures and
 carries the summary as JSON, so it opens offline and its numbers can be checked.
@@ -31,32 +18,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayes_eval.checks.assumption import PATH_MODELS
-from bayes_eval.constants import END_TO_END, PLAN_MAX_TRIALS
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
+from bayes_eval.outputs.verdicts import (
+    VERDICT_COLUMNS,
+    rollup,
+    sentence,
+    verdict_line,
+    verdicts,
+)
 from bayes_eval.registry import CROSSED, POOLED, model_of
 from bayes_eval.results.summary import format_number
 
-__all__ = [
-    "ABOVE",
-    "BELOW",
-    "UNDECIDED",
-    "UNRELIABLE",
-    "VERDICTS",
-    "Report",
-    "build_report",
-    "verdicts",
-]
-
-BELOW, ABOVE, UNDECIDED, UNRELIABLE = (
-    "below threshold",
-    "above threshold",
-    "undecided",
-    "unreliable",
-)
-VERDICTS = (BELOW, ABOVE, UNDECIDED, UNRELIABLE)
+__all__ = ["Report", "build_report"]
 
 METHODS_TEXT = {
     "end_to_end": (
@@ -137,174 +112,18 @@ class Report:
     predictions: pd.DataFrame = None
 
     def write(self, out) -> Path:
-        """Write ``report.html``, ``report.md`` and the figures into folder ``out``."""
+        """Write ``report.html``, ``report.md``, ``verdicts.csv`` (``VERDICT_COLUMNS`` of
+        the table) and the figures into folder ``out``."""
+        from bayes_eval.csv_text import write_csv
+
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.html").write_text(self.html, encoding="utf-8")
         (out / "report.md").write_text(self.markdown, encoding="utf-8")
+        write_csv(self.table[list(VERDICT_COLUMNS)], out / "verdicts.csv")
         for name, data in self.figures.items():
             (out / name).write_bytes(data)
         return out
-
-
-def verdicts(
-    summary: pd.DataFrame,
-    assumption: pd.DataFrame,
-    threshold: float,
-    checks=None,
-    allow_extrapolated: bool = False,
-) -> pd.DataFrame:
-    """The verdict per summary row (see the module docstring) and, for ``unreliable``
-    rows and rows without a bound, the one reason (columns ``verdict``, ``reason``).
-
-    A bound below its floor (``extrapolated``, ``summary.bound_context``) rests on the
-    model's structure, not on runs: it never makes a row ``below`` unless
-    ``allow_extrapolated``, and then the reason says it was asked for.
-
-    ``assumption`` is ``assumption.milestone_assumption`` (its ``doubtful`` rows), and
-    ``checks`` ``ppc.predictive_checks`` of the same fit (its flagged end-to-end cells
-    count for rows of a model in ``PATH_MODELS``).
-    """
-    why = {}
-    if checks is not None and len(checks):
-        flagged = checks[checks["flagged"] & (checks["evidence"] == END_TO_END)]
-        modelled = summary[summary["method"].isin(PATH_MODELS)]
-        paths = set(zip(modelled["agent"], modelled["task"], strict=True))
-        for row in flagged.itertuples():
-            if (row.agent, row.task) in paths:
-                why[(row.agent, row.task)] = (
-                    f"the fit's posterior predictive check flags its end-to-end count "
-                    f"({row.successes}/{row.trials}, p = {format_number(row.p_value)})"
-                )
-    if len(assumption):
-        for row in assumption[assumption["doubtful"]].itertuples():
-            why[(row.agent, row.task)] = (
-                f"its end-to-end runs contradict its milestones (milestone-assumption check "
-                f"p = {format_number(row.p_value)})"
-            )
-    out = []
-    for row in summary.itertuples():
-        failed = pd.notna(row.diagnostics_ok) and not row.diagnostics_ok
-        reason = "the MCMC diagnostics failed" if failed else why.get((row.agent, row.task))
-        if reason:
-            out.append((UNRELIABLE, reason))
-        elif pd.isna(row.upper):
-            out.append((UNDECIDED, "no credible bound"))
-        elif row.upper < threshold and _extrapolated(row):
-            floor = (
-                "what 0 successes in every run that informs it could show, "
-                f"{_share(row.floor_upper)}"
-            )
-            if allow_extrapolated:
-                out.append((BELOW, f"on an extrapolated bound, below {floor}, as asked"))
-            else:
-                out.append(
-                    (
-                        UNDECIDED,
-                        f"its bound is extrapolated: below {floor}, it rests on the model's "
-                        "structure, not on runs (--allow-extrapolated to decide on it)",
-                    )
-                )
-        elif row.upper < threshold:
-            out.append((BELOW, ""))
-        elif pd.notna(row.lower) and row.lower > threshold:
-            out.append((ABOVE, ""))
-        else:
-            out.append((UNDECIDED, ""))
-    return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
-
-
-def verdict_line(table: pd.DataFrame, threshold: float) -> str:
-    """The count per verdict, how many are prior-sensitive (where the table says), and
-    how many rows rest on an extrapolated bound below ``threshold`` (``below`` when asked
-    for, else ``undecided``)."""
-    tally = table["verdict"].value_counts()
-    line = "; ".join(f"{tally.get(v, 0)} {v}" for v in VERDICTS)
-    if "prior_sensitive" in table:  # the report's prior family was asked for
-        sensitive = int(table["prior_sensitive"].fillna(False).sum())
-        line += f"; {sensitive} prior-sensitive (the verdict changes within the prior family)"
-    extrapolated = pd.Series([_extrapolated(row) for row in table.itertuples()], table.index)
-    below = (table["upper"] < threshold) & table["verdict"].isin([BELOW, UNDECIDED])
-    resting = table[extrapolated & below]
-    if not len(resting):
-        return line
-    if (resting["verdict"] == BELOW).all():
-        return f"{line}. {len(resting)} of the below rest on extrapolated bounds, as asked"
-    return (
-        f"{line}. {len(resting)} of the undecided have an extrapolated bound below "
-        f"{threshold:g} (--allow-extrapolated decides on them)"
-    )
-
-
-def _extrapolated(row) -> bool:
-    """Whether a summary row's bound lies below its floor (False where not known)."""
-    flag = getattr(row, "extrapolated", False)
-    return bool(pd.notna(flag) and flag)
-
-
-def sentence(row, threshold: float, level: float) -> str:
-    """One plain sentence on a report row (summary columns plus ``verdict`` and
-    ``reason``): the bound, the estimate and the verdict, with what would decide it."""
-    from bayes_eval.plan import trials_to_decide
-
-    head = f"{row.agent}, {row.task}: "
-    tau = f"τ = {_share(threshold)}"
-    if pd.isna(row.upper):
-        value = f"point value {_share(row.mean)}" if pd.notna(row.mean) else "no estimate"
-        return f"{head}{value}, no credible bound; {row.verdict} at {tau}."
-    bound = f"at most {_share(row.upper)} ({100 * level:g}% credible)"
-    text = f"{head}{bound}, estimate {_share(row.mean)}"
-    if row.verdict == UNRELIABLE:
-        return f"{text}; unreliable: {row.reason}."
-    if row.verdict == ABOVE:
-        return f"{text}, at least {_share(row.lower)}; above threshold at {tau}."
-    if row.verdict == BELOW:
-        asked = f" ({row.reason})" if row.reason else ""
-        return f"{text}; below threshold at {tau}{asked}."
-    if row.verdict == UNDECIDED and row.reason:
-        return f"{text}; undecided at {tau}: {row.reason}."
-    if not row.sd > 0:  # no spread (or none known): nothing for the planner to size
-        return f"{text}; undecided at {tau}."
-    trials = trials_to_decide(row.mean, row.sd, threshold, level)
-    if trials is None:
-        more = f"more than {PLAN_MAX_TRIALS:,} more end-to-end trials would be needed to decide it"
-    elif trials == 0:  # the Beta taken for the posterior decides already; the bounds do not
-        more = "a few more end-to-end trials would probably decide it"
-    else:
-        more = f"about {_two_figures(trials)} more end-to-end trials would probably decide it"
-    return f"{text}; undecided at {tau}: {more}."
-
-
-def _share(value: float) -> str:
-    """A probability for a sentence: a percentage with two figures, or (below 0.01%) the
-    number itself; above 99.5%, two figures of what it falls short of 100% by."""
-    if value > 0.995:
-        return f"{100 - float(f'{100 * (1 - value):.2g}'):.10g}%"
-    if value >= 1e-4:
-        return f"{float(f'{100 * value:.2g}'):g}%"
-    return f"{value:.2g}"
-
-
-def _two_figures(n: int) -> str:
-    return f"{int(float(f'{n:.2g}')):,}"
-
-
-def rollup(table: pd.DataFrame) -> pd.DataFrame:
-    """Per agent: the count per verdict and the worst task (highest upper bound)."""
-    rows = []
-    for agent, group in table.groupby("agent", sort=False):
-        counts = {v: int((group["verdict"] == v).sum()) for v in VERDICTS}
-        bounded = group[group["upper"].notna()]
-        worst = bounded.loc[bounded["upper"].idxmax()] if len(bounded) else None
-        rows.append(
-            {
-                "agent": agent,
-                **counts,
-                "worst task": "" if worst is None else worst["task"],
-                "its upper bound": "" if worst is None else _share(worst["upper"]),
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def build_report(

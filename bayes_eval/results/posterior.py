@@ -479,9 +479,9 @@ class Posterior:
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``),
         made once per level and threshold (a copy each time). Without a threshold, one
-        made at the same level with a threshold serves, its ``prob_above`` (the one
-        column a threshold sets) blanked."""
-        from bayes_eval.results.summary import summarise
+        made at the same level with a threshold serves, the columns a threshold sets
+        (``THRESHOLD_COLUMNS``) blanked."""
+        from bayes_eval.results.summary import THRESHOLD_COLUMNS, summarise
 
         key = (self.level if level is None else level, threshold)
         if key in self._summaries:
@@ -489,7 +489,8 @@ class Posterior:
         if threshold is None:
             made = next((t for (at, t) in self._summaries if at == key[0]), None)
             if made is not None:
-                return self._summaries[(key[0], made)].assign(prob_above=np.nan)
+                blank = dict.fromkeys(THRESHOLD_COLUMNS, np.nan)
+                return self._summaries[(key[0], made)].assign(**blank)
         self._summaries[key] = summarise(self, *key)
         return self._summaries[key].copy()
 

@@ -9,8 +9,9 @@ false for a pair the crossed model predicts without having seen it run.
 A pooled or crossed bound borrows from other cells; where the pair has end-to-end counts
 in the fit, the summary says how much (``bound_context``):
 
-* ``own_upper``: the exact bound of the pair's own runs under the reference prior
-  (``REFERENCE_PRIOR``, uniform), ``Beta(1 + k, 1 + n - k)``;
+* ``own_runs``: the pair's end-to-end runs in the fit, ``n`` (empty where none);
+* ``own_upper``, ``own_lower``: the exact bounds of the pair's own runs under the
+  reference prior (``REFERENCE_PRIOR``, uniform), ``Beta(1 + k, 1 + n - k)``;
 * ``worth_runs``: how many runs of the pair, with its ``k`` successes, would bring its own
   bound down to ``upper`` (``n`` or fewer where ``upper`` is not below ``own_upper``);
 * ``floor_upper``: the exact bound from 0 successes in every run that informs the pair:
@@ -22,6 +23,12 @@ in the fit, the summary says how much (``bound_context``):
 
 The last two are empty for a model that reads milestones: its bounds rest on milestone
 runs too, which no count of end-to-end runs describes.
+
+With a threshold, ``basis`` says what carries the row's verdict there (``_basis``):
+``own`` where the pair's own runs decide it alike (every estimate of an exact model,
+which borrows nothing), ``pooled`` where the verdict needs what the model borrows from
+other pairs, ``extrapolated`` where the bound below the threshold lies below its floor,
+``prediction`` for a pair the crossed model predicts without having seen it run.
 """
 
 from __future__ import annotations
@@ -33,13 +40,24 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special
 
-from bayes_eval.constants import AGENT, SUMMARY_COLUMNS, TASK
+from bayes_eval.constants import (
+    AGENT,
+    BASIS_EXTRAPOLATED,
+    BASIS_OWN,
+    BASIS_POOLED,
+    BASIS_PREDICTION,
+    SUMMARY_COLUMNS,
+    TASK,
+)
 from bayes_eval.evidence.table import join_distinct
 from bayes_eval.exact.factors import x_cdf, x_ppf
 from bayes_eval.exact.products import beta_product, clopper_pearson_upper, summarise_products
 from bayes_eval.specs import check_level, check_probability
 
-__all__ = ["format_number", "summarise"]
+__all__ = ["THRESHOLD_COLUMNS", "format_number", "summarise"]
+
+# The columns a threshold sets (empty without one); every other column is the same.
+THRESHOLD_COLUMNS = ("prob_above", "basis")
 
 # The reference prior of a cell's own-data bound (own_upper, floor_upper): the uniform
 # Beta(1, 1) of the exact end_to_end model.
@@ -81,7 +99,36 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     runs = np.flatnonzero(trials > 0)
     successes = posterior.values("cp_successes")[at][runs]
     table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes, trials[runs], level)
+    table["own_runs"] = pd.array(np.where(trials > 0, trials, 0), dtype="Int64")
+    table.loc[trials <= 0, "own_runs"] = pd.NA
+    if tau is not None:
+        table["basis"] = _basis(table, tau, posterior.spec.exact)
     return _with_kept(table, posterior.evidence)
+
+
+def _side(lower, upper, tau: float) -> np.ndarray:
+    """``below`` (upper bound under ``tau``), ``above`` (lower bound over it) or
+    ``undecided``, per row (a missing bound decides nothing)."""
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    return np.where(upper < tau, "below", np.where(lower > tau, "above", "undecided"))
+
+
+def _basis(table: pd.DataFrame, tau: float, exact: bool) -> np.ndarray:
+    """What carries each row's verdict at ``tau`` (the module docstring): empty for a
+    pair without an estimate."""
+    estimated = (table["upper"].notna() | table["mean"].notna()).to_numpy()
+    basis = np.full(len(table), np.nan, dtype=object)
+    if exact:
+        basis[estimated] = BASIS_OWN
+    else:
+        model = _side(table["lower"], table["upper"], tau)
+        own = _side(table["own_lower"], table["own_upper"], tau)
+        alike = table["own_upper"].notna().to_numpy() & (own == model)
+        basis[estimated] = np.where(alike, BASIS_OWN, BASIS_POOLED)[estimated]
+        extrapolated = table["extrapolated"].fillna(False).to_numpy(dtype=bool)
+        basis[estimated & extrapolated & (model == "below")] = BASIS_EXTRAPOLATED
+    basis[estimated & ~table["observed"].to_numpy(dtype=bool)] = BASIS_PREDICTION
+    return basis
 
 
 def _exact_columns(posterior, table, at, estimated, level, tau) -> None:
@@ -201,7 +248,8 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
 
 
 def own_upper(k: int, n: float, level: float) -> float:
-    """The exact ``level`` bound of ``k`` successes in ``n`` runs under the reference prior."""
+    """The exact ``level`` bound of ``k`` successes in ``n`` runs under the reference prior
+    (at ``1 - level``, the matching lower bound)."""
     a, b = REFERENCE_PRIOR
     return float(special.betaincinv(a + k, b + n - k, level))
 
@@ -226,11 +274,13 @@ def worth_runs(upper: float, k: int, level: float) -> float:
 
 
 def bound_context(upper: float, k: int, n: int, floor_runs: int | None, level: float) -> dict:
-    """``own_upper``, ``worth_runs``, ``floor_upper`` and ``extrapolated`` of a pooled or
-    crossed bound (the module docstring); the first two NaN for a pair without runs, the
-    last two empty without ``floor_runs`` (a fit that reads milestones)."""
+    """``own_lower``, ``own_upper``, ``worth_runs``, ``floor_upper`` and ``extrapolated`` of
+    a pooled or crossed bound (the module docstring); the first three NaN for a pair
+    without runs, the last two empty without ``floor_runs`` (a fit that reads
+    milestones)."""
     floor = math.nan if floor_runs is None else own_upper(0, floor_runs, level)
     return {
+        "own_lower": own_upper(k, n, 1.0 - level) if n > 0 else math.nan,
         "own_upper": own_upper(k, n, level) if n > 0 else math.nan,
         "worth_runs": worth_runs(upper, k, level) if n > 0 else math.nan,
         "floor_upper": floor,
