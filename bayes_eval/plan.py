@@ -76,6 +76,11 @@ EXACT_PLANNED = ("end_to_end", "mats2024", "phuong2024", "phuong_chain")
 END_TO_END_ROUTE = "end_to_end (on its own)"
 
 
+# The largest Beta shape a plan takes: a prior worth 1e300 runs; the prior family scales
+# shapes by a small factor, which must stay a finite double.
+MAX_PRIOR_SHAPE = 1e300
+
+
 def parse_prior(text: str) -> tuple[float, float]:
     """``uniform``, ``jeffreys`` or ``ALPHA,BETA`` (both positive) as Beta shapes."""
     if text in PRIORS:
@@ -89,6 +94,11 @@ def parse_prior(text: str) -> tuple[float, float]:
         ) from None
     if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
         raise InputError(f"prior: {text}: both Beta shapes must be positive and finite")
+    if max(a, b) > MAX_PRIOR_SHAPE:
+        raise InputError(
+            f"prior: {text}: Beta shapes above {MAX_PRIOR_SHAPE:g} are past what the planner "
+            "computes with (the prior family's sceptical member doubles them)"
+        )
     return a, b
 
 

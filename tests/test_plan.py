@@ -202,6 +202,10 @@ def test_plan_never_suggests_the_model_in_use(capsys, tmp_path):
     "args, message",
     [
         (["plan", "--threshold", "0.01", "--prior", "flat"], "--prior: 'flat' is not"),
+        (
+            ["plan", "--threshold", "0.01", "--prior", "1e308,1e308"],
+            "--prior: 1e308,1e308: Beta shapes above 1e+300 are past what the planner",
+        ),
         (["plan", "--threshold", "2"], "--threshold: 2 must lie strictly between 0 and 1"),
         (["plan", "--threshold", "0.01", "--level", "0.5"], "--level: 0.5 must lie strictly"),
         (["plan", "--threshold", "0.01", "--milestone-rates", "0.5", "0.1"], "not below"),
