@@ -164,6 +164,23 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
     assert MODELS[MILESTONE_METHOD, "crossed"].text not in markdown
 
 
+def test_agents_compared_count_the_tasks_both_agents_ran(recovered):
+    """The report's "tasks compared" of two agents is the tasks both were run on, counted
+    from the summary's ``observed``, not every task the crossed model predicts."""
+    from bayes_eval.outputs.defence import agent_sections
+
+    posterior = recovered[0]
+    summary = posterior.summary().set_index(["agent", "task"])
+    assert not summary["observed"].all()  # the design leaves pairs unrun
+    table = next(payload for kind, payload in agent_sections(posterior, 0.975) if kind == "table")
+    for row in table.itertuples():
+        b, a = row[1].split(" against ")
+        ran = summary.loc[a, "observed"] & summary.loc[b, "observed"]
+        assert row[-1] == int(ran.sum()), row
+    tasks = len(posterior.coords["task"])
+    assert (table["tasks compared"] < tasks).any()  # predictions left out somewhere
+
+
 def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recovered):
     """Given each draw's ability, difficulty and cell scale, a pair never run is
     ``logistic(theta - b + cell_scale e)`` with ``e`` a fresh standard normal: the draws'

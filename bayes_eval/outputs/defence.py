@@ -87,7 +87,8 @@ def agent_sections(posterior, level: float) -> list:
             refused.append(f"{b} against {a}: {exc}")
             continue
         refused += [f"{b} against {a}, {line}" for line in result.refused]
-        tasks = result.table[result.table["task"] != ACROSS_TASKS]
+        # the tasks both agents ran (a crossed fit also compares its predictions)
+        tasks = result.table[(result.table["task"] != ACROSS_TASKS) & result.table["observed"]]
         across = result.table[result.table["task"] == ACROSS_TASKS].iloc[0]
         rows.append(
             {
@@ -104,8 +105,8 @@ def agent_sections(posterior, level: float) -> list:
     text = (
         "Each agent against the one before it in the evidence, within this one fit: "
         "P(B > A) and the one-sided bounds of the difference across tasks (the model's "
-        "agent-level quantity), and the tasks where either is ahead with probability "
-        f"above {level:g}. bayes-eval compare-agents RUN_DIR A B gives each task, the "
+        "agent-level quantity), and, of the tasks both agents ran, those where either is "
+        f"ahead with probability above {level:g}. bayes-eval compare-agents RUN_DIR A B gives each task, the "
         "ratio and, with --margin, a verdict."
     )
     sections = [("h2", "Agents compared"), ("p", text)]
