@@ -106,8 +106,8 @@ def agent_sections(posterior, level: float) -> list:
         "Each agent against the one before it in the evidence, within this one fit: "
         "P(B > A) and the one-sided bounds of the difference across tasks (the model's "
         "agent-level quantity), and, of the tasks both agents ran, those where either is "
-        f"ahead with probability above {level:g}. bayes-eval compare-agents RUN_DIR A B gives each task, the "
-        "ratio and, with --margin, a verdict."
+        f"ahead with probability above {level:g}. bayes-eval compare-agents RUN_DIR A B "
+        "gives each task, the ratio and, with --margin, a verdict."
     )
     sections = [("h2", "Agents compared"), ("p", text)]
     if rows:
