@@ -406,3 +406,15 @@ def test_a_library_error_reaches_the_terminal_with_its_flag(capsys, tmp_path):
     status, out, err = run(capsys, "fit", EXAMPLE, "--model", "end_to_end", "--agents", str(agents))
     assert status == 2 and out == ""
     assert err.startswith("error: --agents: covariates and predictions apply to crossed models")
+
+
+def test_fit_help_lists_every_shipped_model(capsys):
+    """``fit --help`` names each model the package ships (its specs), so that a user can
+    pick one without reading the docs."""
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    shipped = bayes_eval.shipped_specs()
+    assert len(shipped) >= 15
+    listed = help_text.split("shipped spec name (")[1].split(")")[0]
+    assert listed.split(", ") == sorted(shipped)
