@@ -16,6 +16,7 @@ from bayes_eval.cli.options import (
     crossed_options,
     evidence_of,
     mcmc_options,
+    model_help,
     reading_options,
     sampler_of,
     sweep_arguments,
@@ -35,7 +36,6 @@ from bayes_eval.cli.terminal import (
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, write_run
-from bayes_eval.resources import shipped_dir
 
 
 def arguments(commands) -> None:
@@ -46,12 +46,7 @@ def arguments(commands) -> None:
         nargs="+",
         help="evidence table (CSV or Parquet), run file, or Inspect logs and folders of them",
     )
-    shipped = sorted(path.stem for path in shipped_dir("models").glob("*.toml"))
-    fit.add_argument(
-        "--model",
-        default="phuong_chain",
-        help=f"shipped spec name ({', '.join(shipped)}) or spec path (default: phuong_chain)",
-    )
+    fit.add_argument("--model", default="phuong_chain", help=model_help())
     fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
     fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
     fit.add_argument(

@@ -12,6 +12,7 @@ from pathlib import Path
 from bayes_eval.constants import INT64_MAX, MCMC_ENGINES, REAL_TEXT
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import INPUT_FORMATS, INSPECT_OPTIONS, detect_format
+from bayes_eval.resources import shipped_dir
 
 # A whole number given as an option: ASCII digits with an optional sign ("1_0" and
 # full-width digits, which Python's int accepts, are refused).
@@ -37,6 +38,12 @@ FORMATS = ("table", "csv", "json")
 
 # --workers: worker processes of a local dask cluster (each one process of this machine).
 MAX_WORKERS = 256
+
+
+def model_help() -> str:
+    """``--model``'s help: every shipped model by name, or a spec file."""
+    shipped = sorted(path.stem for path in shipped_dir("models").glob("*.toml"))
+    return f"shipped spec name ({', '.join(shipped)}) or spec path (default: phuong_chain)"
 
 
 def reading_options(command) -> None:
