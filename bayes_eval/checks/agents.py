@@ -40,7 +40,7 @@ from bayes_eval.specs import check_level
 if TYPE_CHECKING:
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["AgentComparison", "compare_agents"]
+__all__ = ["AgentComparison", "capability_order", "compare_agents"]
 
 ACROSS_TASKS = "(across tasks)"
 MORE, NOT_MORE, UNDECIDED = "more capable", "not more capable", "undecided"
@@ -163,6 +163,25 @@ def compare_agents(
             _trials(summary, a, b, r, margin, level) for r in table.itertuples()
         ]
     return AgentComparison(a, b, table, refused, level, margin)
+
+
+def capability_order(posterior: Posterior, summary: pd.DataFrame) -> list[str]:
+    """The fit's agents, most capable first: by the posterior mean of the model's
+    agent-level quantity (the module docstring), or, for an exact fit, by the mean of its
+    pairs' posterior means (``summary``'s rows run, with a bound). Agents without one
+    follow in the evidence's order."""
+    agents = list(dict.fromkeys(posterior.evidence.table["agent"]))
+    if not posterior.is_mcmc:
+        rated = summary[summary["upper"].notna()]
+        if "observed" in rated:
+            rated = rated[rated["observed"].astype(bool)]
+        value = rated.groupby("agent")["mean"].mean()
+    else:
+        crossed = model_of(posterior.spec).family == CROSSED
+        name = "ability" if crossed else AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
+        value = posterior.draws[name].mean(("chain", "draw")).to_series()
+    known = sorted((a for a in agents if a in value.index), key=lambda a: -value[a])
+    return known + [a for a in agents if a not in value.index]
 
 
 def _why_not(summary, agent, task) -> str:

@@ -103,14 +103,12 @@ def run(args) -> int:
 
 def _report_summary(table, threshold: float) -> str:
     """The report on the terminal: the verdict line (``report.verdict_line``) and, per
-    agent, its worst task."""
-    from bayes_eval.outputs.verdicts import rollup, verdict_line
+    agent, its verdicts and the pairs nearest the threshold (``verdicts.rollup``)."""
+    from bayes_eval.outputs.verdicts import VERDICTS, rollup, verdict_line
 
     lines = [f"verdicts: {verdict_line(table, threshold)}"]
-    for row in rollup(table).to_dict("records"):
-        if row["worst task"]:  # where the agent has a bound
-            lines.append(
-                f"  {row['agent']}: worst task {row['worst task']} "
-                f"(at most {row['its upper bound']})"
-            )
+    for row in rollup(table, threshold).to_dict("records"):
+        counts = ", ".join(f"{row[v]} {v.split()[0]}" for v in VERDICTS)
+        nearest = "; ".join(f"{k}: {v}" for k, v in row.items() if k.startswith("nearest"))
+        lines.append(f"  {row['agent']}: {counts}; {nearest}")
     return "\n".join(lines)

@@ -39,21 +39,12 @@ def sensitivity_sections(sensitivity, level: float) -> list:
             f" Power scaling (Kallioinen et al. 2024) finds the prior informative (sensitivity "
             f"above {PSENSE_LIMIT:g}) for {informative} of {len(pairs)} bounds."
         )
-    shown = pd.DataFrame(
-        {
-            "agent": pairs["agent"],
-            "task": pairs["task"],
-            f"upper ({level:g})": pairs["upper"].map(format_number),
-            "lowest": pairs["upper_low"].map(format_number) + " (" + pairs["low_member"] + ")",
-            "highest": pairs["upper_high"].map(format_number) + " (" + pairs["high_member"] + ")",
-        }
+    text += (
+        " The table of pairs gives each bound's range over the family (prior range)"
+        + (" and its power-scaling sensitivity" if pairs["psense"].notna().any() else "")
+        + "."
     )
-    if pairs["psense"].notna().any():
-        shown["power-scaling"] = pairs["psense"].map(format_number)
-    shown["prior-sensitive"] = pairs["prior_sensitive"].map(
-        lambda flag: "PRIOR-SENSITIVE" if flag is True else ("no" if flag is False else "-")
-    )
-    sections = [("h2", "How much of each bound is the prior"), ("p", text), ("table", shown)]
+    sections = [("h2", "How much of each bound is the prior"), ("p", text)]
     if len(flipped):
         notes = [
             f"{row.agent}, {row.task}: {sensitivity.note(row.agent, row.task)}"
@@ -73,14 +64,14 @@ def sensitivity_sections(sensitivity, level: float) -> list:
     return sections
 
 
-def agent_sections(posterior, level: float) -> list:
-    """The section "Agents compared": each agent against the one before it in the
-    evidence, across tasks and per task (``checks.agents.compare_agents``)."""
-    agents = list(dict.fromkeys(posterior.evidence.table["agent"]))
-    if len(agents) < 2:
+def agent_sections(posterior, level: float, order: list[str]) -> list:
+    """The section "Agents compared": the agents in ``order`` (most capable first,
+    ``checks.agents.capability_order``), each against the one ranked next above it, across
+    tasks and per task (``checks.agents.compare_agents``)."""
+    if len(order) < 2:
         return []
     rows, refused = [], []
-    for a, b in list(zip(agents, agents[1:], strict=False))[:REPORTED_AGENT_PAIRS]:
+    for b, a in list(zip(order, order[1:], strict=False))[:REPORTED_AGENT_PAIRS]:
         try:
             result = compare_agents(posterior, a, b, level=level)
         except InputError as exc:
@@ -103,11 +94,12 @@ def agent_sections(posterior, level: float) -> list:
             }
         )
     text = (
-        "Each agent against the one before it in the evidence, within this one fit: "
-        "P(B > A) and the one-sided bounds of the difference across tasks (the model's "
-        "agent-level quantity), and, of the tasks both agents ran, those where either is "
-        f"ahead with probability above {level:g}. bayes-eval compare-agents RUN_DIR A B "
-        "gives each task, the ratio and, with --margin, a verdict."
+        "The agents from the most capable down, by the posterior mean of the model's "
+        "agent-level quantity (an exact fit: the mean of its tasks' estimates), each (A) "
+        "against the one ranked next above it (B), within this one fit: P(B > A) and the "
+        "one-sided bounds of the difference across tasks, and, of the tasks both agents "
+        f"ran, those where either is ahead with probability above {level:g}. bayes-eval "
+        "compare-agents RUN_DIR A B gives each task, the ratio and, with --margin, a verdict."
     )
     sections = [("h2", "Agents compared"), ("p", text)]
     if rows:

@@ -10,17 +10,17 @@ carries the summary as JSON, so it opens offline and its numbers can be checked.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bayes_eval.checks.agents import capability_order
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
+from bayes_eval.outputs.pages import html_page, markdown
 from bayes_eval.outputs.verdicts import (
     VERDICT_COLUMNS,
     rollup,
@@ -164,12 +164,11 @@ def build_report(
             for text, row in zip(table["sentence"], table.itertuples(), strict=True)
         ]
     figures = _figures(posterior, summary, predictive, threshold)
-    sections = _sections(
-        posterior, table, assumption, predictive, checks.milestone_method, threshold, level
-    )
+    order = capability_order(posterior, summary)
+    sections = _sections(posterior, table, checks, threshold, level, order)
     if sensitivity is not None:
         sections += sensitivity_sections(sensitivity, level)
-    sections += agent_sections(posterior, level)
+    sections += agent_sections(posterior, level, order)
     sections += ranking_sections(posterior, checks.comparison)
     deployment, drawn = deployment_sections(posterior, threshold, level, attempts)
     sections += deployment
@@ -178,8 +177,8 @@ def build_report(
         sections += _prediction_sections(posterior, predictions, threshold, level)
     return Report(
         table=table,
-        markdown=_markdown(sections),
-        html=_html(sections, figures, summary),
+        markdown=markdown(sections),
+        html=html_page(sections, figures, summary),
         figures=figures,
         predictions=predictions,
     )
@@ -298,8 +297,10 @@ def _figures(posterior, summary, checks, threshold) -> dict:
         return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
 
 
-def _sections(posterior, table, assumption, checks, milestone_method, threshold, level):
-    """The report's content, in order: ``(kind, payload)`` pairs that both renderers read."""
+def _sections(posterior, table, checks, threshold, level, order):
+    """The report's content, in order: ``(kind, payload)`` pairs that both renderers read
+    (``outputs.pages``): first the decision, per agent in ``order``, then every pair."""
+    assumption, predictive = checks.assumption, checks.predictive
     evidence = posterior.evidence.table
     methods = sorted(set(evidence["method"]))
     counted = evidence[evidence["trials"] > 0]
@@ -310,49 +311,42 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
     )
     spec = posterior.spec
     question = (
-        f"Is each agent's probability of succeeding at each task below {threshold:g}? A task "
-        f"is below the threshold when its one-sided {level:g} credible upper bound is below "
-        f"{threshold:g}, above it when its lower bound at the same level is above "
-        f"{threshold:g}, and undecided in between; unreliable when a check says its "
-        "estimate cannot be trusted, whatever the bounds say. Data: "
+        f"The question: is each agent's probability of succeeding at each task below "
+        f"{threshold:g}? A task is below the threshold when its one-sided {level:g} "
+        f"credible upper bound is below {threshold:g}, above it when its lower bound at the "
+        f"same level is above {threshold:g}, and undecided in between; unreliable when a "
+        "check says its estimate cannot be trusted, whatever the bounds say. Each verdict "
+        "says what carries it: the pair's own runs (own), or what the model borrows from "
+        "other pairs (pooled), or an extrapolation. Data: "
         f"{posterior.evidence.source}, {len(evidence)} observations of {n_agents} agent(s) "
         f"on {n_tasks} task(s) ({', '.join(methods)}{'; ' + counts if counts else ''}). "
         f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
         f"evidence hash {posterior.evidence.hash[:12]}."
     )
-    verdicts_text = verdict_line(table, threshold)
-    shown = pd.DataFrame(
-        {
-            "agent": table["agent"],
-            "task": table["task"],
-            "estimate (mean)": table["mean"].map(format_number),
-            "median": table["median"].map(format_number),
-            f"upper ({level:g})": table["upper"].map(format_number),
-            f"P(P > {threshold:g})": table["prob_above"].map(format_number),
-            "method": table["method"],
-            "diagnostics": table["diagnostics_ok"].map(
-                lambda ok: "n/a" if pd.isna(ok) else ("passed" if ok else "FAILED")
-            )
-            if posterior.is_mcmc
-            else table["upper"].map(lambda u: "exact, no MCMC" if pd.notna(u) else "n/a"),
-            "milestone check": table["milestone_check"],
-            "verdict": table["verdict"],
-        }
-    )
     sections = [
         ("h1", "Safety report"),
+        ("p", f"**Verdicts at {threshold:g}.** {verdict_line(table, threshold)}."),
+        ("h2", "Decision per agent"),
+        (
+            "p",
+            "Most capable first (as in Agents compared): each verdict's count with what "
+            "carries it, and the pairs whose upper bounds lie nearest the threshold on "
+            "either side, where a little more evidence would move a verdict.",
+        ),
+        ("table", rollup(table, threshold, order)),
         ("p", question),
-        ("p", f"Verdicts: {verdicts_text}."),
-        ("h2", "Per agent"),
-        ("table", rollup(table)),
-        ("h2", "Per task"),
-        ("list", list(table["sentence"])),
-        ("h2", "Estimates"),
-        ("table", shown),
+        ("h2", "Pairs"),
+        (
+            "p",
+            "Every pair run. A click on a column's head sorts by it; the boxes filter by "
+            "agent, verdict and basis and search every cell; why gives the verdict in "
+            "words. verdicts.csv and summary.csv hold the same rows.",
+        ),
+        ("pairs", _pairs(posterior, table, threshold, level)),
         ("h2", "Provenance"),
         ("list", _provenance(table)),
     ]
-    compared = milestone_comparison(posterior, table, level, milestone_method, assumption)
+    compared = milestone_comparison(posterior, table, level, checks.milestone_method, assumption)
     if len(compared):
         sections += [
             ("h2", "The milestone method beside this model"),
@@ -397,15 +391,15 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
             ),
         ),
     ]
-    if len(checks):
-        flagged = int(checks["flagged"].sum())
+    if len(predictive):
+        flagged = int(predictive["flagged"].sum())
         sections.append(
             (
                 "figure",
                 (
                     "ppc.png",
                     f"Posterior predictive check: {flagged} of "
-                    f"{len(checks)} observed cells flagged (mid-p < 0.025 or "
+                    f"{len(predictive)} observed cells flagged (mid-p < 0.025 or "
                     "> 0.975). The line is the ECDF of the cells' PIT values less the "
                     "uniform's: inside its band where the model predicts the counts "
                     "as often as they occur; ppc.csv has every cell.",
@@ -429,83 +423,52 @@ def _sections(posterior, table, assumption, checks, milestone_method, threshold,
     return sections
 
 
+def _pairs(posterior, table, threshold, level):
+    """The pairs table (``outputs.pages``): the columns shown, each pair's sentence last,
+    and the values its numeric columns sort by. The milestone check where a pair has
+    milestone runs; the prior family's range of each bound where it was computed."""
+    upper, above = f"upper ({level:g})", f"P(P > {threshold:g})"
+    numbers = {
+        upper: table["upper"],
+        "own runs": table["own_runs"],
+        "own upper": table["own_upper"],
+        above: table["prob_above"],
+        "estimate (mean)": table["mean"],
+    }
+    shown = {
+        "agent": table["agent"],
+        "task": table["task"],
+        "verdict": table["verdict"],
+        "basis": table["basis"].fillna("none"),
+        **{name: values.map(format_number) for name, values in numbers.items()},
+        "own runs": table["own_runs"].map(lambda n: "-" if pd.isna(n) else f"{n:,.0f}"),
+        "method": table["method"],
+        "diagnostics": table["diagnostics_ok"].map(
+            lambda ok: "n/a" if pd.isna(ok) else ("passed" if ok else "FAILED")
+        )
+        if posterior.is_mcmc
+        else table["upper"].map(lambda u: "exact, no MCMC" if pd.notna(u) else "n/a"),
+    }
+    if not table["milestone_check"].str.startswith("not applicable").all():
+        shown["milestone check"] = table["milestone_check"]
+    if "prior_upper_high" in table:  # the prior family's (``checks.sensitivity``)
+        low, high = table["prior_upper_low"], table["prior_upper_high"]
+        shown["prior range"] = low.map(format_number) + " to " + high.map(format_number)
+        numbers["prior range"] = high
+        if table["prior_psense"].notna().any():
+            numbers["power-scaling"] = table["prior_psense"]
+            shown["power-scaling"] = table["prior_psense"].map(format_number)
+        if "prior_sensitive" in table:
+            shown["prior-sensitive"] = table["prior_sensitive"].map(
+                lambda flag: "-" if pd.isna(flag) else ("PRIOR-SENSITIVE" if flag else "no")
+            )
+    shown["sentence"] = table["sentence"]
+    return pd.DataFrame(shown), pd.DataFrame(numbers)
+
+
 def _provenance(table) -> list[str]:
     """Each distinct provenance once, with the rows that share it."""
     shared: dict[str, list[str]] = {}
     for row in table.itertuples():
         shared.setdefault(row.provenance, []).append(f"{row.agent} / {row.task}")
     return [f"{', '.join(rows)}: {text}" for text, rows in shared.items()]
-
-
-def _markdown(sections) -> str:
-    lines = []
-    for kind, payload in sections:
-        if kind == "h1":
-            lines.append(f"# {payload}\n")
-        elif kind == "h2":
-            lines.append(f"## {payload}\n")
-        elif kind == "p":
-            lines.append(f"{payload}\n")
-        elif kind == "list":
-            lines.append("\n".join(f"- {item}" for item in payload) + "\n")
-        elif kind == "table":
-            header = "| " + " | ".join(payload.columns) + " |"
-            rule = "|" + "---|" * len(payload.columns)
-            body = ["| " + " | ".join(str(v) for v in row) + " |" for row in payload.values]
-            lines.append("\n".join([header, rule, *body]) + "\n")
-        elif kind == "figure":
-            name, caption = payload
-            lines.append(f"![{caption}]({name})\n\n{caption}\n")
-    return "\n".join(lines)
-
-
-def _html(sections, figures, summary) -> str:
-    body = []
-    for kind, payload in sections:
-        if kind in ("h1", "h2"):
-            body.append(f"<{kind}>{html.escape(payload)}</{kind}>")
-        elif kind == "p":
-            body.append(f"<p>{_bold(payload)}</p>")
-        elif kind == "list":
-            items = "".join(f"<li>{html.escape(item)}</li>" for item in payload)
-            body.append(f"<ul>{items}</ul>")
-        elif kind == "table":
-            table = payload.to_html(index=False, escape=True, border=0)
-            body.append(f'<div class="scroll">{table}</div>')  # narrow screens scroll it
-        elif kind == "figure" and payload[0] in figures:
-            name, caption = payload
-            data = base64.b64encode(figures[name]).decode("ascii")
-            body.append(
-                f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-            )
-    records = [
-        {k: (None if pd.isna(v) else v) for k, v in row.items()}
-        for row in summary.to_dict("records")
-    ]
-    data = json.dumps(records, default=_json_default).replace("</", "<\\/")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<title>bayes_eval safety report</title><style>"
-        "body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em;"
-        "line-height:1.4}.scroll{overflow-x:auto}"
-        "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #bbb;"
-        "padding:.2em .5em}img{max-width:100%}figcaption{font-size:90%;color:#444}"
-        "</style></head><body>\n"
-        + "\n".join(body)
-        + f'\n<script type="application/json" id="summary-data">{data}</script>\n'
-        "</body></html>\n"
-    )
-
-
-def _bold(text: str) -> str:
-    """``**title.** rest`` as HTML, everything escaped."""
-    if text.startswith("**") and "**" in text[2:]:
-        title, rest = text[2:].split("**", 1)
-        return f"<strong>{html.escape(title)}</strong>{html.escape(rest)}"
-    return html.escape(text)
-
-
-def _json_default(value):
-    return value.item() if hasattr(value, "item") else str(value)

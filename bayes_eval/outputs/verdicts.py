@@ -67,13 +67,14 @@ VERDICT_COLUMNS = (
     "level",
     "reason",
 )
-# The verdict line's words for each basis (``constants.BASIS_OWN`` ...).
+# The verdict line's words for each basis (``constants.BASIS_OWN`` ...), and the table's.
 BASIS_WORDS = {
     BASIS_OWN: "on own runs",
     BASIS_POOLED: "on pooling",
     BASIS_EXTRAPOLATED: "extrapolated",
     BASIS_PREDICTION: "predicted",
 }
+BASIS_SHORT = dict(zip(BASIS_WORDS, ("own", "pooled", "extrapolated", "predicted"), strict=True))
 
 
 def verdicts(
@@ -262,19 +263,39 @@ def _two_figures(n: int) -> str:
     return f"{int(float(f'{n:.2g}')):,}"
 
 
-def rollup(table: pd.DataFrame) -> pd.DataFrame:
-    """Per agent: the count per verdict and the worst task (highest upper bound)."""
+def rollup(table: pd.DataFrame, threshold: float, order=None) -> pd.DataFrame:
+    """Per agent (in ``order``, else the table's): its count per verdict with what carries
+    them ("109 (1 own, 108 pooled)"), the pairs whose upper bounds lie nearest
+    ``threshold`` below and above it."""
     rows = []
-    for agent, group in table.groupby("agent", sort=False):
-        counts = {v: int((group["verdict"] == v).sum()) for v in VERDICTS}
+    for agent in order or list(dict.fromkeys(table["agent"])):
+        group = table[table["agent"] == agent]
+        if not len(group):
+            continue
         bounded = group[group["upper"].notna()]
-        worst = bounded.loc[bounded["upper"].idxmax()] if len(bounded) else None
-        rows.append(
-            {
-                "agent": agent,
-                **counts,
-                "worst task": "" if worst is None else worst["task"],
-                "its upper bound": "" if worst is None else _share(worst["upper"]),
-            }
-        )
+        below = bounded[bounded["upper"] < threshold]
+        above = bounded[bounded["upper"] >= threshold]
+        row = {"agent": agent}
+        row.update({v: _tally(group[group["verdict"] == v]) for v in VERDICTS})
+        row[f"nearest below {threshold:g}"] = _pair(below, highest=True)
+        row[f"nearest above {threshold:g}"] = _pair(above, highest=False)
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _tally(rows: pd.DataFrame) -> str:
+    """``N``, and where a model borrows, how many of them each basis carries."""
+    if "basis" not in rows or set(rows["basis"]) <= {BASIS_OWN}:
+        return str(len(rows))
+    tally = rows["basis"].value_counts()
+    parts = [f"{tally[b]} {BASIS_SHORT[b]}" for b in BASIS_SHORT if tally.get(b, 0)]
+    return f"{len(rows)} ({', '.join(parts)})"
+
+
+def _pair(rows: pd.DataFrame, highest: bool) -> str:
+    """The task of ``rows`` with the highest (else the lowest) upper bound, and that
+    bound; "none" for no rows."""
+    if not len(rows):
+        return "none"
+    at = rows["upper"].idxmax() if highest else rows["upper"].idxmin()
+    return f"{rows.at[at, 'task']}: {_share(rows.at[at, 'upper'])}"

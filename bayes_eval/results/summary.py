@@ -316,8 +316,6 @@ def _context_note(row: dict, pooling: str, floor_runs: int | None) -> str:
             f"{format_number(row['floor_upper'])}, what 0 successes in all {floor_runs:,} "
             f"runs sharing its {shared} could show; it rests on the model's {rests}"
         )
-    if row["upper"] < row["own_upper"]:  # NaN for a pair without runs: False
-        note += f"; worth {format_number(row['worth_runs'])} runs of its own"
     if row["upper"] < row["mean"]:
         note += (
             f"; the upper bound lies below the mean ({format_number(row['upper'])} < "
