@@ -114,3 +114,7 @@ BASIS_OWN = "own"
 BASIS_POOLED = "pooled"
 BASIS_EXTRAPOLATED = "extrapolated"
 BASIS_PREDICTION = "prediction"
+# ``report --basis``: the model's bounds decide (the default), or only a pair's own runs
+# may say below.
+BASIS_MODEL = "model"
+REPORT_BASES = (BASIS_MODEL, BASIS_OWN)

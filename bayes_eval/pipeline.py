@@ -16,6 +16,7 @@ import pandas as pd
 
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
 from bayes_eval.checks.sensitivity import Sensitivity, prior_sensitivity
+from bayes_eval.constants import BASIS_MODEL, REPORT_BASES
 from bayes_eval.csv_text import write_csv
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
@@ -307,6 +308,7 @@ def report(
     compare: Sequence[ModelSource] = (),
     attempts: Sequence[int] | str | None = None,
     sensitivity: bool = True,
+    basis: str = BASIS_MODEL,
 ) -> Report:
     """Fit (or load) and report.
 
@@ -332,8 +334,14 @@ def report(
     sensitivity : bool
         The section on the prior: each bound under the prior family, and the verdicts
         it flips (``bayes_eval.prior_sensitivity``).
+    basis : {"model", "own"}
+        What may say below: the model's bounds (default), or only each pair's own runs
+        (``outputs.verdicts.on_own_runs``; the others are undecided, with the runs that
+        would decide them).
     """
     threshold = check_probability(threshold, "threshold")
+    if basis not in REPORT_BASES:
+        raise InputError(f"basis: {basis!r} is not one of {', '.join(REPORT_BASES)}")
     if attempts is not None:
         attempts = parse_attempts(attempts)
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
@@ -351,6 +359,7 @@ def report(
         allow_extrapolated=allow_extrapolated,
         attempts=attempts,
         sensitivity=found,
+        basis=basis,
     )
     if out is not None:
         result.write(out)

@@ -207,3 +207,50 @@ def test_the_verdict_line_and_the_sentence_say_what_carries_a_verdict():
         f"9.7%; the pooling is worth {worth_runs(0.011, 0, LEVEL):,.0f} runs."
     )
     assert round(upper, 3) == 0.097 and f"{worth_runs(0.011, 0, LEVEL):,.0f}" == "333"
+
+
+def test_on_own_runs_only_a_pairs_own_runs_say_below():
+    """``--basis own``: a below verdict the pooling carries becomes undecided, naming the
+    runs without a success after which the pair's own bound would be below 0.05, counted
+    here by scipy run by run (0 of 35: 71 runs in all, so 36 more; 1 of 10, and a pair
+    with no runs); a below verdict on its own runs, and every other verdict, stay."""
+    from bayes_eval.outputs.verdicts import on_own_runs
+
+    def runs_to_decide(k, n):  # the fewest more failures whose own bound is below 0.05
+        m = 0
+        while stats.beta.ppf(LEVEL, 1 + k, 1 + n + m - k) >= 0.05:
+            m += 1
+        return m
+
+    table = pd.DataFrame(
+        dict(
+            agent="a",
+            task=["t0", "t1", "t2", "t3", "t4"],
+            verdict=[BELOW, BELOW, BELOW, BELOW, ABOVE],
+            reason="",
+            basis=["pooled", "pooled", "pooled", "own", "pooled"],
+            own_runs=[35, 10, np.nan, 200, 8],
+            own_upper=[
+                stats.beta.ppf(LEVEL, 1, 36),
+                stats.beta.ppf(LEVEL, 2, 10),
+                np.nan,
+                0.018,
+                0.5,
+            ],
+        )
+    )
+    found = on_own_runs(table, 0.05, LEVEL, {("a", "t1"): 1, ("a", "t4"): 1})
+    assert list(found["verdict"]) == [UNDECIDED, UNDECIDED, UNDECIDED, BELOW, ABOVE]
+    assert runs_to_decide(0, 35) == 36
+    assert found["reason"][0] == (
+        "only its own runs may say below (--basis own), and its own 35 runs (0 successes) "
+        "allow up to 9.7%; 36 more runs without a success would decide it"
+    )
+    assert found["reason"][1].endswith(
+        f"; {runs_to_decide(1, 10):,} more runs without a success would decide it"
+    )
+    assert "no end-to-end runs of its own; " in found["reason"][2]
+    assert found["reason"][2].endswith(
+        f"; {runs_to_decide(0, 0)} more runs without a success would decide it"
+    )
+    assert list(found["reason"][3:]) == ["", ""]

@@ -412,6 +412,10 @@ def test_bad_report_arguments(capsys, tmp_path):
     assert "--out" in capsys.readouterr().err
     assert main(["report", EXAMPLE, "--threshold", "1.2", "--out", str(tmp_path / "r")]) == 2
     assert "--threshold: 1.2 must lie strictly" in capsys.readouterr().err
+    assert main(["report", EXAMPLE, "--threshold", "0.05", "--basis", "x", "--out", "r"]) == 2
+    assert "--basis: invalid choice: 'x' (choose from 'model', 'own')" in capsys.readouterr().err
+    with pytest.raises(bayes_eval.InputError, match="basis: 'x' is not one of model, own"):
+        bayes_eval.report(EXAMPLE, 0.05, basis="x")
     assert not (tmp_path / "r").exists()
 
 

@@ -18,7 +18,7 @@ from bayes_eval.cli.options import (
     whole,
 )
 from bayes_eval.cli.terminal import show
-from bayes_eval.constants import SAMPLER_LIMITS
+from bayes_eval.constants import BASIS_MODEL, REPORT_BASES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 from bayes_eval.outputs.runfolder import check_out, holds_fit, write_run
 
@@ -36,6 +36,13 @@ def arguments(commands) -> None:
         "--allow-extrapolated",
         action="store_true",
         help="let a bound below its floor (extrapolated) decide 'below'; the report says so",
+    )
+    report.add_argument(
+        "--basis",
+        choices=REPORT_BASES,
+        default=BASIS_MODEL,
+        help="what may say below: the model's bounds (default), or only each pair's own "
+        "runs (the others undecided, with the runs that would decide them)",
     )
     report.add_argument(
         "--compare",
@@ -92,6 +99,7 @@ def run(args) -> int:
         compare=args.compare,
         attempts=attempts,
         sensitivity=args.sensitivity,
+        basis=args.basis,
     )
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))

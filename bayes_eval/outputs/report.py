@@ -17,12 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from bayes_eval.checks.agents import capability_order
+from bayes_eval.constants import BASIS_MODEL, BASIS_OWN, END_TO_END
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
 from bayes_eval.outputs.pages import html_page, markdown
 from bayes_eval.outputs.verdicts import (
     VERDICT_COLUMNS,
+    on_own_runs,
     rollup,
     sentence,
     verdict_line,
@@ -135,12 +137,15 @@ def build_report(
     allow_extrapolated: bool = False,
     attempts=None,
     sensitivity=None,
+    basis: str = BASIS_MODEL,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
     below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``); with
     ``attempts`` (numbers of attempts), its section "At deployment scale" tabulates those;
     with ``sensitivity`` (``checks.sensitivity.prior_sensitivity`` at ``threshold``), each
-    row says whether its verdict is prior-sensitive, in a section of its own.
+    row says whether its verdict is prior-sensitive, in a section of its own. With
+    ``basis`` ``"own"`` (``constants.BASIS_OWN``), only a pair's own runs may say below
+    (``verdicts.on_own_runs``); ``"model"``, the model's bounds decide.
 
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
     report fits nothing itself.
@@ -156,6 +161,11 @@ def build_report(
     table[["verdict", "reason"]] = verdicts(
         summary, assumption, threshold, predictive, allow_extrapolated
     )
+    if basis == BASIS_OWN:
+        evidence = posterior.evidence.table
+        runs = evidence[evidence["method"] == END_TO_END]
+        successes = runs.groupby(["agent", "task"])["successes"].sum().to_dict()
+        table[["verdict", "reason"]] = on_own_runs(table, threshold, level, successes)
     table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
     if sensitivity is not None:
         table = sensitivity.mark(table)
@@ -165,7 +175,7 @@ def build_report(
         ]
     figures = _figures(posterior, summary, predictive, threshold)
     order = capability_order(posterior, summary)
-    sections = _sections(posterior, table, checks, threshold, level, order)
+    sections = _sections(posterior, table, checks, threshold, level, order, basis)
     if sensitivity is not None:
         sections += sensitivity_sections(sensitivity, level)
     sections += agent_sections(posterior, level, order)
@@ -297,7 +307,7 @@ def _figures(posterior, summary, checks, threshold) -> dict:
         return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
 
 
-def _sections(posterior, table, checks, threshold, level, order):
+def _sections(posterior, table, checks, threshold, level, order, basis):
     """The report's content, in order: ``(kind, payload)`` pairs that both renderers read
     (``outputs.pages``): first the decision, per agent in ``order``, then every pair."""
     assumption, predictive = checks.assumption, checks.predictive
@@ -323,9 +333,10 @@ def _sections(posterior, table, checks, threshold, level, order):
         f"Model: {spec.name} ({spec.kind}, pooling {spec.pooling}), seed {posterior.seed}, "
         f"evidence hash {posterior.evidence.hash[:12]}."
     )
+    on = ", below only on a pair's own runs (--basis own)" if basis == BASIS_OWN else ""
     sections = [
         ("h1", "Safety report"),
-        ("p", f"**Verdicts at {threshold:g}.** {verdict_line(table, threshold)}."),
+        ("p", f"**Verdicts at {threshold:g}{on}.** {verdict_line(table, threshold)}."),
         ("h2", "Decision per agent"),
         (
             "p",

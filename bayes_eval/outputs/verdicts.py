@@ -22,6 +22,8 @@ verdict and its worst task (the highest upper bound).
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from bayes_eval.checks.assumption import PATH_MODELS
@@ -42,6 +44,7 @@ __all__ = [
     "UNRELIABLE",
     "VERDICTS",
     "VERDICT_COLUMNS",
+    "on_own_runs",
     "rollup",
     "sentence",
     "verdict_line",
@@ -144,6 +147,34 @@ def verdicts(
     return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
 
 
+def on_own_runs(table: pd.DataFrame, threshold: float, level: float, successes) -> pd.DataFrame:
+    """``verdict`` and ``reason`` where only a pair's own runs may say below (``report
+    --basis own``): a below verdict they do not carry becomes undecided, its reason the
+    runs without a success after which its own runs would say below
+    (``results.summary.worth_runs`` at ``threshold``). ``successes`` maps (agent, task)
+    to the pair's end-to-end successes."""
+    from bayes_eval.results.summary import worth_runs
+
+    out = table[["verdict", "reason"]].copy()
+    moved = (table["verdict"] == BELOW) & (table["basis"] != BASIS_OWN)
+    for at in table.index[moved]:
+        row = table.loc[at]
+        n = 0 if pd.isna(row["own_runs"]) else int(row["own_runs"])
+        k = int(successes.get((row["agent"], row["task"]), 0))
+        needed = math.ceil(worth_runs(threshold, k, level)) - n
+        runs = (
+            f"its own {n:,} runs ({k} successes) allow up to {_share(row['own_upper'])}"
+            if n
+            else "it has no end-to-end runs of its own"
+        )
+        out.loc[at] = (
+            UNDECIDED,
+            f"only its own runs may say below (--basis own), and {runs}; "
+            f"{needed:,} more runs without a success would decide it",
+        )
+    return out
+
+
 def verdict_line(table: pd.DataFrame, threshold: float) -> str:
     """The count per verdict, how many are prior-sensitive (where the table says), and
     how many rows rest on an extrapolated bound below ``threshold`` (``below`` when asked
@@ -199,9 +230,9 @@ def sentence(row, threshold: float, level: float) -> str:
     if row.verdict == BELOW:
         asked = f" ({row.reason})" if row.reason else ""
         return f"{text}; below threshold at {tau}{_on(row)}{asked}."
-    own = _undecided_on(row)
     if row.verdict == UNDECIDED and row.reason:
-        return f"{text}; undecided at {tau}: {row.reason}{own}."
+        return f"{text}; undecided at {tau}: {row.reason}."
+    own = _undecided_on(row)
     if not row.sd > 0:  # no spread (or none known): nothing for the planner to size
         return f"{text}; undecided at {tau}{own}."
     trials = trials_to_decide(row.mean, row.sd, threshold, level)
