@@ -16,15 +16,17 @@ import pandas as pd
 
 from bayes_eval.checks.fitted import FitChecks, check_fit, guarded
 from bayes_eval.checks.sensitivity import Sensitivity, prior_sensitivity
-from bayes_eval.constants import BASIS_MODEL, REPORT_BASES
+from bayes_eval.constants import BASIS_MODEL, END_TO_END, REPORT_BASES
 from bayes_eval.csv_text import write_csv
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource
 from bayes_eval.fit import fit, load_posterior
+from bayes_eval.messages import note
 from bayes_eval.outputs.report import Report, build_report
 from bayes_eval.outputs.runfolder import write_run
 from bayes_eval.results.attempts import parse_attempts
+from bayes_eval.results.population import NEW_TASK
 from bayes_eval.results.posterior import Posterior
 from bayes_eval.settings import SamplerInput
 from bayes_eval.specs import ModelSource, check_probability
@@ -184,6 +186,10 @@ def run(
     )
 
 
+# Shipped models whose fit describes an agent's task population (a new task's pass@k).
+POPULATION_MODELS = ("end_to_end_shared", "end_to_end_pooled", "crossed")
+
+
 def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=False) -> Run:
     """What ``run`` does once the fit is made: its summary, its checks (``check_fit``),
     pass@k and pass^k for ``attempts``, with ``sensitivity`` (True, or a function that
@@ -194,6 +200,7 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=
     if attempts is not None:
         table = posterior.attempts(attempts, threshold=threshold)
         curves = posterior.population(attempts)
+        _note_prior_pass_at_k(posterior, curves, max(parse_attempts(attempts)))
     checks = check_fit(posterior)
     if sensitivity:
         refit = sensitivity if callable(sensitivity) else refitter(posterior)
@@ -215,6 +222,27 @@ def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=
         )
     )
     return Run(posterior, summary, checks, written, table, curves, found)
+
+
+def _note_prior_pass_at_k(posterior, curves: pd.DataFrame, k: int) -> None:
+    """One note where pass@k at ``k`` rests on each pair's fixed prior more than on its
+    runs: a model without a task population (no new-task curve) and pairs run fewer than
+    ``k`` times end to end."""
+    if k <= 1 or (curves["population"] == NEW_TASK).any():
+        return
+    evidence = posterior.evidence.table
+    runs = evidence[evidence["method"] == END_TO_END].groupby(["agent", "task"])["trials"].sum()
+    pairs = evidence.groupby(["agent", "task"]).ngroups
+    short = pairs - int((runs >= k).sum())
+    if short:
+        note(
+            f"pass@k at k = {k:,} reflects the prior more than the runs for {short} of "
+            f"{pairs} pair(s), run fewer than {k:,} times end to end: {posterior.spec.name} "
+            "gives each pair's rate a fixed prior of its own, and pass@k far beyond the "
+            "runs is that prior's tail. A model with a task population "
+            f"({', '.join(POPULATION_MODELS)}) learns how rates vary across tasks and "
+            "carries that into pass@k"
+        )
 
 
 def _sensitivity(posterior, threshold, checks: FitChecks, refit, level=None):

@@ -355,6 +355,7 @@ def test_terminal_tables_fit_the_terminal(capsys, monkeypatch, columns):
     (at 60 columns), keeps every number whole (folding names instead) and right-aligns
     the numbers so their figures line up."""
     monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # as on a terminal
     status, out, _ = run(capsys, "fit", EXAMPLE, "--threshold", "0.05")
     assert status == 0
     table = out.split("\n\nprovenance:")[0].splitlines()[2:]
@@ -418,3 +419,59 @@ def test_fit_help_lists_every_shipped_model(capsys):
     assert len(shipped) >= 15
     listed = help_text.split("shipped spec name (")[1].split(")")[0]
     assert listed.split(", ") == sorted(shipped)
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    """Each argument of each command has help text: a sentence fragment of at least two
+    words that does not end mid-word (no bare "hypothesised")."""
+    import argparse
+
+    from bayes_eval.cli.main import _parser
+
+    def unexplained(parser, name):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):  # commands, and simulate's
+                for command, sub in action.choices.items():
+                    yield from unexplained(sub, f"{name} {command}".strip())
+            if isinstance(action, argparse._HelpAction) or len((action.help or "").split()) > 1:
+                continue
+            yield f"{name} {'/'.join(action.option_strings) or action.dest}: {action.help!r}"
+
+    assert not list(unexplained(_parser(), ""))
+
+
+def test_piped_tables_keep_every_name_whole_on_one_line(capsys, monkeypatch, tmp_path):
+    """Where standard output is not a terminal (a pipe, a file; here captured), no table
+    folds, even at 40 columns: fit, fit --attempts, compare-agents and plan print each
+    agent and task name whole, a row to a line; plan's prior family is a table."""
+    monkeypatch.setenv("COLUMNS", "40")
+    agents = ["an-agent-whose-name-is-longer-than-a-narrow-terminal", "a-second-agent-as-long"]
+    tasks = [f"task-{n}-with-a-long-descriptive-name-from-the-benchmark" for n in range(3)]
+    frame = pd.DataFrame(
+        [
+            dict(agent=a, task=t, method="end_to_end", successes=n % 3, trials=5 + n)
+            for n, (a, t) in enumerate((a, t) for a in agents for t in tasks)
+        ]
+    )
+    frame.to_csv(tmp_path / "long.csv", index=False)
+    status, out, _ = run(capsys, "fit", str(tmp_path / "long.csv"), "--out", str(tmp_path / "r"))
+    assert status == 0
+    lines = out.splitlines()
+    for agent in agents:
+        for task in tasks:
+            assert any(agent in line and task in line for line in lines), (agent, task)
+    status, out, _ = run(capsys, "fit", str(tmp_path / "long.csv"), "--attempts", "10,1e6")
+    lines = out.splitlines()
+    for agent in agents:
+        for task in tasks:
+            for k in ("10", "1,000,000"):
+                assert any(agent in line and task in line and f" {k} " in line for line in lines)
+    status, out, _ = run(capsys, "compare-agents", str(tmp_path / "r"), *agents)
+    assert status == 0
+    for task in tasks:
+        assert sum(task in line for line in out.splitlines()) == 1
+    status, out, _ = run(capsys, "plan", "--threshold", "0.01")
+    assert status == 0
+    family = out.split("under each prior of the family:\n")[1].splitlines()
+    assert family[0].split() == ["prior", "trials"]
+    assert family[2].split()[-1] == "367"  # the uniform prior: 0 of 367 runs, in closed form

@@ -256,3 +256,19 @@ def test_plan_prints_numbers_for_reading(capsys):
     assert len(expected.split(": ")[1].replace(",", "").replace(".", "")) <= 5
     assert main(["plan", "--threshold", "0.0001", "--rate", "0.00002", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["trials"] == 36886
+
+
+def test_a_rate_above_the_threshold_is_said_in_words(capsys):
+    """At a true rate of 0.02 above a threshold of 0.01, certification within the horizon
+    is a wrong certificate, and rare: its chance is P(T <= horizon) (expected_trials),
+    said in words, and no expectation cut at the horizon is printed."""
+    exact = expected_trials(0.02, 0.01, 0.975)
+    assert exact["median_trials"] is None and exact["probability_certified"] < 0.01
+    assert main(["plan", "--threshold", "0.01", "--rate", "0.02", "--format", "json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["expected_trials"] is None and found["median_trials"] is None
+    assert found["probability_certified"] == exact["probability_certified"]
+    assert "above the threshold 0.01: a certificate would be wrong" in found["rate_note"]
+    assert main(["plan", "--threshold", "0.01", "--rate", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "expected_trials: None" in out and "certifying is unlikely" in out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMATS, real
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, real
 from bayes_eval.cli.terminal import print_summary, show, terminal_table
 from bayes_eval.specs import check_level
 
@@ -26,7 +26,7 @@ def arguments(commands) -> None:
         help="a verdict per task: B more capable than A by more than M, not, or undecided",
     )
     agents.add_argument("--level", help="one-sided credible level (default: the fit's)")
-    agents.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
+    agents.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     agents.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMATS, same_folder, whole
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, same_folder, whole
 from bayes_eval.cli.terminal import format_number, show
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
@@ -26,7 +26,7 @@ def arguments(commands) -> None:
     calibrate.add_argument("--level", help="level of the upper bound (default: the fit's)")
     calibrate.add_argument("--seed", default="0", help="seed of the PIT randomisation")
     calibrate.add_argument("--out", help="folder for the table and plots (default: RUN_DIR)")
-    calibrate.add_argument("--format", default="table", choices=FORMATS)
+    calibrate.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     calibrate.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bayes_eval.cli.options import (
+    FORMAT_HELP,
     FORMATS,
     crossed_options,
     evidence_of,
@@ -46,7 +47,7 @@ def arguments(commands) -> None:
     )
     check.add_argument("--seed", help="with --prior: seed of the prior draws (default: the spec's)")
     check.add_argument("--plot", help="with --prior: write the prior predictive plot (PNG) here")
-    check.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
+    check.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     reading_options(check)
     crossed_options(check)
     check.add_argument("--debug", action="store_true", help="show tracebacks")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bayes_eval.cli.options import (
+    FORMAT_HELP,
     FORMATS,
     QUIET_HELP,
     evidence_of,
@@ -62,7 +63,7 @@ def arguments(commands) -> None:
     compare.add_argument(
         "--seed", help="seed of every fit, and of --holdout's folds (default: each spec's)"
     )
-    compare.add_argument("--format", default="table", choices=FORMATS, help="table, csv or json")
+    compare.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     reading_options(compare)
     mcmc_options(compare)
     sweep_arguments(compare, "of --holdout's fits")

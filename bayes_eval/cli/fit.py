@@ -32,6 +32,7 @@ from bayes_eval.cli.terminal import (
     show,
     summary_table,
     verdict_text,
+    verdicts_text,
 )
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
@@ -118,6 +119,8 @@ def run(args) -> int:
         print_summary(summary if done.attempts is None else done.attempts, args.format)
     else:
         show(summary_table(summary, posterior, threshold))
+        if threshold is not None:
+            show(f"\n{verdicts_text(summary, checks, threshold)}")
         if done.attempts is not None:
             show(f"\n{attempts_table(done.attempts, threshold)}")
             if len(done.population):

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMATS, same_folder
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, same_folder
 from bayes_eval.cli.terminal import json_value, show, terminal_table
 from bayes_eval.outputs.runfolder import check_out, write_run
 
@@ -25,7 +25,7 @@ def arguments(commands) -> None:
         "--forecast", nargs="+", default=[], metavar="DATE", help="forecast for these ISO dates"
     )
     horizon.add_argument("--out", help="folder for horizons.csv and horizons.png (RUN_DIR)")
-    horizon.add_argument("--format", default="table", choices=FORMATS)
+    horizon.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     horizon.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

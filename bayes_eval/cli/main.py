@@ -67,7 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=Parser,
+        help="what to do (bayes-eval COMMAND --help: its flags)",
+    )
     for module in COMMAND_MODULES.values():
         module.arguments(commands)
     return parser

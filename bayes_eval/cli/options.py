@@ -34,6 +34,7 @@ SENSITIVITY_HELP = (
 
 
 FORMATS = ("table", "csv", "json")
+FORMAT_HELP = "table (to read), csv or json (default: table)"
 
 
 # --workers: worker processes of a local dask cluster (each one process of this machine).

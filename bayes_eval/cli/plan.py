@@ -6,8 +6,16 @@ from __future__ import annotations
 import json
 import sys
 
-from bayes_eval.cli.options import FORMATS, attempts_of, fraction, positive, whole
-from bayes_eval.cli.terminal import format_number, plain, print_summary, show, terminal_table
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, attempts_of, fraction, positive, whole
+from bayes_eval.cli.terminal import (
+    format_number,
+    plain,
+    plan_text,
+    print_summary,
+    show,
+    terminal_table,
+    unlikely_text,
+)
 from bayes_eval.constants import DEFAULT_LEVEL, PLAN_MAX_TRIALS, PLAN_POWER, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 
@@ -23,13 +31,20 @@ def arguments(commands) -> None:
     plan.add_argument("--threshold", help="the TAU to certify P < TAU (all but --budget)")
     plan.add_argument("--level", help=f"one-sided credible level (default: {DEFAULT_LEVEL})")
     plan.add_argument("--prior", default="uniform", help="uniform, jeffreys or ALPHA,BETA")
-    plan.add_argument("--rate", help="hypothesised true end-to-end rate: expected trials")
-    plan.add_argument("--milestone-rates", dest="milestone_rates", nargs="+", help="hypothesised")
-    plan.add_argument("--power", default=str(PLAN_POWER), help="probability of certifying")
+    plan.add_argument("--rate", help="a true end-to-end rate to suppose: trials until certified")
+    plan.add_argument(
+        "--milestone-rates",
+        dest="milestone_rates",
+        nargs="+",
+        help="true rates to suppose, one per milestone: the trials per milestone that certify",
+    )
+    plan.add_argument("--power", default=str(PLAN_POWER), help="chance to certify (milestones)")
     plan.add_argument("--task", help="task to plan for (next-run mode)")
     plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
     plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
-    plan.add_argument("--end-to-end-cost", dest="e2e_cost", default="1")
+    plan.add_argument(
+        "--end-to-end-cost", dest="e2e_cost", default="1", help="its cost (default 1)"
+    )
     plan.add_argument(
         "--batch", nargs="+", help="batch sizes (default 10 50; with --budget one, default 1)"
     )
@@ -40,8 +55,8 @@ def arguments(commands) -> None:
         default="information",
         help="with --budget: information (default), hardest or uniform",
     )
-    plan.add_argument("--seed", default="0")
-    plan.add_argument("--format", default="table", choices=FORMATS)
+    plan.add_argument("--seed", default="0", help="seed of the simulations (default 0)")
+    plan.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     plan.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -94,6 +109,9 @@ def run(args) -> int:
                 )
             else:
                 result.update(plan.expected_trials(rate, threshold, level, prior))
+                if result["median_trials"] is None:  # certifying is less likely than not
+                    result["expected_trials"] = None  # not an expectation cut at the horizon
+                    result["rate_note"] = unlikely_text(rate, threshold, result)
     if isinstance(result, pd.DataFrame):
         if args.format == "json":
             print(json.dumps(result.to_dict("records"), indent=2))
@@ -115,7 +133,7 @@ def run(args) -> int:
     elif args.format == "csv":
         sys.stdout.write(pd.DataFrame([result]).to_csv(index=False))
     else:
-        show("\n".join(f"{key}: {plain(value)}" for key, value in result.items()))
+        show(plan_text(result))
     return 0
 
 

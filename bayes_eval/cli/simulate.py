@@ -6,7 +6,15 @@ import json
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMATS, Parser, fraction, sweep_arguments, sweep_options, whole
+from bayes_eval.cli.options import (
+    FORMAT_HELP,
+    FORMATS,
+    Parser,
+    fraction,
+    sweep_arguments,
+    sweep_options,
+    whole,
+)
 from bayes_eval.cli.terminal import json_value, show
 from bayes_eval.constants import CALIBRATION_MAX_TRIALS, SAMPLER_LIMITS, VIOLATIONS
 from bayes_eval.errors import InputError
@@ -16,29 +24,68 @@ from bayes_eval.outputs.runfolder import check_out, write_run
 def arguments(commands) -> None:
     """The command's flags."""
     simulate = commands.add_parser("simulate", help="simulation studies")
-    studies = simulate.add_subparsers(dest="study", required=True, parser_class=Parser)
+    studies = simulate.add_subparsers(
+        dest="study", required=True, parser_class=Parser, help="the study: variance or paths"
+    )
     variance = studies.add_parser(
         "variance", help="variance of milestone against end-to-end estimates"
     )
     variance.add_argument("--milestones", nargs="+", default=["2"], help="one or more M")
-    variance.add_argument("--end-to-end-rate", dest="rate", default="0.0025")
+    variance.add_argument(
+        "--end-to-end-rate",
+        dest="rate",
+        default="0.0025",
+        help="the true end-to-end rate R, each of M milestones at R^(1/M) (default 0.0025)",
+    )
     variance.add_argument("--trials", nargs="+", default=["100"], help="trials per stage")
-    variance.add_argument("--replications", default="1000000")
+    variance.add_argument(
+        "--replications", default="1000000", help="simulated evaluations (default 1000000)"
+    )
     paths = studies.add_parser("paths", help="milestone bounds when other solution paths exist")
-    paths.add_argument("--violation", default="bypass", choices=VIOLATIONS)
-    paths.add_argument("--strengths", nargs="+", default=["0", "0.05", "0.1", "0.2", "0.4"])
-    paths.add_argument("--models", nargs="+", default=["mats2024", "joint"])
-    paths.add_argument("--tasks", default="40")
-    paths.add_argument("--milestones", default="3")
+    paths.add_argument(
+        "--violation",
+        default="bypass",
+        choices=VIOLATIONS,
+        help="how the true tasks break the milestone assumption (default bypass)",
+    )
+    paths.add_argument(
+        "--strengths",
+        nargs="+",
+        default=["0", "0.05", "0.1", "0.2", "0.4"],
+        help="strengths of the violation, 0 (none) to 1 (default 0 0.05 0.1 0.2 0.4)",
+    )
+    paths.add_argument(
+        "--models",
+        nargs="+",
+        default=["mats2024", "joint"],
+        help="milestone or joint models to calibrate (default mats2024 joint)",
+    )
+    paths.add_argument("--tasks", default="40", help="tasks per strength (default 40)")
+    paths.add_argument("--milestones", default="3", help="milestones per task (default 3)")
     paths.add_argument("--trials", default="100", help="trials per milestone")
-    paths.add_argument("--end-to-end-share", dest="share", default="0.5")
-    paths.add_argument("--end-to-end-trials", dest="e2e_trials", default="50")
-    paths.add_argument("--truth-trials", dest="truth_trials", default="100")
+    paths.add_argument(
+        "--end-to-end-share",
+        dest="share",
+        default="0.5",
+        help="share of the tasks that also get end-to-end runs (default 0.5)",
+    )
+    paths.add_argument(
+        "--end-to-end-trials",
+        dest="e2e_trials",
+        default="50",
+        help="end-to-end trials of each such task (default 50)",
+    )
+    paths.add_argument(
+        "--truth-trials",
+        dest="truth_trials",
+        default="100",
+        help="held-out end-to-end trials per task, the ground truth (default 100)",
+    )
     for study in (variance, paths):
         sweep_arguments(study)
-        study.add_argument("--seed", default="0")
+        study.add_argument("--seed", default="0", help="seed of the simulation (default 0)")
         study.add_argument("--out", help="folder for the results table and plot")
-        study.add_argument("--format", default="table", choices=FORMATS)
+        study.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
         study.add_argument("--debug", action="store_true", help="show tracebacks")
 
 

@@ -13,10 +13,15 @@ import sys
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from bayes_eval.constants import PLAN_MAX_TRIALS
 from bayes_eval.errors import escape_controls
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# More pass@k rows than the terminal shows one by one (fit --attempts): a digest per agent.
+ATTEMPTS_SHOWN = 200
 
 
 def show(text: str = "", file=None) -> None:
@@ -62,7 +67,9 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     """``frame`` as a rich table fitted to the terminal's width (``COLUMNS``, else 120),
     or to the narrowest it can fold to, whichever is wider: numbers formatted by
     ``digits``, whole and right-aligned, so their figures line up; names fold, every
-    character that would act on a terminal written as its escape; no colour."""
+    character that would act on a terminal written as its escape; no colour. Where
+    standard output is not a terminal (a pipe, a file), nothing folds: each row is one
+    line, however wide, for a script to read."""
     import io
     import shutil
 
@@ -72,6 +79,7 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    piped = not sys.stdout.isatty()
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool for c in frame]
     cells = [
@@ -82,7 +90,7 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
         # numbers and short words keep their width; names fold where the terminal is too
         # narrow for them
         longest = max(*map(len, values), 1)
-        whole = right or longest <= 8
+        whole = piped or right or longest <= 8
         table.add_column(
             escape_controls(str(column)),
             justify="right" if right else "left",
@@ -155,9 +163,22 @@ def summary_table(summary, posterior, threshold) -> str:
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 
 
+def verdicts_text(summary, checks, threshold: float) -> str:
+    """The verdict line of the pairs run (``outputs.verdicts.verdict_line``), as the
+    report counts them."""
+    from bayes_eval.outputs.verdicts import verdict_line, verdicts
+
+    run = summary[summary["observed"].astype(bool)]
+    table = run.join(verdicts(run, checks.assumption, threshold, checks.predictive))
+    return f"verdicts at {threshold:g}: {verdict_line(table, threshold)}"
+
+
 def attempts_table(attempts, threshold) -> str:
-    """pass@k and pass^k per (agent, task, k), with their bounds, for the terminal."""
+    """pass@k and pass^k per (agent, task, k), with their bounds, for the terminal; of
+    more than ``ATTEMPTS_SHOWN`` rows, a digest per agent and ``k``."""
     level = attempts["level"].iloc[0] if len(attempts) else math.nan
+    if len(attempts) > ATTEMPTS_SHOWN:
+        return _attempts_digest(attempts, level)
     shown = {
         "agent": "agent",
         "task": "task",
@@ -174,6 +195,33 @@ def attempts_table(attempts, threshold) -> str:
         "in --out)"
     )
     return _per_k(attempts, shown, header)
+
+
+def _attempts_digest(attempts, level: float) -> str:
+    """Per agent and ``k``: its tasks, the median of their pass@k means, and the highest
+    upper bound with its task."""
+    import pandas as pd
+
+    rows = []
+    for (agent, k), group in attempts.groupby(["agent", "attempts"], sort=False):
+        bounded = group[group["pass_at_upper"].notna()]
+        worst = bounded.loc[bounded["pass_at_upper"].idxmax()] if len(bounded) else None
+        rows.append(
+            {
+                "agent": agent,
+                "attempts": k,
+                "tasks": len(group),
+                "median pass@k mean": group["pass_at_mean"].median(),
+                f"highest upper ({level:g})": math.nan if worst is None else worst["pass_at_upper"],
+                "its task": "-" if worst is None else worst["task"],
+            }
+        )
+    header = (
+        f"over k attempts, per agent: pass@k = P(at least one of k succeeds) over its tasks, "
+        f"one-sided bounds; {len(attempts):,} rows, each pair's in attempts.csv (--out) or "
+        "with --format csv"
+    )
+    return _per_k(pd.DataFrame(rows), {c: c for c in rows[0]} | {"attempts": "k"}, header)
 
 
 def population_table(population) -> str:
@@ -215,6 +263,37 @@ def plain(value) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return format_number(value)
+
+
+def unlikely_text(rate: float, threshold: float, result: dict) -> str:
+    """In words: certification within the planner's horizon is unlikely at ``rate``."""
+    chance = format_number(result["probability_certified"])
+    side = (
+        f"above the threshold {threshold:g}: a certificate would be wrong, and this is the "
+        "chance of one"
+        if rate >= threshold
+        else f"below the threshold {threshold:g}, too near it to separate"
+    )
+    return (
+        f"certifying is unlikely: at a true rate of {rate:g} ({side}), the bound falls "
+        f"below the threshold within {PLAN_MAX_TRIALS:,} trials with probability {chance}; "
+        "the trials it takes have no median or expectation within that horizon"
+    )
+
+
+def plan_text(result: dict) -> str:
+    """A plan for reading: a line per figure, the prior family's figures as a table."""
+    import pandas as pd
+
+    lines = []
+    for key, value in result.items():
+        if isinstance(value, dict):
+            family = pd.DataFrame({"prior": list(value), "trials": map(plain, value.values())})
+            table = terminal_table(family).splitlines()
+            lines += [f"{key}, under each prior of the family:", *(f"  {t}" for t in table)]
+        else:
+            lines.append(f"{key}: {plain(value)}")
+    return "\n".join(lines)
 
 
 def diagnostics_text(posterior) -> str:
