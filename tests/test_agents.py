@@ -135,6 +135,10 @@ def test_compare_agents_on_the_command_line(tmp_path):
     assert done.returncode == 0
     assert "not compared: privilege_escalation: agent-a has a point value" in done.stderr
     assert "verdict" in done.stdout.splitlines()[0]
+    table = subprocess.run(
+        [*run, "compare-agents", str(out), "agent-a", "agent-b"], capture_output=True, text=True
+    )  # the table for reading says what it left out beside it
+    assert "not compared: privilege_escalation: agent-a has a point value" in table.stdout
     bad = subprocess.run(
         [*run, "compare-agents", str(out), "agent-a", "agent-z"], capture_output=True, text=True
     )

@@ -198,6 +198,11 @@ BAD_FILES = [
         "unknown column (did you mean 'successes'?)",
     ),
     ("task,method,trials,trials\nt,end_to_end,1,2\n", "column trials: column appears twice"),
+    (
+        "agent,task,method,successes\na,t,end_to_end,1\n",
+        "row 2, column trials: method end_to_end needs successes and trials (or success) "
+        "(the table has no trials column)",
+    ),
     ("agent,task,successes,trials\na,t,1,2\n", "required column 'method' is missing"),
     ("method,successes,trials\nend_to_end,1,2\n", "required column 'task' is missing"),
     ('task,method\n"t,end_to_end\n', "row"),

@@ -38,15 +38,17 @@ def run(args) -> int:
     margin = None if args.margin is None else real(args.margin, "--margin")
     posterior = load_posterior(Path(args.run_dir))
     result = compare_agents(posterior, args.a, args.b, level=level, margin=margin)
-    for line in result.refused:
-        show(f"not compared: {line}", file=sys.stderr)
-    if args.format != "table":
+    if args.format != "table":  # the data alone on stdout; what was left out on stderr
+        for line in result.refused:
+            show(f"not compared: {line}", file=sys.stderr)
         print_summary(result.table, args.format)
         return 0
     show(f"{args.b} against {args.a} ({100 * result.level:g}% one-sided bounds)\n")
     show(terminal_table(_shown(result)))
     if result.margin is not None:
         show("\n" + "\n".join(result.sentences()))
+    if result.refused:  # beside the table, where the reader looks
+        show("\n" + "\n".join(f"not compared: {line}" for line in result.refused))
     return 0
 
 

@@ -34,7 +34,10 @@ class SourceRow:
         self.values = values
 
     def fail(self, column: str | None, rule: str):
+        """Raise the located error; where ``column`` is not in the table at all, say so."""
         place = f"{self.where}, column {column}" if column else self.where
+        if column and self.values and column not in self.values:
+            rule += f" (the table has no {column} column)"
         raise InputError(f"{self.label}: {place}: {rule}")
 
     def raw(self, column: str):

@@ -81,7 +81,13 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
         AGENT: agents,
         TASK: tasks,
     }
-    data = {"p_task": (("chain", "draw", AGENT, TASK), chained(np.exp(log_task)))}
+    data = {
+        "p_task": (
+            ("chain", "draw", AGENT, TASK),
+            chained(np.exp(log_task)),
+            {"description": P_TASK_DESCRIPTION},
+        )
+    }
     rates = np.exp(log_factor)
     if (methods == MILESTONE_METHOD).any():
         milestone_rates = np.where(
@@ -95,6 +101,14 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
         draw_coords[RUN] = coords[RUN]
         draw_coords[STEP] = coords[FACTOR]
     return stack_factor_rates(xr.Dataset(data, coords=draw_coords))
+
+
+# What ``p_task`` holds, for a reader of the tree (ArviZ shows a NaN pair as a row of NaN).
+P_TASK_DESCRIPTION = (
+    "each pair's probability of success; NaN where the pair has no posterior: a point "
+    "value (expert best-of-N, golden solution: conjugate/point_log, the summary's mean) "
+    "or no estimate (the summary's provenance says why)"
+)
 
 
 # The spec prior of an exact estimate's factors, by the estimate's method.
