@@ -166,13 +166,24 @@ def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverag
 
 def test_agents_compared_count_the_tasks_both_agents_ran(recovered):
     """The report's "tasks compared" of two agents is the tasks both were run on, counted
-    from the summary's ``observed``, not every task the crossed model predicts."""
+    from the summary's ``observed``, not every task the crossed model predicts; the agents
+    come most able first (posterior mean of the ability), each against the one above."""
+    from bayes_eval.checks.agents import capability_order
     from bayes_eval.outputs.defence import agent_sections
 
     posterior = recovered[0]
+    order = capability_order(posterior, posterior.summary())
+    ability = posterior.draws["ability"].mean(("chain", "draw")).to_series()
+    ran = ability[ability.index.isin(posterior.evidence.table["agent"])]  # not "new"
+    assert order == list(ran.sort_values(ascending=False).index)
     summary = posterior.summary().set_index(["agent", "task"])
     assert not summary["observed"].all()  # the design leaves pairs unrun
-    table = next(payload for kind, payload in agent_sections(posterior, 0.975) if kind == "table")
+    sections = agent_sections(posterior, 0.975, order)
+    table = next(payload for kind, payload in sections if kind == "table")
+    assert (
+        list(table["B against A"])
+        == [f"{b} against {a}" for b, a in zip(order, order[1:], strict=False)][: len(table)]
+    )
     for row in table.itertuples():
         b, a = row[1].split(" against ")
         ran = summary.loc[a, "observed"] & summary.loc[b, "observed"]

@@ -286,7 +286,10 @@ def test_the_table_of_a_thousand_pairs_sorts_filters_and_searches_in_chromium(
             zip(ascending["agent"].head(5), ascending["task"].head(5), strict=True)
         )
         page.evaluate(f"{upper}.click()")
-        shown = page.evaluate(f"{rows}.map(r => Number(r.cells[4].dataset.value))")
+        column = page.evaluate(
+            f"Array.from(document.querySelectorAll('.pairs th')).indexOf({upper})"
+        )
+        shown = page.evaluate(f"{rows}.map(r => Number(r.cells[{column}].dataset.value))")
         assert shown == sorted(shown, reverse=True) and shown[0] == pytest.approx(
             table["upper"].max(), rel=1e-5
         )

@@ -76,7 +76,7 @@ STYLE = (
     ".pairs th[aria-sort=descending]::after{content:' ▼'}"
     ".pairs .scroll{max-height:40em;overflow-y:auto}.controls{display:flex;gap:.5em;"
     "flex-wrap:wrap;align-items:center}.controls input{min-width:16em}"
-    "details p{margin:.3em 0;max-width:40em}"
+    "details p{margin:.3em 0;min-width:22em;max-width:36em}"
 )
 
 
@@ -184,7 +184,10 @@ def _pairs_html(payload) -> str:
         f'aria-label="search the pairs">{"".join(picks)}'
         f'<span class="count">{len(frame)} pairs</span></div>'
     )
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in [*columns, "why"])
+    # why (the sentence, behind a click) beside the verdict and its basis
+    at = max((columns.index(c) + 1 for c in FILTERED if c in columns), default=len(columns))
+    order = [*columns[:at], "why", *columns[at:]]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in order)
     cells = {
         c: [
             f'<td data-value="{_sort_value(v)}">' if c in numbers else "<td>"
@@ -194,11 +197,11 @@ def _pairs_html(payload) -> str:
     }
     rows = []
     for n, sentence in enumerate(frame["sentence"]):
-        row = [f"{cells[c][n]}{html.escape(str(frame[c].iloc[n]))}</td>" for c in columns]
-        row.append(
+        row = {c: f"{cells[c][n]}{html.escape(str(frame[c].iloc[n]))}</td>" for c in columns}
+        row["why"] = (
             f"<td><details><summary>why</summary><p>{html.escape(sentence)}</p></details></td>"
         )
-        rows.append(f"<tr>{''.join(row)}</tr>")
+        rows.append(f"<tr>{''.join(row[c] for c in order)}</tr>")
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     return f'<div class="pairs">{controls}<div class="scroll">{table}</div></div>'
 

@@ -464,7 +464,10 @@ def _pairs(posterior, table, threshold, level):
         shown["milestone check"] = table["milestone_check"]
     if "prior_upper_high" in table:  # the prior family's (``checks.sensitivity``)
         low, high = table["prior_upper_low"], table["prior_upper_high"]
-        shown["prior range"] = low.map(format_number) + " to " + high.map(format_number)
+        shown["prior range"] = [
+            "-" if pd.isna(h) else f"{format_number(lo)} to {format_number(h)}"
+            for lo, h in zip(low, high, strict=True)
+        ]
         numbers["prior range"] = high
         if table["prior_psense"].notna().any():
             numbers["power-scaling"] = table["prior_psense"]
