@@ -66,6 +66,16 @@ class Browser:
             raise RuntimeError(reply["exceptionDetails"])
         return reply["result"].get("value")
 
+    def resize(self, width: int, height: int) -> None:
+        """Lay the page out in a window of ``width`` x ``height`` CSS pixels."""
+        self._send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
     def screenshot(self, path) -> None:
         """The visible part of the page as a PNG at ``path``."""
         import base64

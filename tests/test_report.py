@@ -3,7 +3,6 @@
 import json
 import re
 import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -180,30 +179,29 @@ def test_renders_in_headless_chromium_without_network(tmp_path):
 
     from matplotlib import image
 
+    from tests.browser import Browser
+
     result = bayes_eval.report(EXAMPLE, 0.05, out=tmp_path / "r")
-    page = (tmp_path / "r" / "report.html").as_uri()
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu"]
-    command += ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
-    dom = subprocess.run(
-        [*command, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
+    with Browser(CHROMIUM, (tmp_path / "r" / "report.html").as_uri()) as page:
+        dom = page.evaluate("document.documentElement.outerHTML")
+        drawn = page.evaluate(
+            "Array.from(document.images).map(i => [i.src, i.naturalWidth, i.naturalHeight])"
+        )
+        for width in (1280, 390):
+            page.resize(width, 2400)
+            page.screenshot(tmp_path / f"shot{width}.png")
     tables = result.markdown.count("\n|---")
     assert "Safety report" in dom and dom.count("<table") == tables >= 3
     sources = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', dom)
     assert len(sources) == len(result.figures) == 4  # forest, densities, ppc, deployment
     assert sorted(base64.b64decode(data) for data in sources) == sorted(result.figures.values())
-    for png in result.figures.values():
-        height, width = image.imread(io.BytesIO(png)).shape[:2]
+    assert len(drawn) == len(sources)
+    for source, width, height in drawn:  # decoded by Chromium at the PNG's own size
+        png = base64.b64decode(source.split(",", 1)[1])
+        assert image.imread(io.BytesIO(png)).shape[:2] == (height, width)
         assert height > 100 and width > 100
     for width in (1280, 390):
-        shot = tmp_path / f"shot{width}.png"
-        subprocess.run(
-            [*command, f"--screenshot={shot}", f"--window-size={width},2400", page],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
-        pixels = image.imread(shot)
+        pixels = image.imread(tmp_path / f"shot{width}.png")
         assert pixels.shape[1] == width and len(np.unique(pixels.reshape(-1, 4), axis=0)) > 50
 
 
