@@ -444,7 +444,11 @@ def _evidence(**columns):
 @pytest.mark.parametrize(
     ("columns", "side", "message"),
     [
-        ({"minutes": [1, 2, 1, 2]}, {}, "column release: the spec names it as a agent covariate"),
+        (
+            {"minutes": [1, 2, 1, 2]},
+            {},
+            "column release: the spec names it as a covariate of each agent",
+        ),
         (
             {
                 "release": ["2024-01-01", "2024-02-01", "2023-01-01", "2023-01-01"],

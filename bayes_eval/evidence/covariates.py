@@ -335,7 +335,7 @@ def _column(column, key, names, evidence, side, sources) -> list[tuple[str, str]
         return _present(out, table.attrs["source"], column)
     if column not in evidence.kept:
         raise InputError(
-            f"{evidence.source}: column {column}: the spec names it as a {key} covariate, "
+            f"{evidence.source}: column {column}: the spec names it as a covariate of each {key}, "
             f"and neither the evidence (read with `keep_columns`) nor a `{key}s` table has it"
         )
     sources[column] = evidence.source
