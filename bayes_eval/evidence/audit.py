@@ -1,0 +1,193 @@
+"""The audit of a grader: runs whose trusted verdict is known beside the grader's.
+
+An audit table has a row per audited run, or per group of alike runs with ``runs``:
+
+* ``truth``: 0/1 (or true/false), the trusted verdict (a human, an expert, a stricter
+  check);
+* ``graded``: 0/1, the grader's verdict of the same run;
+* ``grader``: the grader's name; optional where the audit has one grader;
+* ``runs``: how many runs the row stands for (default 1);
+* ``agent``, ``task``, ``method``, ``step``: optional; a row with them audits only those
+  runs, one without them every run the grader scored.
+
+It is read with the evidence's rules: a bad cell, a missing column, a grader with no
+audited runs is one line naming the file, row, column and rule. A grader whose audit has
+no true success, or no true failure, is allowed: its sensitivity (or specificity) is then
+its prior alone, which a note says.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bayes_eval.errors import InputError
+from bayes_eval.evidence.source_row import SourceRow
+from bayes_eval.evidence.table import METHODS, read_table
+from bayes_eval.messages import note
+
+__all__ = ["AUDIT_COLUMNS", "Audit", "GraderCounts", "load_audit"]
+
+# The audit's columns: its verdicts, then what scopes a row (blank: every run).
+AUDIT_COLUMNS = ("grader", "truth", "graded", "runs")
+AUDIT_SCOPE = ("agent", "task", "method", "step")
+# The grader of an audit without a ``grader`` column.
+DEFAULT_GRADER = "grader"
+
+
+@dataclass(frozen=True)
+class GraderCounts:
+    """A grader's audited runs: true successes it ``detected`` and ``missed``, true
+    failures it ``cleared`` and raised ``false_alarms`` on."""
+
+    detected: int
+    missed: int
+    cleared: int
+    false_alarms: int
+
+    def sensitivity_shapes(self, prior=(1.0, 1.0)) -> tuple[float, float]:
+        """The Beta of the sensitivity ``P(graded 1 | truth 1)`` after the audit."""
+        return prior[0] + self.detected, prior[1] + self.missed
+
+    def specificity_shapes(self, prior=(1.0, 1.0)) -> tuple[float, float]:
+        """The Beta of the specificity ``P(graded 0 | truth 0)`` after the audit."""
+        return prior[0] + self.cleared, prior[1] + self.false_alarms
+
+
+@dataclass(frozen=True)
+class Audit:
+    """An audit table, validated (``load_audit``).
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per audit row, indexed by its row in the file: ``grader``, ``truth``,
+        ``graded``, ``runs`` and the scope columns (``""`` or NaN: every run).
+    source : str
+    """
+
+    table: pd.DataFrame
+    source: str
+
+    @property
+    def graders(self) -> list[str]:
+        return list(dict.fromkeys(self.table["grader"]))
+
+    def counts(self, grader: str, **scope) -> GraderCounts:
+        """The audited runs of ``grader`` that apply to ``scope`` (``agent=...``,
+        ``task=...``, ``method=...``, ``step=...``): those whose scope columns are blank or
+        equal to it."""
+        rows = self.table[self.table["grader"] == grader]
+        for column, value in scope.items():
+            if column not in AUDIT_SCOPE:
+                raise ValueError(f"audit scope: unknown column {column!r}")
+            if column in rows and value is not None:
+                blank = rows[column].isna() | (rows[column] == "")
+                rows = rows[blank | (rows[column] == str(value))]
+        runs = rows["runs"]
+        truth, graded = rows["truth"] == 1, rows["graded"] == 1
+        return GraderCounts(
+            detected=int(runs[truth & graded].sum()),
+            missed=int(runs[truth & ~graded].sum()),
+            cleared=int(runs[~truth & ~graded].sum()),
+            false_alarms=int(runs[~truth & graded].sum()),
+        )
+
+    def require(self, graders, where: str) -> None:
+        """Refuse a grader named in ``where`` (the evidence) that the audit lacks."""
+        for name in graders:
+            if name not in self.graders:
+                raise InputError(
+                    f"{where}: grader '{name}' has no audit in {self.source} (graders "
+                    f"audited: {', '.join(self.graders)})"
+                )
+
+
+def load_audit(source, label: str | None = None) -> Audit:
+    """The audit in ``source`` (a CSV, TSV or Parquet path, or a DataFrame), validated.
+
+    Raises
+    ------
+    InputError
+        One line naming the file, row, column and rule.
+    """
+    if isinstance(source, pd.DataFrame):
+        label = label or "audit table"
+        table = source.set_axis(range(2, len(source) + 2))  # numbered as a spreadsheet
+    else:
+        label = label or str(source)
+        table = read_table(Path(source), label, check_header=_check_header)
+        if Path(source).suffix.lower() in (".parquet", ".pq"):
+            table.index = range(2, len(table) + 2)
+    header = [str(c) for c in table.columns]
+    _check_header(label, header)
+    if table.empty:
+        raise InputError(f"{label}: the audit has no rows")
+    rows = []
+    for number, values in zip(table.index, table.to_dict("records"), strict=True):
+        rows.append(_audit_row(SourceRow(label, f"row {number}", values), header))
+    audit = Audit(pd.DataFrame(rows, index=table.index), label)
+    for grader in audit.graders:
+        counts = audit.counts(grader)
+        for kind, audited, measure in (
+            ("success", counts.detected + counts.missed, "sensitivity"),
+            ("failure", counts.cleared + counts.false_alarms, "specificity"),
+        ):
+            if not audited:
+                note(
+                    f"{label}: grader '{grader}' has no audited run whose truth is a "
+                    f"{kind}: its {measure} is its prior alone"
+                )
+    return audit
+
+
+def _check_header(label: str, header: list[str]) -> None:
+    known = (*AUDIT_COLUMNS, *AUDIT_SCOPE)
+    for column in header:
+        if header.count(column) > 1:
+            raise InputError(f"{label}: row 1, column {column}: column appears twice")
+        if column not in known:
+            close = difflib.get_close_matches(column, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise InputError(
+                f"{label}: row 1, column {column}: unknown column{hint}; an audit has "
+                f"{', '.join(known)}"
+            )
+    for column in ("truth", "graded"):
+        if column not in header:
+            raise InputError(
+                f"{label}: row 1: no column '{column}' (an audit gives each run's trusted "
+                "verdict, truth, beside the grader's, graded)"
+            )
+
+
+def _audit_row(row: SourceRow, header: list[str]) -> dict:
+    """One audit row's values, each checked."""
+    out = {}
+    for column in ("truth", "graded"):
+        out[column] = row.boolean(column)
+        if out[column] is None:
+            row.fail(column, f"{column} is empty (0 or 1)")
+    out["runs"] = row.integer("runs", 1) if "runs" in header else 1
+    if out["runs"] is None:
+        row.fail("runs", "runs is empty (how many runs the row stands for)")
+    if "grader" in header:
+        out["grader"] = row.text("grader")
+        if out["grader"] is None:
+            row.fail("grader", "grader is empty (the grader's name)")
+    else:
+        out["grader"] = DEFAULT_GRADER
+    for column in ("agent", "task"):
+        if column in header:
+            out[column] = row.text(column) or ""
+    if "method" in header:
+        out["method"] = row.text("method") or ""
+        if out["method"] and out["method"] not in METHODS:
+            row.fail("method", f"unknown method '{out['method']}' ({', '.join(METHODS)})")
+    if "step" in header:
+        step = row.integer("step", 1)
+        out["step"] = "" if step is None else str(step)
+    return out
