@@ -17,7 +17,8 @@ Per (agent, task), from the summary (``bayes_eval.results.summary``) and the fit
 Each verdict carries the summary's ``basis`` (the pair's own runs, the model's pooling,
 an extrapolation), which the verdict line counts and each row's plain sentence says in
 words, its own runs' bound beside the model's. Each agent gets a roll-up: its count per
-verdict and its worst task (the highest upper bound).
+verdict by basis, and its pairs nearest the threshold on each side. ``on_own_runs`` lets
+only a pair's own runs say below (``report --basis own``).
 """
 
 from __future__ import annotations
@@ -161,7 +162,12 @@ def on_own_runs(table: pd.DataFrame, threshold: float, level: float, successes) 
         row = table.loc[at]
         n = 0 if pd.isna(row["own_runs"]) else int(row["own_runs"])
         k = int(successes.get((row["agent"], row["task"]), 0))
-        needed = math.ceil(worth_runs(threshold, k, level)) - n
+        worth = worth_runs(threshold, k, level)  # NaN: no run count reaches it
+        more = (
+            f"{math.ceil(worth) - n:,} more runs without a success would decide it"
+            if math.isfinite(worth)
+            else "no number of runs without a success would decide it"
+        )
         runs = (
             f"its own {n:,} runs ({k} successes) allow up to {_share(row['own_upper'])}"
             if n
@@ -169,8 +175,7 @@ def on_own_runs(table: pd.DataFrame, threshold: float, level: float, successes) 
         )
         out.loc[at] = (
             UNDECIDED,
-            f"only its own runs may say below (--basis own), and {runs}; "
-            f"{needed:,} more runs without a success would decide it",
+            f"only its own runs may say below (--basis own), and {runs}; {more}",
         )
     return out
 
