@@ -2,7 +2,7 @@
 audit, the bound that takes the grader as perfect, and Lee et al.'s corrected interval.
 
     python studies/grader_error.py [--cells 2000] [--positives 50] [--negatives 500]
-        [--level 0.975] [--seed 0] [--csv FILE]
+        [--level 0.975] [--seed 0] [--csv FILE] [--specificity-prior 1,1]
 
 Per setting (a band of true rates and a grader), ``--cells`` cells: each cell's true
 rate is log-uniform in the band (not the uniform prior's family), its runs (300 in the
@@ -12,8 +12,8 @@ specificity, and its audit sends
 grader. Three one-sided bounds at ``--level`` per cell:
 
 * ``audited``: ``bayes_eval.exact.graded.graded_rate``, the uniform prior's posterior
-  with the grader's sensitivity and specificity (uniform priors updated by the audit)
-  integrated out;
+  with the grader's sensitivity and specificity (their priors, uniform unless
+  ``--specificity-prior`` says otherwise, updated by the audit) integrated out;
 * ``perfect``: the Beta bound of the graded count, as if the grader made no error;
 * ``lee``: the upper end of Lee et al. (2025)'s two-sided interval at ``2 level - 1``,
   the Rogan-Gladen correction ``(p + sp - 1) / (se + sp - 1)`` with its plug-in
@@ -36,6 +36,8 @@ from scipy import stats
 
 from bayes_eval.exact.graded import graded_rate
 
+# The sensitivity's and the specificity's Beta priors before the audit (the default).
+UNIFORM = ((1.0, 1.0), (1.0, 1.0))
 # (name, log10 of the band of true rates, sensitivity, specificity, runs per cell: the
 # rare bands get the runs a decision at 1e-3 needs)
 SETTINGS = (
@@ -64,10 +66,12 @@ def lee_interval(graded, runs, detected, positives, cleared, negatives, level):
     return np.clip(theta + shift - half, 0.0, 1.0), np.clip(theta + shift + half, 0.0, 1.0)
 
 
-def setting_rows(name, band, grader, cells, runs, level, rng) -> pd.DataFrame:
+def setting_rows(name, band, grader, cells, runs, level, rng, priors=UNIFORM) -> pd.DataFrame:
     """One setting's cells: the truth, the graded count and the three bounds; ``grader``
-    is its sensitivity, specificity and the true successes and failures audited."""
+    is its sensitivity, specificity and the true successes and failures audited;
+    ``priors`` the Betas of the sensitivity and the specificity before the audit."""
     se, sp, positives, negatives = grader
+    (s1, s2), (c1, c2) = priors
     truth = 10 ** rng.uniform(*band, cells)
     true_successes = rng.binomial(runs, truth)
     graded = rng.binomial(true_successes, se) + rng.binomial(runs - true_successes, 1 - sp)
@@ -75,7 +79,7 @@ def setting_rows(name, band, grader, cells, runs, level, rng) -> pd.DataFrame:
     cleared = rng.binomial(negatives, sp, cells)
     audited = [
         graded_rate(
-            k, runs, (1, 1), (1 + d, 1 + positives - d), (1 + c, 1 + negatives - c)
+            k, runs, (1, 1), (s1 + d, s2 + positives - d), (c1 + c, c2 + negatives - c)
         ).quantile(level)
         for k, d, c in zip(graded, detected, cleared, strict=True)
     ]
@@ -120,11 +124,22 @@ def main(argv=None) -> None:
     parser.add_argument("--level", type=float, default=0.975)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--csv", help="write every cell's bounds here")
+    parser.add_argument(
+        "--specificity-prior", default="1,1", help="A,B of the specificity's Beta prior"
+    )
     args = parser.parse_args(argv)
+    priors = (UNIFORM[0], tuple(float(x) for x in args.specificity_prior.split(",")))
     rng = np.random.default_rng(args.seed)
     tables = [
         setting_rows(
-            name, band, (se, sp, args.positives, args.negatives), args.cells, runs, args.level, rng
+            name,
+            band,
+            (se, sp, args.positives, args.negatives),
+            args.cells,
+            runs,
+            args.level,
+            rng,
+            priors,
         )
         for name, band, se, sp, runs in SETTINGS
     ]
