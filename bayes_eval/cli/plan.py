@@ -43,7 +43,7 @@ def arguments(commands) -> None:
     plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
     plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
     plan.add_argument(
-        "--end-to-end-cost", dest="e2e_cost", default="1", help="its cost (default 1)"
+        "--end-to-end-cost", dest="e2e_cost", default="1", help="cost of one end-to-end trial"
     )
     plan.add_argument(
         "--batch", nargs="+", help="batch sizes (default 10 50; with --budget one, default 1)"

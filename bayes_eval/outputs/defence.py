@@ -17,7 +17,7 @@ __all__ = ["agent_sections", "sensitivity_sections"]
 REPORTED_AGENT_PAIRS = 10
 
 
-def sensitivity_sections(sensitivity, level: float) -> list:
+def sensitivity_sections(sensitivity) -> list:
     """The section "How much of each bound is the prior": each bound's range over the
     prior family, its power-scaling diagnostic, and the verdicts the family flips."""
     pairs = sensitivity.pairs
@@ -33,7 +33,8 @@ def sensitivity_sections(sensitivity, level: float) -> list:
         "k exceeds 0.7. "
         f"{len(flipped)} of {len(pairs)} verdicts change within the family."
     )
-    if pairs["psense"].notna().any():
+    scaled = pairs["psense"].notna().any()  # power scaling ran (MCMC fits)
+    if scaled:
         informative = int((pairs["psense"] > PSENSE_LIMIT).sum())
         text += (
             f" Power scaling (Kallioinen et al. 2024) finds the prior informative (sensitivity "
@@ -41,7 +42,7 @@ def sensitivity_sections(sensitivity, level: float) -> list:
         )
     text += (
         " The table of pairs gives each bound's range over the family (prior range)"
-        + (" and its power-scaling sensitivity" if pairs["psense"].notna().any() else "")
+        + (" and its power-scaling sensitivity" if scaled else "")
         + "."
     )
     sections = [("h2", "How much of each bound is the prior"), ("p", text)]

@@ -177,7 +177,7 @@ def build_report(
     order = capability_order(posterior, summary)
     sections = _sections(posterior, table, checks, threshold, level, order, basis)
     if sensitivity is not None:
-        sections += sensitivity_sections(sensitivity, level)
+        sections += sensitivity_sections(sensitivity)
     sections += agent_sections(posterior, level, order)
     sections += ranking_sections(posterior, checks.comparison)
     deployment, drawn = deployment_sections(posterior, threshold, level, attempts)

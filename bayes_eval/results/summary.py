@@ -99,8 +99,7 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     runs = np.flatnonzero(trials > 0)
     successes = posterior.values("cp_successes")[at][runs]
     table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes, trials[runs], level)
-    table["own_runs"] = pd.array(np.where(trials > 0, trials, 0), dtype="Int64")
-    table.loc[trials <= 0, "own_runs"] = pd.NA
+    table["own_runs"] = pd.Series(trials).where(trials > 0).astype("Int64")
     if tau is not None:
         table["basis"] = _basis(table, tau, posterior.spec.exact)
     return _with_kept(table, posterior.evidence)
