@@ -190,18 +190,18 @@ def _pairs_html(payload) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in order)
     cells = {
         c: [
-            f'<td data-value="{_sort_value(v)}">' if c in numbers else "<td>"
-            for v in (numbers[c] if c in numbers else frame[c])
+            f'<td data-value="{_sort_value(v)}">{html.escape(str(t))}</td>'
+            for v, t in zip(numbers[c], frame[c], strict=True)
         ]
+        if c in numbers
+        else [f"<td>{html.escape(str(t))}</td>" for t in frame[c]]
         for c in columns
     }
-    rows = []
-    for n, sentence in enumerate(frame["sentence"]):
-        row = {c: f"{cells[c][n]}{html.escape(str(frame[c].iloc[n]))}</td>" for c in columns}
-        row["why"] = (
-            f"<td><details><summary>why</summary><p>{html.escape(sentence)}</p></details></td>"
-        )
-        rows.append(f"<tr>{''.join(row[c] for c in order)}</tr>")
+    cells["why"] = [
+        f"<td><details><summary>why</summary><p>{html.escape(s)}</p></details></td>"
+        for s in frame["sentence"]
+    ]
+    rows = [f"<tr>{''.join(cells[c][n] for c in order)}</tr>" for n in range(len(frame))]
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     return f'<div class="pairs">{controls}<div class="scroll">{table}</div></div>'
 
