@@ -203,11 +203,17 @@ def verdict_line(table: pd.DataFrame, threshold: float) -> str:
 
 def _count(rows: pd.DataFrame, verdict: str) -> str:
     """``N verdict``, and where there are some, how many of them each basis carries."""
-    if not len(rows) or "basis" not in rows:
-        return f"{len(rows)} {verdict}"
+    return f"{len(rows)} {verdict}{_by_basis(rows, BASIS_WORDS)}"
+
+
+def _by_basis(rows: pd.DataFrame, words: dict) -> str:
+    """How many of ``rows`` each basis carries, in ``words`` (" (1 on own runs, 109 on
+    pooling)"); empty where no row has a basis."""
+    if "basis" not in rows:
+        return ""
     tally = rows["basis"].value_counts()
-    parts = [f"{tally[b]} {words}" for b, words in BASIS_WORDS.items() if tally.get(b, 0)]
-    return f"{len(rows)} {verdict} ({', '.join(parts)})"
+    parts = [f"{tally[b]} {text}" for b, text in words.items() if tally.get(b, 0)]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _extrapolated(row) -> bool:
@@ -323,9 +329,7 @@ def _tally(rows: pd.DataFrame) -> str:
     """``N``, and where a model borrows, how many of them each basis carries."""
     if "basis" not in rows or set(rows["basis"]) <= {BASIS_OWN}:
         return str(len(rows))
-    tally = rows["basis"].value_counts()
-    parts = [f"{tally[b]} {BASIS_SHORT[b]}" for b in BASIS_SHORT if tally.get(b, 0)]
-    return f"{len(rows)} ({', '.join(parts)})"
+    return f"{len(rows)}{_by_basis(rows, BASIS_SHORT)}"
 
 
 def _pair(rows: pd.DataFrame, highest: bool) -> str:
