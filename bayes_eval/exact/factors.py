@@ -1,5 +1,6 @@
-"""One factor: ``X = -log p`` for ``p ~ Beta(a, b)``, its CDF, tails and quantiles; and
-``ProductSummary``, what every engine returns of a product, to ``QUANTILE_TOLERANCE``.
+"""One factor: ``X = -log p`` for ``p ~ Beta(a, b)``, its CDF, tails and quantiles; a
+weighted mixture of such factors (``mixture_summary``); and ``ProductSummary``, what every
+engine returns of a product, to ``QUANTILE_TOLERANCE``.
 
 scipy's Beta functions, read on the ``X`` scale so that rates down to 1e-300 keep their
 precision; below ``BETA_POWER_LAW_BELOW`` a quantile comes from the leading power law
@@ -12,12 +13,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 __all__ = [
     "GRID_TAIL_MASS",
     "ProductSummary",
     "QUANTILE_TOLERANCE",
+    "mixture_summary",
     "x_cdf",
     "x_isf",
     "x_ppf",
@@ -51,7 +53,7 @@ class ProductSummary:
         Bound or estimate (grid) or validated size (saddlepoint) of the error in ``X``,
         relative to ``X`` where ``X < 1`` (so in both ``P`` and ``1 - P``); 0 if exact.
     engine : str
-        ``"point"``, ``"beta"``, ``"saddlepoint"`` or ``"grid"``.
+        ``"point"``, ``"beta"``, ``"mixture"``, ``"saddlepoint"`` or ``"grid"``.
     """
 
     x_quantiles: np.ndarray
@@ -124,3 +126,29 @@ def _log_beta_quantile(a, b, q):
         exact = np.log(special.betaincinv(a, b, q))
         power_law = (np.log(q) + np.log(a) + special.betaln(a, b)) / a
     return np.where(np.isnan(exact) | (exact < math.log(BETA_POWER_LAW_BELOW)), power_law, exact)
+
+
+def mixture_summary(a, b, weights, probs, x_points) -> ProductSummary:
+    """``ProductSummary`` of ``P ~ sum_t weights[t] Beta(a[t], b[t])``, exactly: the
+    mixture's CDF of ``X`` is the weighted sum of the components' (``x_tails``, precise in
+    both tails), and each quantile is its root, found to 1e-13 relative between the
+    components' own quantiles (which bracket it)."""
+    a, b, weights = (np.asarray(v, dtype=float) for v in (a, b, weights))
+    probs = np.asarray(probs, dtype=float)
+
+    def tails(x):
+        low, high = x_tails(a, b, x)
+        return float(np.sum(weights * low)), float(np.sum(weights * high))
+
+    quantiles = []
+    for q in probs:
+        ends = x_ppf(a, b, q)
+        low, high = float(ends.min()), float(ends.max())
+        if q < 0.5:  # the lower tail of X, where its CDF keeps its digits
+            gap = lambda x, q=q: tails(x)[0] - q  # noqa: E731
+        else:
+            gap = lambda x, q=q: (1.0 - q) - tails(x)[1]  # noqa: E731
+        found = low if low == high else optimize.brentq(gap, low, high, xtol=1e-300, rtol=1e-13)
+        quantiles.append(found)
+    x_cdf_values = np.array([tails(x)[0] for x in np.asarray(x_points, dtype=float)])
+    return ProductSummary(np.array(quantiles), x_cdf_values, 0.0, "mixture")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from bayes_eval.exact.factors import ProductSummary, x_cdf, x_ppf
+from bayes_eval.exact.factors import ProductSummary, mixture_summary, x_cdf, x_ppf
 from bayes_eval.exact.grid import grid_summary
 from bayes_eval.exact.saddlepoint import (
     SADDLEPOINT_ERROR,
@@ -66,16 +66,21 @@ PROGRESS_SECONDS = 3.0
 
 @dataclass(frozen=True)
 class BetaProduct:
-    """Distribution of ``P = mean_c prod_m p_cm``, independent ``p_cm ~ Beta(a_cm, b_cm)``.
+    """Distribution of ``P = mean_c prod_m p_cm``, independent ``p_cm ~ Beta(a_cm, b_cm)``,
+    or, with ``weights``, of the weighted mixture ``sum_c w_c prod_m p_cm``.
 
     Parameters
     ----------
     components : tuple of (a, b) array pairs
         One pair per mixture component (run); arrays hold that component's factors.
         ``b == 0`` marks a point mass at 1; every ``a`` must be positive.
+    weights : tuple of float, optional
+        The components' weights (normalised here); None: equal. A graded end-to-end
+        posterior (``bayes_eval.exact.graded``) is a weighted mixture of single factors.
     """
 
     components: tuple[tuple[np.ndarray, np.ndarray], ...]
+    weights: tuple[float, ...] | None = None
     _factors: tuple[tuple[np.ndarray, np.ndarray], ...] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -89,7 +94,19 @@ class BetaProduct:
             kept.append((a[proper], b[proper]))
         if not kept:
             raise ValueError("a BetaProduct needs at least one component")
+        if self.weights is not None:
+            weights = np.asarray(self.weights, dtype=float)
+            if weights.shape != (len(kept),) or np.any(~(weights > 0)):
+                raise ValueError(f"invalid mixture weights {weights}")
+            object.__setattr__(self, "weights", tuple((weights / weights.sum()).tolist()))
         object.__setattr__(self, "_factors", tuple(kept))
+
+    @property
+    def shares(self) -> np.ndarray:
+        """Each component's weight in the mixture (equal unless ``weights`` says)."""
+        if self.weights is None:
+            return np.full(len(self._factors), 1.0 / len(self._factors))
+        return np.asarray(self.weights)
 
     @property
     def factors(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
@@ -103,7 +120,8 @@ class BetaProduct:
         prod (1 + b / (a (a + b + 1))) - 1``, both from ``log1p`` and ``expm1`` of small
         ratios, never from differences of log-gamma values (which lose every digit at
         a billion trials). Over the mixture, ``Var P = mean_c E[P_c]^2 r_c + (mean_c
-        E[P_c]^2 - E[P]^2)``: two terms that cannot be negative.
+        E[P_c]^2 - E[P]^2)``: two terms that cannot be negative (means over ``c`` weighted
+        by ``shares`` in a weighted mixture).
         """
         log_means = np.array([-np.sum(np.log1p(b / a)) for a, b in self._factors])
         ratios = np.array(
@@ -111,9 +129,11 @@ class BetaProduct:
         )
         top = log_means.max()
         scaled = np.exp(log_means - top)  # component means relative to the largest
-        within = np.mean(scaled**2 * ratios)
-        between = np.var(scaled)
-        mean = math.exp(top) * float(np.mean(scaled))
+        shares = self.shares
+        within = np.sum(shares * scaled**2 * ratios)
+        mean_scaled = float(np.sum(shares * scaled))
+        between = max(float(np.sum(shares * (scaled - mean_scaled) ** 2)), 0.0)
+        mean = math.exp(top) * mean_scaled
         return mean, math.exp(top) * math.sqrt(within + between)
 
 
@@ -147,16 +167,22 @@ def summarise_products(
 
 
 def _canonical(product):
-    """A product's factors as a hashable key that ignores the order of factors and of
-    components."""
-    return tuple(
-        sorted(tuple(sorted(zip(a.tolist(), b.tolist(), strict=True))) for a, b in product.factors)
-    )
+    """A product's factors (and weights) as a hashable key that ignores the order of
+    factors and of components."""
+    components = [
+        tuple(sorted(zip(a.tolist(), b.tolist(), strict=True))) for a, b in product.factors
+    ]
+    if product.weights is None:
+        return tuple(sorted(components))
+    return ("weighted", tuple(sorted(zip(components, product.weights, strict=True))))
 
 
 def _from_canonical(key):
+    weights = None
+    if key and key[0] == "weighted":
+        key, weights = zip(*key[1], strict=True)
     return BetaProduct(
-        tuple((np.array([f[0] for f in c]), np.array([f[1] for f in c])) for c in key)
+        tuple((np.array([f[0] for f in c]), np.array([f[1] for f in c])) for c in key), weights
     )
 
 
@@ -166,7 +192,9 @@ def _summarise_distinct(products, probs, x_points):
     report = _Progress()
     for i, product in enumerate(products):
         factors = product.factors
-        if len(factors) == 1 and factors[0][0].size == 0:
+        if product.weights is not None and len(factors) > 1:
+            out[i] = _weighted(product, probs, x_points)
+        elif len(factors) == 1 and factors[0][0].size == 0:
             out[i] = _point_mass(probs, x_points)
         elif len(factors) == 1 and factors[0][0].size == 1:
             a, b = factors[0][0][0], factors[0][1][0]
@@ -191,6 +219,14 @@ def _summarise_distinct(products, probs, x_points):
             report.before(products[i])
             out[i] = grid_summary(products[i].factors, probs, x_points)
     return out
+
+
+def _weighted(product, probs, x_points) -> ProductSummary:
+    """A weighted mixture of single Beta factors (a graded posterior), exactly."""
+    if any(a.size != 1 for a, _ in product.factors):
+        raise ValueError("a weighted mixture is summarised where each component is one factor")
+    a, b = (np.array([f[k][0] for f in product.factors]) for k in (0, 1))
+    return mixture_summary(a, b, product.shares, probs, x_points)
 
 
 class _Progress:
