@@ -18,6 +18,7 @@ import numpy as np
 from bayes_eval.advice import advice, refuse_unfit
 from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.audit import with_audit
 from bayes_eval.evidence.pairs import PairRows
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource, load_evidence
 from bayes_eval.files import check_whole
@@ -42,6 +43,7 @@ def fit(
     agents: TableSource | None = None,
     tasks: TableSource | None = None,
     predict: Sequence[str] = (),
+    audit: TableSource | None = None,
     allow_unfit: bool = False,
 ) -> Posterior:
     """Fit a model to evidence.
@@ -70,6 +72,11 @@ def fit(
     predict : list of str, optional
         Crossed models: new agents described by covariates alone, each
         ``name,column=value,...``; the fit predicts their success on every task.
+    audit : path or DataFrame, optional
+        The audit of the grader that scored the runs (``bayes_eval.evidence.audit``): its
+        sensitivity and specificity, from the audit, are integrated out of every bound
+        (``bayes_eval.exact.graded``). The evidence's ``grader`` column names each row's
+        grader; without one, the audit's only grader scored every row.
     allow_unfit : bool
         Fit even a table the model refuses before sampling as outside what it can fit
         (``bayes_eval.advice.refuse_unfit``): for studies of the refusal itself.
@@ -86,6 +93,9 @@ def fit(
     """
     evidence = load_evidence(evidence)
     spec = load_spec(model)
+    if audit is not None:
+        evidence = with_audit(evidence, audit)
+    _check_graded(evidence, spec)
     level, seed, sampler = _settings(spec, level, seed, sampler)
     side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
@@ -189,6 +199,10 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
     if model.table_builder is not None:
         estimates = model.build_table()(by_pair, spec)
+        if evidence.audit is not None:
+            from bayes_eval.exact.builders import grade
+
+            estimates = grade(estimates, by_pair, evidence.audit, spec)
     else:
         build = model.build()
         estimates = Estimates.stack(
@@ -211,6 +225,28 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
         f"{spec.name} rests those tasks on other evidence (see provenance)",
     )
     return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
+
+
+# The models that carry a grader's error into their bounds so far.
+GRADED_MODELS = ("end_to_end",)
+
+
+def _check_graded(evidence: Evidence, spec) -> None:
+    """Refuse an audited grader's evidence to a model that does not yet carry its error,
+    or under an improper prior (the grader's mixture needs a proper one)."""
+    if evidence.audit is None:
+        return
+    if spec.kind not in GRADED_MODELS or not spec.exact:
+        raise InputError(
+            f"audit: model {spec.name} ({spec.kind}/{spec.pooling}) does not carry a "
+            f"grader's error into its bounds yet; fit {', '.join(GRADED_MODELS)}, which does"
+        )
+    prior = spec.priors["end_to_end"]
+    if not (prior.alpha > 0 and prior.beta > 0):
+        raise InputError(
+            f"audit: {spec.source}: the end_to_end prior {prior.label()} is improper; a "
+            "grader's error is integrated out under a proper prior (Beta(1, 1))"
+        )
 
 
 def _refuse_heavy(estimates, evidence: Evidence) -> None:

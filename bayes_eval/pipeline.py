@@ -137,6 +137,7 @@ def run(
     predict: Sequence[str] = (),
     attempts: Sequence[int] | str | None = None,
     sensitivity: bool = False,
+    audit: TableSource | None = None,
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -144,7 +145,7 @@ def run(
     ----------
     evidence : path, DataFrame or Evidence
         As ``bayes_eval.fit`` takes it (``read_evidence`` reads the other forms).
-    model, level, seed, sampler, agents, tasks, predict
+    model, level, seed, sampler, agents, tasks, predict, audit
         As for ``bayes_eval.fit`` (notes and progress go to ``logging`` as there).
     out : path, optional
         The run folder: ``posterior.nc``, ``summary.csv``, ``ppc.csv``,
@@ -172,7 +173,7 @@ def run(
         attempts = parse_attempts(attempts)
     out = None if out is None else check_out(Path(out))
     given = dict(level=level, seed=seed, sampler=sampler, agents=agents, tasks=tasks)
-    posterior = fit(evidence, model, predict=predict, **given)
+    posterior = fit(evidence, model, predict=predict, audit=audit, **given)
 
     def refit(spec):
         return fit(posterior.evidence, spec, predict=predict, **given)

@@ -506,6 +506,11 @@ def next_run(
         raise InputError(
             f"next-run planning covers milestone and end-to-end estimates, not {method}"
         )
+    if posterior.graded_positions[i, j]:
+        raise InputError(
+            f"next-run planning takes each run's verdict as the truth; task '{task}' was "
+            "scored by an audited grader, whose error it does not plan for yet"
+        )
     alpha = posterior.values("alpha")[i, j, 0]
     beta = posterior.values("beta")[i, j, 0]
     present = ~np.isnan(alpha)

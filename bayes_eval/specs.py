@@ -46,10 +46,19 @@ TOP_KEYS = (
     "sampler",
     "report",
     "covariates",
+    "grader",
 )
 SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
 REPORT_KEYS = ("level",)
 COVARIATE_KEYS = ("agent", "task", "task_group", "length")
+# The priors of a grader's sensitivity and specificity (``[grader]``), before its audit.
+GRADER_ROLES = ("sensitivity", "specificity")
+DEFAULT_GRADER_PRIOR = {
+    "dist": "Beta",
+    "alpha": 1.0,
+    "beta": 1.0,
+    "reason": "uniform: the grader's audit alone says how well it grades",
+}
 # Means take Beta priors, concentrations and scales LogNormal ones; the crossed model's
 # intercept and coefficients (logit scale) Normal ones.
 DISTRIBUTIONS = {"Beta": ("alpha", "beta"), "LogNormal": ("mu", "sigma"), "Normal": ("mu", "sigma")}
@@ -105,6 +114,9 @@ class Spec:
     covariates : dict
         A crossed model's ``[covariates]``: ``agent`` and ``task`` as tuples of
         ``bayes_eval.evidence.covariates.Term``, ``task_group`` and ``length`` as text.
+    grader : dict of str to Prior
+        ``[grader]``: the Beta priors of a grader's ``sensitivity`` and ``specificity``
+        before its audit (``fit(..., audit=...)``); uniform unless the spec says.
     """
 
     name: str
@@ -118,6 +130,7 @@ class Spec:
     text: str = ""
     covariates: dict = field(default_factory=dict)
     seed: int = DEFAULT_SEED
+    grader: dict[str, Prior] = field(default_factory=lambda: _grader_priors("", {}))
 
     @property
     def draws(self) -> int:
@@ -204,6 +217,11 @@ def _toml(spec: Spec) -> str:
     lines += ["", "[sampler]"]
     lines += [f"{key} = {_toml_value(value)}" for key, value in sampler.items()]
     lines += [f"seed = {spec.seed}", "", "[report]", f"level = {_toml_value(spec.level)}"]
+    for role, prior in spec.grader.items():
+        if prior != _grader_priors("", {})[role]:
+            lines += ["", f"[grader.{role}]", f"dist = {_toml_value(prior.dist)}"]
+            lines += [f"{name} = {_toml_value(prior.params[name])}" for name in ("alpha", "beta")]
+            lines.append(f"reason = {_toml_value(prior.reason)}")
     if spec.covariates:
         lines += ["", "[covariates]"]
         for key, value in spec.covariates.items():
@@ -338,9 +356,32 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         level = check_level(
             _get(f"{source} [report]", report, "level", float), f"{source} [report] level"
         )
+    grader = _grader_priors(source, _get(source, data, "grader", dict, required=False) or {})
     return Spec(
-        name, kind, pooling, description, priors, sampler, level, source, text, covariates, seed
+        name,
+        kind,
+        pooling,
+        description,
+        priors,
+        sampler,
+        level,
+        source,
+        text,
+        covariates,
+        seed,
+        grader,
     )
+
+
+def _grader_priors(source: str, table: dict) -> dict[str, Prior]:
+    """``[grader]``'s priors of sensitivity and specificity, uniform where not given."""
+    _unknown_keys(f"{source} [grader]", table, GRADER_ROLES)
+    priors = {}
+    for role in GRADER_ROLES:
+        given = _get(f"{source} [grader]", table, role, dict, required=False)
+        where = f"{source} [grader.{role}]"
+        priors[role] = _prior(where, given or DEFAULT_GRADER_PRIOR, role, exact=False)
+    return priors
 
 
 def _covariates(source: str, data: dict, pooling: str) -> dict:

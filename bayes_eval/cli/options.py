@@ -87,6 +87,12 @@ def reading_options(command) -> None:
         "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
     )
     command.add_argument(
+        "--audit",
+        metavar="AUDIT.csv",
+        help="the audit of the grader that scored the runs (grader, truth, graded): its "
+        "misses and false alarms widen every bound (docs/grader.md)",
+    )
+    command.add_argument(
         "--keep-columns",
         dest="keep_columns",
         action="store_true",
@@ -148,7 +154,7 @@ def evidence_of(paths, args):
             inspect["milestones"] = [key.strip() for key in args.milestones.split(",")]
             if not all(inspect["milestones"]):
                 raise InputError(f"--milestones: '{args.milestones}' has an empty key")
-    return read_evidence(
+    evidence = read_evidence(
         paths,
         input_format=given,
         keep_columns=args.keep_columns,
@@ -156,6 +162,11 @@ def evidence_of(paths, args):
         cluster=args.cluster,
         **inspect,
     )
+    if getattr(args, "audit", None) is None:
+        return evidence
+    from bayes_eval.evidence.audit import with_audit
+
+    return with_audit(evidence, args.audit)
 
 
 # The library's parameters that its errors name, as the command line's flags (``main``
@@ -163,6 +174,7 @@ def evidence_of(paths, args):
 FLAGS = {
     "input_format": "--from",
     "keep_columns": "--keep-columns",
+    "audit": "--audit",
     "sum_duplicates": "--sum-duplicates",
     "cluster": "--cluster",
     "scorer": "--scorer",

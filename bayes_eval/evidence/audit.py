@@ -26,10 +26,10 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.source_row import SourceRow
-from bayes_eval.evidence.table import METHODS, read_table
+from bayes_eval.evidence.table import METHODS, Evidence, read_table
 from bayes_eval.messages import note
 
-__all__ = ["AUDIT_COLUMNS", "Audit", "GraderCounts", "load_audit"]
+__all__ = ["AUDIT_COLUMNS", "Audit", "GraderCounts", "load_audit", "with_audit"]
 
 # The audit's columns: its verdicts, then what scopes a row (blank: every run).
 AUDIT_COLUMNS = ("grader", "truth", "graded", "runs")
@@ -47,6 +47,11 @@ class GraderCounts:
     missed: int
     cleared: int
     false_alarms: int
+
+    @property
+    def total(self) -> int:
+        """The audited runs."""
+        return self.detected + self.missed + self.cleared + self.false_alarms
 
     def sensitivity_shapes(self, prior=(1.0, 1.0)) -> tuple[float, float]:
         """The Beta of the sensitivity ``P(graded 1 | truth 1)`` after the audit."""
@@ -96,15 +101,6 @@ class Audit:
             false_alarms=int(runs[~truth & graded].sum()),
         )
 
-    def require(self, graders, where: str) -> None:
-        """Refuse a grader named in ``where`` (the evidence) that the audit lacks."""
-        for name in graders:
-            if name not in self.graders:
-                raise InputError(
-                    f"{where}: grader '{name}' has no audit in {self.source} (graders "
-                    f"audited: {', '.join(self.graders)})"
-                )
-
 
 def load_audit(source, label: str | None = None) -> Audit:
     """The audit in ``source`` (a CSV, TSV or Parquet path, or a DataFrame), validated.
@@ -142,6 +138,46 @@ def load_audit(source, label: str | None = None) -> Audit:
                     f"{kind}: its {measure} is its prior alone"
                 )
     return audit
+
+
+def with_audit(evidence: Evidence, audit) -> Evidence:
+    """``evidence`` with the audit of the grader that scored it (``audit``: a path, a
+    DataFrame or an ``Audit``), checked against it: a grader named in the ``grader``
+    column with no audit, a table without that column beside an audit of several
+    graders, and a cell whose runs several graders scored are each refused in one line.
+    A blank ``grader`` names a row a trusted grader scored (taken as perfect); without the
+    column, the audit's one grader scored every row, and the column says so."""
+    from dataclasses import replace
+
+    audit = audit if isinstance(audit, Audit) else load_audit(audit)
+    table = evidence.table
+    if "grader" in table:
+        mixed = table[table["grader"].str.contains("; ", regex=False)]
+        if len(mixed):
+            row = mixed.iloc[0]
+            raise InputError(
+                f"{evidence.source}: row {row['row']}, column grader: the runs of agent "
+                f"'{row['agent']}' on task '{row['task']}' were scored by several graders "
+                f"({row['grader']}): give each grader's runs as a task of their own"
+            )
+        unaudited = table[(table["grader"] != "") & ~table["grader"].isin(audit.graders)]
+        if len(unaudited):
+            row = unaudited.iloc[0]
+            raise InputError(
+                f"{evidence.source}: row {row['row']}, column grader: grader "
+                f"'{row['grader']}' has no audit in {audit.source} (graders audited: "
+                f"{', '.join(audit.graders)})"
+            )
+    elif len(audit.graders) > 1:
+        raise InputError(
+            f"{evidence.source}: the audit {audit.source} has graders "
+            f"{', '.join(audit.graders)}, and the table no grader column to say which "
+            "scored each row"
+        )
+    else:  # the audit's one grader scored every row
+        table = table.assign(grader=audit.graders[0])
+        return replace(evidence, table=table, kept=(*evidence.kept, "grader"), audit=audit)
+    return replace(evidence, audit=audit)
 
 
 def _check_header(label: str, header: list[str]) -> None:

@@ -46,6 +46,8 @@ from bayes_eval.messages import note
 if TYPE_CHECKING:
     import xarray as xr
 
+    from bayes_eval.evidence.audit import Audit
+
 __all__ = [
     "Evidence",
     "first_line",
@@ -75,6 +77,7 @@ COLUMNS = (
     "logprob",
     "grading",
     "cluster",
+    "grader",
 )
 COUNTED = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
 # Which optional columns each method may (or must) fill.
@@ -129,12 +132,16 @@ class Evidence:
         Where runs come in clusters that share a seed, a sample or a day (the ``cluster``
         column): the counts per cluster, ``CLUSTER_COLUMNS``, for the models that treat
         runs of a cluster as correlated. ``table`` holds the cells' totals either way.
+    audit : bayes_eval.evidence.audit.Audit or None
+        Where a grader that errs scored the runs: its audit (``fit(..., audit=...)``),
+        which the rows' ``grader`` column (kept as text) names.
     """
 
     table: pd.DataFrame
     source: str
     kept: tuple[str, ...] = ()
     clusters: pd.DataFrame | None = None
+    audit: Audit | None = None
 
     @cached_property
     def hash(self) -> str:
@@ -144,6 +151,8 @@ class Evidence:
         if self.clusters is not None:
             order = ["agent", "task", "method", "step", "cluster"]
             text += csv_text(self.clusters.drop(columns="row").sort_values(order))
+        if self.audit is not None:
+            text += csv_text(self.audit.table)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def methods(self) -> set[str]:
@@ -237,6 +246,8 @@ def load_evidence(
         )
         frame = frame.drop(columns=extra)
         extra = []
+    if "grader" in frame.columns:  # which grader scored each row: kept, as text
+        extra = [*extra, "grader"]
     return validate_frame(
         frame, label, from_file=from_file, kept=tuple(extra), sum_duplicates=sum_duplicates
     )

@@ -20,11 +20,13 @@ from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
 __all__ = [
+    "GRADER_SHAPES",
     "Estimate",
     "Estimates",
     "chain",
     "end_to_end",
     "end_to_end_table",
+    "grade",
     "expert_completion",
     "milestones",
     "milestones_table",
@@ -85,6 +87,13 @@ class Estimates:
         ``(pair, 2)``: successes and trials for Clopper-Pearson, -1 where absent.
     used : pandas.Index
         The evidence rows the estimates rest on.
+    grader : ndarray of str, optional
+        Where a grader that errs scored the runs (``grade``): its name per pair (``""``:
+        none); ``alpha`` and ``beta`` are then NaN, the posterior being the mixture of
+        ``bayes_eval.exact.graded`` over the graded count ``cp``.
+    grader_shapes : ndarray, optional
+        ``(pair, 4)``: the Betas of the grader's sensitivity and specificity after its
+        audit, ``GRADER_SHAPES``; NaN where ``grader`` is empty.
     """
 
     agent: np.ndarray
@@ -97,6 +106,8 @@ class Estimates:
     provenance: np.ndarray
     reason: np.ndarray
     used: pd.Index
+    grader: np.ndarray | None = None
+    grader_shapes: np.ndarray | None = None
 
     @classmethod
     def stack(cls, estimates: list[Estimate]) -> Estimates:
@@ -218,6 +229,66 @@ def end_to_end_table(pair_rows, spec) -> Estimates:
         (head + counts + " (" + grading + " grading)").to_numpy(dtype=str),
         reason.astype(str),
         pair_rows.table.index[pair_rows.positions()],
+    )
+
+
+# The Beta shapes of a grader's sensitivity and specificity, in ``grader_shapes``' order.
+GRADER_SHAPES = ("sensitivity_alpha", "sensitivity_beta", "specificity_alpha", "specificity_beta")
+
+
+def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
+    """End-to-end estimates whose runs an audited grader scored: the counts are graded
+    counts, and each pair's posterior the mixture of ``bayes_eval.exact.graded`` with the
+    grader's sensitivity and specificity (``spec.grader``'s priors updated by the audit
+    rows that apply to the pair) integrated out. The rows' ``grader`` column names the
+    grader (``bayes_eval.evidence.audit.with_audit``); a blank one, a trusted grader."""
+    from dataclasses import replace
+
+    rows = pair_rows.first(END_TO_END)
+    names = rows["grader"].to_numpy(dtype=str)
+    shapes = np.full((len(rows), len(GRADER_SHAPES)), np.nan)
+    provenance = estimates.provenance.astype(object)
+    alpha, beta = estimates.alpha.copy(), estimates.beta.copy()
+    texts = {}
+    for n, (name, agent, task) in enumerate(zip(names, rows["agent"], rows["task"], strict=True)):
+        if not name:
+            continue
+        counts = audit.counts(name, agent=agent, task=task, method=END_TO_END)
+        sensitivity = counts.sensitivity_shapes(_shapes(spec.grader["sensitivity"]))
+        specificity = counts.specificity_shapes(_shapes(spec.grader["specificity"]))
+        shapes[n] = (*sensitivity, *specificity)
+        key = (name, sensitivity, specificity)
+        if key not in texts:
+            texts[key] = grader_text(name, sensitivity, specificity, counts.total)
+        provenance[n] += "; " + texts[key]
+        alpha[n] = beta[n] = np.nan
+    return replace(
+        estimates,
+        alpha=alpha,
+        beta=beta,
+        provenance=provenance.astype(str),
+        grader=names.astype(str),
+        grader_shapes=shapes,
+    )
+
+
+def _shapes(prior: Prior) -> tuple[float, float]:
+    return prior.alpha, prior.beta
+
+
+def grader_text(name: str, sensitivity, specificity, audited: int) -> str:
+    """The provenance's words on a grader: its sensitivity and specificity (posterior
+    means and central 95% intervals of their Betas) and the runs audited."""
+    from scipy import stats
+
+    def measure(shapes) -> str:
+        low, high = stats.beta.ppf([0.025, 0.975], *shapes)
+        digits = 2 if high < 0.99 else 3 if high < 0.999 else 4
+        return f"{shapes[0] / sum(shapes):.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+    return (
+        f"graded by {name}: sensitivity {measure(sensitivity)}, specificity "
+        f"{measure(specificity)} from {audited:,} audited runs"
     )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from bayes_eval.errors import InputError
 from bayes_eval.exact.attempts import (
@@ -236,6 +237,15 @@ def _exact_means(product, kf, seed) -> tuple[dict, str]:
             "pass_all_mean": mean_all_of(a, b, kf),
         }
         return means, "; pass@k and pass^k exact (Beta closed forms)"
+    if product.weights is not None and all(a.size == 1 for a, _ in factors):
+        # a graded posterior, sum_t w_t Beta(a_t, b_t): E[(1 - P)^k] and E[P^k] summed
+        a, b = (np.array([f[n][0] for f in factors])[:, None] for n in (0, 1))
+        log_w = np.log(product.shares)[:, None]
+        means = {
+            "pass_at_mean": -np.expm1(special.logsumexp(log_w + log_beta_ratio(a, b, kf), axis=0)),
+            "pass_all_mean": np.exp(special.logsumexp(log_w + log_beta_ratio(b, a, kf), axis=0)),
+        }
+        return means, "; pass@k and pass^k exact (Beta closed forms, over the grader's error)"
     # E[P^k] = mean over runs of prod_m B(a_m + k, b_m) / B(a_m, b_m)
     log_all = np.array([[log_beta_ratio(b, a, k).sum() for k in kf] for a, b in factors])
     pass_all = np.exp(log_all).mean(axis=0)

@@ -1,8 +1,9 @@
 """An exact fit's draws: each factor rate drawn from its Beta posterior (or its spec
-prior), multiplied in log space into ``p_task`` (probabilities down to 1e-300 keep full
-precision), with a seeded ``numpy.random.Generator``; and the log prior density of the
-rates drawn. ``Posterior`` makes its ``posterior``, ``prior`` and ``log_prior`` groups of
-an exact fit with them, the first time they are read."""
+prior; a graded pair's rate from its mixture, ``bayes_eval.exact.graded``), multiplied
+in log space into ``p_task`` (probabilities down to 1e-300 keep full precision), with a
+seeded ``numpy.random.Generator``; and the log prior density of the rates drawn.
+``Posterior`` makes its ``posterior``, ``prior`` and ``log_prior`` groups of an exact
+fit with them, the first time they are read."""
 
 from __future__ import annotations
 
@@ -69,6 +70,12 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
         i, j = cells[start : start + DRAW_CHUNK_CELLS].T
         factors, task = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
         log_factor[:, i, j], log_task[:, i, j] = factors, task
+    graded = result.graded_positions if shapes is None else np.zeros((0, 0), dtype=bool)
+    p_graded = np.full(log_task.shape, np.nan) if graded.any() else None
+    for i, j in np.argwhere(graded):  # drawn with the grader's rates (exact.graded)
+        joint = result.graded_at(i, j).joint_draws(n_draws, rng)
+        log_factor[:, i, j, 0, 0] = log_task[:, i, j] = np.log(joint["p"])
+        p_graded[:, i, j] = joint["q"]
     # independent draws dealt in order into chains, so that R-hat (about 1) is defined
     chains = next(c for c in (EXACT_CHAINS, 2, 1) if n_draws % c == 0)
 
@@ -88,6 +95,12 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
             {"description": P_TASK_DESCRIPTION},
         )
     }
+    if p_graded is not None:
+        data["p_graded"] = (
+            ("chain", "draw", AGENT, TASK),
+            chained(p_graded),
+            {"description": P_GRADED_DESCRIPTION},
+        )
     rates = np.exp(log_factor)
     if (methods == MILESTONE_METHOD).any():
         milestone_rates = np.where(
@@ -111,6 +124,13 @@ P_TASK_DESCRIPTION = (
 )
 
 
+P_GRADED_DESCRIPTION = (
+    "where a grader that errs scored the pair's runs: the chance that a run is graded a "
+    "success, se p + (1 - sp)(1 - p), drawn with p_task from their joint posterior; NaN "
+    "elsewhere"
+)
+
+
 # The spec prior of an exact estimate's factors, by the estimate's method.
 PRIOR_ROLE = {END_TO_END: "end_to_end", MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
 
@@ -120,6 +140,7 @@ def prior_shapes(result) -> tuple[np.ndarray, np.ndarray]:
     spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
     has no draws)."""
     present = ~np.isnan(result.values("alpha"))
+    present[..., 0, 0] |= result.graded_positions  # one end-to-end factor, its shapes NaN
     alpha = np.full(present.shape, np.nan)
     beta = np.full(present.shape, np.nan)
     methods = result.values("method")

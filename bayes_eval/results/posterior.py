@@ -14,8 +14,11 @@ Every fit, exact or MCMC, has one tree of the same shape:
 * ``conjugate`` (ours): per (agent, task) the method, provenance, the reason for a
   missing estimate, a point value's log, the end-to-end counts behind the
   Clopper-Pearson bound, and an exact posterior's Beta shapes per run and factor;
+  Where an audited grader scored the runs, each pair's ``grader`` and the Betas of its
+  sensitivity and specificity (``grader_shapes``), the shapes NaN (``bayes_eval.exact.graded``);
 * ``evidence`` (ours): the normalised evidence table, so a saved fit is complete;
-  ``evidence_clusters`` its counts per cluster of runs, where it has clusters.
+  ``evidence_clusters`` its counts per cluster of runs, where it has clusters, and
+  ``evidence_audit`` the grader's audit, where it has one.
 
 The root's attributes say how the tree was made (package version, file format, spec,
 evidence hash, level, seed).
@@ -49,6 +52,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.audit import Audit
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
 from bayes_eval.exact.products import BetaProduct, beta_product
 from bayes_eval.files import check_readable
@@ -59,11 +63,13 @@ from bayes_eval.specs import Spec, spec_from_toml, spec_text
 
 if TYPE_CHECKING:
     from bayes_eval.exact.builders import Estimates
+    from bayes_eval.exact.graded import GradedRate
     from bayes_eval.inference.diagnostics import Diagnostics
 
 __all__ = ["FILE_FORMAT", "Derivation", "Posterior", "read_posterior"]
 
 FACTOR = "factor"
+GRADER_SHAPE = "grader_shape"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
 # the factor rates on the whole (agent, task, milestone) rectangle, 3 every group.
 FILE_FORMAT = 4
@@ -381,6 +387,9 @@ class Posterior:
         if evidence.clusters is not None:
             clusters = evidence.clusters.rename_axis("cluster_row")
             groups["evidence_clusters"] = xr.Dataset.from_dataframe(clusters)
+        if evidence.audit is not None:
+            audit = xr.Dataset.from_dataframe(evidence.audit.table.rename_axis("audit_row"))
+            groups["evidence_audit"] = audit.assign_attrs(source=evidence.audit.source)
         tree = xr.DataTree.from_dict(groups)
         tree.attrs = {
             "bayes_eval_version": package_version(),
@@ -420,6 +429,18 @@ class Posterior:
             text[name] = np.full(shape, "", dtype=object)
             text[name][i, j] = getattr(estimates, name)
         pair = (AGENT, TASK)
+        graded = {}
+        if estimates.grader is not None:
+            from bayes_eval.exact.builders import GRADER_SHAPES
+
+            grader = np.full(shape, "", dtype=object)
+            grader[i, j] = estimates.grader
+            shapes = np.full(shape + (len(GRADER_SHAPES),), np.nan)
+            shapes[i, j] = estimates.grader_shapes
+            graded = {
+                "grader": (pair, grader.astype(str)),
+                "grader_shapes": (pair + (GRADER_SHAPE,), shapes),
+            }
         conjugate = xr.Dataset(
             {
                 "alpha": (pair + (RUN, FACTOR), alpha),
@@ -428,6 +449,7 @@ class Posterior:
                 "cp_successes": (pair, cp[..., 0]),
                 "cp_trials": (pair, cp[..., 1]),
                 **{name: (pair, values.astype(str)) for name, values in text.items()},
+                **graded,
             },
             coords={
                 AGENT: agents,
@@ -436,6 +458,10 @@ class Posterior:
                 FACTOR: np.arange(1, n_factors + 1),
             },
         )
+        if graded:
+            from bayes_eval.exact.builders import GRADER_SHAPES
+
+            conjugate = conjugate.assign_coords({GRADER_SHAPE: list(GRADER_SHAPES)})
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
     def attach(self, derivation: Derivation) -> None:
@@ -474,7 +500,34 @@ class Posterior:
         """The exact posterior of ``P`` at array position ``(i, j)``, or None."""
         if not self.has_exact_posterior(i, j):
             return None
+        graded = self.graded_at(i, j)
+        if graded is not None:
+            return graded.product()
         return beta_product(self.values("alpha")[i, j], self.values("beta")[i, j])
+
+    @functools.cached_property
+    def graded_positions(self) -> np.ndarray:
+        """Agents x tasks, True where an exact posterior is over counts a grader that errs
+        scored (``bayes_eval.exact.graded``)."""
+        if "grader" not in self._tree["conjugate"]:
+            return np.zeros(self.values("method").shape, dtype=bool)
+        return self.exact_positions & (self.values("grader") != "")
+
+    def graded_at(self, i: int, j: int) -> GradedRate | None:
+        """The graded posterior of ``P`` at ``(i, j)`` (``graded_positions``), or None."""
+        if not self.graded_positions[i, j]:
+            return None
+        from bayes_eval.exact.graded import graded_rate
+
+        prior = self.spec.priors["end_to_end"]
+        s1, s2, c1, c2 = self.values("grader_shapes")[i, j]
+        return graded_rate(
+            int(self.values("cp_successes")[i, j]),
+            int(self.values("cp_trials")[i, j]),
+            (prior.alpha, prior.beta),
+            (s1, s2),
+            (c1, c2),
+        )
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``),
@@ -591,11 +644,16 @@ def read_posterior(path: PathLike) -> Posterior:
     if "evidence_clusters" in tree:
         clusters = tree["evidence_clusters"].to_dataset().to_dataframe().reset_index(drop=True)
         clusters = clusters[list(CLUSTER_COLUMNS)]
+    audit = None
+    if "evidence_audit" in tree:
+        stored = tree["evidence_audit"]
+        audit = Audit(stored.to_dataset().to_dataframe(), str(stored.attrs["source"]))
     evidence = Evidence(
         table=table[[*TABLE_COLUMNS, *kept]],
         source=str(attrs["evidence_source"]),
         kept=kept,
         clusters=clusters,
+        audit=audit,
     )
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")

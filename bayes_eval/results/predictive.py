@@ -86,7 +86,9 @@ def _cells(posterior, post):
             posterior.values("method")[i, j] == END_TO_END  # the chain's end-to-end rung
         )
         if row.method == END_TO_END and explains_e2e:
-            draws = post["p_task"].values[:, :, i, j]
+            # a graded count's rate: the chance a run is graded a success (exact.graded)
+            graded = "p_graded" in post and not np.isnan(post["p_graded"].values[0, 0, i, j])
+            draws = post["p_graded" if graded else "p_task"].values[:, :, i, j]
             index = ""
         elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
             draws = factors["p_milestone"].get(cell_label("p_milestone", *pair, row.step))
@@ -134,8 +136,9 @@ def predictive_checks(posterior) -> pd.DataFrame:
     """One row per observed cell: observed and replicated rates, the mid-p value, a flag.
 
     Exact models need no draws: each cell's rate has a Beta posterior, so its replicated
-    count is Beta-Binomial and the p-value is closed-form. MCMC fits average the
-    binomial tail over their draws.
+    count is Beta-Binomial and the p-value is closed-form; a count an audited grader
+    scored, and MCMC fits, average the binomial tail over their draws (of the rate a run
+    is graded a success, ``p_graded``, for the first).
     """
     if posterior.is_mcmc:
         rows = []
@@ -163,6 +166,14 @@ def predictive_checks(posterior) -> pd.DataFrame:
         above = np.where(point, 0.0, beta_binomial_sf(k, n, a, safe_b))
         equal = np.where(point, 1.0, stats.betabinom.pmf(k, n, a, safe_b))
         mean = np.where(point, 1.0, a / (a + safe_b))
+        graded = np.flatnonzero(cells["graded"].to_numpy())
+        if graded.size:  # the grader's rate q, from draws of the joint posterior
+            q = posterior.draws["p_graded"].values
+            at = zip(graded, cells["i"].iloc[graded], cells["j"].iloc[graded], strict=True)
+            for cell, i, j in at:
+                draws = q[:, :, i, j].ravel()
+                above[cell], equal[cell] = _tails(int(k[cell]), int(n[cell]), draws)
+                mean[cell] = draws.mean()
         names = ["agent", "task", "method", "index", "successes", "trials"]
         columns = [cells[name].to_numpy() for name in names] + [mean, above, equal]
     if not columns or not len(columns[0]):
@@ -240,9 +251,10 @@ def _clustered(sizes, p, phi, rng) -> np.ndarray:
 def _exact_cells(posterior) -> pd.DataFrame:
     """Every cell an exact model explains, one row per evidence row in the table's order:
     ``agent``, ``task``, ``method``, ``index`` (its position, ``position_of``),
-    ``successes``, ``trials``, and the shapes ``alpha``, ``beta`` of its rate's posterior.
-    A row of a pair with a point value or no estimate, or of another rung of the chain than
-    the one the pair rests on, is no cell."""
+    ``successes``, ``trials``, and the shapes ``alpha``, ``beta`` of its rate's posterior
+    (NaN where it is ``graded``, a count an audited grader scored), and its pair's
+    position ``i``, ``j``. A row of a pair with a point value or no estimate, or of another
+    rung of the chain than the one the pair rests on, is no cell."""
     table = posterior.evidence.table
     i = pd.Index(posterior.coords[AGENT]).get_indexer(table["agent"])
     j = pd.Index(posterior.coords[TASK]).get_indexer(table["task"])
@@ -270,7 +282,8 @@ def _exact_cells(posterior) -> pd.DataFrame:
     )
     a = posterior.values("alpha")[i, j, run, slot]
     b = posterior.values("beta")[i, j, run, slot]
-    kept = ~np.isnan(a)  # the model did not use the others (e.g. another rung of the chain)
+    graded = posterior.graded_positions[i, j] & (method == END_TO_END)
+    kept = ~np.isnan(a) | graded  # not the others (e.g. another rung of the chain)
     return pd.DataFrame(
         {
             "agent": cells["agent"].to_numpy()[kept],
@@ -281,6 +294,9 @@ def _exact_cells(posterior) -> pd.DataFrame:
             "trials": cells["trials"].to_numpy()[kept],
             "alpha": a[kept],
             "beta": b[kept],
+            "i": i[kept],
+            "j": j[kept],
+            "graded": graded[kept],
         }
     )
 
@@ -308,7 +324,9 @@ def exact_log_predictive(posterior):
     """Each observed cell's ``elpd_loo`` (``exact_loo``) and, beside it, its in-sample
     log predictive density ``lppd``: ``BetaBinomial(k | n, a, b)`` under the cell's
     posterior ``Beta(a, b)`` (the binomial at the point mass its draws take where a
-    shape is 0), both in closed form, over ``exact_loo``'s ``cell`` dimension."""
+    shape is 0), both in closed form, over ``exact_loo``'s ``cell`` dimension. A count
+    an audited grader scored has its marginal likelihood as ``elpd_loo`` (exact) and its
+    ``lppd`` from the joint posterior's draws."""
     import xarray as xr
 
     cells = _exact_cells(posterior)
@@ -321,12 +339,18 @@ def exact_log_predictive(posterior):
     a0 = cells["method"].map({m: prior.alpha for m, prior in priors.items()}).to_numpy(dtype=float)
     b0 = cells["method"].map({m: prior.beta for m, prior in priors.items()}).to_numpy(dtype=float)
     keys = list(zip(cells["method"], cells["agent"], cells["task"], cells["index"], strict=True))
+    elpd_loo = _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)
+    lppd = _beta_binomial_logpmf(k, n, a, b, improper=None)
+    for cell in np.flatnonzero(cells["graded"].to_numpy()):
+        # left out: the graded count's marginal, the grader's audit kept (exact.graded);
+        # in sample: the binomial at the joint posterior's draws of q
+        i, j = cells["i"].iloc[cell], cells["j"].iloc[cell]
+        elpd_loo[cell] = posterior.graded_at(i, j).log_evidence
+        q = posterior.draws["p_graded"].values[:, :, i, j].ravel()
+        log_pmf = stats.binom.logpmf(k[cell], n[cell], q)
+        lppd[cell] = special.logsumexp(log_pmf) - np.log(q.size)
     return xr.Dataset(
-        {
-            "elpd_loo": ("cell", _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)),
-            "lppd": ("cell", _beta_binomial_logpmf(k, n, a, b, improper=None)),
-        },
-        coords=cell_coords(keys),
+        {"elpd_loo": ("cell", elpd_loo), "lppd": ("cell", lppd)}, coords=cell_coords(keys)
     )
 
 

@@ -145,7 +145,8 @@ def _exact_columns(posterior, table, at, estimated, level, tau) -> None:
     beta = posterior.values("beta")[at][cells]
     present = ~np.isnan(alpha)
     proper = present & (beta > 0)  # b = 0: a point mass at 1, out of the product
-    simple = (present.any(axis=2).sum(axis=1) == 1) & (proper.sum(axis=(1, 2)) <= 1)
+    graded = posterior.graded_positions[at][cells]  # a mixture over the true count
+    simple = (present.any(axis=2).sum(axis=1) == 1) & (proper.sum(axis=(1, 2)) <= 1) & ~graded
     # a point mass at 1 unless said otherwise below
     x_quantiles = np.zeros((cells.size, probs.size))
     x_cdfs = np.broadcast_to(x_points >= 0, (cells.size, x_points.size)).astype(float)
@@ -162,7 +163,12 @@ def _exact_columns(posterior, table, at, estimated, level, tau) -> None:
     sd[one] = mean[one] * np.sqrt(np.expm1(np.log1p(b / (a * (a + b + 1)))))
     engine[one] = "beta"
     rest = np.flatnonzero(~simple)
-    products = [beta_product(alpha[n], beta[n]) for n in rest]
+    products = [
+        posterior.product_at(at[0][cells[n]], at[1][cells[n]])
+        if graded[n]
+        else beta_product(alpha[n], beta[n])
+        for n in rest
+    ]
     solved = summarise_products(products, probs, x_points)
     for n, product, summary in zip(rest, products, solved, strict=True):
         x_quantiles[n], x_cdfs[n] = summary.x_quantiles, summary.x_cdf
@@ -190,6 +196,7 @@ def _quantile_engine(engine: str, error: float) -> str:
     how = {
         "point": "exact",
         "beta": "exact",
+        "mixture": "exact, over the grader's error",
         "saddlepoint": f"error <= {error:.0e} in P and 1 - P, validated against mpmath",
         "grid": f"error ~ {error:.0e} in P and 1 - P, from refining the grid",
     }[engine]

@@ -1,0 +1,300 @@
+"""`fit --audit`: a grader's audit carried into an exact end-to-end fit, from the command
+line and the Python API, checked against integrals over ``p``, ``se`` and ``sp`` computed
+here (``tests/test_grader.py``'s references), against scipy, and for bad input."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, optimize, special, stats
+from test_grader import LEVEL, reference_cdf, reference_density
+
+import bayes_eval
+from bayes_eval.cli.main import main
+from bayes_eval.errors import InputError
+from bayes_eval.results.predictive import exact_log_predictive
+from bayes_eval.specs import shipped_specs
+
+# The issue's two cells, each scored by its own judge: 3 of 400 graded successes by a
+# judge that detected 34 of 40 audited successes and raised 2 false alarms in 260 audited
+# failures; 0 of 2,000 by one that detected 45 of 50 and raised none in 500.
+EVIDENCE = (
+    "agent,task,method,successes,trials,grader\n"
+    "a,t1,end_to_end,3,400,judge-1\n"
+    "a,t2,end_to_end,0,2000,judge-2\n"
+)
+AUDIT = (
+    "grader,truth,graded,runs\n"
+    "judge-1,1,1,34\njudge-1,1,0,6\njudge-1,0,0,258\njudge-1,0,1,2\n"
+    "judge-2,1,1,45\njudge-2,1,0,5\njudge-2,0,0,500\n"
+)
+# (graded, runs, prior, Beta of se, Beta of sp) of each cell: uniform priors + audit
+CASES = {
+    "t1": (3, 400, (1, 1), (35, 7), (259, 3)),
+    "t2": (0, 2000, (1, 1), (46, 6), (501, 1)),
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("graded")
+    (folder / "evidence.csv").write_text(EVIDENCE)
+    (folder / "audit.csv").write_text(AUDIT)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def posterior(files):
+    return bayes_eval.fit(files / "evidence.csv", "end_to_end", audit=files / "audit.csv")
+
+
+def run(capsys, *args):
+    status = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def reference_bound(case):
+    """The 97.5% quantile of the independent integral (``reference_cdf``), by root finding."""
+    return optimize.brentq(lambda x: reference_cdf(x, *case) - LEVEL, 1e-6, 0.2, xtol=1e-12)
+
+
+def test_the_command_line_bounds_are_the_integral_over_p_se_and_sp(files, capsys):
+    """The issue's cases: each bound within 1% of the independent integral (it is within
+    1e-9 of it, ``test_grader``); false alarms lower t1's bound below the Beta's that
+    takes the judge as perfect, and t2's possible misses raise its bound."""
+    status, out, _ = run(
+        capsys, "fit", files / "evidence.csv", "--model", "end_to_end",
+        "--audit", files / "audit.csv", "--format", "csv",
+    )  # fmt: skip
+    assert status == 0
+    summary = pd.read_csv(pd.io.common.StringIO(out)).set_index("task")
+    for task, case in CASES.items():
+        upper = summary.loc[task, "upper"]
+        assert upper == pytest.approx(reference_bound(case), rel=1e-6)
+        k, n = case[:2]
+        perfect = stats.beta.ppf(LEVEL, 1 + k, 1 + n - k)
+        assert (upper < perfect) if task == "t1" else (upper > perfect)
+    assert summary.loc["t1", "upper"] == pytest.approx(0.0205, abs=5e-5)
+    assert summary.loc["t2", "upper"] == pytest.approx(0.00210, abs=5e-6)
+    provenance = summary.loc["t1", "provenance"]
+    assert "graded by judge-1: sensitivity 0.83 (0.71-0.93)" in provenance
+    assert "specificity 0.989 (0.973-0.998) from 300 audited runs" in provenance
+    assert "grader" in summary.columns and summary.loc["t2", "grader"] == "judge-2"
+
+
+def test_the_mean_sd_and_probability_above_are_the_integrals(posterior):
+    """Moments and ``P(P > tau)`` of each cell against quadrature of the reference
+    density."""
+    summary = posterior.summary(threshold=0.01).set_index("task")
+    for task, case in CASES.items():
+        density = reference_density(*case)
+        mass = integrate.quad(density, 0, 1, epsabs=0, epsrel=1e-12, limit=500)[0]
+
+        def moment(power, density=density, mass=mass):
+            value = integrate.quad(
+                lambda p: p**power * density(p), 0, 1, epsabs=0, epsrel=1e-12, limit=500
+            )[0]
+            return value / mass
+
+        mean = moment(1)
+        assert summary.loc[task, "mean"] == pytest.approx(mean, rel=1e-8)
+        assert summary.loc[task, "sd"] == pytest.approx(np.sqrt(moment(2) - mean**2), rel=1e-6)
+        above = 1.0 - reference_cdf(0.01, *case)
+        assert summary.loc[task, "prob_above"] == pytest.approx(above, rel=1e-6, abs=1e-12)
+
+
+def test_draws_follow_the_mixture_and_the_rate_graded(posterior):
+    """``p_task``'s draws of a graded cell follow its exact CDF (Kolmogorov-Smirnov), and
+    ``p_graded``, the chance a run is graded a success, has the mean the joint posterior
+    gives by quadrature: ``E[q] = E[se p + (1 - sp)(1 - p)]``, each term integrated over
+    ``se`` and ``sp`` on the Gauss-Jacobi nodes of the reference."""
+    draws = posterior.draws
+    i = posterior.coords["agent"].index("a")
+    for task, case in CASES.items():
+        j = posterior.coords["task"].index(task)
+        p = draws["p_task"].values[:, :, i, j].ravel()
+        graded = posterior.graded_at(i, j)
+        assert stats.kstest(p, np.vectorize(graded.cdf)).pvalue > 1e-3
+        q = draws["p_graded"].values[:, :, i, j].ravel()
+        assert q.mean() == pytest.approx(_mean_q(*case), rel=5 * q.std() / q.mean() / 60)
+    assert "description" in draws["p_graded"].attrs
+
+
+def _mean_q(k, n, prior, se, sp, nodes=200):
+    """``E[q | data]`` by quadrature: the joint density of ``p, se, sp`` is the prior times
+    ``q^k (1 - q)^(n - k)``, integrated on Gauss-Jacobi nodes in ``se``, ``sp`` and
+    Gauss-Legendre in ``p`` (split where the density has its mass)."""
+
+    def rule(shape):
+        x, w = special.roots_jacobi(nodes, shape[1] - 1, shape[0] - 1)
+        return (1 + x) / 2, w / w.sum()
+
+    e, we = rule(se)
+    s, ws = rule(sp)
+    x, wx = special.roots_legendre(400)
+    edges = np.array([0.0, 0.002, 0.01, 0.05, 1.0])
+    total = weighted = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        p = lo + (hi - lo) * (x + 1) / 2
+        wp = wx * (hi - lo) / 2 * stats.beta.pdf(p, *prior)
+        q = e[:, None, None] * p + (1 - s[None, :, None]) * (1 - p)
+        like = np.exp(k * np.log(q) + (n - k) * np.log1p(-q))
+        weight = we[:, None, None] * ws[None, :, None] * wp[None, None, :] * like
+        total += weight.sum()
+        weighted += (weight * q).sum()
+    return weighted / total
+
+
+def test_the_left_out_cell_predictive_is_the_graded_count_marginal(posterior):
+    """``elpd_loo`` of a graded cell is ``log P(k | n)``: the binomial coefficient times the
+    reference density's mass, by quadrature."""
+    loo = exact_log_predictive(posterior)["elpd_loo"]
+    for task, case in CASES.items():
+        k, n = case[:2]
+        density = reference_density(*case)
+        mass = integrate.quad(density, 0, 1, epsabs=0, epsrel=1e-12, limit=500)[0]
+        expected = np.log(mass) + np.log(special.comb(n, k, exact=True))
+        assert float(loo.sel(task=task).item()) == pytest.approx(expected, rel=1e-6)
+
+
+def test_pass_at_k_of_a_graded_cell_is_the_integral(posterior):
+    """pass@k and pass^k means at k = 10 against quadrature of the reference density."""
+    attempts = posterior.attempts([10]).set_index("task")
+    for task, case in CASES.items():
+        density = reference_density(*case)
+        mass = integrate.quad(density, 0, 1, epsabs=0, epsrel=1e-12, limit=500)[0]
+
+        def mean_of(f, density=density, mass=mass):
+            value = integrate.quad(
+                lambda p: f(p) * density(p), 0, 1, epsabs=0, epsrel=1e-12, limit=500
+            )[0]
+            return value / mass
+
+        at_least = mean_of(lambda p: -np.expm1(10 * np.log1p(-p)))
+        assert attempts.loc[task, "pass_at_mean"] == pytest.approx(at_least, rel=1e-6)
+        assert attempts.loc[task, "pass_all_mean"] == pytest.approx(
+            mean_of(lambda p: p**10), rel=1e-5
+        )
+
+
+def test_the_run_folder_keeps_the_audit_and_reads_back_the_same(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["fit", files / "evidence.csv", "--model", "end_to_end", "--out", out, "--quiet"]
+    status, _, _ = run(capsys, *args, "--audit", files / "audit.csv")
+    assert status == 0
+    again = bayes_eval.load_posterior(out)
+    assert again.evidence.audit.graders == ["judge-1", "judge-2"]
+    assert "evidence_audit" in again.tree
+    written = pd.read_csv(out / "summary.csv")
+    columns = ["task", "mean", "sd", "lower", "median", "upper", "provenance"]
+    read = again.summary().reset_index(drop=True)[columns]
+    pd.testing.assert_frame_equal(read, written[columns], rtol=1e-12)
+    ppc = pd.read_csv(out / "ppc.csv")
+    assert sorted(ppc["task"]) == ["t1", "t2"]  # graded cells are checked too
+    manifest = json.loads((out / "bayes-eval-run.json").read_text())
+    assert "posterior.nc" in json.dumps(manifest)
+
+
+def test_one_grader_and_no_grader_column_scores_every_row(tmp_path):
+    """An audit of one grader, and a table without a ``grader`` column: that grader scored
+    every row. A blank ``grader`` names a row a trusted grader scored."""
+    (tmp_path / "audit.csv").write_text("truth,graded,runs\n1,1,34\n1,0,6\n0,0,258\n0,1,2\n")
+    plain = pd.DataFrame(
+        {"task": ["t1"], "method": ["end_to_end"], "successes": [3], "trials": [400]}
+    )
+    fit = bayes_eval.fit(plain, "end_to_end", audit=tmp_path / "audit.csv")
+    assert fit.summary()["upper"].iloc[0] == pytest.approx(reference_bound(CASES["t1"]), rel=1e-6)
+    trusted = plain.assign(grader=[""])
+    fit = bayes_eval.fit(trusted, "end_to_end", audit=tmp_path / "audit.csv")
+    assert fit.summary()["upper"].iloc[0] == pytest.approx(stats.beta.ppf(LEVEL, 4, 398))
+
+
+def test_the_spec_sets_the_graders_priors(files, tmp_path):
+    """``[grader.specificity]`` in the spec: its prior is added to the audit's counts."""
+    spec = shipped_specs()["end_to_end"].read_text()
+    spec += (
+        '\n[grader.specificity]\ndist = "Beta"\nalpha = 1.0\nbeta = 0.1\n'
+        'reason = "a judge that rarely raises a false alarm"\n'
+    )
+    (tmp_path / "spec.toml").write_text(spec)
+    fit = bayes_eval.fit(files / "evidence.csv", tmp_path / "spec.toml", audit=files / "audit.csv")
+    shapes = fit.values("grader_shapes")[0]
+    assert shapes[1].tolist() == [46, 6, 501, 0.1]
+    assert fit.spec.grader["specificity"].params == {"alpha": 1.0, "beta": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("evidence", "audit", "message"),
+    [
+        (EVIDENCE.replace("judge-2", "judge-3"), AUDIT, "row 3, column grader: grader 'judge-3' "
+         "has no audit in .*audit.csv \\(graders audited: judge-1, judge-2\\)"),
+        (EVIDENCE.replace(",grader", "").replace(",judge-1", "").replace(",judge-2", ""), AUDIT,
+         "the audit .*audit.csv has graders judge-1, judge-2, and the table no grader column"),
+        (EVIDENCE, AUDIT.replace("judge-1,0,1,2", "judge-1,0,2,2"),
+         "audit.csv: row 5, column graded: '2' is not 0/1 or true/false"),
+        (EVIDENCE + "a,t1,end_to_end,1,10,judge-2\n", AUDIT,
+         "row 2, column grader: the runs of agent 'a' on task 't1' were scored by several"),
+    ],
+)  # fmt: skip
+def test_bad_audits_are_one_line_and_nothing_is_written(tmp_path, capsys, evidence, audit, message):
+    (tmp_path / "evidence.csv").write_text(evidence)
+    (tmp_path / "audit.csv").write_text(audit)
+    out = tmp_path / "run"
+    args = ["fit", tmp_path / "evidence.csv", "--model", "end_to_end", "--out", out]
+    status, stdout, err = run(capsys, *args, "--sum-duplicates", "--audit", tmp_path / "audit.csv")
+    assert status == 2 and not stdout and not out.exists()
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+
+
+def test_a_model_that_does_not_carry_the_graders_error_refuses_the_audit(files):
+    with pytest.raises(InputError, match="model phuong2024 .* does not carry a grader's error"):
+        bayes_eval.fit(files / "evidence.csv", "phuong2024", audit=files / "audit.csv")
+
+
+def test_the_floor_is_the_limit_of_many_runs_at_the_false_alarm_rate():
+    """The grader's floor (20,000 runs graded at its mean false-alarm rate ``q0``) lies at
+    most 5% above its limit in infinitely many runs, where ``q0 = se p + FA (1 - p)`` holds
+    exactly: then ``p = (q0 - FA) / (se - FA)``, and ``(se, FA)`` have their audit's Betas
+    times the Jacobian ``1 / (se - FA)`` on ``FA < q0 < se`` (uniform prior of ``p``);
+    the limit's quantile from a million weighted draws."""
+    from bayes_eval.exact.graded import false_alarm_floor
+
+    sensitivity, specificity = (55, 7), (240, 2)
+    floor = false_alarm_floor((1, 1), sensitivity, specificity, LEVEL)
+    rng = np.random.default_rng(0)
+    se = rng.beta(*sensitivity, 1_000_000)
+    alarm = rng.beta(specificity[1], specificity[0], 1_000_000)
+    q0 = specificity[1] / sum(specificity)
+    inside = (alarm < q0) & (q0 < se)
+    p = (q0 - alarm[inside]) / (se[inside] - alarm[inside])
+    weight = 1.0 / (se[inside] - alarm[inside])
+    order = np.argsort(p)
+    cumulative = np.cumsum(weight[order]) / weight.sum()
+    limit = p[order][np.searchsorted(cumulative, LEVEL)]
+    assert limit <= floor <= 1.05 * limit
+
+
+def test_the_report_sets_each_bound_beside_the_perfect_graders(files, tmp_path):
+    """The report's grader section: each graded pair's bound, the Beta bound of the same
+    count were the grader perfect (scipy), and the grader's floor."""
+    done = bayes_eval.run(
+        files / "evidence.csv",
+        "end_to_end",
+        audit=files / "audit.csv",
+        out=tmp_path / "run",
+        threshold=0.01,
+    )
+    assert not done.checks.failed
+    report = (tmp_path / "run" / "report.md").read_text()
+    section = report.split("## How much of each bound is the grader")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| a ")]
+    assert [row[1] for row in rows] == ["t1", "t2"]
+    for row, case in zip(rows, CASES.values(), strict=True):
+        k, n = case[:2]
+        assert float(row[5]) == pytest.approx(stats.beta.ppf(LEVEL, 1 + k, 1 + n - k), rel=1e-3)
+        assert float(row[4]) == pytest.approx(reference_bound(case), rel=1e-3)
+    assert "graded by judge-1 (its audited errors in the bound)" in report
