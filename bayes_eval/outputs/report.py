@@ -21,6 +21,7 @@ from bayes_eval.constants import BASIS_MODEL, BASIS_OWN, END_TO_END
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
+from bayes_eval.outputs.grading import grader_sections
 from bayes_eval.outputs.pages import html_page, markdown
 from bayes_eval.outputs.verdicts import (
     VERDICT_COLUMNS,
@@ -356,6 +357,7 @@ def _sections(posterior, table, checks, threshold, level, order, basis):
         ("pairs", _pairs(posterior, table, threshold, level)),
         ("h2", "Provenance"),
         ("list", _provenance(table)),
+        *grader_sections(posterior, table, level),
     ]
     compared = milestone_comparison(posterior, table, level, checks.milestone_method, assumption)
     if len(compared):

@@ -233,6 +233,9 @@ def sentence(row, threshold: float, level: float) -> str:
         value = f"point value {_share(row.mean)}" if pd.notna(row.mean) else "no estimate"
         return f"{head}{value}, no credible bound; {row.verdict} at {tau}."
     bound = f"at most {_share(row.upper)} ({100 * level:g}% credible)"
+    grader = getattr(row, "grader", "")
+    if isinstance(grader, str) and grader:
+        bound += f", graded by {grader} (its audited errors in the bound)"
     text = f"{head}{bound}, estimate {_share(row.mean)}"
     if row.verdict == UNRELIABLE:
         return f"{text}; unreliable: {row.reason}."

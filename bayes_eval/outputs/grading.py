@@ -1,0 +1,77 @@
+"""The report's section on the grader: how much of each bound is the grader's error.
+
+Where an audited grader scored a pair's runs (``bayes_eval.exact.graded``), its bound is
+set beside the bound the same runs would give were the grader perfect, and beside the
+grader's floor (``false_alarm_floor``): the bound no number of runs takes below while their
+graded successes could all be false alarms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bayes_eval.results.summary import format_number
+
+__all__ = ["grader_sections", "grader_table"]
+
+GRADER_TEXT = (
+    "The grader that scored these runs errs: it misses some true successes (its "
+    "sensitivity) and calls some failures successes (one minus its specificity), both "
+    "measured on its audit and integrated out of every bound. Beside each bound: the bound "
+    "the same runs would give were the grader perfect, and the grader's floor, the bound "
+    "that runs whose graded successes all fit its false-alarm rate keep however many there "
+    "are; below the floor only a larger audit, not more runs, lowers a bound."
+)
+
+
+def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
+    """Per pair an audited grader scored: its grader and graded count, its upper bound,
+    the bound with the grader taken as perfect, their difference, and the grader's floor
+    (empty where no grader errs)."""
+    from bayes_eval.exact.graded import false_alarm_floor
+
+    graded = posterior.graded_positions
+    if not graded.any():
+        return pd.DataFrame()
+    prior = posterior.spec.priors["end_to_end"]
+    agents, tasks = posterior.coords["agent"], posterior.coords["task"]
+    upper = table.set_index(["agent", "task"])["upper"]
+    floors: dict[tuple, float] = {}
+    rows = []
+    for i, j in np.argwhere(graded):
+        k = int(posterior.values("cp_successes")[i, j])
+        n = int(posterior.values("cp_trials")[i, j])
+        shapes = tuple(posterior.values("grader_shapes")[i, j].tolist())
+        if shapes not in floors:
+            floors[shapes] = false_alarm_floor(
+                (prior.alpha, prior.beta), shapes[:2], shapes[2:], level
+            )
+        perfect = stats.beta.ppf(level, prior.alpha + k, prior.beta + n - k)
+        bound = upper[(agents[i], tasks[j])]
+        rows.append(
+            {
+                "agent": agents[i],
+                "task": tasks[j],
+                "grader": posterior.values("grader")[i, j],
+                "graded": f"{k}/{n}",
+                f"upper ({level:g})": format_number(bound),
+                "grader taken as perfect": format_number(perfect),
+                "the grader's share": format_number(bound - perfect),
+                "grader's floor": format_number(floors[shapes]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
+    """The report's section (``(kind, payload)`` pairs), empty where no grader errs."""
+    graded = grader_table(posterior, table, level)
+    if not len(graded):
+        return []
+    return [
+        ("h2", "How much of each bound is the grader"),
+        ("p", GRADER_TEXT),
+        ("table", graded),
+    ]
