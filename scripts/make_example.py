@@ -10,6 +10,9 @@ files are reproducible.
   the milestones miss); the true rates are in data/example_pooled_truth.csv and 200 new
   end-to-end runs per task, ground truth for ``bayes-eval calibrate``, in
   data/example_pooled_heldout.csv.
+* data/example_graded.csv and data/example_audit.csv: end-to-end runs scored by two
+  graders that err, with known sensitivity and specificity, and their audit (runs a human
+  scored again), for ``bayes-eval fit --audit``; the true rates are ``GRADED_TRUTH``.
 """
 
 from pathlib import Path
@@ -90,6 +93,56 @@ def pooled() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.DataFrame(truth)
 
 
+GRADED_SEED = 20241125
+GRADED_RUNS = 200
+# grader -> (sensitivity, specificity, audited true successes, audited true failures)
+GRADERS = {"llm-judge": (0.85, 0.995, 60, 240), "unit-tests": (0.98, 0.999, 30, 70)}
+# task -> (true end-to-end rate, the grader that scores its runs), all of agent-a's
+GRADED_TRUTH = {
+    "recon": (0.30, "unit-tests"),
+    "phishing_kit": (0.10, "llm-judge"),
+    "lateral_movement": (0.02, "llm-judge"),
+    "persistence": (0.005, "llm-judge"),
+    "exfiltration": (0.001, "llm-judge"),
+    "self_replication": (0.0, "unit-tests"),
+}
+
+
+def graded() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """GRADED_RUNS runs per task, each graded: a true success is called one with the
+    grader's sensitivity, a true failure with one minus its specificity; and each
+    grader's audit, as counts of (truth, graded)."""
+    rng = np.random.default_rng(GRADED_SEED)
+    rows = []
+    for task, (rate, grader) in GRADED_TRUTH.items():
+        sensitivity, specificity = GRADERS[grader][:2]
+        true = rng.binomial(GRADED_RUNS, rate)
+        called = rng.binomial(true, sensitivity) + rng.binomial(GRADED_RUNS - true, 1 - specificity)
+        rows.append(
+            dict(
+                agent="agent-a",
+                task=task,
+                method="end_to_end",
+                successes=called,
+                trials=GRADED_RUNS,
+                grader=grader,
+            )
+        )
+    audit = []
+    for grader, (sensitivity, specificity, positives, negatives) in GRADERS.items():
+        detected = rng.binomial(positives, sensitivity)
+        alarms = rng.binomial(negatives, 1 - specificity)
+        for truth, called, runs in (
+            (1, 1, detected),
+            (1, 0, positives - detected),
+            (0, 0, negatives - alarms),
+            (0, 1, alarms),
+        ):
+            if runs:
+                audit.append(dict(grader=grader, truth=truth, graded=called, runs=runs))
+    return pd.DataFrame(rows), pd.DataFrame(audit)
+
+
 def held_out(truth: pd.DataFrame) -> pd.DataFrame:
     """Ground truth for calibration: HELD_OUT_TRIALS new end-to-end runs of every task."""
     rng = np.random.default_rng(HELD_OUT_SEED)
@@ -111,6 +164,10 @@ def main() -> None:
     truth.to_csv(data / "example_pooled_truth.csv", index=False)
     held_out(truth).to_csv(data / "example_pooled_heldout.csv", index=False)
     print(f"wrote {data / 'example_pooled.csv'} ({len(table)} rows), its truth and held-out runs")
+    runs, audit = graded()
+    runs.to_csv(data / "example_graded.csv", index=False)
+    audit.to_csv(data / "example_audit.csv", index=False)
+    print(f"wrote {data / 'example_graded.csv'} and its audit, {data / 'example_audit.csv'}")
     rng = np.random.default_rng(SEED)
     rows = []
     for agent, tasks in TRUTH.items():
