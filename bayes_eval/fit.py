@@ -228,21 +228,26 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
 
 # The models that carry a grader's error into their bounds so far.
-GRADED_MODELS = ("end_to_end",)
+GRADED_MODELS = ("end_to_end", "end_to_end_pooled")
 
 
 def _check_graded(evidence: Evidence, spec) -> None:
-    """Refuse an audited grader's evidence to a model that does not yet carry its error,
-    or under an improper prior (the grader's mixture needs a proper one)."""
+    """Refuse an audited grader's evidence to a model that does not yet carry its error
+    (every end-to-end model, exact or pooled across tasks, but one with tasks never
+    solved, or with runs in clusters), or under an improper prior (the grader's mixture
+    needs a proper one)."""
     if evidence.audit is None:
         return
-    if spec.kind not in GRADED_MODELS or not spec.exact:
+    carried = spec.kind == "end_to_end" and model_of(spec).family != CROSSED
+    if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
+        why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(
-            f"audit: model {spec.name} ({spec.kind}/{spec.pooling}) does not carry a "
-            f"grader's error into its bounds yet; fit {', '.join(GRADED_MODELS)}, which does"
+            f"audit: model {spec.name} ({spec.kind}/{spec.pooling}{', ' * bool(why)}{why}) "
+            "does not carry a grader's error into its bounds yet; fit "
+            f"{', '.join(GRADED_MODELS)}, which do"
         )
-    prior = spec.priors["end_to_end"]
-    if not (prior.alpha > 0 and prior.beta > 0):
+    prior = spec.priors.get("end_to_end")
+    if prior is not None and not (prior.alpha > 0 and prior.beta > 0):
         raise InputError(
             f"audit: {spec.source}: the end_to_end prior {prior.label()} is improper; a "
             "grader's error is integrated out under a proper prior (Beta(1, 1))"

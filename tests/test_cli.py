@@ -261,7 +261,8 @@ def test_example_names_shipped_datasets(capsys):
     status, out, _ = run(capsys, "example", "mats2024_counts")
     assert status == 0 and out.strip().endswith("mats2024_counts.csv")
     status, out, err = run(capsys, "example", "nope")
-    assert status == 2 and out == "" and "no dataset 'nope'; shipped: example_evidence" in err
+    assert status == 2 and out == "" and "no dataset 'nope'; shipped: example_audit, " in err
+    assert "example_evidence" in err and "mats2024_counts" in err
 
 
 POOLED = str(example_evidence().parent / "example_pooled.csv")

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bayes_eval.constants import CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
 from bayes_eval.pooled.clusters import ClusterTerms, cluster_terms
 from bayes_eval.registry import model_of
+
+if TYPE_CHECKING:
+    from bayes_eval.pooled.grading import Grading
 
 __all__ = [
     "Form",
@@ -50,7 +54,9 @@ class Layout:
     End-to-end counts per pair are ``e2e_k``, ``e2e_n`` (``n = 0``: none).
     Where runs are clustered, ``clusters`` holds the terms of each rate's marginal
     (``bayes_eval.pooled.clusters``): the rates are the pairs (end-to-end) or the milestone cells;
-    ``cluster_rows`` are the rows of ``Evidence.clusters`` they come from.
+    ``cluster_rows`` are the rows of ``Evidence.clusters`` they come from. Where an
+    audited grader scored the end-to-end runs, ``grading`` holds its terms
+    (``bayes_eval.pooled.grading``).
     """
 
     agents: list
@@ -67,6 +73,7 @@ class Layout:
     runs: list
     clusters: ClusterTerms | None = None
     cluster_rows: np.ndarray | None = None
+    grading: Grading | None = None
 
     @cached_property
     def pair_task(self) -> np.ndarray:

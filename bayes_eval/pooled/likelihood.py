@@ -23,6 +23,9 @@ given the draw of the hyperparameters, the sum of the terms the model conditions
   milestone counts binomial given them, and the end-to-end count given their product
   with the bypass summed out (``bypass_terms``).
 
+Where an audited grader scored a pair's runs, its value is the log probability of its
+graded count, its rate and true count summed out (``bayes_eval.pooled.grading``).
+
 Where runs come in clusters, ``end_to_end_pooled`` and ``hierarchical`` marginalise the
 cell's rate and its clusters' rates exactly: a cell's value is the log probability of its
 clusters' counts given its prior's draw and ``kappa_cluster``
@@ -44,6 +47,7 @@ from bayes_eval.constants import (
     NEVER_SHARE,
 )
 from bayes_eval.pooled.clusters import log_marginal_each
+from bayes_eval.pooled.grading import GRADER_RATES, graded_log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
 from bayes_eval.pooled.rates import cell_shapes, zero_inflated_log
@@ -85,6 +89,12 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
     if layout.clusters is None:
         values = stats.betabinom.logpmf(k, n, a, b)
+        if spec.kind == "end_to_end" and layout.grading is not None:  # through the grader
+            graded = layout.grading.pairs
+            se, sp = (post[name].values for name in GRADER_RATES)
+            values[..., graded] = graded_log_marginal(
+                layout.grading, a[..., graded], b[..., graded], se, sp
+            )
         if NEVER_SHARE in post:  # a share of the agent's tasks never solved (0 in the draws
             # where the agent has none, under all_solvable: given those, as mu and kappa)
             values = zero_inflated_log(k, values, post[NEVER_SHARE].values[..., rate_agent])

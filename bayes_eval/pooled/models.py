@@ -6,7 +6,9 @@ the rates enter the likelihood only through their own counts they are marginalis
 posterior draw, ``p | mu, kappa, k ~ Beta(mu kappa + k, (1 - mu) kappa + n - k)``, so
 NUTS explores only the hyperparameters:
 
-* ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled.
+* ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled. Where
+  an audited grader scored the runs, its sensitivity and specificity are parameters and
+  the graded counts' likelihood sums over the true counts (``bayes_eval.pooled.grading``).
   With a ``never_solvable`` prior, a share ``never_share`` of the agent's tasks has
   ``P = 0``; with an ``all_solvable`` prior too, the agent has no such task with a chance
   ``all_solvable`` the agents share, else a share ``never_share_if_any`` (both cases
@@ -52,6 +54,7 @@ from bayes_eval.constants import (
     NEVER_SOLVABLE,
 )
 from bayes_eval.pooled.clusters import log_marginal
+from bayes_eval.pooled.grading import graded_log_likelihood
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 
 __all__ = [
@@ -132,7 +135,8 @@ def end_to_end_model(layout, spec, form=None):
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
         log_kappa = _agent_concentration(pm, spec)
-        k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
+        if layout.grading is None:
+            k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         if ALL_SOLVABLE in spec.priors or NEVER_SOLVABLE in spec.priors:
             group = _design(pm, "pair_agent", layout.pair_agent)
@@ -145,6 +149,15 @@ def end_to_end_model(layout, spec, form=None):
         elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
             total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)[0])
+        elif layout.grading is not None:  # the graded pairs' counts through their grader
+            grading = layout.grading
+            own = np.setdiff1d(np.arange(layout.e2e_n.size), grading.pairs)
+            total = graded_log_likelihood(pm, grading, spec.grader, a, b, layout.pair_agent)
+            if own.size:
+                k, f = count_data_vars(pm, "k_obs", layout.e2e_k[own], layout.e2e_n[own])
+                total += _beta_binomial(
+                    pm, "pair", a, b, layout.pair_agent[own], k, f, layout.e2e_n[own]
+                )
         else:
             total = _beta_binomial(pm, "pair", a, b, layout.pair_agent, k, f, layout.e2e_n)
         pm.Potential("k_end_to_end", total)
@@ -664,10 +677,14 @@ def model_structure(layout, spec) -> tuple:
     arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
     if layout.clusters is not None:
         arrays += tuple(vars(layout.clusters).values())
+    graded = ()
+    if layout.grading is not None:
+        graded = (repr(sorted(spec.grader.items())), *layout.grading.key())
     return (
         spec.kind,
         spec.pooling,
         repr(sorted(spec.priors.items())),
         tuple(layout.agents),
         *(a.tobytes() for a in arrays),
+        *graded,
     )

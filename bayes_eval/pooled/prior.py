@@ -205,6 +205,9 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
             coords[MILESTONE] = np.arange(1, factor.shape[-1] + 1)
     if spec.kind == "joint":
         data["bypass_task"] = (dims, bypass[None])
+    if layout.grading is not None:  # each grader's rates, and the chance of a graded success
+        data.update(_grader_draws(layout, spec, p_task, at, n_draws, rng))
+        coords["grader"] = layout.grading.graders
     if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them
         from bayes_eval.pooled.rates import with_unrun
 
@@ -214,6 +217,24 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
             unrun = data.pop("mu_task_unrun")[1]
             data["mu_task"] = (dims, np.where(np.isnan(mu_task[None]), unrun, mu_task[None]))
     return xr.Dataset(data, coords=coords)
+
+
+def _grader_draws(layout, spec, p_task, at, n_draws, rng) -> dict:
+    """Draws of each grader's sensitivity and specificity from the spec's ``[grader]``
+    priors, and ``p_graded``, ``se p + (1 - sp)(1 - p)``, of the pairs it scored."""
+    grading = layout.grading
+    size = (n_draws, len(grading.graders))
+    se, sp = (prior_draw(spec.grader[name], size, rng) for name in ("sensitivity", "specificity"))
+    graded = np.full(p_task.shape, np.nan)
+    i, j = (x[grading.pairs] for x in at)
+    p = p_task[:, i, j]
+    graded[:, i, j] = se[:, grading.grader] * p + (1 - sp[:, grading.grader]) * (1 - p)
+    dims = ("chain", "draw", AGENT, TASK)
+    return {
+        "sensitivity": (("chain", "draw", "grader"), se[None]),
+        "specificity": (("chain", "draw", "grader"), sp[None]),
+        "p_graded": (dims, graded[None]),
+    }
 
 
 def _hyper_dims(name):

@@ -25,6 +25,7 @@ from bayes_eval.constants import (
 from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
+from bayes_eval.pooled.grading import GRADER_RATES, draw_graded
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import (
     bypass_outcomes,
@@ -85,6 +86,8 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         if NEVER_SHARE in post:
             p[none & (rng.uniform(size=p.shape) < never)] = 0.0
         out = {"p_task": (ALL_DIMS, _gridded(grid, where, p)), **spike}
+        if layout.grading is not None:  # the graded pairs' p given their graded counts
+            out.update(_graded_rates(post, layout, rng, p, grid, where))
         return with_unrun(out, post, layout, rng)
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
@@ -119,6 +122,28 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         return out
     out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
     return with_unrun(out, post, layout, rng)
+
+
+def _graded_rates(post, layout, rng, p, grid, where) -> dict:
+    """``p_task`` with the graded pairs' rates drawn back through their grader
+    (``bayes_eval.pooled.grading.draw_graded``), and ``p_graded``, the chance that one of
+    their runs is graded a success (NaN for the others)."""
+    grading = layout.grading
+    agent = layout.pair_agent[grading.pairs]
+    mu, kappa = (post[name].values[..., agent] for name in ("mu", "kappa"))
+    shape = mu.shape[:2]
+    flat = [x.reshape(-1, x.shape[-1]) for x in (mu, kappa)]
+    se, sp = (post[name].values.reshape(-1, post[name].shape[-1]) for name in GRADER_RATES)
+    tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
+    a, b = np.maximum(flat[0] * flat[1], tiny), np.maximum((1 - flat[0]) * flat[1], tiny)
+    drawn, q = draw_graded(grading, a, b, se, sp, rng)
+    p[..., grading.pairs] = drawn.reshape(shape + (-1,))
+    graded = np.full(p.shape, np.nan)
+    graded[..., grading.pairs] = q.reshape(shape + (-1,))
+    return {
+        "p_task": (ALL_DIMS, _gridded(grid.copy(), where, p)),
+        "p_graded": (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, graded)),
+    }
 
 
 def any_never_solved(post, layout, rng) -> dict:

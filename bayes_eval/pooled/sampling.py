@@ -16,6 +16,7 @@ import numpy as np
 
 from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
+from bayes_eval.pooled.grading import audit_shapes, grading_of
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.models import model_structure
@@ -46,7 +47,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
     """
     from bayes_eval.results.posterior import Posterior
 
-    layout = build_layout(by_pair, spec, evidence.clusters)
+    layout = _layout(evidence, by_pair, spec)
     build = model_of(spec).build(clustered=layout.clusters is not None)
     derivation = _derivation(layout, spec, seed)
 
@@ -84,7 +85,19 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
 def derivation_of_fit(evidence, by_pair, spec, seed):
     """The ``Derivation`` of a pooled fit read from a file: its layout made again from the
     rows it used (``by_pair``), as the fit made it."""
-    return _derivation(build_layout(by_pair, spec, evidence.clusters), spec, seed)
+    return _derivation(_layout(evidence, by_pair, spec), spec, seed)
+
+
+def _layout(evidence, by_pair, spec):
+    """The model's layout of the rows it uses, with the terms of the counts an audited
+    grader scored (``bayes_eval.pooled.grading``)."""
+    import dataclasses
+
+    layout = build_layout(by_pair, spec, evidence.clusters)
+    if spec.kind != "end_to_end":
+        return layout
+    grading = grading_of(evidence, layout.pairs, layout.e2e_k, layout.e2e_n, spec)
+    return dataclasses.replace(layout, grading=grading)
 
 
 def _derivation(layout, spec, seed):
@@ -127,7 +140,7 @@ def prior_pooled(evidence, by_pair, spec, *, seed):
     ``prior_groups`` draw its prior (it has no posterior draws)."""
     from bayes_eval.results.posterior import Derivation, Posterior
 
-    layout = build_layout(by_pair, spec, evidence.clusters)
+    layout = _layout(evidence, by_pair, spec)
     groups = {"conjugate": _estimates(layout, spec, seed, "prior only (no sampling)")}
     derivation = Derivation(prior=functools.partial(_prior, layout=layout, spec=spec))
     return Posterior.build(
@@ -167,6 +180,23 @@ def _labels(layout, draws) -> dict:
     return labels
 
 
+def _grader_texts(layout, spec) -> dict:
+    """``{pair: "; graded by ..."}`` of the pairs an audited grader scored: its audit's
+    sensitivity and specificity (``bayes_eval.exact.builders.grader_text``)."""
+    from bayes_eval.exact.builders import grader_text
+
+    grading = layout.grading
+    if grading is None:
+        return {}
+    shapes = audit_shapes(grading, spec.grader)
+    audited = grading.positives + grading.negatives
+    texts = [
+        f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
+        for g, name in enumerate(grading.graders)
+    ]
+    return {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
+
+
 def _estimates(layout, spec, seed, run) -> xr.Dataset:
     """The ``conjugate`` group of a pooled fit: method, provenance (model, priors, sampler)
     and the end-to-end counts behind the Clopper-Pearson bound, per (agent, task)."""
@@ -178,14 +208,16 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
     priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
     run = f"{run}; seed {seed}"
     e2e = np.full(shape + (2,), -1, dtype=np.int64)
+    graders = _grader_texts(layout, spec)
     for p, (agent, task) in enumerate(layout.pairs):
         i, j = layout.agents.index(agent), layout.tasks.index(task)
         method[i, j] = spec.kind
         provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
+        provenance[i, j] += graders.get(p, "")
         if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
             e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
     pair = (AGENT, TASK)
-    return xr.Dataset(
+    conjugate = xr.Dataset(
         {
             "method": (pair, method.astype(str)),
             "provenance": (pair, provenance.astype(str)),
@@ -196,3 +228,24 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
         },
         coords={AGENT: layout.agents, TASK: layout.tasks},
     )
+    return conjugate if layout.grading is None else _with_graders(conjugate, layout, spec)
+
+
+def _with_graders(conjugate, layout, spec):
+    """The ``conjugate`` group with each graded pair's grader and the Betas of its
+    sensitivity and specificity after the audit (as an exact fit keeps them), which its
+    own runs' bounds read."""
+    from bayes_eval.exact.builders import GRADER_SHAPES
+
+    grading = layout.grading
+    grader = np.full(conjugate["method"].shape, "", dtype=object)
+    shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
+    audit = audit_shapes(grading, spec.grader)
+    for p, g in zip(grading.pairs, grading.grader, strict=True):
+        agent, task = layout.pairs[p]
+        i, j = layout.agents.index(agent), layout.tasks.index(task)
+        grader[i, j], shapes[i, j] = grading.graders[g], audit[g]
+    return conjugate.assign(
+        grader=((AGENT, TASK), grader.astype(str)),
+        grader_shapes=((AGENT, TASK, "grader_shape"), shapes),
+    ).assign_coords(grader_shape=list(GRADER_SHAPES))

@@ -93,6 +93,8 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     table["provenance"] = provenance
     if posterior.is_mcmc:
         _mcmc_rows(posterior, table, at, np.flatnonzero(estimated), level, tau)
+        if "grader" in conjugate:
+            _graded_own(posterior, table, at, level)
     else:
         _exact_columns(posterior, table, at, estimated, level, tau)
     trials = values["cp_trials"][at]
@@ -251,6 +253,26 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
         text = note + ("" if ok[n] else unreliable)
         provenance[n] = provenance[n] + text + _context_note(values, posterior.spec.pooling, floor)
     table.loc[rows, "provenance"] = provenance
+
+
+def _graded_own(posterior, table, at, level) -> None:
+    """The own runs' bounds of the pairs an audited grader scored, in place: those of
+    their graded counts under the reference prior with the grader's error integrated out
+    (``bayes_eval.exact.graded``), as the exact model gives them; ``worth_runs`` empty
+    (runs of their own would be graded too, and their worth is not a count of perfect
+    ones)."""
+    from bayes_eval.exact.graded import graded_rate
+
+    grader = posterior.values("grader")[at]
+    shapes = posterior.values("grader_shapes")[at]
+    k, n = posterior.values("cp_successes")[at], posterior.values("cp_trials")[at]
+    for row in np.flatnonzero((grader != "") & (n > 0)):
+        rate = graded_rate(k[row], n[row], REFERENCE_PRIOR, shapes[row, :2], shapes[row, 2:])
+        table.loc[table.index[row], ["own_lower", "own_upper", "worth_runs"]] = (
+            rate.quantile(1.0 - level),
+            rate.quantile(level),
+            math.nan,
+        )
 
 
 def own_upper(k: int, n: float, level: float) -> float:

@@ -1,0 +1,295 @@
+"""End-to-end counts a grader that errs scored, in the pooled end-to-end model.
+
+A pair's rate ``p ~ Beta(a, b)`` (its agent's ``mu kappa``, ``(1 - mu) kappa``) is
+marginalised as elsewhere (``bayes_eval.pooled.models``); its ``n`` runs hold ``t`` true
+successes, of which the grader detects ``j`` (sensitivity ``se``) and to which it adds
+``k - j`` false alarms among the ``n - t`` failures (false-alarm rate ``1 - sp``), so the
+graded count ``k`` has
+
+    P(k | a, b, se, sp) = sum_t BB(t; n, a, b) sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp),
+
+a finite sum, exact. ``se`` and ``sp`` are parameters per grader, with the spec's
+``[grader]`` priors and the audit's counts as their binomial data (``detected`` of the
+audited true successes, ``cleared`` of the audited true failures). Given a draw of the
+parameters, ``t`` and then ``p`` are drawn back exactly: ``t`` by its term of the sum,
+``p | t ~ Beta(a + t, b + n - t)``; and ``q = se p + (1 - sp)(1 - p)``, the chance a run
+is graded a success (``p_graded``), beside it.
+
+``Grading`` holds the sum's terms that do not depend on the parameters, one row per
+graded pair over ``t`` and ``j`` (``IMPOSSIBLE`` where a term is); the model's graph
+(``graded_log_likelihood``) and the numpy form that the log-likelihood group and the
+draw-back read (``graded_terms``) sum the same terms, checked against each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from bayes_eval.errors import InputError
+
+__all__ = [
+    "GRADED_MAX_TERMS",
+    "GRADER_RATES",
+    "Grading",
+    "audit_shapes",
+    "draw_graded",
+    "graded_log_likelihood",
+    "graded_log_marginal",
+    "graded_terms",
+    "grading_of",
+]
+
+# The most terms (graded pairs x true counts x detected counts) the model sums per
+# gradient; a table past it is refused, with the exact model named (it has no limit).
+GRADED_MAX_TERMS = 20_000_000
+# The log of an impossible term: finite, so that a sum of nothing but impossible terms has
+# a gradient (of -inf's it would be NaN), and still of no weight beside any possible one.
+IMPOSSIBLE = -1e300
+# The model's variables of each grader's sensitivity and specificity.
+GRADER_RATES = ("sensitivity", "specificity")
+
+
+@dataclass(frozen=True)
+class Grading:
+    """The graders of a pooled end-to-end fit and the terms of its graded pairs.
+
+    Attributes
+    ----------
+    graders : list of str
+    detected, positives, cleared, negatives : ndarray of int
+        Per grader, its audit: true successes detected of those audited, true failures
+        cleared of those audited.
+    pairs : ndarray of int
+        The layout's pairs a grader scored; ``grader`` indexes ``graders`` per such pair.
+    constant : ndarray
+        ``(pair, t, j)``: ``log C(n, t) + log C(t, j) + log C(n - t, k - j)``,
+        ``IMPOSSIBLE`` where the term is impossible.
+    detected_runs, missed_runs, alarm_runs, cleared_runs : ndarray
+        ``(pair, t, j)``: ``j``, ``t - j``, ``k - j`` and ``n - t - k + j`` (0 where the term
+        is impossible).
+    true, failed : ndarray
+        ``(pair, t)``: ``t`` and ``n - t`` (0 past ``n``).
+    """
+
+    graders: list
+    detected: np.ndarray
+    positives: np.ndarray
+    cleared: np.ndarray
+    negatives: np.ndarray
+    pairs: np.ndarray
+    grader: np.ndarray
+    constant: np.ndarray
+    detected_runs: np.ndarray
+    missed_runs: np.ndarray
+    alarm_runs: np.ndarray
+    cleared_runs: np.ndarray
+    true: np.ndarray
+    failed: np.ndarray
+
+    def key(self) -> tuple:
+        """What a compiled model depends on."""
+        arrays = (self.pairs, self.grader, self.constant, self.positives, self.negatives)
+        return (tuple(self.graders), *(a.tobytes() for a in arrays))
+
+
+def audit_shapes(grading: Grading, priors: dict) -> np.ndarray:
+    """Per grader, the Betas of its sensitivity and specificity after its audit alone
+    (``priors``: the spec's ``[grader]``), as ``(grader, 4)``: ``GRADER_SHAPES``' order."""
+    se, sp = (priors[name] for name in GRADER_RATES)
+    return np.column_stack(
+        [
+            se.alpha + grading.detected,
+            se.beta + grading.positives - grading.detected,
+            sp.alpha + grading.cleared,
+            sp.beta + grading.negatives - grading.cleared,
+        ]
+    )
+
+
+def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Grading | None:
+    """The ``Grading`` of the ``pairs`` (with end-to-end counts ``k`` of ``n``) whose rows
+    an audited grader scored (``evidence.audit``); None without an audit. An audit row
+    scoped to an agent, task, method or step is refused: the pooled model's sensitivity
+    and specificity are one per grader (the exact ``end_to_end`` model takes scopes)."""
+    audit = evidence.audit
+    if audit is None:
+        return None
+    table = audit.table
+    for column in ("agent", "task", "method", "step"):
+        if column in table and (table[column].astype(str) != "").any():
+            row = table.index[table[column].astype(str) != ""][0]
+            raise InputError(
+                f"{audit.source}: row {row}, column {column}: model {spec.name} gives each "
+                "grader one sensitivity and specificity; an audit scoped to some runs is "
+                "carried by the exact end_to_end model"
+            )
+    rows = evidence.table[evidence.table["method"] == "end_to_end"]
+    named = dict(zip(zip(rows["agent"], rows["task"], strict=True), rows["grader"], strict=True))
+    graders = list(audit.graders)
+    grader = np.array([graders.index(named[pair]) if named.get(pair) else -1 for pair in pairs])
+    scored = np.flatnonzero((grader >= 0) & (n > 0))
+    counts = [audit.counts(name) for name in graders]
+    k, n = k[scored], n[scored]
+    top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
+    if scored.size * (top_n + 1) * (top_k + 1) > GRADED_MAX_TERMS:
+        raise InputError(
+            f"model {spec.name}: the graded counts need {scored.size:,} x {top_n + 1:,} x "
+            f"{top_k + 1:,} terms a step, more than {GRADED_MAX_TERMS:,}; fit end_to_end, "
+            "whose exact posterior has no such limit, or split the runs into tasks"
+        )
+    t = np.arange(top_n + 1)[None, :, None]
+    j = np.arange(top_k + 1)[None, None, :]
+    k3, n3 = k[:, None, None], n[:, None, None]
+    possible = (t <= n3) & (j <= t) & (j <= k3) & (k3 - j <= n3 - t)
+    with np.errstate(invalid="ignore"):
+        constant = _log_choose(n3, t) + _log_choose(t, j) + _log_choose(n3 - t, k3 - j)
+    runs = [np.where(possible, x, 0.0) for x in (j, t - j, k3 - j, n3 - t - k3 + j)]
+    inside = (t[..., 0] <= n[:, None]).astype(float)
+    return Grading(
+        graders=graders,
+        detected=np.array([c.detected for c in counts]),
+        positives=np.array([c.detected + c.missed for c in counts]),
+        cleared=np.array([c.cleared for c in counts]),
+        negatives=np.array([c.cleared + c.false_alarms for c in counts]),
+        pairs=scored,
+        grader=grader[scored],
+        constant=np.where(possible, constant, IMPOSSIBLE),
+        detected_runs=runs[0],
+        missed_runs=runs[1],
+        alarm_runs=runs[2],
+        cleared_runs=runs[3],
+        true=t[..., 0] * inside,
+        failed=np.maximum(n[:, None] - t[..., 0], 0) * inside,
+    )
+
+
+def graded_terms(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
+    """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` per
+    graded pair and ``t``, in numpy: ``a``, ``b`` per graded pair and ``sensitivity``,
+    ``specificity`` per grader, each with leading axes of draws (broadcast)."""
+    se = np.asarray(sensitivity)[..., grading.grader][..., None, None]
+    sp = np.asarray(specificity)[..., grading.grader][..., None, None]
+    with np.errstate(divide="ignore"):
+        inner = (
+            grading.constant
+            + grading.detected_runs * np.log(se)
+            + grading.missed_runs * np.log1p(-se)
+            + grading.alarm_runs * np.log1p(-sp)
+            + grading.cleared_runs * np.log(sp)
+        )
+    a, b = np.asarray(a)[..., None], np.asarray(b)[..., None]
+    n = grading.true[:, :1] + grading.failed[:, :1]  # t + (n - t) at t = 0
+    beta_binomial = (
+        special.gammaln(grading.true + a)
+        + special.gammaln(grading.failed + b)
+        - special.gammaln(n + a + b)
+        + special.gammaln(a + b)
+        - special.gammaln(a)
+        - special.gammaln(b)
+    )
+    return special.logsumexp(inner, axis=-1) + beta_binomial
+
+
+def graded_log_marginal(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
+    """``log P(k | a, b, se, sp)`` of every graded pair, ``(draws..., pair)``: the sum of
+    ``graded_terms`` over ``t``, a pair at a time (draws x t x j numbers)."""
+    a, b = np.asarray(a), np.asarray(b)
+    out = np.empty(a.shape)
+    for g in range(grading.pairs.size):
+        one = _pair(grading, g)
+        terms = graded_terms(one, a[..., g : g + 1], b[..., g : g + 1], sensitivity, specificity)
+        out[..., g] = special.logsumexp(terms[..., 0, :], axis=-1)
+    return out
+
+
+def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_agent):
+    """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
+    the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
+    pairs, the design as data; returns that sum."""
+    import pytensor.tensor as pt
+
+    pm.modelcontext(None).add_coord("grader", grading.graders)
+    se, sp = (pm.Beta(name, **_shapes(priors[name]), dims="grader") for name in GRADER_RATES)
+    pm.Binomial("audit_detected", n=grading.positives, p=se, observed=grading.detected)
+    pm.Binomial("audit_cleared", n=grading.negatives, p=sp, observed=grading.cleared)
+    data = {
+        name: pm.Data(f"graded_{name}", getattr(grading, name))
+        for name in (
+            "constant",
+            "detected_runs",
+            "missed_runs",
+            "alarm_runs",
+            "cleared_runs",
+            "true",
+            "failed",
+        )
+    }
+    at = pm.Data("graded_grader", grading.grader)
+    agent = pm.Data("graded_agent", pair_agent[grading.pairs])
+    inner = (
+        data["constant"]
+        + data["detected_runs"] * pt.log(se)[at][:, None, None]
+        + data["missed_runs"] * pt.log1p(-se)[at][:, None, None]
+        + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
+        + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
+    )
+    a, b = alpha[agent][:, None], beta[agent][:, None]
+    n = (data["true"][:, 0] + data["failed"][:, 0])[:, None]  # t + (n - t) at t = 0
+    outer = (
+        pt.logsumexp(inner, axis=-1)
+        + pt.gammaln(data["true"] + a)
+        + pt.gammaln(data["failed"] + b)
+        - pt.gammaln(n + a + b)
+    )
+    per_agent = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
+    return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_agent[agent])
+
+
+def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
+    """Draws of ``p`` and ``q`` for every graded pair, ``(draws, pair)``: ``t`` by its term
+    of the sum, ``p | t ~ Beta(a + t, b + n - t)``, ``q = se p + (1 - sp)(1 - p)``; ``a``,
+    ``b`` per draw and graded pair, ``sensitivity``, ``specificity`` per draw and grader."""
+    draws = a.shape[0]
+    p = np.empty((draws, grading.pairs.size))
+    for g in range(grading.pairs.size):  # a pair at a time: draws x t x j numbers
+        one = _pair(grading, g)
+        terms = graded_terms(one, a[:, g : g + 1], b[:, g : g + 1], sensitivity, specificity)
+        terms = terms[:, 0]
+        weight = np.exp(terms - terms.max(axis=-1, keepdims=True))
+        cumulative = np.cumsum(weight, axis=-1)
+        pick = rng.uniform(size=(draws, 1)) * cumulative[:, -1:]
+        t = np.minimum((cumulative < pick).sum(axis=-1), one.true.shape[1] - 1)
+        p[:, g] = rng.beta(a[:, g] + one.true[0, t], b[:, g] + one.failed[0, t])
+    se = np.asarray(sensitivity)[:, grading.grader]
+    sp = np.asarray(specificity)[:, grading.grader]
+    return p, se * p + (1.0 - sp) * (1.0 - p)
+
+
+def _pair(grading: Grading, g: int) -> Grading:
+    """The ``Grading`` of the ``g``-th graded pair alone."""
+    from dataclasses import replace
+
+    part = slice(g, g + 1)
+    return replace(
+        grading,
+        pairs=grading.pairs[part],
+        grader=grading.grader[part],
+        constant=grading.constant[part],
+        detected_runs=grading.detected_runs[part],
+        missed_runs=grading.missed_runs[part],
+        alarm_runs=grading.alarm_runs[part],
+        cleared_runs=grading.cleared_runs[part],
+        true=grading.true[part],
+        failed=grading.failed[part],
+    )
+
+
+def _shapes(prior) -> dict:
+    return {"alpha": prior.alpha, "beta": prior.beta}
+
+
+def _log_choose(n, r):
+    return special.gammaln(n + 1) - special.gammaln(r + 1) - special.gammaln(n - r + 1)

@@ -1,0 +1,177 @@
+"""A grader that errs in the pooled end-to-end model: the graded count's marginal against
+quadrature, the model's graph against its numpy form at random points, the rates drawn
+back against their exact conditional, and a real fit (NUTS) on a table whose grader is
+known."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, special, stats
+
+import bayes_eval
+from bayes_eval.evidence.audit import with_audit
+from bayes_eval.fit import usable_rows
+from bayes_eval.pooled.grading import draw_graded, graded_log_marginal, grading_of
+from bayes_eval.pooled.layout import choose_form
+from bayes_eval.pooled.models import end_to_end_model
+from bayes_eval.pooled.sampling import _layout
+from bayes_eval.specs import load_spec
+
+# One agent, eight tasks: graded successes of the runs, an audit of a judge that detects
+# 30 of 40 audited successes (a quarter missed) and raises 2 false alarms in 200 failures.
+TABLE = pd.DataFrame(
+    {
+        "agent": "a",
+        "task": [f"t{i}" for i in range(8)],
+        "method": "end_to_end",
+        "successes": [3, 0, 5, 1, 0, 2, 8, 0],
+        "trials": [40, 40, 40, 40, 20, 40, 40, 10],
+    }
+)
+AUDIT = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [30, 10, 198, 2]})
+
+
+def layout_of(table=TABLE, audit=AUDIT):
+    spec = load_spec("end_to_end_pooled")
+    evidence = with_audit(bayes_eval.load_evidence(table), audit)
+    return _layout(evidence, usable_rows(evidence, spec), spec), spec
+
+
+def marginal_by_quadrature(k, n, a, b, se, sp):
+    """``P(k | a, b, se, sp) = int Bin(k | n, se p + (1 - sp)(1 - p)) Beta(p | a, b) dp``."""
+
+    def integrand(p):
+        return stats.binom.pmf(k, n, se * p + (1 - sp) * (1 - p)) * stats.beta.pdf(p, a, b)
+
+    return integrate.quad(integrand, 0, 1, epsabs=0, epsrel=1e-11, limit=400, points=[k / n])[0]
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "a", "b", "se", "sp"),
+    [(3, 40, 0.8, 9.0, 0.75, 0.99), (0, 40, 0.3, 12.0, 0.9, 0.995), (12, 20, 2.0, 3.0, 0.6, 0.8)],
+)
+def test_the_graded_marginal_is_the_integral_over_p(k, n, a, b, se, sp):
+    table = pd.DataFrame({"task": ["t"], "method": ["end_to_end"], "successes": [k], "trials": [n]})
+    layout, _ = layout_of(table)
+    value = graded_log_marginal(layout.grading, [a], [b], [se], [sp])
+    assert value[0] == pytest.approx(np.log(marginal_by_quadrature(k, n, a, b, se, sp)), rel=1e-9)
+    # a probability over k: the terms for every graded count sum to one
+    total = 0.0
+    for count in range(n + 1):
+        one, _ = layout_of(table.assign(successes=[count]))
+        total += np.exp(graded_log_marginal(one.grading, [a], [b], [se], [sp])[0])
+    assert total == pytest.approx(1.0, abs=1e-12)
+
+
+def test_the_models_graph_is_its_numpy_form_at_random_points():
+    """The model's potential at 20 random points equals the sum over pairs of the numpy
+    marginal (``graded_log_marginal``), to 1e-9 relative."""
+    layout, spec = layout_of()
+    model = end_to_end_model(layout, spec, choose_form(layout, spec))
+    (expression,) = model.replace_rvs_by_values([model["k_end_to_end"]])
+    potential = model.compile_fn(expression, inputs=model.value_vars, point_fn=True)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        point = {
+            "mu_logit": rng.normal(-2, 1, 1),
+            "kappa_log__": rng.normal(2, 1, 1),
+            "sensitivity_logodds__": rng.normal(1, 1, 1),
+            "specificity_logodds__": rng.normal(4, 1, 1),
+        }
+        mu, kappa = special.expit(point["mu_logit"]), np.exp(point["kappa_log__"])
+        se = special.expit(point["sensitivity_logodds__"])
+        sp = special.expit(point["specificity_logodds__"])
+        a, b = np.repeat(mu * kappa, 8), np.repeat((1 - mu) * kappa, 8)
+        expected = graded_log_marginal(layout.grading, a, b, se, sp).sum()
+        assert float(potential(point)) == pytest.approx(expected, rel=1e-9)
+
+
+def test_rates_drawn_back_follow_their_exact_conditional():
+    """Given fixed ``a, b, se, sp``, the rates drawn back for a graded pair follow
+    ``Beta(p | a, b) Bin(k | n, q(p))``, normalised by quadrature (Kolmogorov-Smirnov)."""
+    layout, _ = layout_of()
+    a, b, se, sp = 0.8, 9.0, 0.75, 0.99
+    draws = 20_000
+    p, q = draw_graded(
+        layout.grading,
+        np.full((draws, 8), a),
+        np.full((draws, 8), b),
+        np.full((draws, 1), se),
+        np.full((draws, 1), sp),
+        np.random.default_rng(0),
+    )
+    assert np.allclose(q, se * p + (1 - sp) * (1 - p))
+    for pair in (0, 1):  # 3 of 40 graded, and none of 40
+        k, n = layout.e2e_k[pair], layout.e2e_n[pair]
+
+        def density(x, k=k, n=n):
+            return stats.binom.pmf(k, n, se * x + (1 - sp) * (1 - x)) * stats.beta.pdf(x, a, b)
+
+        # the CDF on a fine grid, each step's mass by quadrature, read between its nodes
+        grid = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, 2000)])
+        steps = [integrate.quad(density, x0, x1, epsabs=0, epsrel=1e-10)[0] for x0, x1 in
+                 zip(grid[:-1], grid[1:], strict=True)]  # fmt: skip
+        cumulative = np.concatenate([[0.0], np.cumsum(steps)])
+        cumulative /= cumulative[-1]
+        cdf = lambda x, c=cumulative, g=grid: np.interp(x, g, c)  # noqa: E731
+        assert stats.kstest(p[:, pair], cdf).pvalue > 1e-3
+
+
+def test_scoped_audit_rows_and_clusters_are_refused():
+    spec = load_spec("end_to_end_pooled")
+    evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDIT.assign(task=["t1", "", "", ""]))
+    with pytest.raises(bayes_eval.InputError, match="row 2, column task: model end_to_end_pooled"):
+        grading_of(evidence, [("a", "t0")], np.array([3]), np.array([40]), spec)
+    with pytest.raises(bayes_eval.InputError, match="model end_to_end_zero_inflated"):
+        bayes_eval.fit(TABLE, "end_to_end_zero_inflated", audit=AUDIT)
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The table fitted with the judge's audit, and without (the judge taken as perfect)."""
+    return bayes_eval.fit(TABLE, "end_to_end_pooled", audit=AUDIT), bayes_eval.fit(
+        TABLE, "end_to_end_pooled"
+    )
+
+
+def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
+    """With the audit, the sensitivity's posterior sits where the audit puts it (30 of
+    40, within its 99% interval of the truth 0.75), the fit passes its diagnostics, and
+    each zero-success cell's bound rises above the one that takes the judge as perfect:
+    a quarter of its successes could have gone unseen."""
+    audited, perfect = fits
+    assert audited.diagnostics.ok, audited.diagnostics.messages
+    se = audited.draws["sensitivity"].values.ravel()
+    assert np.quantile(se, 0.005) < 0.75 < np.quantile(se, 0.995)
+    upper = audited.summary().set_index("task")["upper"]
+    alone = perfect.summary().set_index("task")["upper"]
+    for task in ("t1", "t4", "t7"):
+        assert upper[task] > alone[task]
+    provenance = audited.summary().set_index("task").loc["t1", "provenance"]
+    assert "graded by grader: sensitivity 0.74 (0.60-0.86)" in provenance
+
+
+def test_the_audited_fits_groups_read_the_graded_counts(fits):
+    """``p_graded`` in the posterior and the prior, the log-likelihood of every graded
+    count finite, and a predictive check of each."""
+    audited, _ = fits
+    tree = audited.tree
+    assert "p_graded" in tree["posterior"] and "p_graded" in tree["prior"]
+    assert np.isfinite(tree["log_likelihood"]["successes"].values).all()
+    checks = bayes_eval.results.predictive.predictive_checks(audited)
+    assert sorted(checks["task"]) == sorted(TABLE["task"])
+    assert (checks["replicated_rate"] > 0).all()
+
+
+def test_a_graded_pairs_own_runs_carry_their_grader(fits):
+    """What carries a pooled verdict: a graded pair's own runs' bound is the exact model's
+    (uniform prior, the judge's audit), the integral over ``p``, ``se`` and ``sp`` that
+    ``tests/test_grader.py`` checks; the grader is kept in the fit's ``conjugate`` group."""
+    audited, _ = fits
+    summary = audited.summary().set_index("task")
+    exact = bayes_eval.fit(TABLE, "end_to_end", audit=AUDIT).summary().set_index("task")
+    for task in TABLE["task"]:
+        assert summary.loc[task, "own_upper"] == pytest.approx(exact.loc[task, "upper"], rel=1e-9)
+        assert summary.loc[task, "own_lower"] == pytest.approx(exact.loc[task, "lower"], rel=1e-9)
+    assert summary["worth_runs"].isna().all()
+    assert set(audited.values("grader").ravel()) == {"grader"}
