@@ -464,11 +464,15 @@ def next_run(
     Parameters
     ----------
     posterior : Posterior
-        An exact fit; the task's estimate must be a milestone product or end-to-end.
+        An exact fit; the task's estimate must be a milestone product or end-to-end
+        (graded or not).
     task, agent : str
         The cell (``agent`` may be omitted when the fit has one agent).
     costs : sequence of float, optional
-        Cost of one trial of each milestone (default 1 each).
+        Cost of one trial of each milestone (default 1 each); for a task an audited
+        grader scored, one cost: of auditing one run. Such a task's routes are more runs
+        graded by the grader, ``end_to_end (graded)``, and more runs audited, ``audit``
+        (``_graded_next_run``).
     end_to_end_cost : float
         Cost of one end-to-end trial.
     batches : sequence of int
@@ -506,11 +510,10 @@ def next_run(
         raise InputError(
             f"next-run planning covers milestone and end-to-end estimates, not {method}"
         )
-    if posterior.graded_positions[i, j]:
-        raise InputError(
-            f"next-run planning takes each run's verdict as the truth; task '{task}' was "
-            "scored by an audited grader, whose error it does not plan for yet"
-        )
+    if posterior.graded_positions[i, j]:  # more graded runs, or more audited ones
+        audit_cost = 1.0 if costs is None else float(costs[0])
+        cost = (end_to_end_cost, audit_cost)
+        return _graded_next_run(posterior, i, j, cost, batches, threshold, level, seed)
     alpha = posterior.values("alpha")[i, j, 0]
     beta = posterior.values("beta")[i, j, 0]
     present = ~np.isnan(alpha)
@@ -541,23 +544,81 @@ def next_run(
                 b = np.repeat(beta[None], simulations, axis=0)
                 a[:, m] += k
                 b[:, m] += n - k
-            upper = _product_upper(a, b, level)
-            row = dict(
-                run=name,
-                trials=n,
-                cost=n * cost,
-                current_upper=current,
-                expected_upper=float(upper.mean()),
-                expected_reduction=current - float(upper.mean()),
-            )
-            row["reduction_per_cost"] = row["expected_reduction"] / row["cost"]
-            if threshold is not None:
-                row["probability_certified"] = float(np.mean(upper <= threshold))
-            rows.append(row)
+            rows.append(_row(name, n, cost, current, _product_upper(a, b, level), threshold))
+    return _table(rows, current, threshold)
+
+
+def _row(name, n, cost, current, upper, threshold) -> dict:
+    """One route's row: its cost, and the bounds its simulated outcomes leave."""
+    row = dict(
+        run=name,
+        trials=n,
+        cost=n * cost,
+        current_upper=current,
+        expected_upper=float(upper.mean()),
+        expected_reduction=current - float(upper.mean()),
+    )
+    row["reduction_per_cost"] = row["expected_reduction"] / row["cost"]
+    if threshold is not None:
+        row["probability_certified"] = float(np.mean(upper <= threshold))
+    return row
+
+
+def _table(rows, current, threshold) -> pd.DataFrame:
     table = pd.DataFrame(rows).sort_values("reduction_per_cost", ascending=False)
     if threshold is not None:
         table["certified"] = current <= threshold
     return table.reset_index(drop=True)
+
+
+# Simulations of each graded route (a graded posterior each, milliseconds).
+GRADED_SIMULATIONS = 400
+# The routes of a task an audited grader scored.
+GRADED_RUNS_ROUTE, AUDIT_ROUTE = "end_to_end (graded)", "audit"
+
+
+def _graded_next_run(posterior, i, j, costs, batches, threshold, level, seed) -> pd.DataFrame:
+    """``next_run`` of a task an audited grader scored: more runs graded by the same grader
+    (``costs[0]`` each), or more of its runs audited (``costs[1]`` each; as many true
+    successes among them, in share, as its audit has), each simulated
+    ``GRADED_SIMULATIONS`` times from the joint posterior of ``p``, ``se`` and ``sp``."""
+    from bayes_eval.exact.graded import graded_rate
+
+    rate = posterior.graded_at(i, j)
+    prior = posterior.spec.priors["end_to_end"]
+    prior = (prior.alpha, prior.beta)
+    k, n = rate.graded, rate.runs
+    (s1, s2), (c1, c2) = rate.sensitivity, rate.specificity
+    before = posterior.spec.grader  # the Betas before the audit: its counts are the rest
+    positives = s1 + s2 - before["sensitivity"].alpha - before["sensitivity"].beta
+    negatives = c1 + c2 - before["specificity"].alpha - before["specificity"].beta
+    share = positives / max(positives + negatives, 1.0)
+    rng = np.random.default_rng(seed)
+
+    def bounds(route, more):
+        joint = rate.joint_draws(GRADED_SIMULATIONS, rng)
+        out = np.empty(GRADED_SIMULATIONS)
+        for s in range(GRADED_SIMULATIONS):
+            se, sp, runs, graded = (s1, s2), (c1, c2), n, k
+            if route == AUDIT_ROUTE:
+                true = rng.binomial(more, share)
+                found = rng.binomial(true, joint["se"][s])
+                cleared = rng.binomial(more - true, joint["sp"][s])
+                se = (s1 + found, s2 + true - found)
+                sp = (c1 + cleared, c2 + more - true - cleared)
+            else:
+                runs, graded = n + more, k + rng.binomial(more, joint["q"][s])
+            out[s] = graded_rate(graded, runs, prior, se, sp).quantile(level)
+        return out
+
+    current = rate.quantile(level)
+    routes = ((GRADED_RUNS_ROUTE, costs[0]), (AUDIT_ROUTE, costs[1]))
+    rows = [
+        _row(name, more, cost, current, bounds(name, more), threshold)
+        for name, cost in routes
+        for more in batches
+    ]
+    return _table(rows, current, threshold)
 
 
 def _draw_rates(rng, alpha, beta, size) -> np.ndarray:

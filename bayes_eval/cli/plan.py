@@ -41,7 +41,7 @@ def arguments(commands) -> None:
     plan.add_argument("--power", default=str(PLAN_POWER), help="chance to certify (milestones)")
     plan.add_argument("--task", help="task to plan for (next-run mode)")
     plan.add_argument("--agent", help="agent (next-run mode; needed with several agents)")
-    plan.add_argument("--cost", nargs="+", help="cost of one trial of each milestone")
+    plan.add_argument("--cost", nargs="+", help="cost of a trial of each milestone, or of an audit")
     plan.add_argument(
         "--end-to-end-cost", dest="e2e_cost", default="1", help="cost of one end-to-end trial"
     )

@@ -170,6 +170,11 @@ def graded_terms(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray
     """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` per
     graded pair and ``t``, in numpy: ``a``, ``b`` per graded pair and ``sensitivity``,
     ``specificity`` per grader, each with leading axes of draws (broadcast)."""
+    return _detections(grading, sensitivity, specificity) + _true_counts(grading, a, b)
+
+
+def _detections(grading: Grading, sensitivity, specificity) -> np.ndarray:
+    """``log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)``, ``(draws..., pair, t)``."""
     se = np.asarray(sensitivity)[..., grading.grader][..., None, None]
     sp = np.asarray(specificity)[..., grading.grader][..., None, None]
     with np.errstate(divide="ignore"):
@@ -180,9 +185,15 @@ def graded_terms(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray
             + grading.alarm_runs * np.log1p(-sp)
             + grading.cleared_runs * np.log(sp)
         )
+    return special.logsumexp(inner, axis=-1)
+
+
+def _true_counts(grading: Grading, a, b) -> np.ndarray:
+    """``log B(a + t, b + n - t) / B(a, b)`` (with ``constant``'s ``C(n, t)``, the
+    Beta-Binomial of ``t``), ``(draws..., pair, t)``."""
     a, b = np.asarray(a)[..., None], np.asarray(b)[..., None]
     n = grading.true[:, :1] + grading.failed[:, :1]  # t + (n - t) at t = 0
-    beta_binomial = (
+    return (
         special.gammaln(grading.true + a)
         + special.gammaln(grading.failed + b)
         - special.gammaln(n + a + b)
@@ -190,18 +201,29 @@ def graded_terms(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray
         - special.gammaln(a)
         - special.gammaln(b)
     )
-    return special.logsumexp(inner, axis=-1) + beta_binomial
+
+
+def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
+    """``graded_terms`` a pair at a time, ``(g, its Grading, terms (draws..., t))``: the
+    sum over ``j`` made once per distinct (runs, graded count, grader), the pairs taken
+    in that order (draws x t x j numbers at a time)."""
+    key = np.column_stack([grading.failed[:, 0], grading.alarm_runs[:, 0, 0], grading.grader])
+    order = np.lexsort(key.T[::-1])
+    made = None
+    for g in order:
+        one = _pair(grading, g)
+        if made is None or not np.array_equal(made[0], key[g]):
+            made = key[g], _detections(one, sensitivity, specificity)[..., 0, :]
+        yield g, one, made[1] + _true_counts(one, a[..., g : g + 1], b[..., g : g + 1])[..., 0, :]
 
 
 def graded_log_marginal(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
     """``log P(k | a, b, se, sp)`` of every graded pair, ``(draws..., pair)``: the sum of
-    ``graded_terms`` over ``t``, a pair at a time (draws x t x j numbers)."""
+    ``graded_terms`` over ``t`` (``_pair_terms``)."""
     a, b = np.asarray(a), np.asarray(b)
     out = np.empty(a.shape)
-    for g in range(grading.pairs.size):
-        one = _pair(grading, g)
-        terms = graded_terms(one, a[..., g : g + 1], b[..., g : g + 1], sensitivity, specificity)
-        out[..., g] = special.logsumexp(terms[..., 0, :], axis=-1)
+    for g, _, terms in _pair_terms(grading, a, b, sensitivity, specificity):
+        out[..., g] = special.logsumexp(terms, axis=-1)
     return out
 
 
@@ -215,20 +237,14 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     se, sp = (pm.Beta(name, **_shapes(priors[name]), dims="grader") for name in GRADER_RATES)
     pm.Binomial("audit_detected", n=grading.positives, p=se, observed=grading.detected)
     pm.Binomial("audit_cleared", n=grading.negatives, p=sp, observed=grading.cleared)
+    # the sum over j once per distinct (runs, graded count, grader)
+    key = np.column_stack([grading.failed[:, 0], grading.alarm_runs[:, 0, 0], grading.grader])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     data = {
-        name: pm.Data(f"graded_{name}", getattr(grading, name))
-        for name in (
-            "constant",
-            "detected_runs",
-            "missed_runs",
-            "alarm_runs",
-            "cleared_runs",
-            "true",
-            "failed",
-        )
+        name: pm.Data(f"graded_{name}", getattr(grading, name)[first])
+        for name in ("constant", "detected_runs", "missed_runs", "alarm_runs", "cleared_runs")
     }
-    at = pm.Data("graded_grader", grading.grader)
-    agent = pm.Data("graded_agent", pair_agent[grading.pairs])
+    at = pm.Data("graded_grader", grading.grader[first])
     inner = (
         data["constant"]
         + data["detected_runs"] * pt.log(se)[at][:, None, None]
@@ -236,12 +252,14 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
         + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
         + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
     )
+    pairs = {name: pm.Data(f"graded_{name}", getattr(grading, name)) for name in ("true", "failed")}
+    agent = pm.Data("graded_agent", pair_agent[grading.pairs])
     a, b = alpha[agent][:, None], beta[agent][:, None]
-    n = (data["true"][:, 0] + data["failed"][:, 0])[:, None]  # t + (n - t) at t = 0
+    n = (pairs["true"][:, 0] + pairs["failed"][:, 0])[:, None]  # t + (n - t) at t = 0
     outer = (
-        pt.logsumexp(inner, axis=-1)
-        + pt.gammaln(data["true"] + a)
-        + pt.gammaln(data["failed"] + b)
+        pt.logsumexp(inner, axis=-1)[pm.Data("graded_combination", inverse.ravel())]
+        + pt.gammaln(pairs["true"] + a)
+        + pt.gammaln(pairs["failed"] + b)
         - pt.gammaln(n + a + b)
     )
     per_agent = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
@@ -254,10 +272,7 @@ def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
     ``b`` per draw and graded pair, ``sensitivity``, ``specificity`` per draw and grader."""
     draws = a.shape[0]
     p = np.empty((draws, grading.pairs.size))
-    for g in range(grading.pairs.size):  # a pair at a time: draws x t x j numbers
-        one = _pair(grading, g)
-        terms = graded_terms(one, a[:, g : g + 1], b[:, g : g + 1], sensitivity, specificity)
-        terms = terms[:, 0]
+    for g, one, terms in _pair_terms(grading, a, b, sensitivity, specificity):
         weight = np.exp(terms - terms.max(axis=-1, keepdims=True))
         cumulative = np.cumsum(weight, axis=-1)
         pick = rng.uniform(size=(draws, 1)) * cumulative[:, -1:]
