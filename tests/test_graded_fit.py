@@ -298,3 +298,64 @@ def test_the_report_sets_each_bound_beside_the_perfect_graders(files, tmp_path):
         assert float(row[5]) == pytest.approx(stats.beta.ppf(LEVEL, 1 + k, 1 + n - k), rel=1e-3)
         assert float(row[4]) == pytest.approx(reference_bound(case), rel=1e-3)
     assert "graded by judge-1 (its audited errors in the bound)" in report
+
+
+def test_plan_weighs_graded_runs_against_audited_ones():
+    """``plan`` on a graded task: with a grader audited so far that it is all but perfect
+    (a million runs, none misgraded), more graded runs lower the bound as the same runs
+    judged perfectly do (the plain fit's end-to-end route, within Monte Carlo error), and
+    more audit changes nothing; with the issue's judge, both routes are ranked."""
+    from bayes_eval.plan import next_run
+
+    table = pd.DataFrame(
+        {"task": ["t"], "method": ["end_to_end"], "successes": [1], "trials": [60]}
+    )
+    sure = pd.DataFrame({"truth": [1, 0], "graded": [1, 0], "runs": [10**6, 10**6]})
+    graded = bayes_eval.fit(table, "end_to_end", audit=sure)
+    plain = bayes_eval.fit(table, "end_to_end")
+    routes = next_run(graded, "t", batches=[100], threshold=0.02).set_index("run")
+    alone = next_run(plain, "t", batches=[100], threshold=0.02, simulations=4000)
+    expected = alone.set_index("run").loc["end_to_end", "expected_upper"]
+    # 400 simulated bounds, their sd 0.38 of their mean: 5% is 2.5 standard errors
+    assert routes.loc["end_to_end (graded)", "expected_upper"] == pytest.approx(expected, rel=0.05)
+    assert routes.loc["audit", "expected_reduction"] == pytest.approx(0.0, abs=1e-6)
+    judge = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [34, 6, 258, 2]})
+    judged = bayes_eval.fit(table, "end_to_end", audit=judge)
+    ranked = next_run(judged, "t", costs=[2.0], batches=[50])
+    assert set(ranked["run"]) == {"end_to_end (graded)", "audit"}
+    assert ranked.loc[ranked["run"] == "audit", "cost"].item() == 100.0
+
+
+def test_audited_runs_of_the_evidence_put_their_truth_in_place_of_the_verdict():
+    """Ten of the 400 runs scored again (``run_id``): the 3 graded successes (one a true
+    success, two false alarms) and 7 graded failures (true failures). Their truth updates
+    the prior, the other 390 runs (none graded a success) go through the grader, and the
+    ten inform its rates too: the bound is the reference integral with prior Beta(2, 10),
+    0 of 390 graded, the judge's audit plus these ten (sensitivity 35/41 + 1, false
+    alarms 2 + 2 in 260 + 9)."""
+    table = pd.DataFrame(
+        {"task": ["t1"], "method": ["end_to_end"], "successes": [3], "trials": [400]}
+    )
+    own = pd.DataFrame(
+        {
+            "truth": [1, 0, 0] + [0] * 7,
+            "graded": [1, 1, 1] + [0] * 7,
+            "task": "t1",
+            "run_id": [f"r{n}" for n in range(10)],
+        }
+    )
+    judge = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [34, 6, 258, 2]})
+    audit = pd.concat([judge, own], ignore_index=True)
+    fit = bayes_eval.fit(table, "end_to_end", audit=audit)
+    upper = fit.summary()["upper"].iloc[0]
+    case = (0, 390, (2, 10), (1 + 35, 1 + 6), (1 + 265, 1 + 4))
+    assert upper == pytest.approx(reference_bound(case), rel=1e-6)
+    assert "10 of its runs audited (1 true successes, 3 graded)" in fit.summary()["provenance"][0]
+    checks = bayes_eval.results.predictive.predictive_checks(fit)
+    assert (checks["successes"].item(), checks["trials"].item()) == (0, 390)
+    twice = audit.assign(run_id=audit["run_id"].replace("r1", "r0"))
+    with pytest.raises(InputError, match="run 'r0' is audited twice"):
+        bayes_eval.fit(table, "end_to_end", audit=twice)
+    more = audit.assign(graded=audit["graded"].where(audit["run_id"] != "r5", 1))
+    with pytest.raises(InputError, match="not among its 400 runs of 3 graded successes"):
+        bayes_eval.fit(table, "end_to_end", audit=more)

@@ -6,9 +6,12 @@ An audit table has a row per audited run, or per group of alike runs with ``runs
   check);
 * ``graded``: 0/1, the grader's verdict of the same run;
 * ``grader``: the grader's name; optional where the audit has one grader;
-* ``runs``: how many runs the row stands for (default 1);
+* ``runs``: how many runs the row stands for (blank or absent: 1);
 * ``agent``, ``task``, ``method``, ``step``: optional; a row with them audits only those
-  runs, one without them every run the grader scored.
+  runs, one without them every run the grader scored;
+* ``run_id``: optional; a row with one is a run of the evidence itself (of its ``task``,
+  and ``agent``), which the trusted verdict scored again: its truth takes the place of the
+  grader's verdict there (``OwnRuns``), and it informs the grader's rates too.
 
 It is read with the evidence's rules: a bad cell, a missing column, a grader with no
 audited runs is one line naming the file, row, column and rule. A grader whose audit has
@@ -29,10 +32,10 @@ from bayes_eval.evidence.source_row import SourceRow
 from bayes_eval.evidence.table import METHODS, Evidence, read_table
 from bayes_eval.messages import note
 
-__all__ = ["AUDIT_COLUMNS", "Audit", "GraderCounts", "load_audit", "with_audit"]
+__all__ = ["AUDIT_COLUMNS", "Audit", "GraderCounts", "OwnRuns", "load_audit", "with_audit"]
 
 # The audit's columns: its verdicts, then what scopes a row (blank: every run).
-AUDIT_COLUMNS = ("grader", "truth", "graded", "runs")
+AUDIT_COLUMNS = ("grader", "truth", "graded", "runs", "run_id")
 AUDIT_SCOPE = ("agent", "task", "method", "step")
 # The grader of an audit without a ``grader`` column.
 DEFAULT_GRADER = "grader"
@@ -63,6 +66,16 @@ class GraderCounts:
 
 
 @dataclass(frozen=True)
+class OwnRuns:
+    """A pair's own runs in the audit (rows with a ``run_id``): how many, how many were
+    true successes, and how many the grader called successes."""
+
+    runs: int = 0
+    true_successes: int = 0
+    graded_successes: int = 0
+
+
+@dataclass(frozen=True)
 class Audit:
     """An audit table, validated (``load_audit``).
 
@@ -80,6 +93,20 @@ class Audit:
     @property
     def graders(self) -> list[str]:
         return list(dict.fromkeys(self.table["grader"]))
+
+    def own_runs(self, grader: str, agent: str, task: str) -> OwnRuns:
+        """The runs of ``agent`` on ``task`` that ``grader`` scored and the audit scored
+        again (its rows with a ``run_id``; a blank agent is the evidence's only one)."""
+        if "run_id" not in self.table:
+            return OwnRuns()
+        rows = self.table[(self.table["grader"] == grader) & (self.table["run_id"] != "")]
+        rows = rows[(rows["task"] == task) & rows["agent"].isin(["", agent])]
+        runs = rows["runs"]
+        return OwnRuns(
+            int(runs.sum()),
+            int(runs[rows["truth"] == 1].sum()),
+            int(runs[rows["graded"] == 1].sum()),
+        )
 
     def counts(self, grader: str, **scope) -> GraderCounts:
         """The audited runs of ``grader`` that apply to ``scope`` (``agent=...``,
@@ -126,6 +153,14 @@ def load_audit(source, label: str | None = None) -> Audit:
     for number, values in zip(table.index, table.to_dict("records"), strict=True):
         rows.append(_audit_row(SourceRow(label, f"row {number}", values), header))
     audit = Audit(pd.DataFrame(rows, index=table.index), label)
+    if "run_id" in audit.table:
+        named = audit.table[audit.table["run_id"] != ""]
+        twice = named[named.duplicated(["grader", "run_id"])]
+        if len(twice):
+            raise InputError(
+                f"{label}: row {twice.index[0]}, column run_id: run "
+                f"'{twice['run_id'].iloc[0]}' is audited twice for its grader"
+            )
     for grader in audit.graders:
         counts = audit.counts(grader)
         for kind, audited, measure in (
@@ -207,9 +242,8 @@ def _audit_row(row: SourceRow, header: list[str]) -> dict:
         out[column] = row.boolean(column)
         if out[column] is None:
             row.fail(column, f"{column} is empty (0 or 1)")
-    out["runs"] = row.integer("runs", 1) if "runs" in header else 1
-    if out["runs"] is None:
-        row.fail("runs", "runs is empty (how many runs the row stands for)")
+    runs = row.integer("runs", 1) if "runs" in header else None
+    out["runs"] = 1 if runs is None else runs  # blank: one run
     if "grader" in header:
         out["grader"] = row.text("grader")
         if out["grader"] is None:
@@ -226,4 +260,11 @@ def _audit_row(row: SourceRow, header: list[str]) -> dict:
     if "step" in header:
         step = row.integer("step", 1)
         out["step"] = "" if step is None else str(step)
+    if "run_id" in header:
+        out["run_id"] = row.text("run_id") or ""
+        if out["run_id"] and not out.get("task"):
+            row.fail("task", "a row with a run_id names the task it is a run of")
+        if out["run_id"] and out["runs"] != 1:
+            row.fail("runs", "a row with a run_id is one run (runs 1)")
+        out.setdefault("agent", "")
     return out

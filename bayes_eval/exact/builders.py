@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
+from bayes_eval.errors import InputError
 from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
@@ -94,6 +95,9 @@ class Estimates:
     grader_shapes : ndarray, optional
         ``(pair, 4)``: the Betas of the grader's sensitivity and specificity after its
         audit, ``GRADER_SHAPES``; NaN where ``grader`` is empty.
+    own_audited : ndarray of int, optional
+        ``(pair, 3)``: the pair's runs the audit scored again (``OwnRuns``: runs, true
+        successes, graded successes), their truth in place of the grader's verdict.
     """
 
     agent: np.ndarray
@@ -108,6 +112,7 @@ class Estimates:
     used: pd.Index
     grader: np.ndarray | None = None
     grader_shapes: np.ndarray | None = None
+    own_audited: np.ndarray | None = None
 
     @classmethod
     def stack(cls, estimates: list[Estimate]) -> Estimates:
@@ -247,10 +252,12 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
     rows = pair_rows.first(END_TO_END)
     names = rows["grader"].to_numpy(dtype=str)
     shapes = np.full((len(rows), len(GRADER_SHAPES)), np.nan)
+    own = np.zeros((len(rows), 3), dtype=np.int64)
     provenance = estimates.provenance.astype(object)
     alpha, beta = estimates.alpha.copy(), estimates.beta.copy()
     texts = {}
-    for n, (name, agent, task) in enumerate(zip(names, rows["agent"], rows["task"], strict=True)):
+    columns = [rows[c] for c in ("agent", "task", "successes", "trials", "row")]
+    for n, (name, agent, task, k, runs, row) in enumerate(zip(names, *columns, strict=True)):
         if not name:
             continue
         counts = audit.counts(name, agent=agent, task=task, method=END_TO_END)
@@ -261,6 +268,13 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         if key not in texts:
             texts[key] = grader_text(name, sensitivity, specificity, counts.total)
         provenance[n] += "; " + texts[key]
+        mine = audit.own_runs(name, agent, task)
+        if mine.runs:
+            own[n] = _own_audited(mine, k, runs, row, audit.source, task)
+            provenance[n] += (
+                f"; {mine.runs} of its runs audited ({mine.true_successes} true successes, "
+                f"{mine.graded_successes} graded), their truth in place of the grader's verdict"
+            )
         alpha[n] = beta[n] = np.nan
     return replace(
         estimates,
@@ -269,7 +283,20 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         provenance=provenance.astype(str),
         grader=names.astype(str),
         grader_shapes=shapes,
+        own_audited=own,
     )
+
+
+def _own_audited(mine, k: int, n: int, row: int, source: str, task: str) -> tuple:
+    """A pair's audited runs as ``own_audited`` holds them, refused (one line) where the
+    pair's graded counts cannot hold them."""
+    if mine.runs > n or mine.graded_successes > k or k - mine.graded_successes > n - mine.runs:
+        raise InputError(
+            f"{source}: the {mine.runs} audited runs of task '{task}' ({mine.graded_successes} "
+            f"graded successes) are not among its {n} runs of {k} graded successes (evidence "
+            f"row {row})"
+        )
+    return mine.runs, mine.true_successes, mine.graded_successes
 
 
 def _shapes(prior: Prior) -> tuple[float, float]:

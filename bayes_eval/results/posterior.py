@@ -70,6 +70,8 @@ __all__ = ["FILE_FORMAT", "Derivation", "Posterior", "read_posterior"]
 
 FACTOR = "factor"
 GRADER_SHAPE = "grader_shape"
+# A graded pair's own runs that the audit scored again (``evidence.audit.OwnRuns``).
+OWN_AUDITED = ("runs", "true_successes", "graded_successes")
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
 # the factor rates on the whole (agent, task, milestone) rectangle, 3 every group.
 FILE_FORMAT = 4
@@ -437,9 +439,12 @@ class Posterior:
             grader[i, j] = estimates.grader
             shapes = np.full(shape + (len(GRADER_SHAPES),), np.nan)
             shapes[i, j] = estimates.grader_shapes
+            own = np.zeros(shape + (len(OWN_AUDITED),), dtype=np.int64)
+            own[i, j] = estimates.own_audited
             graded = {
                 "grader": (pair, grader.astype(str)),
                 "grader_shapes": (pair + (GRADER_SHAPE,), shapes),
+                "own_audited": (pair + ("audited_count",), own),
             }
         conjugate = xr.Dataset(
             {
@@ -461,7 +466,9 @@ class Posterior:
         if graded:
             from bayes_eval.exact.builders import GRADER_SHAPES
 
-            conjugate = conjugate.assign_coords({GRADER_SHAPE: list(GRADER_SHAPES)})
+            conjugate = conjugate.assign_coords(
+                {GRADER_SHAPE: list(GRADER_SHAPES), "audited_count": list(OWN_AUDITED)}
+            )
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
     def attach(self, derivation: Derivation) -> None:
@@ -514,17 +521,20 @@ class Posterior:
         return self.exact_positions & (self.values("grader") != "")
 
     def graded_at(self, i: int, j: int) -> GradedRate | None:
-        """The graded posterior of ``P`` at ``(i, j)`` (``graded_positions``), or None."""
+        """The graded posterior of ``P`` at ``(i, j)`` (``graded_positions``), or None: of
+        its runs the audit did not score again, under the prior those it did update (their
+        truth, not the grader's verdict)."""
         if not self.graded_positions[i, j]:
             return None
         from bayes_eval.exact.graded import graded_rate
 
         prior = self.spec.priors["end_to_end"]
         s1, s2, c1, c2 = self.values("grader_shapes")[i, j]
+        runs, true, graded = self.values("own_audited")[i, j]  # their truth: a prior's update
         return graded_rate(
-            int(self.values("cp_successes")[i, j]),
-            int(self.values("cp_trials")[i, j]),
-            (prior.alpha, prior.beta),
+            int(self.values("cp_successes")[i, j]) - graded,
+            int(self.values("cp_trials")[i, j]) - runs,
+            (prior.alpha + true, prior.beta + runs - true),
             (s1, s2),
             (c1, c2),
         )

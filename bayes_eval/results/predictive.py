@@ -85,11 +85,15 @@ def _cells(posterior, post):
         explains_e2e = posterior.spec.kind in ("end_to_end", "joint") or (
             posterior.values("method")[i, j] == END_TO_END  # the chain's end-to-end rung
         )
+        k, n = int(row.successes), int(row.trials)
         if row.method == END_TO_END and explains_e2e:
             # a graded count's rate: the chance a run is graded a success (exact.graded)
             graded = "p_graded" in post and not np.isnan(post["p_graded"].values[0, 0, i, j])
             draws = post["p_graded" if graded else "p_task"].values[:, :, i, j]
             index = ""
+            if graded and not posterior.is_mcmc:  # the runs the audit did not score again
+                rate = posterior.graded_at(i, j)
+                k, n = rate.graded, rate.runs
         elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
             draws = factors["p_milestone"].get(cell_label("p_milestone", *pair, row.step))
             index = position_of(row.method, row.step, row.run)
@@ -111,9 +115,7 @@ def _cells(posterior, post):
             continue
         if draws is None or np.all(np.isnan(draws)):
             continue  # the model did not use this row (e.g. another rung of the chain)
-        out.append(
-            (row.method, row.agent, row.task, index, int(row.successes), int(row.trials), draws)
-        )
+        out.append((row.method, row.agent, row.task, index, k, n, draws))
     return out
 
 
@@ -158,9 +160,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
         columns = [np.array(column) for column in zip(*rows, strict=True)]
     else:
         cells = _exact_cells(posterior)
-        k, n, a, b = (
-            cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta")
-        )
+        k, n, a, b = _counts_and_shapes(posterior, cells)
         point = b == 0  # a point mass at 1 (k = n under Haldane): replicates k exactly
         safe_b = np.where(point, 1.0, b)
         above = np.where(point, 0.0, beta_binomial_sf(k, n, a, safe_b))
@@ -175,6 +175,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
                 above[cell], equal[cell] = _tails(int(k[cell]), int(n[cell]), draws)
                 mean[cell] = draws.mean()
         names = ["agent", "task", "method", "index", "successes", "trials"]
+        cells[["successes", "trials"]] = np.column_stack([k, n]).astype(np.int64)
         columns = [cells[name].to_numpy() for name in names] + [mean, above, equal]
     if not columns or not len(columns[0]):
         return pd.DataFrame(columns=COLUMNS)
@@ -301,6 +302,17 @@ def _exact_cells(posterior) -> pd.DataFrame:
     )
 
 
+def _counts_and_shapes(posterior, cells):
+    """The exact cells' successes, trials and Beta shapes, as floats; a graded cell's
+    counts are those of its runs the audit did not score again (``Posterior.graded_at``),
+    the count its grader's rate explains."""
+    k, n, a, b = (cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta"))
+    for cell in np.flatnonzero(cells["graded"].to_numpy()):
+        rate = posterior.graded_at(cells["i"].iloc[cell], cells["j"].iloc[cell])
+        k[cell], n[cell] = rate.graded, rate.runs
+    return k, n, a, b
+
+
 def exact_loo(posterior):
     """Each observed cell's leave-one-out log predictive density, exactly, for an exact fit.
 
@@ -330,7 +342,7 @@ def exact_log_predictive(posterior):
     import xarray as xr
 
     cells = _exact_cells(posterior)
-    k, n, a, b = (cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta"))
+    k, n, a, b = _counts_and_shapes(posterior, cells)
     priors = {
         method: posterior.spec.priors[role]
         for method, role in PRIOR_ROLES.items()
