@@ -71,6 +71,7 @@ def read_evidence(
     milestones: Sequence[str] | None = None,
     agent_from: str | None = None,
     task_from: str | None = None,
+    audit_scorer: str | None = None,
 ) -> Evidence:
     """The evidence in ``paths``: an evidence table, a run file or Inspect logs.
 
@@ -85,7 +86,7 @@ def read_evidence(
         An evidence table's options (``bayes_eval.load_evidence``).
     cluster : str, optional
         Which runs share a cluster, for run files and Inspect logs.
-    scorer, success_threshold, milestones, agent_from, task_from
+    scorer, success_threshold, milestones, agent_from, task_from, audit_scorer
         Inspect logs' options, as ``bayes_eval.read_inspect`` takes them (``agent_from``
         ``"model"`` and ``task_from`` ``"sample"`` unless given); refused for other input.
     """
@@ -101,6 +102,7 @@ def read_evidence(
         milestones=milestones,
         agent_from=agent_from,
         task_from=task_from,
+        audit_scorer=audit_scorer,
     )
     given = [name for name, value in inspect.items() if value is not None]
     if given and source != "inspect":

@@ -84,6 +84,11 @@ def reading_options(command) -> None:
         "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
     )
     inspect.add_argument(
+        "--audit-scorer",
+        dest="audit_scorer",
+        help="a trusted scorer (a human re-score): the runs it scored audit --scorer",
+    )
+    inspect.add_argument(
         "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
     )
     command.add_argument(
@@ -182,6 +187,7 @@ FLAGS = {
     "milestones": "--milestones",
     "agent_from": "--agent-from",
     "task_from": "--task-from",
+    "audit_scorer": "--audit-scorer",
     "model": "--model",
     "fits": "--models",
     "threshold": "--threshold",

@@ -111,13 +111,15 @@ class Audit:
     def counts(self, grader: str, **scope) -> GraderCounts:
         """The audited runs of ``grader`` that apply to ``scope`` (``agent=...``,
         ``task=...``, ``method=...``, ``step=...``): those whose scope columns are blank or
-        equal to it."""
+        equal to it, and every run of the evidence audited (``run_id``), whose agent and
+        task say which run it is, not where it applies."""
         rows = self.table[self.table["grader"] == grader]
+        own = rows["run_id"] != "" if "run_id" in rows else pd.Series(False, index=rows.index)
         for column, value in scope.items():
             if column not in AUDIT_SCOPE:
                 raise ValueError(f"audit scope: unknown column {column!r}")
             if column in rows and value is not None:
-                blank = rows[column].isna() | (rows[column] == "")
+                blank = rows[column].isna() | (rows[column] == "") | own  # a run: no scope
                 rows = rows[blank | (rows[column] == str(value))]
         runs = rows["runs"]
         truth, graded = rows["truth"] == 1, rows["graded"] == 1

@@ -11,7 +11,14 @@ __all__ = ["INPUT_FORMATS", "INSPECT_OPTIONS", "detect_format"]
 # How evidence is read: the tidy table, a run-level format, or Inspect logs.
 INPUT_FORMATS = ("evidence", "runs", "metr", "metr-jsonl", "taubench", "inspect")
 # The options that apply to Inspect logs alone (``bayes_eval.read_inspect``).
-INSPECT_OPTIONS = ("scorer", "success_threshold", "milestones", "agent_from", "task_from")
+INSPECT_OPTIONS = (
+    "scorer",
+    "success_threshold",
+    "milestones",
+    "agent_from",
+    "task_from",
+    "audit_scorer",
+)
 
 
 def detect_format(paths, given: str | None = None) -> str:

@@ -9,6 +9,10 @@ The mapping, each part overridable:
   so that sample 1 of two tasks are two tasks); the eval task itself (``task``: its
   samples are trials of one task); or a metadata value (``metadata:KEY``).
 * each epoch of a sample is one run (one trial);
+* with ``audit_scorer``, a second, trusted scorer (a human re-score, a stricter check):
+  where a run carries its score, the run is audited, and the audit (``evidence.audit``,
+  each row the run's ``run_id``) measures the first scorer, whose name is the runs'
+  ``grader``;
 * success from one scorer: ``C``/``I`` and booleans map directly, ``N`` (no answer) is a
   failure; numbers and partial credit (``P``, 0.5) need a threshold (success: score >=
   threshold). With ``milestones``, a dict-valued score gives one milestone run per key,
@@ -34,6 +38,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.audit import load_audit, with_audit
 from bayes_eval.evidence.table import Evidence, PathLike, first_line, validate_frame
 from bayes_eval.messages import note
 
@@ -57,6 +62,7 @@ def read_inspect(
     agent_from: str = "model",
     task_from: str = "sample",
     cluster: str | None = None,
+    audit_scorer: str | None = None,
 ) -> Evidence:
     """Read Inspect AI logs as validated evidence, one trial per sample epoch.
 
@@ -74,6 +80,9 @@ def read_inspect(
     task_from : {"sample", "task", "metadata:KEY"}
     cluster : {"sample", "log", "metadata:KEY"}, optional
         Marks runs that share a sample, a log or a metadata value as correlated.
+    audit_scorer : str, optional
+        A trusted scorer: the runs it scored are the audit of ``scorer`` (the module's
+        mapping), carried by the evidence (``Evidence.audit``).
 
     Returns
     -------
@@ -100,7 +109,9 @@ def read_inspect(
     milestones = list(milestones) if milestones else None
     if milestones is not None and len(set(milestones)) != len(milestones):
         raise InputError(f"milestones: a key is named twice ({', '.join(milestones)})")
-    runs, seen = [], {}
+    if audit_scorer is not None and milestones is not None:
+        raise InputError("audit_scorer: audits end-to-end runs; milestones are read without one")
+    runs, seen, audited = [], {}, []
     files = _log_files(paths)
     for path in files:
         label = str(path)
@@ -133,11 +144,17 @@ def read_inspect(
             agent = _agent(log, sample, agent_from, where)
             task = _task(log, sample, task_from, where)
             group = "" if cluster is None else _cluster(log, sample, cluster, label, where)
-            base = {"agent": agent, "task": task, "cluster": group}
+            pair = {"agent": agent, "task": task}
+            base = pair | {"cluster": group}
             where = f"{where}, scorer {name}"
             if milestones is None:
                 flag = _flag(score.value, success_threshold, where)
                 runs.append(base | {"method": END_TO_END, "step": "", "success": flag})
+                if audit_scorer is not None:
+                    runs[-1]["grader"] = name
+                    row = _audited(log, sample, audit_scorer, success_threshold, label)
+                    if row is not None:
+                        audited.append(row | {"grader": name, "graded": flag, **pair})
                 continue
             if not isinstance(score.value, dict):
                 raise InputError(
@@ -166,7 +183,29 @@ def read_inspect(
         f"{frame['agent'].nunique()} agent(s) on {frame['task'].nunique()} task(s) from "
         f"{len(files)} Inspect log(s)"
     )
-    return validate_frame(frame, _source(paths), from_file=False)
+    kept = ("grader",) if audit_scorer is not None else ()
+    evidence = validate_frame(frame, _source(paths), from_file=False, kept=kept)
+    if audit_scorer is None:
+        return evidence
+    if not audited:
+        raise InputError(f"{_source(paths)}: no run has a score from audit scorer '{audit_scorer}'")
+    label = f"{_source(paths)} (audit scorer {audit_scorer})"
+    return with_audit(evidence, load_audit(pd.DataFrame(audited), label))
+
+
+def _audited(log, sample, audit_scorer: str, threshold, label: str) -> dict | None:
+    """A run's audit row where the trusted scorer scored it (its truth, its ``run_id``, the
+    sample's uuid or its task, id and epoch), else None."""
+    trusted = (sample.scores or {}).get(audit_scorer)
+    if trusted is None or trusted.value is None:
+        return None
+    where = f"{label}: sample {sample.id}, epoch {sample.epoch}, scorer {audit_scorer}"
+    run_id = sample.uuid or f"{log.eval.task_id}/{sample.id}/{sample.epoch}"
+    return {
+        "truth": _flag(trusted.value, threshold, where),
+        "method": END_TO_END,
+        "run_id": run_id,
+    }
 
 
 def _check_choice(value: str, choices, option: str) -> None:
