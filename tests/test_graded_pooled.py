@@ -175,3 +175,33 @@ def test_a_graded_pairs_own_runs_carry_their_grader(fits):
         assert summary.loc[task, "own_lower"] == pytest.approx(exact.loc[task, "lower"], rel=1e-9)
     assert summary["worth_runs"].isna().all()
     assert set(audited.values("grader").ravel()) == {"grader"}
+
+
+def test_a_sparse_table_of_graded_and_trusted_pairs_fits():
+    """One-run cells, zero-success rows and pairs a trusted grader scored (blank
+    ``grader``) beside the judge's: the fit passes its diagnostics, the trusted pairs'
+    log-likelihood is their Beta-Binomial (the graded pairs' through the grader), and the
+    graded pairs' own bounds carry the judge."""
+    table = pd.DataFrame(
+        {
+            "agent": "a",
+            "task": [f"t{i}" for i in range(6)],
+            "method": "end_to_end",
+            "successes": [0, 0, 1, 0, 0, 2],
+            "trials": [1, 1, 1, 3, 20, 2],
+            "grader": ["grader", "", "grader", "", "grader", ""],
+        }
+    )
+    fit = bayes_eval.fit(table, "end_to_end_pooled", audit=AUDIT)
+    assert fit.diagnostics.ok, fit.diagnostics.messages
+    post = fit.draws
+    values = fit.tree["log_likelihood"]["successes"].values
+    mu, kappa = post["mu"].values[..., 0], post["kappa"].values[..., 0]
+    for cell in (1, 3, 5):  # trusted: BetaBinomial(k | n, mu kappa, (1 - mu) kappa)
+        k, n = table["successes"][cell], table["trials"][cell]
+        expected = stats.betabinom.logpmf(k, n, mu * kappa, (1 - mu) * kappa)
+        assert np.allclose(values[..., cell], expected, rtol=1e-9)
+    summary = fit.summary().set_index("task")
+    exact = bayes_eval.fit(table, "end_to_end", audit=AUDIT).summary().set_index("task")
+    for task in ("t0", "t2", "t4"):
+        assert summary.loc[task, "own_upper"] == pytest.approx(exact.loc[task, "upper"], rel=1e-9)
