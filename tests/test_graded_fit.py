@@ -236,7 +236,9 @@ def test_the_spec_sets_the_graders_priors(files, tmp_path):
         (EVIDENCE, AUDIT.replace("judge-1,0,1,2", "judge-1,0,2,2"),
          "audit.csv: row 5, column graded: '2' is not 0/1 or true/false"),
         (EVIDENCE + "a,t1,end_to_end,1,10,judge-2\n", AUDIT,
-         "row 2, column grader: the runs of agent 'a' on task 't1' were scored by several"),
+         "row 4, column grader: 'judge-2' differs from 'judge-1' on another row of the same"),
+        (EVIDENCE + "a,t1,end_to_end,1,10,\n", AUDIT,
+         "row 4, column grader: '' differs from 'judge-1' on another row of the same cell"),
     ],
 )  # fmt: skip
 def test_bad_audits_are_one_line_and_nothing_is_written(tmp_path, capsys, evidence, audit, message):

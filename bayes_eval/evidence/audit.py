@@ -180,23 +180,15 @@ def load_audit(source, label: str | None = None) -> Audit:
 def with_audit(evidence: Evidence, audit) -> Evidence:
     """``evidence`` with the audit of the grader that scored it (``audit``: a path, a
     DataFrame or an ``Audit``), checked against it: a grader named in the ``grader``
-    column with no audit, a table without that column beside an audit of several
-    graders, and a cell whose runs several graders scored are each refused in one line.
+    column with no audit, and a table without that column beside an audit of several
+    graders, are each refused in one line.
     A blank ``grader`` names a row a trusted grader scored (taken as perfect); without the
     column, the audit's one grader scored every row, and the column says so."""
     from dataclasses import replace
 
     audit = audit if isinstance(audit, Audit) else load_audit(audit)
     table = evidence.table
-    if "grader" in table:
-        mixed = table[table["grader"].str.contains("; ", regex=False)]
-        if len(mixed):
-            row = mixed.iloc[0]
-            raise InputError(
-                f"{evidence.source}: row {row['row']}, column grader: the runs of agent "
-                f"'{row['agent']}' on task '{row['task']}' were scored by several graders "
-                f"({row['grader']}): give each grader's runs as a task of their own"
-            )
+    if "grader" in table:  # one grader a cell (``load_evidence`` refuses two)
         unaudited = table[(table["grader"] != "") & ~table["grader"].isin(audit.graders)]
         if len(unaudited):
             row = unaudited.iloc[0]

@@ -247,10 +247,29 @@ def load_evidence(
         frame = frame.drop(columns=extra)
         extra = []
     if "grader" in frame.columns:  # which grader scored each row: kept, as text
+        _check_graders(frame, label, from_file)
         extra = [*extra, "grader"]
     return validate_frame(
         frame, label, from_file=from_file, kept=tuple(extra), sum_duplicates=sum_duplicates
     )
+
+
+def _check_graders(frame: pd.DataFrame, label: str, from_file: bool) -> None:
+    """Refuse a cell (agent, task, method, step) whose rows name different graders, a
+    blank one (a trusted grader) included: its counts would be added up as one grader's."""
+    text = frame.astype(object).where(frame.notna(), "").astype(str)
+    text = text.apply(lambda column: column.str.strip())
+    cell = [c for c in ("agent", "task", "method", "step") if c in text]
+    first = text.groupby(cell, sort=False)["grader"].transform("first")
+    differs = np.flatnonzero((text["grader"] != first).to_numpy())
+    if differs.size:
+        at = differs[0]
+        row = frame.index[at] if from_file else at + 2
+        raise InputError(
+            f"{label}: row {row}, column grader: '{text['grader'].iloc[at]}' differs from "
+            f"'{first.iloc[at]}' on another row of the same cell (agent, task, method, "
+            "step); give each grader's runs as a task of their own"
+        )
 
 
 # ---------------------------------------------------------------------------
