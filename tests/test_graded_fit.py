@@ -361,3 +361,27 @@ def test_audited_runs_of_the_evidence_put_their_truth_in_place_of_the_verdict():
     more = audit.assign(graded=audit["graded"].where(audit["run_id"] != "r5", 1))
     with pytest.raises(InputError, match="not among its 400 runs of 3 graded successes"):
         bayes_eval.fit(table, "end_to_end", audit=more)
+
+
+def test_the_grader_section_of_many_pairs_shows_those_it_moves_most():
+    """Of 40 graded pairs the report's section shows 30, ordered by how far the grader
+    moves each bound from the perfect grader's (computed here from scipy's Beta)."""
+    from bayes_eval.outputs.grading import grader_sections
+
+    table = pd.DataFrame(
+        {
+            "task": [f"t{i:02d}" for i in range(40)],
+            "method": "end_to_end",
+            "successes": [i % 7 for i in range(40)],
+            "trials": 60,
+        }
+    )
+    judge = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [34, 6, 258, 2]})
+    fit = bayes_eval.fit(table, "end_to_end", audit=judge)
+    summary = fit.summary()
+    (_, title), (_, text), (_, shown) = grader_sections(fit, summary, LEVEL)
+    assert "the 30 of 40 graded pairs" in text and len(shown) == 30
+    perfect = stats.beta.ppf(LEVEL, 1 + table["successes"], 61 - table["successes"])
+    moved = (summary["upper"] - perfect).abs()
+    expected = summary["task"][moved.sort_values(ascending=False, kind="stable").index]
+    assert shown["task"].tolist() == expected.head(30).tolist()

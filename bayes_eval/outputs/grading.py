@@ -28,8 +28,8 @@ GRADER_TEXT = (
 
 def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     """Per pair an audited grader scored: its grader and graded count, its upper bound,
-    the bound with the grader taken as perfect, their difference, and the grader's floor
-    (empty where no grader errs)."""
+    the bound with the grader taken as perfect, their difference, and the grader's floor,
+    the pairs whose bounds the grader moves most first (empty where no grader errs)."""
     from bayes_eval.exact.graded import false_alarm_floor
 
     graded = posterior.graded_positions
@@ -56,22 +56,35 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
                 "task": tasks[j],
                 "grader": posterior.values("grader")[i, j],
                 "graded": f"{k}/{n}",
-                f"upper ({level:g})": format_number(bound),
-                "grader taken as perfect": format_number(perfect),
-                "the grader's share": format_number(bound - perfect),
-                "grader's floor": format_number(floors[shapes]),
+                f"upper ({level:g})": bound,
+                "grader taken as perfect": perfect,
+                "the grader's share": bound - perfect,
+                "grader's floor": floors[shapes],
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    moved = out["the grader's share"].abs().sort_values(ascending=False, kind="stable")
+    out = out.loc[moved.index].reset_index(drop=True)
+    numbers = out.columns[4:]
+    out[numbers] = out[numbers].map(format_number)
+    return out
+
+
+# Pairs the report's section shows at most: those the grader moves most.
+GRADER_ROWS_SHOWN = 30
 
 
 def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
-    """The report's section (``(kind, payload)`` pairs), empty where no grader errs."""
+    """The report's section (``(kind, payload)`` pairs), empty where no grader errs; of
+    many graded pairs, the ``GRADER_ROWS_SHOWN`` whose bounds the grader moves most."""
     graded = grader_table(posterior, table, level)
     if not len(graded):
         return []
-    return [
-        ("h2", "How much of each bound is the grader"),
-        ("p", GRADER_TEXT),
-        ("table", graded),
-    ]
+    text = GRADER_TEXT
+    if len(graded) > GRADER_ROWS_SHOWN:
+        text += (
+            f" Here the {GRADER_ROWS_SHOWN} of {len(graded)} graded pairs whose bounds the "
+            "grader moves most; each pair's provenance names its grader and its audit."
+        )
+        graded = graded.head(GRADER_ROWS_SHOWN)
+    return [("h2", "How much of each bound is the grader"), ("p", text), ("table", graded)]
