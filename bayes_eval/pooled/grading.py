@@ -231,20 +231,36 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
     the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
     pairs, the design as data; returns that sum."""
-    import pytensor.tensor as pt
 
     pm.modelcontext(None).add_coord("grader", grading.graders)
     se, sp = (pm.Beta(name, **_shapes(priors[name]), dims="grader") for name in GRADER_RATES)
     pm.Binomial("audit_detected", n=grading.positives, p=se, observed=grading.detected)
     pm.Binomial("audit_cleared", n=grading.negatives, p=sp, observed=grading.cleared)
+    # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
+    # own largest counts: a table's few long pairs do not widen every pair's sum
+    n, k = grading.failed[:, 0].astype(np.int64), grading.alarm_runs[:, 0, 0].astype(np.int64)
+    bucket = np.ceil(np.log2(n + 1)).astype(np.int64)
+    total = 0.0
+    for b in np.unique(bucket):
+        rows = np.flatnonzero(bucket == b)
+        part = _part(grading, rows, int(n[rows].max()) + 1, int(k[rows].max()) + 1)
+        total += _bucket_sum(pm, part, f"graded{b}", se, sp, alpha, beta, pair_agent)
+    return total
+
+
+def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, pair_agent):
+    """``sum log P(k | a, b, se, sp)`` over one bucket's pairs (``graded_log_likelihood``),
+    its design as data named ``{name}_...``."""
+    import pytensor.tensor as pt
+
     # the sum over j once per distinct (runs, graded count, grader)
-    key = np.column_stack([grading.failed[:, 0], grading.alarm_runs[:, 0, 0], grading.grader])
+    key = np.column_stack([part.failed[:, 0], part.alarm_runs[:, 0, 0], part.grader])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     data = {
-        name: pm.Data(f"graded_{name}", getattr(grading, name)[first])
-        for name in ("constant", "detected_runs", "missed_runs", "alarm_runs", "cleared_runs")
+        field: pm.Data(f"{name}_{field}", getattr(part, field)[first])
+        for field in ("constant", "detected_runs", "missed_runs", "alarm_runs", "cleared_runs")
     }
-    at = pm.Data("graded_grader", grading.grader[first])
+    at = pm.Data(f"{name}_grader", part.grader[first])
     inner = (
         data["constant"]
         + data["detected_runs"] * pt.log(se)[at][:, None, None]
@@ -252,15 +268,25 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
         + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
         + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
     )
-    pairs = {name: pm.Data(f"graded_{name}", getattr(grading, name)) for name in ("true", "failed")}
-    agent = pm.Data("graded_agent", pair_agent[grading.pairs])
-    a, b = alpha[agent][:, None], beta[agent][:, None]
-    n = (pairs["true"][:, 0] + pairs["failed"][:, 0])[:, None]  # t + (n - t) at t = 0
+    # log Gamma(t + a) and log Gamma(n - t + b) once per agent and count, read per pair
+    size, counts = part.true.shape, np.arange(part.true.shape[1])
+    agent = pair_agent[part.pairs]
+    n = part.failed[:, 0].astype(np.int64)
+    left = np.maximum(n[:, None] - counts[None, :], 0)
+    true_at, failed_at = (
+        pm.Data(f"{name}_{field}_at", (agent[:, None] * size[1] + values).ravel())
+        for field, values in (("true", counts[None, :]), ("failed", left))
+    )
+    every = pm.Data(f"{name}_counts", counts.astype(float))
+    log_a = pt.gammaln(every[None, :] + alpha[:, None]).ravel()
+    log_b = pt.gammaln(every[None, :] + beta[:, None]).ravel()
+    agent = pm.Data(f"{name}_agent", agent)
+    runs = pm.Data(f"{name}_runs", n.astype(float))
     outer = (
-        pt.logsumexp(inner, axis=-1)[pm.Data("graded_combination", inverse.ravel())]
-        + pt.gammaln(pairs["true"] + a)
-        + pt.gammaln(pairs["failed"] + b)
-        - pt.gammaln(n + a + b)
+        pt.logsumexp(inner, axis=-1)[pm.Data(f"{name}_combination", inverse.ravel())]
+        + log_a[true_at].reshape(size)
+        + log_b[failed_at].reshape(size)
+        - pt.gammaln(runs + alpha[agent] + beta[agent])[:, None]
     )
     per_agent = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
     return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_agent[agent])
@@ -284,21 +310,28 @@ def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
 
 
 def _pair(grading: Grading, g: int) -> Grading:
-    """The ``Grading`` of the ``g``-th graded pair alone."""
+    """The ``Grading`` of the ``g``-th graded pair alone, over its own counts."""
+    n, k = int(grading.failed[g, 0]), int(grading.alarm_runs[g, 0, 0])
+    return _part(grading, np.array([g]), n + 1, k + 1)
+
+
+def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Grading:
+    """The ``Grading`` of the graded pairs ``rows``, over ``t < true`` and ``j <
+    detected`` (their terms past those are impossible)."""
     from dataclasses import replace
 
-    part = slice(g, g + 1)
+    cube = np.s_[rows, :true, :detected]
     return replace(
         grading,
-        pairs=grading.pairs[part],
-        grader=grading.grader[part],
-        constant=grading.constant[part],
-        detected_runs=grading.detected_runs[part],
-        missed_runs=grading.missed_runs[part],
-        alarm_runs=grading.alarm_runs[part],
-        cleared_runs=grading.cleared_runs[part],
-        true=grading.true[part],
-        failed=grading.failed[part],
+        pairs=grading.pairs[rows],
+        grader=grading.grader[rows],
+        constant=grading.constant[cube],
+        detected_runs=grading.detected_runs[cube],
+        missed_runs=grading.missed_runs[cube],
+        alarm_runs=grading.alarm_runs[cube],
+        cleared_runs=grading.cleared_runs[cube],
+        true=grading.true[rows, :true],
+        failed=grading.failed[rows, :true],
     )
 
 
