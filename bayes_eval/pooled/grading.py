@@ -233,7 +233,19 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     pairs, the design as data; returns that sum."""
 
     pm.modelcontext(None).add_coord("grader", grading.graders)
-    se, sp = (pm.Beta(name, **_shapes(priors[name]), dims="grader") for name in GRADER_RATES)
+    # started where the audit puts them: (p, se, sp) and (1 - p, 1 - sp, 1 - se) give the
+    # same graded counts, and a chain started at se = sp = 1/2 may take the mirror, which
+    # the audit makes far less likely but a chain does not leave (METR: 2 of 4 chains)
+    start = audit_shapes(grading, priors)
+    se, sp = (
+        pm.Beta(
+            name,
+            **_shapes(priors[name]),
+            dims="grader",
+            initval=start[:, 2 * n] / start[:, 2 * n : 2 * n + 2].sum(axis=1),
+        )
+        for n, name in enumerate(GRADER_RATES)
+    )
     pm.Binomial("audit_detected", n=grading.positives, p=se, observed=grading.detected)
     pm.Binomial("audit_cleared", n=grading.negatives, p=sp, observed=grading.cleared)
     # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
