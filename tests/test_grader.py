@@ -95,7 +95,7 @@ def test_mean_sd_and_draws_are_the_mixtures():
     mean = moments[1] / moments[0]
     assert rate.mean == pytest.approx(mean, rel=1e-9)
     assert rate.sd == pytest.approx(np.sqrt(moments[2] / moments[0] - mean**2), rel=1e-7)
-    draws = rate.draws(20_000, np.random.default_rng(5))
+    draws = rate.joint_draws(20_000, np.random.default_rng(5))["p"]
     assert stats.kstest(draws, np.vectorize(rate.cdf)).pvalue > 0.01
 
 

@@ -95,11 +95,6 @@ class GradedRate:
             tuple((np.array([a]), np.array([b])) for a, b in pairs), tuple(self.weights.tolist())
         )
 
-    def draws(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """``size`` independent draws of ``p``."""
-        pick = rng.choice(len(self.weights), size=size, p=self.weights)
-        return rng.beta(self.alpha[pick], self.beta[pick])
-
     def joint_draws(self, size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """``size`` independent draws of ``p``, ``se``, ``sp`` from their joint posterior,
         and of ``q = se p + (1 - sp)(1 - p)``, a run's chance to be graded a success: the
