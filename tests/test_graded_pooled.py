@@ -205,3 +205,14 @@ def test_a_sparse_table_of_graded_and_trusted_pairs_fits():
     exact = bayes_eval.fit(table, "end_to_end", audit=AUDIT).summary().set_index("task")
     for task in ("t0", "t2", "t4"):
         assert summary.loc[task, "own_upper"] == pytest.approx(exact.loc[task, "upper"], rel=1e-9)
+
+
+def test_the_graders_rates_start_where_the_audit_puts_them():
+    """``(p, se, sp)`` and ``(1 - p, 1 - sp, 1 - se)`` give the same graded counts; chains
+    that start at se = sp = 1/2 took the mirror on METR's runs. The model's initial point
+    is the audit's posterior means: sensitivity 31/42, specificity 199/202."""
+    layout, spec = layout_of()
+    model = end_to_end_model(layout, spec, choose_form(layout, spec))
+    start = model.initial_point()
+    assert special.expit(start["sensitivity_logodds__"]) == pytest.approx([31 / 42])
+    assert special.expit(start["specificity_logodds__"]) == pytest.approx([199 / 202])
