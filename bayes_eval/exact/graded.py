@@ -33,7 +33,7 @@ from scipy import special
 from bayes_eval.exact.factors import mixture_summary
 from bayes_eval.exact.products import BetaProduct
 
-__all__ = ["FLOOR_RUNS", "GradedRate", "false_alarm_floor", "graded_rate"]
+__all__ = ["FLOOR_RUNS", "GradedRate", "false_alarm_floor", "graded_rate", "log_choose"]
 
 # Components below this share of the largest weight are dropped (they move no figure).
 NEGLIGIBLE_WEIGHT = 1e-18
@@ -140,7 +140,7 @@ def graded_rate(
     for start in range(0, n + 1, CHUNK_ROWS):
         terms = _log_split(j, t[start : start + CHUNK_ROWS, None], k, n, (s1, s2), (c1, c2))
         log_weight[start : start + CHUNK_ROWS] = special.logsumexp(terms, axis=1)
-    log_weight += _log_choose(n, t) + special.betaln(a + t, b + n - t) - special.betaln(a, b)
+    log_weight += log_choose(n, t) + special.betaln(a + t, b + n - t) - special.betaln(a, b)
     log_evidence = float(special.logsumexp(log_weight))
     weight = np.exp(log_weight - log_weight.max())
     kept = weight >= NEGLIGIBLE_WEIGHT
@@ -169,13 +169,14 @@ def _log_split(j, t, k: int, n: int, sensitivity, specificity):
     return np.where(possible, detected + alarms, -np.inf)
 
 
-def _log_choose(n, t):
+def log_choose(n, t):
+    """``log C(n, t)``, elementwise (NaN or -inf outside ``0 <= t <= n``)."""
     return special.gammaln(n + 1) - special.gammaln(t + 1) - special.gammaln(n - t + 1)
 
 
 def _log_beta_binomial(x, m, a: float, b: float):
     """``log BB(x; m, a, b)``, the Beta-Binomial's log pmf (NaN where ``x > m``)."""
-    return _log_choose(m, x) + special.betaln(x + a, m - x + b) - special.betaln(a, b)
+    return log_choose(m, x) + special.betaln(x + a, m - x + b) - special.betaln(a, b)
 
 
 def false_alarm_floor(

@@ -18,7 +18,8 @@ is graded a success (``p_graded``), beside it.
 ``Grading`` holds the sum's terms that do not depend on the parameters, one row per
 graded pair over ``t`` and ``j`` (``IMPOSSIBLE`` where a term is); the model's graph
 (``graded_log_likelihood``) and the numpy form that the log-likelihood group and the
-draw-back read (``graded_terms``) sum the same terms, checked against each other.
+draw-back read (``graded_log_marginal``, ``draw_graded``) sum the same terms, checked
+against each other.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.errors import InputError
+from bayes_eval.evidence.audit import GraderCounts
+from bayes_eval.exact.graded import log_choose
 
 __all__ = [
     "GRADED_MAX_TERMS",
@@ -38,7 +41,6 @@ __all__ = [
     "draw_graded",
     "graded_log_likelihood",
     "graded_log_marginal",
-    "graded_terms",
     "grading_of",
 ]
 
@@ -59,9 +61,8 @@ class Grading:
     Attributes
     ----------
     graders : list of str
-    detected, positives, cleared, negatives : ndarray of int
-        Per grader, its audit: true successes detected of those audited, true failures
-        cleared of those audited.
+    counts : list of GraderCounts
+        Per grader, its audit.
     pairs : ndarray of int
         The layout's pairs a grader scored; ``grader`` indexes ``graders`` per such pair.
     constant : ndarray
@@ -75,10 +76,7 @@ class Grading:
     """
 
     graders: list
-    detected: np.ndarray
-    positives: np.ndarray
-    cleared: np.ndarray
-    negatives: np.ndarray
+    counts: list[GraderCounts]
     pairs: np.ndarray
     grader: np.ndarray
     constant: np.ndarray
@@ -89,23 +87,37 @@ class Grading:
     true: np.ndarray
     failed: np.ndarray
 
+    @property
+    def runs(self) -> np.ndarray:
+        """Each graded pair's runs ``n`` (``n - t`` at ``t = 0``)."""
+        return self.failed[:, 0].astype(np.int64)
+
+    @property
+    def graded(self) -> np.ndarray:
+        """Each graded pair's graded successes ``k`` (``k - j`` at ``j = 0``)."""
+        return self.alarm_runs[:, 0, 0].astype(np.int64)
+
+    def audit_counts(self) -> tuple[np.ndarray, ...]:
+        """Per grader: true successes detected and audited, true failures cleared and
+        audited."""
+        rows = [
+            (c.detected, c.detected + c.missed, c.cleared, c.cleared + c.false_alarms)
+            for c in self.counts
+        ]
+        return tuple(np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
+
     def key(self) -> tuple:
         """What a compiled model depends on."""
-        arrays = (self.pairs, self.grader, self.constant, self.positives, self.negatives)
+        arrays = (self.pairs, self.grader, self.constant, *self.audit_counts()[1::2])
         return (tuple(self.graders), *(a.tobytes() for a in arrays))
 
 
 def audit_shapes(grading: Grading, priors: dict) -> np.ndarray:
     """Per grader, the Betas of its sensitivity and specificity after its audit alone
     (``priors``: the spec's ``[grader]``), as ``(grader, 4)``: ``GRADER_SHAPES``' order."""
-    se, sp = (priors[name] for name in GRADER_RATES)
-    return np.column_stack(
-        [
-            se.alpha + grading.detected,
-            se.beta + grading.positives - grading.detected,
-            sp.alpha + grading.cleared,
-            sp.beta + grading.negatives - grading.cleared,
-        ]
+    se, sp = ((priors[name].alpha, priors[name].beta) for name in GRADER_RATES)
+    return np.array(
+        [(*c.sensitivity_shapes(se), *c.specificity_shapes(sp)) for c in grading.counts]
     )
 
 
@@ -145,15 +157,12 @@ def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Gra
     k3, n3 = k[:, None, None], n[:, None, None]
     possible = (t <= n3) & (j <= t) & (j <= k3) & (k3 - j <= n3 - t)
     with np.errstate(invalid="ignore"):
-        constant = _log_choose(n3, t) + _log_choose(t, j) + _log_choose(n3 - t, k3 - j)
+        constant = log_choose(n3, t) + log_choose(t, j) + log_choose(n3 - t, k3 - j)
     runs = [np.where(possible, x, 0.0) for x in (j, t - j, k3 - j, n3 - t - k3 + j)]
     inside = (t[..., 0] <= n[:, None]).astype(float)
     return Grading(
         graders=graders,
-        detected=np.array([c.detected for c in counts]),
-        positives=np.array([c.detected + c.missed for c in counts]),
-        cleared=np.array([c.cleared for c in counts]),
-        negatives=np.array([c.cleared + c.false_alarms for c in counts]),
+        counts=counts,
         pairs=scored,
         grader=grader[scored],
         constant=np.where(possible, constant, IMPOSSIBLE),
@@ -164,13 +173,6 @@ def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Gra
         true=t[..., 0] * inside,
         failed=np.maximum(n[:, None] - t[..., 0], 0) * inside,
     )
-
-
-def graded_terms(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
-    """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` per
-    graded pair and ``t``, in numpy: ``a``, ``b`` per graded pair and ``sensitivity``,
-    ``specificity`` per grader, each with leading axes of draws (broadcast)."""
-    return _detections(grading, sensitivity, specificity) + _true_counts(grading, a, b)
 
 
 def _detections(grading: Grading, sensitivity, specificity) -> np.ndarray:
@@ -204,10 +206,12 @@ def _true_counts(grading: Grading, a, b) -> np.ndarray:
 
 
 def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
-    """``graded_terms`` a pair at a time, ``(g, its Grading, terms (draws..., t))``: the
+    """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` a graded
+    pair at a time, ``(g, its Grading, terms (draws..., t))``: ``a``, ``b`` per graded pair
+    and ``sensitivity``, ``specificity`` per grader, each with leading axes of draws; the
     sum over ``j`` made once per distinct (runs, graded count, grader), the pairs taken
     in that order (draws x t x j numbers at a time)."""
-    key = np.column_stack([grading.failed[:, 0], grading.alarm_runs[:, 0, 0], grading.grader])
+    key = np.column_stack([grading.runs, grading.graded, grading.grader])
     order = np.lexsort(key.T[::-1])
     made = None
     for g in order:
@@ -219,7 +223,7 @@ def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
 
 def graded_log_marginal(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
     """``log P(k | a, b, se, sp)`` of every graded pair, ``(draws..., pair)``: the sum of
-    ``graded_terms`` over ``t`` (``_pair_terms``)."""
+    terms over ``t`` (``_pair_terms``)."""
     a, b = np.asarray(a), np.asarray(b)
     out = np.empty(a.shape)
     for g, _, terms in _pair_terms(grading, a, b, sensitivity, specificity):
@@ -246,11 +250,12 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
         )
         for n, name in enumerate(GRADER_RATES)
     )
-    pm.Binomial("audit_detected", n=grading.positives, p=se, observed=grading.detected)
-    pm.Binomial("audit_cleared", n=grading.negatives, p=sp, observed=grading.cleared)
+    detected, positives, cleared, negatives = grading.audit_counts()
+    pm.Binomial("audit_detected", n=positives, p=se, observed=detected)
+    pm.Binomial("audit_cleared", n=negatives, p=sp, observed=cleared)
     # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
     # own largest counts: a table's few long pairs do not widen every pair's sum
-    n, k = grading.failed[:, 0].astype(np.int64), grading.alarm_runs[:, 0, 0].astype(np.int64)
+    n, k = grading.runs, grading.graded
     bucket = np.ceil(np.log2(n + 1)).astype(np.int64)
     total = 0.0
     for b in np.unique(bucket):
@@ -266,7 +271,7 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, pair_agent):
     import pytensor.tensor as pt
 
     # the sum over j once per distinct (runs, graded count, grader)
-    key = np.column_stack([part.failed[:, 0], part.alarm_runs[:, 0, 0], part.grader])
+    key = np.column_stack([part.runs, part.graded, part.grader])
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     data = {
         field: pm.Data(f"{name}_{field}", getattr(part, field)[first])
@@ -283,7 +288,7 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, pair_agent):
     # log Gamma(t + a) and log Gamma(n - t + b) once per agent and count, read per pair
     size, counts = part.true.shape, np.arange(part.true.shape[1])
     agent = pair_agent[part.pairs]
-    n = part.failed[:, 0].astype(np.int64)
+    n = part.runs
     left = np.maximum(n[:, None] - counts[None, :], 0)
     true_at, failed_at = (
         pm.Data(f"{name}_{field}_at", (agent[:, None] * size[1] + values).ravel())
@@ -323,8 +328,7 @@ def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
 
 def _pair(grading: Grading, g: int) -> Grading:
     """The ``Grading`` of the ``g``-th graded pair alone, over its own counts."""
-    n, k = int(grading.failed[g, 0]), int(grading.alarm_runs[g, 0, 0])
-    return _part(grading, np.array([g]), n + 1, k + 1)
+    return _part(grading, np.array([g]), grading.runs[g] + 1, grading.graded[g] + 1)
 
 
 def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Grading:
@@ -349,7 +353,3 @@ def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Gradi
 
 def _shapes(prior) -> dict:
     return {"alpha": prior.alpha, "beta": prior.beta}
-
-
-def _log_choose(n, r):
-    return special.gammaln(n + 1) - special.gammaln(r + 1) - special.gammaln(n - r + 1)

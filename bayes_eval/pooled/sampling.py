@@ -189,7 +189,8 @@ def _grader_texts(layout, spec) -> dict:
     if grading is None:
         return {}
     shapes = audit_shapes(grading, spec.grader)
-    audited = grading.positives + grading.negatives
+    _, positives, _, negatives = grading.audit_counts()
+    audited = positives + negatives
     texts = [
         f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
         for g, name in enumerate(grading.graders)
