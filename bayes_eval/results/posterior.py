@@ -521,23 +521,26 @@ class Posterior:
         return self.exact_positions & (self.values("grader") != "")
 
     def graded_at(self, i: int, j: int) -> GradedRate | None:
-        """The graded posterior of ``P`` at ``(i, j)`` (``graded_positions``), or None: of
-        its runs the audit did not score again, under the prior those it did update (their
-        truth, not the grader's verdict)."""
-        if not self.graded_positions[i, j]:
-            return None
+        """The graded posterior of ``P`` at ``(i, j)`` (``graded_positions``), or None."""
+        return self._graded_rates.get((int(i), int(j)))
+
+    @functools.cached_property
+    def _graded_rates(self) -> dict:
+        """Every ``graded_at``, made once: of a pair's runs the audit did not score again,
+        under the prior those it did update (their truth, not the grader's verdict)."""
         from bayes_eval.exact.graded import graded_rate
 
         prior = self.spec.priors["end_to_end"]
-        s1, s2, c1, c2 = self.values("grader_shapes")[i, j]
-        runs, true, graded = self.values("own_audited")[i, j]  # their truth: a prior's update
-        return graded_rate(
-            int(self.values("cp_successes")[i, j]) - graded,
-            int(self.values("cp_trials")[i, j]) - runs,
-            (prior.alpha + true, prior.beta + runs - true),
-            (s1, s2),
-            (c1, c2),
-        )
+        rates = {}
+        for i, j in np.argwhere(self.graded_positions):
+            shapes = self.values("grader_shapes")[i, j]
+            runs, true, graded = self.values("own_audited")[i, j]  # their truth: the prior's
+            k, n = (int(self.values(f"cp_{x}")[i, j]) for x in ("successes", "trials"))
+            trusted = (prior.alpha + true, prior.beta + runs - true)
+            rates[(int(i), int(j))] = graded_rate(
+                k - graded, n - runs, trusted, shapes[:2], shapes[2:]
+            )
+        return rates
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:
         """One row per (agent, task): the summary table (``bayes_eval.results.summary``),
