@@ -530,9 +530,9 @@ class Posterior:
         under the prior those it did update (their truth, not the grader's verdict)."""
         from bayes_eval.exact.graded import graded_rate
 
-        prior = self.spec.priors["end_to_end"]
         rates = {}
         for i, j in np.argwhere(self.graded_positions):
+            prior = self.spec.priors["end_to_end"]  # graded: an end-to-end model's
             shapes = self.values("grader_shapes")[i, j]
             runs, true, graded = self.values("own_audited")[i, j]  # their truth: the prior's
             k, n = (int(self.values(f"cp_{x}")[i, j]) for x in ("successes", "trials"))
