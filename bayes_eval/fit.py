@@ -228,17 +228,17 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
 
 # The models that carry a grader's error into their bounds so far.
-GRADED_MODELS = ("end_to_end", "end_to_end_pooled")
+GRADED_MODELS = ("end_to_end", "end_to_end_pooled", "crossed")
 
 
 def _check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
-    (every end-to-end model, exact or pooled across tasks, but one with tasks never
-    solved, or with runs in clusters), or under an improper prior (the grader's mixture
-    needs a proper one)."""
+    (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
+    never solved, or with runs in clusters), or under an improper prior (the grader's
+    mixture needs a proper one)."""
     if evidence.audit is None:
         return
-    carried = spec.kind == "end_to_end" and model_of(spec).family != CROSSED
+    carried = spec.kind == "end_to_end"
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(

@@ -1,8 +1,9 @@
-"""Do the pooled bounds hold when the grader errs? ``end_to_end_pooled`` with the grader's
-audit against the same model taking the grader as perfect, on tables whose truth is not
-the model's family.
+"""Do the pooled and crossed bounds hold when the grader errs? ``end_to_end_pooled`` and
+``crossed`` with the grader's audit against the same models taking the grader as
+perfect, on tables whose truth is neither model's family.
 
-    python studies/grader_pooled.py [--tables 30] [--tasks 12] [--runs 100]
+    python studies/grader_pooled.py [--models end_to_end_pooled crossed]
+        [--tables 30] [--tasks 12] [--runs 100]
         [--sensitivity 0.75] [--specificity 0.995] [--positives 50] [--negatives 500]
         [--level 0.975] [--seed 0] [--csv FILE]
 
@@ -10,10 +11,10 @@ Each table has two agents of ``--tasks`` tasks each: the stronger agent's true r
 log-uniform in [10^-2.5, 10^-0.7], the weaker's in [10^-3.5, 10^-1.5] (a log-uniform, not
 the Beta the model pools with), ``--runs`` runs a task, each graded by a grader of the
 given sensitivity and specificity, and an audit of ``--positives`` true successes and
-``--negatives`` true failures through the same grader. Both fits use NUTS (nutpie) with
+``--negatives`` true failures through the same grader. Every fit uses NUTS (nutpie) with
 the spec's sampler settings; a fit that fails its diagnostics is counted and kept.
 
-Printed per bound: the share of cells whose true rate lies above the one-sided bound at
+Printed per model and bound: the share of cells whose true rate lies above the one-sided bound at
 ``--level`` (at most ``1 - level`` for a bound that holds), among all cells, among those
 graded without a success, and among the weaker agent's; the median bound; and the fits
 that failed their diagnostics.
@@ -77,39 +78,47 @@ def study(args) -> pd.DataFrame:
             args.negatives,
         )
         evidence = table.drop(columns="truth")
-        for bound, given in (("audited", audit), ("perfect", None)):
-            with collected():
-                fit = bayes_eval.fit(
-                    evidence, "end_to_end_pooled", audit=given, level=args.level, seed=number
-                )
-            summary = fit.summary().set_index(["agent", "task"])
-            for row in table.itertuples():
-                out.append(
-                    dict(
-                        table=number,
-                        bound=bound,
-                        agent=row.agent,
-                        task=row.task,
-                        truth=row.truth,
-                        graded=row.successes,
-                        upper=summary.loc[(row.agent, row.task), "upper"],
-                        diagnostics_ok=bool(fit.diagnostics.ok),
-                    )
-                )
+        for model in args.models:
+            out += cells_of(model, evidence, table, audit, args.level, number)
         print(f"table {number + 1} of {args.tables} fitted", flush=True)
     return pd.DataFrame(out)
 
 
+def cells_of(model, evidence, table, audit, level, number) -> list:
+    """The rows of one table's cells under ``model``, with its audit and without."""
+    out = []
+    for bound, given in (("audited", audit), ("perfect", None)):
+        with collected():
+            fit = bayes_eval.fit(evidence, model, audit=given, level=level, seed=number)
+        summary = fit.summary().set_index(["agent", "task"])
+        for row in table.itertuples():
+            out.append(
+                dict(
+                    table=number,
+                    model=model,
+                    bound=bound,
+                    agent=row.agent,
+                    task=row.task,
+                    truth=row.truth,
+                    graded=row.successes,
+                    upper=summary.loc[(row.agent, row.task), "upper"],
+                    diagnostics_ok=bool(fit.diagnostics.ok),
+                )
+            )
+    return out
+
+
 def summarise(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per bound: misses among all cells, those graded without a success and the weaker
-    agent's, the median bound and the fits that failed their diagnostics."""
+    """Per model and bound: misses among all cells, those graded without a success and the
+    weaker agent's, the median bound and the fits that failed their diagnostics."""
     rows = []
-    for bound, part in cells.groupby("bound", sort=False):
+    for (model, bound), part in cells.groupby(["model", "bound"], sort=False):
         missed = part["truth"] > part["upper"]
         zero, weak = part["graded"] == 0, part["agent"] == "weak"
         fits = part.drop_duplicates("table")
         rows.append(
             dict(
+                model=model,
                 bound=bound,
                 cells=len(part),
                 missed=missed.mean(),
@@ -125,6 +134,7 @@ def summarise(cells: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["end_to_end_pooled", "crossed"])
     parser.add_argument("--tables", type=int, default=30)
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--runs", type=int, default=100)

@@ -14,7 +14,7 @@ from bayes_eval.fit import usable_rows
 from bayes_eval.pooled.grading import draw_graded, graded_log_marginal, grading_of
 from bayes_eval.pooled.layout import choose_form
 from bayes_eval.pooled.models import end_to_end_model
-from bayes_eval.pooled.sampling import _layout
+from bayes_eval.pooled.sampling import layout_of
 from bayes_eval.specs import load_spec
 
 # One agent, eight tasks: graded successes of the runs, an audit of a judge that detects
@@ -31,10 +31,10 @@ TABLE = pd.DataFrame(
 AUDIT = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [30, 10, 198, 2]})
 
 
-def layout_of(table=TABLE, audit=AUDIT):
+def graded_layout(table=TABLE, audit=AUDIT):
     spec = load_spec("end_to_end_pooled")
     evidence = with_audit(bayes_eval.load_evidence(table), audit)
-    return _layout(evidence, usable_rows(evidence, spec), spec), spec
+    return layout_of(evidence, usable_rows(evidence, spec), spec), spec
 
 
 def marginal_by_quadrature(k, n, a, b, se, sp):
@@ -52,13 +52,13 @@ def marginal_by_quadrature(k, n, a, b, se, sp):
 )
 def test_the_graded_marginal_is_the_integral_over_p(k, n, a, b, se, sp):
     table = pd.DataFrame({"task": ["t"], "method": ["end_to_end"], "successes": [k], "trials": [n]})
-    layout, _ = layout_of(table)
+    layout, _ = graded_layout(table)
     value = graded_log_marginal(layout.grading, [a], [b], [se], [sp])
     assert value[0] == pytest.approx(np.log(marginal_by_quadrature(k, n, a, b, se, sp)), rel=1e-9)
     # a probability over k: the terms for every graded count sum to one
     total = 0.0
     for count in range(n + 1):
-        one, _ = layout_of(table.assign(successes=[count]))
+        one, _ = graded_layout(table.assign(successes=[count]))
         total += np.exp(graded_log_marginal(one.grading, [a], [b], [se], [sp])[0])
     assert total == pytest.approx(1.0, abs=1e-12)
 
@@ -66,7 +66,7 @@ def test_the_graded_marginal_is_the_integral_over_p(k, n, a, b, se, sp):
 def test_the_models_graph_is_its_numpy_form_at_random_points():
     """The model's potential at 20 random points equals the sum over pairs of the numpy
     marginal (``graded_log_marginal``), to 1e-9 relative."""
-    layout, spec = layout_of()
+    layout, spec = graded_layout()
     model = end_to_end_model(layout, spec, choose_form(layout, spec))
     (expression,) = model.replace_rvs_by_values([model["k_end_to_end"]])
     potential = model.compile_fn(expression, inputs=model.value_vars, point_fn=True)
@@ -89,7 +89,7 @@ def test_the_models_graph_is_its_numpy_form_at_random_points():
 def test_rates_drawn_back_follow_their_exact_conditional():
     """Given fixed ``a, b, se, sp``, the rates drawn back for a graded pair follow
     ``Beta(p | a, b) Bin(k | n, q(p))``, normalised by quadrature (Kolmogorov-Smirnov)."""
-    layout, _ = layout_of()
+    layout, _ = graded_layout()
     a, b, se, sp = 0.8, 9.0, 0.75, 0.99
     draws = 20_000
     p, q = draw_graded(
@@ -211,7 +211,7 @@ def test_the_graders_rates_start_where_the_audit_puts_them():
     """``(p, se, sp)`` and ``(1 - p, 1 - sp, 1 - se)`` give the same graded counts; chains
     that start at se = sp = 1/2 took the mirror on METR's runs. The model's initial point
     is the audit's posterior means: sensitivity 31/42, specificity 199/202."""
-    layout, spec = layout_of()
+    layout, spec = graded_layout()
     model = end_to_end_model(layout, spec, choose_form(layout, spec))
     start = model.initial_point()
     assert special.expit(start["sensitivity_logodds__"]) == pytest.approx([31 / 42])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayes_eval.constants import AGENT, TASK
+from bayes_eval.pooled.grading import grader_provenance, with_graders
 
 if TYPE_CHECKING:
     from bayes_eval.crossed.model import Design
@@ -33,15 +34,18 @@ def estimates_group(design: Design, spec, seed, run):
     head = f"{spec.name}; {spec.kind}/crossed; {priors}; {cov.describe()}; {run}; seed {seed}"
     provenance = np.full(shape, "", dtype=object)
     counts = np.full(shape + (2,), -1, dtype=np.int64)
+    grading = layout.grading
+    graders = {} if grading is None else grader_provenance(grading, spec)
     for p, (i, j) in enumerate(zip(layout.pair_agent, design.pair_task, strict=True)):
+        provenance[i, j] = head + graders.get(p, "")
         if layout.e2e_n[p] > 0:
             counts[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
     fitted = len(layout.agents)
     for i, agent in enumerate(agents):
         for j in range(len(tasks)):
             if observed[i, j]:
-                provenance[i, j] = head
-            elif i < fitted:
+                continue
+            if i < fitted:
                 provenance[i, j] = (
                     f"{head}; PREDICTION: never run; from the agent's ability on the tasks it "
                     "ran and the task's difficulty for the agents that ran it"
@@ -54,7 +58,7 @@ def estimates_group(design: Design, spec, seed, run):
                     f"alone ({values}), its ability drawn from the agents' trend"
                 )
     pair = (AGENT, TASK)
-    return xr.Dataset(
+    conjugate = xr.Dataset(
         {
             "method": (pair, np.full(shape, spec.kind)),
             "provenance": (pair, provenance.astype(str)),
@@ -66,6 +70,7 @@ def estimates_group(design: Design, spec, seed, run):
         },
         coords={AGENT: agents, TASK: tasks},
     )
+    return conjugate if grading is None else with_graders(conjugate, grading, layout.pairs, spec)
 
 
 def covariate_group(design: Design):

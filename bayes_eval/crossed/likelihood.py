@@ -18,6 +18,16 @@ relative error is below 1e-12 against scipy's adaptive quadrature from ``s`` = 0
 ``eta`` from -15 to 15 and up to 200 trials (``tests/test_log_likelihood.py`` checks fitted
 draws). The values are whole log probabilities, binomial coefficients included.
 
+Where an audited grader scored a pair's runs, its graded count ``k`` is seen through the
+grader's sensitivity and specificity, ``q = se P + (1 - sp)(1 - P)``, and ``log(c + d
+expit(x))`` is not concave in ``x``: the integrand may have two modes, and no one mode
+locates it. But it is the sum over the true count ``t`` of ``P(k | t, se, sp)`` times
+``Binomial(t | n, expit(eta + s e)) phi(e)``, each term log-concave with its mode between
+those of ``t = 0`` and ``t = n``; one grid from 9 below the first to 9 above the last, its
+spacing ``SPACING`` times the narrowest any term can be (``(1 + s^2 n / 4)^(-1/2)``),
+holds every term as the rule above holds one, and summed at once the terms are
+``Binomial(k | n, q) phi(e)`` (``log_marginal_graded``).
+
 ``crossed_milestones`` conditions on a mixture over whole pairs: a pair whose every
 milestone run failed may be blocked (probability ``blocked_share``: every run fails
 whatever the rates), so its cells are not independent given the parameters. Its unit is
@@ -50,12 +60,19 @@ from bayes_eval.pooled.clusters import (
     log_coefficients,
     log_normaliser,
 )
+from bayes_eval.pooled.grading import GRADER_RATES
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["departure_mode", "log_likelihood", "log_marginal", "log_marginal_clusters"]
+__all__ = [
+    "departure_mode",
+    "log_likelihood",
+    "log_marginal",
+    "log_marginal_clusters",
+    "log_marginal_graded",
+]
 
 # The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
 # half-width of its window around the mode (the module's docstring).
@@ -83,6 +100,12 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     if spec.kind == END_TO_END:
         if clusters is None:
             values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+            if layout.grading is not None:
+                rates = [post[name].values for name in GRADER_RATES]
+                graded = layout.grading.pairs
+                values[..., graded] = log_marginal_graded(
+                    eta[..., graded], scale, layout.grading, *rates
+                )
         else:
             values = log_marginal_clusters(eta, scale, log_phi, clusters)
         keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
@@ -154,6 +177,42 @@ def log_marginal(eta, scale, k, n, slope: bool = False):
         rise[..., pairs] = target_rise.reshape(eta.shape[:-1] + (pairs.size,))
     out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
     return (out, rise) if slope else out
+
+
+def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.ndarray:
+    """``log integral Binomial(k | n, q(expit(eta + s e))) phi(e) de`` per graded pair,
+    ``k`` its graded count and ``q(P) = se P + (1 - sp)(1 - P)`` (the module's rule on a
+    grid that holds every true count's integrand). ``eta`` is ``(..., graded pairs)``,
+    ``scale`` broadcasts against it, the rates are ``(..., graders)``."""
+    eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
+    k, n = grading.graded.astype(float), grading.runs.astype(float)
+    se = np.asarray(sensitivity, float)[..., grading.grader]
+    sp = np.asarray(specificity, float)[..., grading.grader]
+    low = departure_mode(eta, scale, np.zeros_like(n), n) - HALF_WIDTH
+    high = departure_mode(eta, scale, n, n) + HALF_WIDTH
+    # the narrowest any true count's integrand can be: its log's curvature is at most
+    # 1 + s^2 n / 4
+    narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), 1.0 / np.sqrt(1.0 + scale**2 * n / 4))
+    flat = [x.reshape(-1, eta.shape[-1]) for x in (eta, scale, se, sp, low, high, narrowest)]
+    spacing = SPACING * flat[6].min(axis=0)  # per pair, over the draws
+    nodes = np.ceil((flat[5] - flat[4]).max(axis=0) / spacing).astype(int) + 1
+    out = np.empty(flat[0].shape)
+    for g in range(eta.shape[-1]):
+        rows = max(1, CHUNK // nodes[g])
+        offsets = np.arange(nodes[g]) * spacing[g]
+        for start in range(0, out.shape[0], rows):
+            chunk = slice(start, start + rows)
+            e = flat[4][chunk, g, None] + offsets  # (draws, nodes)
+            x = flat[0][chunk, g, None] + flat[1][chunk, g, None] * e
+            log_p, log_1mp = -np.logaddexp(0.0, -x), -np.logaddexp(0.0, x)
+            se, sp = flat[2][chunk, g, None], flat[3][chunk, g, None]
+            log_q = np.logaddexp(np.log(se) + log_p, np.log1p(-sp) + log_1mp)
+            log_1mq = np.logaddexp(np.log1p(-se) + log_p, np.log(sp) + log_1mp)
+            log_f = k[g] * log_q + (n[g] - k[g]) * log_1mq - 0.5 * e**2
+            out[chunk, g] = special.logsumexp(log_f, axis=-1)
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+    return out.reshape(eta.shape)
 
 
 def log_marginal_clusters(

@@ -32,6 +32,12 @@ than its population does, ``centred_abilities``), the difficulties, the scales a
 departures (non-centred). Where runs come in clusters, each cluster's rate varies around
 its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.pooled.clusters``).
 
+Where an audited grader scored a pair's end-to-end runs, each run is graded a success
+with ``q = se P + (1 - sp)(1 - P)``: the grader's sensitivity ``se`` and specificity
+``sp`` are sampled, one each per grader, with the spec's ``[grader]`` priors and the
+audit as their binomial data (``bayes_eval.pooled.grading``), and the graded count is
+binomial in ``q``; ``p_graded`` holds ``q`` beside ``P``.
+
 Every (agent, task) of the design gets draws of ``P``: a pair that was run from its
 posterior, a pair never run with a fresh departure (a prediction), and a new agent
 described by covariates alone from a fresh ability, ``ability_mean + x . beta_agent +
@@ -64,8 +70,10 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import array_add_at, log_given_each_rate
-from bayes_eval.pooled.layout import Layout, build_layout, centred_text
+from bayes_eval.pooled.grading import GRADER_RATES, grader_rates
+from bayes_eval.pooled.layout import Layout, centred_text
 from bayes_eval.pooled.models import count_data_vars
+from bayes_eval.pooled.sampling import layout_of
 
 __all__ = [
     "LATENT",
@@ -193,7 +201,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
         A covariate that cannot be read (``read_covariates``), a bad prediction text, or a
         predicted agent named as a fitted one.
     """
-    layout = build_layout(by_pair, spec, evidence.clusters)
+    layout = layout_of(evidence, by_pair, spec)
     covariates = read_covariates(spec.covariates, evidence, layout.agents, layout.tasks, side)
     names, raw = predicted_agents(predict, covariates)
     for name in names:
@@ -209,7 +217,7 @@ def design_of_fit(by_pair, spec, evidence, covariates) -> Design:
     """The design of a crossed fit read from a file: its layout made again from the rows
     it used (``by_pair``), its covariates and predicted agents from its ``covariates``
     group (``covariates_of_group``)."""
-    layout = build_layout(by_pair, spec, evidence.clusters)
+    layout = layout_of(evidence, by_pair, spec)
     return _design(layout, spec, *covariates_of_group(covariates, spec.covariates))
 
 
@@ -336,6 +344,8 @@ def build_model(design: Design, spec):
         else:
             k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == END_TO_END else (layout.k, layout.n)
             k, f = count_data_vars(pm, "k_obs", k, n)
+            if layout.grading is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
+                log_p, log_q = _through_grader(pm, pt, layout.grading, spec, log_p, log_q)
             each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
         if spec.kind == END_TO_END:
             pm.Potential(name, pt.sum(each))
@@ -368,6 +378,21 @@ def abilities_and_difficulties(pm, pt, design: Design, spec):
         group = _zero_sum(pm, "group", priors["group_scale"], GROUP)
         difficulty = difficulty + group[cov.task_group]
     return ability, pm.Deterministic("difficulty", difficulty, dims=TASK)
+
+
+def _through_grader(pm, pt, grading, spec, log_p, log_q):
+    """``log q`` and ``log (1 - q)`` in place of ``log P`` and ``log (1 - P)`` at the pairs
+    an audited grader scored, ``q = se P + (1 - sp)(1 - P)``: each grader's sensitivity
+    and specificity sampled, its audit their data (``bayes_eval.pooled.grading``)."""
+    se, sp = grader_rates(pm, grading, spec.grader)
+    se, sp = se[grading.grader], sp[grading.grader]
+    p, q = log_p[grading.pairs], log_q[grading.pairs]
+    graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)
+    cleared = pt.logaddexp(pt.log1p(-se) + p, pt.log(sp) + q)
+    return (
+        pt.set_subtensor(log_p[grading.pairs], graded),
+        pt.set_subtensor(log_q[grading.pairs], cleared),
+    )
 
 
 def _tensor_add_at(values, index, size):
@@ -449,6 +474,8 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
         z = rng.standard_normal(eta.shape)
         z[..., agents, tasks] = sampled
         out["p_task"] = (("chain", "draw", AGENT, TASK), special.expit(eta + scale * z))
+        if layout.grading is not None:
+            out["p_graded"] = (("chain", "draw", AGENT, TASK), _graded(post, design, out))
         return out
     width = int(design.milestones.max())
     z = rng.standard_normal(eta.shape + (width,))
@@ -468,6 +495,17 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     out["p_task"] = (("chain", "draw", AGENT, TASK), np.exp(np.nansum(log_p, axis=-1)))
     out["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), np.exp(log_p))
     return out
+
+
+def _graded(post, design: Design, rates: dict) -> np.ndarray:
+    """``(chain, draw, agent, task)``: the chance that a run is graded a success, ``se P +
+    (1 - sp)(1 - P)``, at the pairs an audited grader scored (NaN elsewhere)."""
+    grading, p = design.layout.grading, rates["p_task"][1]
+    at = design.layout.pair_agent[grading.pairs], design.pair_task[grading.pairs]
+    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    graded = np.full(p.shape, np.nan)
+    graded[..., at[0], at[1]] = se * p[..., at[0], at[1]] + (1 - sp) * (1 - p[..., at[0], at[1]])
+    return graded
 
 
 def every_ability(post, design: Design, rng) -> np.ndarray:
@@ -546,6 +584,10 @@ def prior_draw(design: Design, spec, rng) -> dict:
         truth["group_z"] = _zero_sum_draw(rng, len(cov.groups))
     if design.layout.clusters is not None:
         truth["kappa_cluster"] = draw("cluster_concentration")
+    if design.layout.grading is not None:  # each grader's rates, before its audit
+        for name in GRADER_RATES:
+            prior = spec.grader[name]
+            truth[name] = rng.beta(prior.alpha, prior.beta, len(design.layout.grading.graders))
     if spec.kind == MILESTONE_METHOD:
         truth["blocked_share"] = rng.beta(
             priors["blocked_share"].alpha, priors["blocked_share"].beta

@@ -20,6 +20,7 @@ from bayes_eval.crossed.model import (
     Design,
     covariate_coords,
 )
+from bayes_eval.pooled.grading import GRADER_RATES
 from bayes_eval.pooled.prior import prior_density
 from bayes_eval.registry import model_of
 
@@ -34,6 +35,7 @@ DIMS = {
     "agent_coefficient": (AGENT_TERM,),
     "task_coefficient": (TASK_TERM,),
     "group_z": (GROUP,),
+    **{name: ("grader",) for name in GRADER_RATES},
 }
 # The prior role of each parameter the crossed models sample.
 ROLES = {
@@ -90,6 +92,8 @@ def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) 
         }
     )
     coords = {AGENT: design.agents, TASK: layout.tasks, **covariate_coords(design)}
+    if layout.grading is not None:
+        coords["grader"] = layout.grading.graders
     coords = {d: v for d, v in coords.items() if any(d in dims for dims, _ in out.values())}
     if MILESTONE in out.get("p_milestone", ((),))[0]:
         coords[MILESTONE] = np.arange(1, out["p_milestone"][1].shape[-1] + 1)
@@ -98,13 +102,15 @@ def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) 
 
 def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
     """The log density of each posterior draw of the parameters under the spec's priors,
-    one variable per parameter: what ``arviz_stats.psense`` power-scales. (Abilities,
+    one variable per parameter (a grader's sensitivity and specificity under its
+    ``[grader]`` priors): what ``arviz_stats.psense`` power-scales. (Abilities,
     difficulties and departures are the model's populations, left unscaled.)"""
+    priors = {name: spec.priors[role] for name, role in ROLES.items() if name in post}
+    priors |= {name: spec.grader[name] for name in GRADER_RATES if name in post}
     return xr.Dataset(
         {
-            name: post[name].copy(data=prior_density(spec.priors[role]).logpdf(post[name].values))
-            for name, role in ROLES.items()
-            if name in post
+            name: post[name].copy(data=prior_density(prior).logpdf(post[name].values))
+            for name, prior in priors.items()
         }
     )
 

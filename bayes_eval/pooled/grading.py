@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from bayes_eval.constants import AGENT, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts
 from bayes_eval.exact.graded import log_choose
@@ -39,9 +40,12 @@ __all__ = [
     "Grading",
     "audit_shapes",
     "draw_graded",
+    "grader_provenance",
+    "grader_rates",
     "graded_log_likelihood",
     "graded_log_marginal",
     "grading_of",
+    "with_graders",
 ]
 
 # The most terms (graded pairs x true counts x detected counts) the model sums per
@@ -205,12 +209,12 @@ def _true_counts(grading: Grading, a, b) -> np.ndarray:
     )
 
 
-def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
-    """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` a graded
-    pair at a time, ``(g, its Grading, terms (draws..., t))``: ``a``, ``b`` per graded pair
-    and ``sensitivity``, ``specificity`` per grader, each with leading axes of draws; the
-    sum over ``j`` made once per distinct (runs, graded count, grader), the pairs taken
-    in that order (draws x t x j numbers at a time)."""
+def _detection_terms(grading: Grading, sensitivity, specificity):
+    """``log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` (with ``C(n, t)``) a graded
+    pair at a time, ``(g, its Grading, terms (draws..., t))``: ``sensitivity``,
+    ``specificity`` per grader with leading axes of draws; made once per distinct (runs,
+    graded count, grader), the pairs taken in that order (draws x t x j numbers at a
+    time)."""
     key = np.column_stack([grading.runs, grading.graded, grading.grader])
     order = np.lexsort(key.T[::-1])
     made = None
@@ -218,7 +222,15 @@ def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
         one = _pair(grading, g)
         if made is None or not np.array_equal(made[0], key[g]):
             made = key[g], _detections(one, sensitivity, specificity)[..., 0, :]
-        yield g, one, made[1] + _true_counts(one, a[..., g : g + 1], b[..., g : g + 1])[..., 0, :]
+        yield g, one, made[1]
+
+
+def _pair_terms(grading: Grading, a, b, sensitivity, specificity):
+    """``log BB(t; n, a, b) + log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` a graded
+    pair at a time, ``(g, its Grading, terms (draws..., t))`` (``_detection_terms``); ``a``,
+    ``b`` per graded pair with leading axes of draws."""
+    for g, one, detected in _detection_terms(grading, sensitivity, specificity):
+        yield g, one, detected + _true_counts(one, a[..., g : g + 1], b[..., g : g + 1])[..., 0, :]
 
 
 def graded_log_marginal(grading: Grading, a, b, sensitivity, specificity) -> np.ndarray:
@@ -231,11 +243,10 @@ def graded_log_marginal(grading: Grading, a, b, sensitivity, specificity) -> np.
     return out
 
 
-def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_agent):
-    """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
-    the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
-    pairs, the design as data; returns that sum."""
-
+def grader_rates(pm, grading: Grading, priors: dict):
+    """Per grader, its sensitivity and specificity (``priors``: the spec's ``[grader]``)
+    in the model being built, over a ``grader`` dim, with the audit as their binomial
+    data; returns the two."""
     pm.modelcontext(None).add_coord("grader", grading.graders)
     # started where the audit puts them: (p, se, sp) and (1 - p, 1 - sp, 1 - se) give the
     # same graded counts, and a chain started at se = sp = 1/2 may take the mirror, which
@@ -253,6 +264,15 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     detected, positives, cleared, negatives = grading.audit_counts()
     pm.Binomial("audit_detected", n=positives, p=se, observed=detected)
     pm.Binomial("audit_cleared", n=negatives, p=sp, observed=cleared)
+    return se, sp
+
+
+def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_agent):
+    """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
+    the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
+    pairs, the design as data; returns that sum."""
+
+    se, sp = grader_rates(pm, grading, priors)
     # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
     # own largest counts: a table's few long pairs do not widen every pair's sum
     n, k = grading.runs, grading.graded
@@ -353,3 +373,39 @@ def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Gradi
 
 def _shapes(prior) -> dict:
     return {"alpha": prior.alpha, "beta": prior.beta}
+
+
+def grader_provenance(grading: Grading, spec) -> dict:
+    """``{pair: "; graded by ..."}`` of the graded pairs (by their index in the layout):
+    their grader's sensitivity and specificity after its audit
+    (``bayes_eval.exact.builders.grader_text``)."""
+    from bayes_eval.exact.builders import grader_text
+
+    shapes = audit_shapes(grading, spec.grader)
+    _, positives, _, negatives = grading.audit_counts()
+    audited = positives + negatives
+    texts = [
+        f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
+        for g, name in enumerate(grading.graders)
+    ]
+    return {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
+
+
+def with_graders(conjugate, grading: Grading, pairs: list, spec):
+    """The ``conjugate`` group with each graded pair's grader and the Betas of its
+    sensitivity and specificity after the audit (as an exact fit keeps them), which its
+    own runs' bounds read; ``pairs`` the layout's (agent, task) per index."""
+    from bayes_eval.exact.builders import GRADER_SHAPES
+
+    agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
+    grader = np.full(conjugate["method"].shape, "", dtype=object)
+    shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
+    audit = audit_shapes(grading, spec.grader)
+    for p, g in zip(grading.pairs, grading.grader, strict=True):
+        agent, task = pairs[p]
+        i, j = agents.index(agent), tasks.index(task)
+        grader[i, j], shapes[i, j] = grading.graders[g], audit[g]
+    return conjugate.assign(
+        grader=((AGENT, TASK), grader.astype(str)),
+        grader_shapes=((AGENT, TASK, "grader_shape"), shapes),
+    ).assign_coords(grader_shape=list(GRADER_SHAPES))

@@ -23,6 +23,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.pooled.grading import GRADER_RATES
 
 __all__ = [
     "HYPER_NAMES",
@@ -224,7 +225,7 @@ def _grader_draws(layout, spec, p_task, at, n_draws, rng) -> dict:
     priors, and ``p_graded``, ``se p + (1 - sp)(1 - p)``, of the pairs it scored."""
     grading = layout.grading
     size = (n_draws, len(grading.graders))
-    se, sp = (prior_draw(spec.grader[name], size, rng) for name in ("sensitivity", "specificity"))
+    se, sp = (prior_draw(spec.grader[name], size, rng) for name in GRADER_RATES)
     graded = np.full(p_task.shape, np.nan)
     i, j = (x[grading.pairs] for x in at)
     p = p_task[:, i, j]
@@ -247,12 +248,16 @@ def log_prior(post: xr.Dataset, layout, spec) -> xr.Dataset:
     draw)`` for a concentration the agents share and its scale): what
     ``arviz_stats.psense`` power-scales. The task means and rates below them are the
     model's population, not a prior, and are left unscaled (Kallioinen et al. 2024
-    power-scale the top-level priors of a hierarchical model)."""
-    out = {}
-    for role, name in hyper_roles(layout, spec).items():
-        x = post[name]
-        out[name] = x.copy(data=prior_density(spec.priors[role]).logpdf(x.values))
-    return xr.Dataset(out)
+    power-scale the top-level priors of a hierarchical model). A grader's sensitivity and
+    specificity are scaled under their ``[grader]`` priors."""
+    priors = {name: spec.priors[role] for role, name in hyper_roles(layout, spec).items()}
+    priors |= {name: spec.grader[name] for name in GRADER_RATES if name in post}
+    return xr.Dataset(
+        {
+            name: post[name].copy(data=prior_density(prior).logpdf(post[name].values))
+            for name, prior in priors.items()
+        }
+    )
 
 
 def prior_density(prior):

@@ -16,7 +16,7 @@ import numpy as np
 
 from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
-from bayes_eval.pooled.grading import audit_shapes, grading_of
+from bayes_eval.pooled.grading import grader_provenance, grading_of, with_graders
 from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.models import model_structure
@@ -27,7 +27,7 @@ from bayes_eval.registry import model_of
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["derivation_of_fit", "fit_pooled", "prior_pooled"]
+__all__ = ["derivation_of_fit", "fit_pooled", "layout_of", "prior_pooled"]
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
@@ -47,7 +47,7 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
     """
     from bayes_eval.results.posterior import Posterior
 
-    layout = _layout(evidence, by_pair, spec)
+    layout = layout_of(evidence, by_pair, spec)
     build = model_of(spec).build(clustered=layout.clusters is not None)
     derivation = _derivation(layout, spec, seed)
 
@@ -85,12 +85,12 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
 def derivation_of_fit(evidence, by_pair, spec, seed):
     """The ``Derivation`` of a pooled fit read from a file: its layout made again from the
     rows it used (``by_pair``), as the fit made it."""
-    return _derivation(_layout(evidence, by_pair, spec), spec, seed)
+    return _derivation(layout_of(evidence, by_pair, spec), spec, seed)
 
 
-def _layout(evidence, by_pair, spec):
-    """The model's layout of the rows it uses, with the terms of the counts an audited
-    grader scored (``bayes_eval.pooled.grading``)."""
+def layout_of(evidence, by_pair, spec):
+    """A pooled or crossed model's layout of the rows it uses, with the terms of the
+    counts an audited grader scored (``bayes_eval.pooled.grading``)."""
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
@@ -140,7 +140,7 @@ def prior_pooled(evidence, by_pair, spec, *, seed):
     ``prior_groups`` draw its prior (it has no posterior draws)."""
     from bayes_eval.results.posterior import Derivation, Posterior
 
-    layout = _layout(evidence, by_pair, spec)
+    layout = layout_of(evidence, by_pair, spec)
     groups = {"conjugate": _estimates(layout, spec, seed, "prior only (no sampling)")}
     derivation = Derivation(prior=functools.partial(_prior, layout=layout, spec=spec))
     return Posterior.build(
@@ -180,24 +180,6 @@ def _labels(layout, draws) -> dict:
     return labels
 
 
-def _grader_texts(layout, spec) -> dict:
-    """``{pair: "; graded by ..."}`` of the pairs an audited grader scored: its audit's
-    sensitivity and specificity (``bayes_eval.exact.builders.grader_text``)."""
-    from bayes_eval.exact.builders import grader_text
-
-    grading = layout.grading
-    if grading is None:
-        return {}
-    shapes = audit_shapes(grading, spec.grader)
-    _, positives, _, negatives = grading.audit_counts()
-    audited = positives + negatives
-    texts = [
-        f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
-        for g, name in enumerate(grading.graders)
-    ]
-    return {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
-
-
 def _estimates(layout, spec, seed, run) -> xr.Dataset:
     """The ``conjugate`` group of a pooled fit: method, provenance (model, priors, sampler)
     and the end-to-end counts behind the Clopper-Pearson bound, per (agent, task)."""
@@ -209,7 +191,7 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
     priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
     run = f"{run}; seed {seed}"
     e2e = np.full(shape + (2,), -1, dtype=np.int64)
-    graders = _grader_texts(layout, spec)
+    graders = {} if layout.grading is None else grader_provenance(layout.grading, spec)
     for p, (agent, task) in enumerate(layout.pairs):
         i, j = layout.agents.index(agent), layout.tasks.index(task)
         method[i, j] = spec.kind
@@ -229,24 +211,6 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
         },
         coords={AGENT: layout.agents, TASK: layout.tasks},
     )
-    return conjugate if layout.grading is None else _with_graders(conjugate, layout, spec)
-
-
-def _with_graders(conjugate, layout, spec):
-    """The ``conjugate`` group with each graded pair's grader and the Betas of its
-    sensitivity and specificity after the audit (as an exact fit keeps them), which its
-    own runs' bounds read."""
-    from bayes_eval.exact.builders import GRADER_SHAPES
-
-    grading = layout.grading
-    grader = np.full(conjugate["method"].shape, "", dtype=object)
-    shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
-    audit = audit_shapes(grading, spec.grader)
-    for p, g in zip(grading.pairs, grading.grader, strict=True):
-        agent, task = layout.pairs[p]
-        i, j = layout.agents.index(agent), layout.tasks.index(task)
-        grader[i, j], shapes[i, j] = grading.graders[g], audit[g]
-    return conjugate.assign(
-        grader=((AGENT, TASK), grader.astype(str)),
-        grader_shapes=((AGENT, TASK, "grader_shape"), shapes),
-    ).assign_coords(grader_shape=list(GRADER_SHAPES))
+    if layout.grading is None:
+        return conjugate
+    return with_graders(conjugate, layout.grading, layout.pairs, spec)

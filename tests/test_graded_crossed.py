@@ -1,0 +1,130 @@
+"""A grader that errs in the crossed model: the graded count's likelihood with the
+departure integrated out against adaptive quadrature, and a real fit (NUTS) on a sparse
+table of graded and trusted pairs whose judge misses a quarter of the successes."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, special, stats
+
+import bayes_eval
+from bayes_eval.crossed.likelihood import log_marginal, log_marginal_graded
+
+# Two agents, six tasks: one-run cells, zero-success rows, and pairs a trusted check
+# scored (blank ``grader``) beside those the judge scored; the judge detects 30 of 40
+# audited successes (a quarter missed) and raises 2 false alarms in 200 failures.
+TABLE = pd.DataFrame(
+    {
+        "agent": ["a"] * 6 + ["b"] * 6,
+        "task": [f"t{i}" for i in range(6)] * 2,
+        "method": "end_to_end",
+        "successes": [6, 2, 0, 1, 0, 1, 3, 0, 0, 0, 0, 1],
+        "trials": [30, 30, 30, 1, 20, 3, 30, 30, 30, 1, 20, 3],
+        "grader": ["judge", "judge", "judge", "judge", "", ""] * 2,
+    }
+)
+AUDIT = pd.DataFrame(
+    {"grader": "judge", "truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [30, 10, 198, 2]}
+)
+
+
+def marginal_by_quadrature(eta, scale, k, n, se, sp):
+    """``log int Bin(k | n, se P + (1 - sp)(1 - P)) phi(e) de``, ``P = expit(eta + s e)``,
+    by scipy's adaptive quadrature on pieces of [-12, 12]."""
+
+    def integrand(e):
+        p = special.expit(eta + scale * e)
+        return stats.binom.pmf(k, n, se * p + (1 - sp) * (1 - p)) * stats.norm.pdf(e)
+
+    edges = np.linspace(-12, 12, 49)
+    pieces = (
+        integrate.quad(integrand, a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
+        for a, b in zip(edges[:-1], edges[1:], strict=True)
+    )
+    return np.log(sum(pieces))
+
+
+@pytest.mark.parametrize(
+    ("eta", "scale", "k", "n", "se", "sp"),
+    [
+        (-3.0, 1.0, 3, 400, 0.85, 0.992),  # false alarms explain part of the graded count
+        (-6.0, 2.0, 0, 2000, 0.9, 0.999),  # none graded in many runs
+        (0.5, 0.3, 150, 200, 0.7, 0.95),  # common successes, a narrow departure
+        (-2.0, 3.0, 12, 200, 0.6, 0.97),  # a wide departure, a poor judge
+        (-8.0, 5.0, 40, 200, 0.99, 0.9),  # false alarms alone could make the count
+    ],
+)
+def test_the_graded_likelihood_is_the_integral_over_the_departure(eta, scale, k, n, se, sp):
+    """The log-likelihood of a graded count, its departure integrated out on the grid
+    that holds every true count's term, matches adaptive quadrature to 1e-10."""
+    grading = SimpleNamespace(graded=np.array([k]), runs=np.array([n]), grader=np.array([0]))
+    got = log_marginal_graded(
+        np.array([[eta]]), np.array([[scale]]), grading, np.array([[se]]), np.array([[sp]])
+    )[0, 0]
+    assert got == pytest.approx(marginal_by_quadrature(eta, scale, k, n, se, sp), abs=1e-10)
+
+
+@pytest.fixture(scope="module")
+def fits():
+    """The table fitted with the judge's audit, and with every grader taken as perfect."""
+    audited = bayes_eval.fit(TABLE, "crossed", audit=AUDIT)
+    perfect = bayes_eval.fit(TABLE.drop(columns="grader"), "crossed")
+    return audited, perfect
+
+
+def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
+    """With the audit the fit passes its diagnostics, the judge's sensitivity sits where
+    the audit puts it (30 of 40: the truth 0.75 within its 99% interval), and every
+    zero-success pair the judge scored gets a higher bound than the one that takes the
+    judge as perfect; its provenance names the judge and its audit."""
+    audited, perfect = fits
+    assert audited.diagnostics.ok, audited.diagnostics.messages
+    se = audited.draws["sensitivity"].values.ravel()
+    assert np.quantile(se, 0.005) < 0.75 < np.quantile(se, 0.995)
+    upper = audited.summary().set_index(["agent", "task"])
+    alone = perfect.summary().set_index(["agent", "task"])["upper"]
+    for pair in (("a", "t2"), ("b", "t1"), ("b", "t2")):
+        assert upper.loc[pair, "upper"] > alone[pair]
+    assert "graded by judge: sensitivity 0.74 (0.60-0.86)" in upper.loc[("a", "t2"), "provenance"]
+    assert "graded by" not in upper.loc[("a", "t4"), "provenance"]
+
+
+def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
+    """At the fit's own draws, the graded pairs' log-likelihood is the graded integral
+    and the trusted pairs' the plain one, each with the pair's sampled additive logit."""
+    audited, _ = fits
+    post, tree = audited.draws, audited.tree
+    values = tree["log_likelihood"]["successes"].values
+    eta = post["ability"].values[..., :, None] - post["difficulty"].values[..., None, :]
+    scale = post["cell_scale"].values[..., None]
+    k, n = TABLE["successes"].to_numpy(), TABLE["trials"].to_numpy()
+    graded = np.flatnonzero(TABLE["grader"] == "judge")
+    trusted = np.flatnonzero(TABLE["grader"] == "")
+    agent, task = np.repeat([0, 1], 6), np.tile(np.arange(6), 2)
+    plain = log_marginal(eta[..., agent[trusted], task[trusted]], scale, k[trusted], n[trusted])
+    assert np.allclose(values[..., trusted], plain, rtol=1e-12)
+    grading = SimpleNamespace(graded=k[graded], runs=n[graded], grader=np.zeros(graded.size, int))
+    rates = (post[name].values for name in ("sensitivity", "specificity"))
+    through = log_marginal_graded(eta[..., agent[graded], task[graded]], scale, grading, *rates)
+    assert np.allclose(values[..., graded], through, rtol=1e-12)
+    assert np.isfinite(values).all()
+
+
+def test_the_audited_fits_groups_carry_the_grader(fits):
+    """``p_graded`` where the judge scored (``se P + (1 - sp)(1 - P)`` of the same draw)
+    and nowhere else, in the posterior and the prior; the grader's rates in the log
+    prior, for ``psense``; the graded pairs' own bounds are the exact model's."""
+    audited, _ = fits
+    post, tree = audited.draws, audited.tree
+    q = post["p_graded"].values
+    se, sp = (post[name].values[..., 0] for name in ("sensitivity", "specificity"))
+    p = post["p_task"].values
+    assert np.allclose(q[..., 0, 2], se * p[..., 0, 2] + (1 - sp) * (1 - p[..., 0, 2]))
+    assert np.isnan(q[..., :, 4:]).all() and not np.isnan(q[..., :, :4]).any()
+    assert "p_graded" in tree["prior"] and "sensitivity" in tree["log_prior"]
+    summary = audited.summary().set_index(["agent", "task"])
+    exact = bayes_eval.fit(TABLE, "end_to_end", audit=AUDIT).summary().set_index(["agent", "task"])
+    for pair in (("a", "t0"), ("b", "t2")):
+        assert summary.loc[pair, "own_upper"] == pytest.approx(exact.loc[pair, "upper"], rel=1e-9)
