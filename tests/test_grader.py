@@ -196,3 +196,23 @@ def test_lee_et_al_interval_covers_where_its_normal_approximation_holds(load_stu
     held = ((lower <= theta) & (theta <= upper)).mean()
     assert abs(held - 0.95) < 3 * np.sqrt(0.05 * 0.95 / trials)
     assert (theta > upper).mean() < 1 - LEVEL < (theta < lower).mean()
+
+
+def test_ppi_upper_is_the_papers_interval_worked_by_hand(load_study):
+    """The study's PPI++ anchor from counts: four labelled runs (truth 1, 1, 0, 0; graded
+    1, 1, 0, 1) and four unlabelled (graded 1, 0, 0, 0). By hand: ``cov(Y, Yhat)`` = 1/8,
+    ``var(Yhat)`` over all eight = 2/7, ``lambda`` = (1/8) / (2 x 2/7) = 7/32, the estimate
+    ``lambda / 4 + (2 - 3 lambda) / 4`` = 25/64, its variance ``lambda^2 (3/16) / 4`` plus
+    ``(E[(Y - lambda Yhat)^2] - 43^2 / 128^2) / 4`` with ``E`` = (2 (25/32)^2 +
+    (7/32)^2) / 4; its 97.5% end. Where ``ppi_py`` is installed, its ``ppi_mean_ci`` on
+    the same runs gives the same end."""
+    study = load_study("grader_error")
+    lam = 7 / 32
+    square = (2 * (25 / 32) ** 2 + lam**2) / 4
+    variance = lam**2 * (3 / 16) / 4 + (square - (43 / 128) ** 2) / 4
+    expected = 25 / 64 + stats.norm.ppf(LEVEL) * np.sqrt(variance)
+    assert study.ppi_upper(2, 4, 2, 3, 1, 4, LEVEL) == pytest.approx(expected, rel=1e-12)
+    ppi_py = pytest.importorskip("ppi_py")
+    labels, grades = np.array([1.0, 1, 0, 0]), np.array([1.0, 1, 0, 1])
+    _, upper = ppi_py.ppi_mean_ci(labels, grades, np.array([1.0, 0, 0, 0]), alpha=2 * (1 - LEVEL))
+    assert float(np.squeeze(upper)) == pytest.approx(expected, rel=1e-12)
