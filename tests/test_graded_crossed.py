@@ -128,3 +128,32 @@ def test_the_audited_fits_groups_carry_the_grader(fits):
     exact = bayes_eval.fit(TABLE, "end_to_end", audit=AUDIT).summary().set_index(["agent", "task"])
     for pair in (("a", "t0"), ("b", "t2")):
         assert summary.loc[pair, "own_upper"] == pytest.approx(exact.loc[pair, "upper"], rel=1e-9)
+
+
+def test_the_reports_grader_section_compares_each_pairs_own_runs(fits):
+    """In an MCMC fit the report's grader section sets, per pair the judge scored, its own
+    runs' bound through the judge (``own_upper``) beside the Beta bound of the same graded
+    count under the uniform prior (scipy) and the judge's floor under that prior, the
+    model's bound before them; the trusted pairs are not in it."""
+    from bayes_eval.exact.graded import false_alarm_floor
+    from bayes_eval.outputs.grading import grader_sections
+
+    audited, _ = fits
+    summary = audited.summary()
+    (_, title), (_, text), (_, shown) = grader_sections(audited, summary, 0.975)
+    assert title == "How much of each bound is the grader" and "own runs" in text
+    judged = TABLE[TABLE["grader"] == "judge"]
+    assert sorted(zip(shown["agent"], shown["task"], strict=True)) == sorted(
+        zip(judged["agent"], judged["task"], strict=True)
+    )
+    rows = summary.set_index(["agent", "task"])
+    shapes = audited.values("grader_shapes")[0, 0]
+    floor = false_alarm_floor((1.0, 1.0), shapes[:2], shapes[2:], 0.975)
+    for line in shown.itertuples(index=False):
+        k, n = (int(x) for x in line.graded.split("/"))
+        own, perfect, share, at_floor = (float(x) for x in line[5:9])
+        assert own == pytest.approx(rows.loc[(line.agent, line.task), "own_upper"], rel=1e-3)
+        assert perfect == pytest.approx(stats.beta.ppf(0.975, 1 + k, 1 + n - k), rel=1e-3)
+        assert share == pytest.approx(own - perfect, abs=1e-3 * own)
+        assert at_floor == pytest.approx(floor, rel=1e-3)
+        assert float(line[4]) == pytest.approx(rows.loc[(line.agent, line.task), "upper"], rel=1e-3)

@@ -1,18 +1,18 @@
 """The report's section on the grader: how much of each bound is the grader's error.
 
-Where an audited grader scored a pair's runs (``bayes_eval.exact.graded``), its bound is
-set beside the bound the same runs would give were the grader perfect, and beside the
+Where an audited grader scored a pair's runs (``bayes_eval.exact.graded``), its bound (in
+an MCMC fit, its own runs' bound) is set beside the bound the same runs would give were
+the grader perfect, and beside the
 grader's floor (``false_alarm_floor``): the bound no number of runs takes below while their
 graded successes could all be false alarms.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_eval.results.summary import format_number
+from bayes_eval.results.summary import REFERENCE_PRIOR, format_number
 
 __all__ = ["grader_sections", "grader_table"]
 
@@ -29,34 +29,40 @@ GRADER_TEXT = (
 def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     """Per pair an audited grader scored: its grader and graded count, its upper bound,
     the bound with the grader taken as perfect, their difference, and the grader's floor,
-    the pairs whose bounds the grader moves most first (empty where no grader errs)."""
+    the pairs whose bounds the grader moves most first (empty where no grader errs). In
+    an MCMC fit (pooled, crossed) the bounds compared are the pair's own runs' (uniform
+    prior, ``own_upper``), the model's bound beside them."""
     from bayes_eval.exact.graded import false_alarm_floor
 
-    graded = posterior.graded_positions
-    if not graded.any():
+    named = table["grader"].fillna("") if "grader" in table else pd.Series(dtype=str)
+    if not (named != "").any():
         return pd.DataFrame()
-    prior = posterior.spec.priors["end_to_end"]
-    agents, tasks = posterior.coords["agent"], posterior.coords["task"]
-    upper = table.set_index(["agent", "task"])["upper"]
+    pooled = posterior.is_mcmc
+    own = posterior.spec.priors.get("end_to_end")  # an exact fit's prior
+    prior = REFERENCE_PRIOR if pooled else (own.alpha, own.beta)
+    label = f"{'own runs: ' if pooled else ''}upper ({level:g})"
+    agent_at = {a: i for i, a in enumerate(posterior.coords["agent"])}
+    task_at = {t: j for j, t in enumerate(posterior.coords["task"])}
     floors: dict[tuple, float] = {}
     rows = []
-    for i, j in np.argwhere(graded):
+    for row in table[(named != "").to_numpy()].itertuples():
+        i, j = agent_at[row.agent], task_at[row.task]
         k = int(posterior.values("cp_successes")[i, j])
         n = int(posterior.values("cp_trials")[i, j])
         shapes = tuple(posterior.values("grader_shapes")[i, j].tolist())
         if shapes not in floors:
-            floors[shapes] = false_alarm_floor(
-                (prior.alpha, prior.beta), shapes[:2], shapes[2:], level
-            )
-        perfect = stats.beta.ppf(level, prior.alpha + k, prior.beta + n - k)
-        bound = upper[(agents[i], tasks[j])]
+            floors[shapes] = false_alarm_floor(prior, shapes[:2], shapes[2:], level)
+        bound = row.own_upper if pooled else row.upper
+        perfect = stats.beta.ppf(level, prior[0] + k, prior[1] + n - k)
+        model = {f"{posterior.spec.name} upper": row.upper} if pooled else {}
         rows.append(
             {
-                "agent": agents[i],
-                "task": tasks[j],
-                "grader": posterior.values("grader")[i, j],
+                "agent": row.agent,
+                "task": row.task,
+                "grader": row.grader,
                 "graded": f"{k}/{n}",
-                f"upper ({level:g})": bound,
+                **model,
+                label: bound,
                 "grader taken as perfect": perfect,
                 "the grader's share": bound - perfect,
                 "grader's floor": floors[shapes],
@@ -81,6 +87,12 @@ def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
     if not len(graded):
         return []
     text = GRADER_TEXT
+    if posterior.is_mcmc:
+        text += (
+            " In this fit each bound also pools the pair's runs with the rest of the table; "
+            "the bounds set side by side are the pair's own runs' (uniform prior), those "
+            "that carry a verdict resting on its own runs, the model's bound before them."
+        )
     if len(graded) > GRADER_ROWS_SHOWN:
         text += (
             f" Here the {GRADER_ROWS_SHOWN} of {len(graded)} graded pairs whose bounds the "
