@@ -205,7 +205,8 @@ def test_ppi_upper_is_the_papers_interval_worked_by_hand(load_study):
     ``lambda / 4 + (2 - 3 lambda) / 4`` = 25/64, its variance ``lambda^2 (3/16) / 4`` plus
     ``(E[(Y - lambda Yhat)^2] - 43^2 / 128^2) / 4`` with ``E`` = (2 (25/32)^2 +
     (7/32)^2) / 4; its 97.5% end. Where ``ppi_py`` is installed, its ``ppi_mean_ci`` on
-    the same runs gives the same end."""
+    the same runs gives the same end (it is not a test extra: its wheel installs a
+    top-level ``tests`` package, which hides this project's own)."""
     study = load_study("grader_error")
     lam = 7 / 32
     square = (2 * (25 / 32) ** 2 + lam**2) / 4
