@@ -157,3 +157,27 @@ def test_the_reports_grader_section_compares_each_pairs_own_runs(fits):
         assert share == pytest.approx(own - perfect, abs=1e-3 * own)
         assert at_floor == pytest.approx(floor, rel=1e-3)
         assert float(line[4]) == pytest.approx(rows.loc[(line.agent, line.task), "upper"], rel=1e-3)
+
+
+def test_sbc_of_the_graded_crossed_model():
+    """Simulation-based calibration with the judge's audit as fixed data: each
+    simulation draws the judge's rates from their Betas after the audit (what the fit
+    conditions on), every other parameter from its prior, and the graded counts through
+    the judge, on a sparse design (4 agents x 6 tasks, 1 to 30 runs, two pairs never run,
+    a third of the pairs scored by a trusted check). Every rank, the judge's rates and
+    the pairs' true rates among them, is uniform."""
+    from bayes_eval.checks.sbc import sbc
+    from bayes_eval.evidence.audit import with_audit
+
+    rng = np.random.default_rng(6)
+    rows = [
+        (f"a{a}", f"t{t}", "end_to_end", 0, int(rng.integers(1, 31)), "" if t % 3 == 0 else "judge")
+        for a in range(4)
+        for t in range(6)
+        if (a, t) not in ((0, 2), (3, 5))
+    ]
+    columns = ["agent", "task", "method", "successes", "trials", "grader"]
+    evidence = with_audit(bayes_eval.load_evidence(pd.DataFrame(rows, columns=columns)), AUDIT)
+    result = sbc(evidence, "crossed", simulations=48, draws=99, bins=4, seed=3)
+    assert result.passed(), result.p_values.sort_values().head()
+    assert {"sensitivity[0]", "specificity[0]", "p_task[1]"} <= set(result.p_values.index)

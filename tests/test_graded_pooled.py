@@ -117,13 +117,17 @@ def test_rates_drawn_back_follow_their_exact_conditional():
         assert stats.kstest(p[:, pair], cdf).pvalue > 1e-3
 
 
-def test_scoped_audit_rows_and_clusters_are_refused():
+def test_scoped_audit_rows_clusters_and_an_audited_sbc_are_refused():
     spec = load_spec("end_to_end_pooled")
     evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDIT.assign(task=["t1", "", "", ""]))
     with pytest.raises(bayes_eval.InputError, match="row 2, column task: model end_to_end_pooled"):
         grading_of(evidence, [("a", "t0")], np.array([3]), np.array([40]), spec)
     with pytest.raises(bayes_eval.InputError, match="model end_to_end_zero_inflated"):
         bayes_eval.fit(TABLE, "end_to_end_zero_inflated", audit=AUDIT)
+    from bayes_eval.checks.sbc import sbc
+
+    with pytest.raises(bayes_eval.InputError, match="sbc: the simulations of model end_to_end"):
+        sbc(with_audit(bayes_eval.load_evidence(TABLE), AUDIT), "end_to_end_pooled")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,10 @@ data), and record the rank of every true quantity among thinned posterior draws;
 inference are right, every rank is uniform on ``0..draws``; a chi-square test per
 quantity, Bonferroni-corrected across quantities, says whether they are.
 
+With a grader's audit (the crossed model alone so far), each simulation draws the
+grader's sensitivity and specificity from their Betas after the audit, which the fit
+keeps as data, and the graded counts through them.
+
 Where the evidence's runs come in clusters, each cluster's rate is drawn around its
 rate and its runs from it, and the model is compiled anew for each simulation: the
 terms of its exact marginal over clusters are built from the counts.
@@ -26,6 +30,7 @@ from scipy import stats
 from bayes_eval.inference.engines import compile_model, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
+from bayes_eval.pooled.grading import GRADER_RATES, audit_draw
 from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = ["SBCResult", "sbc"]
@@ -95,6 +100,7 @@ def sbc(
         Run the simulations on a dask cluster (``bayes_eval.inference.sweep.run_sweep``). Each is
         seeded from ``seed`` and its index, so the ranks are the same on any cluster.
     """
+    from bayes_eval.errors import InputError
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.pooled.layout import build_layout, choose_form
@@ -105,6 +111,11 @@ def sbc(
     spec = load_spec(model)
     evidence = load_evidence(evidence)
     evidence_rows = usable_rows(evidence, spec)
+    if evidence.audit is not None and spec.pooling != "crossed":
+        raise InputError(
+            f"sbc: the simulations of model {spec.name} do not draw a grader's error yet; "
+            "run its SBC without the audit, or that of crossed, whose simulations do"
+        )
     sweep = {"workers": workers, "scheduler": scheduler}
     if spec.pooling == "crossed":
         from bayes_eval.crossed.model import design_of
@@ -261,6 +272,7 @@ CROSSED_RANKED = (
     "agent_coefficient",
     "task_coefficient",
     "ability",
+    *GRADER_RATES,
 )
 
 
@@ -279,6 +291,8 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     layout = design.layout
     rng = replicate_rng(setup.seed, index)
     truth = prior_draw(design, spec, rng)
+    if layout.grading is not None:  # the grader's rates given its audit, which the fit keeps
+        truth.update(audit_draw(layout.grading, spec.grader, rng))
     data, p_task = simulate(truth, design, spec, rng)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

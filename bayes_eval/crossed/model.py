@@ -201,7 +201,7 @@ def design_of(by_pair, spec, evidence, side=None, predict=()) -> Design:
         A covariate that cannot be read (``read_covariates``), a bad prediction text, or a
         predicted agent named as a fitted one.
     """
-    layout = layout_of(evidence, by_pair, spec)
+    layout = layout_of(evidence, by_pair, spec, terms=False)
     covariates = read_covariates(spec.covariates, evidence, layout.agents, layout.tasks, side)
     names, raw = predicted_agents(predict, covariates)
     for name in names:
@@ -217,7 +217,7 @@ def design_of_fit(by_pair, spec, evidence, covariates) -> Design:
     """The design of a crossed fit read from a file: its layout made again from the rows
     it used (``by_pair``), its covariates and predicted agents from its ``covariates``
     group (``covariates_of_group``)."""
-    layout = layout_of(evidence, by_pair, spec)
+    layout = layout_of(evidence, by_pair, spec, terms=False)
     return _design(layout, spec, *covariates_of_group(covariates, spec.covariates))
 
 
@@ -612,7 +612,8 @@ def _zero_sum_draw(rng, size: int) -> np.ndarray:
 
 def simulate(truth: dict, design: Design, spec, rng):
     """Counts drawn generatively from ``truth`` on the design (the model's data, or the
-    clusters' successes as ``k_cluster``) and the true ``P`` of every pair run. A blocked
+    clusters' successes as ``k_cluster``; a graded pair's counts through its grader) and
+    the true ``P`` of every pair run. A blocked
     pair of milestone runs (``blocked_share``) fails every run; its ``P`` is the product
     of its milestone rates all the same."""
     from bayes_eval.pooled.models import count_data
@@ -625,6 +626,11 @@ def simulate(truth: dict, design: Design, spec, rng):
         eta, trials = eta[layout.cell_pair], layout.n
     rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
     p_task, runs_at = rate, rate
+    grading = layout.grading if spec.kind == END_TO_END else None
+    if grading is not None:  # a graded pair's runs are graded successes with chance q
+        se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
+        runs_at = rate.copy()
+        runs_at[grading.pairs] = se * rate[grading.pairs] + (1 - sp) * (1 - rate[grading.pairs])
     if spec.kind != END_TO_END:
         log_p = np.log(rate)
         p_task = np.exp(np.bincount(layout.cell_pair, log_p, minlength=len(layout.pairs)))

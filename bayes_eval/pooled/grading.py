@@ -38,6 +38,7 @@ __all__ = [
     "GRADED_MAX_TERMS",
     "GRADER_RATES",
     "Grading",
+    "audit_draw",
     "audit_shapes",
     "draw_graded",
     "grader_provenance",
@@ -69,13 +70,16 @@ class Grading:
         Per grader, its audit.
     pairs : ndarray of int
         The layout's pairs a grader scored; ``grader`` indexes ``graders`` per such pair.
-    constant : ndarray
+    runs, graded : ndarray of int
+        Each graded pair's runs ``n`` and graded successes ``k``.
+    constant : ndarray or None
         ``(pair, t, j)``: ``log C(n, t) + log C(t, j) + log C(n - t, k - j)``,
-        ``IMPOSSIBLE`` where the term is impossible.
-    detected_runs, missed_runs, alarm_runs, cleared_runs : ndarray
+        ``IMPOSSIBLE`` where the term is impossible; None (with the other terms) where
+        the model needs no sum over true counts (the crossed model samples each rate).
+    detected_runs, missed_runs, alarm_runs, cleared_runs : ndarray or None
         ``(pair, t, j)``: ``j``, ``t - j``, ``k - j`` and ``n - t - k + j`` (0 where the term
         is impossible).
-    true, failed : ndarray
+    true, failed : ndarray or None
         ``(pair, t)``: ``t`` and ``n - t`` (0 past ``n``).
     """
 
@@ -83,23 +87,15 @@ class Grading:
     counts: list[GraderCounts]
     pairs: np.ndarray
     grader: np.ndarray
-    constant: np.ndarray
-    detected_runs: np.ndarray
-    missed_runs: np.ndarray
-    alarm_runs: np.ndarray
-    cleared_runs: np.ndarray
-    true: np.ndarray
-    failed: np.ndarray
-
-    @property
-    def runs(self) -> np.ndarray:
-        """Each graded pair's runs ``n`` (``n - t`` at ``t = 0``)."""
-        return self.failed[:, 0].astype(np.int64)
-
-    @property
-    def graded(self) -> np.ndarray:
-        """Each graded pair's graded successes ``k`` (``k - j`` at ``j = 0``)."""
-        return self.alarm_runs[:, 0, 0].astype(np.int64)
+    runs: np.ndarray
+    graded: np.ndarray
+    constant: np.ndarray | None = None
+    detected_runs: np.ndarray | None = None
+    missed_runs: np.ndarray | None = None
+    alarm_runs: np.ndarray | None = None
+    cleared_runs: np.ndarray | None = None
+    true: np.ndarray | None = None
+    failed: np.ndarray | None = None
 
     def audit_counts(self) -> tuple[np.ndarray, ...]:
         """Per grader: true successes detected and audited, true failures cleared and
@@ -112,7 +108,7 @@ class Grading:
 
     def key(self) -> tuple:
         """What a compiled model depends on."""
-        arrays = (self.pairs, self.grader, self.constant, *self.audit_counts()[1::2])
+        arrays = (self.pairs, self.grader, self.runs, self.graded, *self.audit_counts()[1::2])
         return (tuple(self.graders), *(a.tobytes() for a in arrays))
 
 
@@ -125,11 +121,25 @@ def audit_shapes(grading: Grading, priors: dict) -> np.ndarray:
     )
 
 
-def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Grading | None:
+def audit_draw(grading: Grading, priors: dict, rng) -> dict:
+    """One draw of each grader's sensitivity and specificity from their Betas after its
+    audit (``audit_shapes``): the truth of a simulation that conditions on the audit, as
+    simulation-based calibration of a graded fit does (the audit is data the fit keeps)."""
+    shapes = audit_shapes(grading, priors)
+    return {
+        name: rng.beta(shapes[:, 2 * n], shapes[:, 2 * n + 1])
+        for n, name in enumerate(GRADER_RATES)
+    }
+
+
+def grading_of(
+    evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec, terms: bool = True
+) -> Grading | None:
     """The ``Grading`` of the ``pairs`` (with end-to-end counts ``k`` of ``n``) whose rows
-    an audited grader scored (``evidence.audit``); None without an audit. An audit row
-    scoped to an agent, task, method or step is refused: the pooled model's sensitivity
-    and specificity are one per grader (the exact ``end_to_end`` model takes scopes)."""
+    an audited grader scored (``evidence.audit``), with the terms of the sum over true
+    counts where ``terms``; None without an audit. An audit row scoped to an agent, task,
+    method or step is refused: the model's sensitivity and specificity are one per grader
+    (the exact ``end_to_end`` model takes scopes)."""
     audit = evidence.audit
     if audit is None:
         return None
@@ -149,6 +159,11 @@ def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Gra
     scored = np.flatnonzero((grader >= 0) & (n > 0))
     counts = [audit.counts(name) for name in graders]
     k, n = k[scored], n[scored]
+    parts = dict(
+        graders=graders, counts=counts, pairs=scored, grader=grader[scored], runs=n, graded=k
+    )
+    if not terms:
+        return Grading(**parts)
     top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
     if scored.size * (top_n + 1) * (top_k + 1) > GRADED_MAX_TERMS:
         raise InputError(
@@ -165,10 +180,7 @@ def grading_of(evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec) -> Gra
     runs = [np.where(possible, x, 0.0) for x in (j, t - j, k3 - j, n3 - t - k3 + j)]
     inside = (t[..., 0] <= n[:, None]).astype(float)
     return Grading(
-        graders=graders,
-        counts=counts,
-        pairs=scored,
-        grader=grader[scored],
+        **parts,
         constant=np.where(possible, constant, IMPOSSIBLE),
         detected_runs=runs[0],
         missed_runs=runs[1],
@@ -361,6 +373,8 @@ def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Gradi
         grading,
         pairs=grading.pairs[rows],
         grader=grading.grader[rows],
+        runs=grading.runs[rows],
+        graded=grading.graded[rows],
         constant=grading.constant[cube],
         detected_runs=grading.detected_runs[cube],
         missed_runs=grading.missed_runs[cube],

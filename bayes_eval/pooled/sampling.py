@@ -88,15 +88,16 @@ def derivation_of_fit(evidence, by_pair, spec, seed):
     return _derivation(layout_of(evidence, by_pair, spec), spec, seed)
 
 
-def layout_of(evidence, by_pair, spec):
-    """A pooled or crossed model's layout of the rows it uses, with the terms of the
-    counts an audited grader scored (``bayes_eval.pooled.grading``)."""
+def layout_of(evidence, by_pair, spec, terms: bool = True):
+    """A pooled or crossed model's layout of the rows it uses, with the counts an audited
+    grader scored (``bayes_eval.pooled.grading``; with the terms of their sum over true
+    counts where ``terms``: the crossed model samples each rate, and needs none)."""
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
     if spec.kind != "end_to_end":
         return layout
-    grading = grading_of(evidence, layout.pairs, layout.e2e_k, layout.e2e_n, spec)
+    grading = grading_of(evidence, layout.pairs, layout.e2e_k, layout.e2e_n, spec, terms)
     return dataclasses.replace(layout, grading=grading)
 
 
