@@ -503,8 +503,9 @@ def _graded(post, design: Design, rates: dict) -> np.ndarray:
     grading, p = design.layout.grading, rates["p_task"][1]
     at = design.layout.pair_agent[grading.pairs], design.pair_task[grading.pairs]
     se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    scored = p[..., at[0], at[1]]
     graded = np.full(p.shape, np.nan)
-    graded[..., at[0], at[1]] = se * p[..., at[0], at[1]] + (1 - sp) * (1 - p[..., at[0], at[1]])
+    graded[..., at[0], at[1]] = se * scored + (1 - sp) * (1 - scored)
     return graded
 
 
@@ -613,9 +614,9 @@ def _zero_sum_draw(rng, size: int) -> np.ndarray:
 def simulate(truth: dict, design: Design, spec, rng):
     """Counts drawn generatively from ``truth`` on the design (the model's data, or the
     clusters' successes as ``k_cluster``; a graded pair's counts through its grader) and
-    the true ``P`` of every pair run. A blocked
-    pair of milestone runs (``blocked_share``) fails every run; its ``P`` is the product
-    of its milestone rates all the same."""
+    the true ``P`` of every pair run. A blocked pair of milestone runs
+    (``blocked_share``) fails every run; its ``P`` is the product of its milestone rates
+    all the same."""
     from bayes_eval.pooled.models import count_data
 
     layout = design.layout

@@ -2,9 +2,8 @@
 
 Where an audited grader scored a pair's runs (``bayes_eval.exact.graded``), its bound (in
 an MCMC fit, its own runs' bound) is set beside the bound the same runs would give were
-the grader perfect, and beside the
-grader's floor (``false_alarm_floor``): the bound no number of runs takes below while their
-graded successes could all be false alarms.
+the grader perfect, and beside the grader's floor (``false_alarm_floor``): the bound no
+number of runs takes below while their graded successes could all be false alarms.
 """
 
 from __future__ import annotations

@@ -283,7 +283,6 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
     the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
     pairs, the design as data; returns that sum."""
-
     se, sp = grader_rates(pm, grading, priors)
     # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
     # own largest counts: a table's few long pairs do not widen every pair's sum
