@@ -181,3 +181,22 @@ def test_sbc_of_the_graded_crossed_model():
     result = sbc(evidence, "crossed", simulations=48, draws=99, bins=4, seed=3)
     assert result.passed(), result.p_values.sort_values().head()
     assert {"sensitivity[0]", "specificity[0]", "p_task[1]"} <= set(result.p_values.index)
+
+
+def test_an_audited_run_of_the_evidence_is_refused_in_one_line():
+    """An audit row with a ``run_id`` (a run the table counts, scored again) would have its
+    truth replace its grade; the crossed model does not do that yet, and says so, naming
+    the row and the exact model that does."""
+    own = pd.DataFrame(
+        {
+            "grader": "judge",
+            "truth": [1, 0],
+            "graded": [1, 0],
+            "runs": [1, 1],
+            "task": ["t0", "t0"],
+            "agent": ["a", "a"],
+            "run_id": ["r1", "r2"],
+        }
+    )
+    with pytest.raises(bayes_eval.InputError, match=r"row \d+, column run_id: model crossed"):
+        bayes_eval.fit(TABLE, "crossed", audit=pd.concat([AUDIT, own], ignore_index=True))

@@ -137,13 +137,20 @@ def grading_of(
 ) -> Grading | None:
     """The ``Grading`` of the ``pairs`` (with end-to-end counts ``k`` of ``n``) whose rows
     an audited grader scored (``evidence.audit``), with the terms of the sum over true
-    counts where ``terms``; None without an audit. An audit row scoped to an agent, task,
-    method or step is refused: the model's sensitivity and specificity are one per grader
-    (the exact ``end_to_end`` model takes scopes)."""
+    counts where ``terms``; None without an audit. Refused, each for the exact
+    ``end_to_end`` model, which takes them: an audit row scoped to an agent, task, method
+    or step (the model's sensitivity and specificity are one per grader), and an audited
+    run of the evidence (``run_id``: its truth would have to replace its grade)."""
     audit = evidence.audit
     if audit is None:
         return None
     table = audit.table
+    if "run_id" in table and (table["run_id"] != "").any():
+        row = table.index[table["run_id"] != ""][0]
+        raise InputError(
+            f"{audit.source}: row {row}, column run_id: model {spec.name} does not yet put "
+            "an audited run's truth in place of its grade; the exact end_to_end model does"
+        )
     for column in ("agent", "task", "method", "step"):
         if column in table and (table[column].astype(str) != "").any():
             row = table.index[table[column].astype(str) != ""][0]
