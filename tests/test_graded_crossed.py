@@ -30,13 +30,16 @@ AUDIT = pd.DataFrame(
 )
 
 
-def marginal_by_quadrature(eta, scale, k, n, se, sp):
-    """``log int Bin(k | n, se P + (1 - sp)(1 - P)) phi(e) de``, ``P = expit(eta + s e)``,
-    by scipy's adaptive quadrature on pieces of [-12, 12]."""
+def marginal_by_quadrature(eta, scale, k, n, se, sp, trusted=(0, 0)):
+    """``log int Bin(k | n, se P + (1 - sp)(1 - P)) Bin(t | m, P) phi(e) de``, ``P =
+    expit(eta + s e)`` and ``(m, t)`` the ``trusted`` runs, by scipy's adaptive quadrature
+    on pieces of [-12, 12]."""
+    m, t = trusted
 
     def integrand(e):
         p = special.expit(eta + scale * e)
-        return stats.binom.pmf(k, n, se * p + (1 - sp) * (1 - p)) * stats.norm.pdf(e)
+        graded = stats.binom.pmf(k, n, se * p + (1 - sp) * (1 - p))
+        return graded * stats.binom.pmf(t, m, p) * stats.norm.pdf(e)
 
     edges = np.linspace(-12, 12, 49)
     pieces = (
@@ -59,11 +62,30 @@ def marginal_by_quadrature(eta, scale, k, n, se, sp):
 def test_the_graded_likelihood_is_the_integral_over_the_departure(eta, scale, k, n, se, sp):
     """The log-likelihood of a graded count, its departure integrated out on the grid
     that holds every true count's term, matches adaptive quadrature to 1e-10."""
-    grading = SimpleNamespace(graded=np.array([k]), runs=np.array([n]), grader=np.array([0]))
+    grading = SimpleNamespace(
+        graded=np.array([k]), runs=np.array([n]), grader=np.array([0]), trusted=None
+    )
     got = log_marginal_graded(
         np.array([[eta]]), np.array([[scale]]), grading, np.array([[se]]), np.array([[sp]])
     )[0, 0]
     assert got == pytest.approx(marginal_by_quadrature(eta, scale, k, n, se, sp), abs=1e-10)
+
+
+def test_the_graded_likelihood_carries_the_runs_audited_again():
+    """A pair of 40 runs, 10 of them scored again (3 true successes): the graded count
+    of the other 30 through the judge and the 10 runs' truth share one departure; the
+    integral matches adaptive quadrature to 1e-10."""
+    grading = SimpleNamespace(
+        graded=np.array([4]),
+        runs=np.array([30]),
+        grader=np.array([0]),
+        trusted=np.array([[10, 3, 2]]),
+    )
+    got = log_marginal_graded(
+        np.array([[-1.5]]), np.array([[1.2]]), grading, np.array([[0.8]]), np.array([[0.97]])
+    )[0, 0]
+    expected = marginal_by_quadrature(-1.5, 1.2, 4, 30, 0.8, 0.97, trusted=(10, 3))
+    assert got == pytest.approx(expected, abs=1e-10)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +127,9 @@ def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
     agent, task = np.repeat([0, 1], 6), np.tile(np.arange(6), 2)
     plain = log_marginal(eta[..., agent[trusted], task[trusted]], scale, k[trusted], n[trusted])
     assert np.allclose(values[..., trusted], plain, rtol=1e-12)
-    grading = SimpleNamespace(graded=k[graded], runs=n[graded], grader=np.zeros(graded.size, int))
+    grading = SimpleNamespace(
+        graded=k[graded], runs=n[graded], grader=np.zeros(graded.size, int), trusted=None
+    )
     rates = (post[name].values for name in ("sensitivity", "specificity"))
     through = log_marginal_graded(eta[..., agent[graded], task[graded]], scale, grading, *rates)
     assert np.allclose(values[..., graded], through, rtol=1e-12)
@@ -183,20 +207,31 @@ def test_sbc_of_the_graded_crossed_model():
     assert {"sensitivity[0]", "specificity[0]", "p_task[1]"} <= set(result.p_values.index)
 
 
-def test_an_audited_run_of_the_evidence_is_refused_in_one_line():
-    """An audit row with a ``run_id`` (a run the table counts, scored again) would have its
-    truth replace its grade; the crossed model does not do that yet, and says so, naming
-    the row and the exact model that does."""
+def test_a_pairs_runs_audited_again_carry_their_truth():
+    """Ten of a/t0's 30 runs scored again (``run_id``): 2 graded successes, both true, and
+    8 graded failures, one a missed success. The crossed fit passes its diagnostics, its
+    provenance says so, and the pair's own runs' bound is the exact model's (the other
+    20 runs through the judge, the uniform prior updated by the 10 runs' truth)."""
+    truth, graded = [1, 1, 1] + [0] * 7, [1, 1, 0] + [0] * 7
     own = pd.DataFrame(
         {
             "grader": "judge",
-            "truth": [1, 0],
-            "graded": [1, 0],
-            "runs": [1, 1],
-            "task": ["t0", "t0"],
-            "agent": ["a", "a"],
-            "run_id": ["r1", "r2"],
+            "truth": truth,
+            "graded": graded,
+            "runs": 1,
+            "agent": "a",
+            "task": "t0",
+            "run_id": [f"r{i}" for i in range(10)],
         }
     )
-    with pytest.raises(bayes_eval.InputError, match=r"row \d+, column run_id: model crossed"):
-        bayes_eval.fit(TABLE, "crossed", audit=pd.concat([AUDIT, own], ignore_index=True))
+    audit = pd.concat([AUDIT, own], ignore_index=True)
+    fit = bayes_eval.fit(TABLE, "crossed", audit=audit)
+    assert fit.diagnostics.ok, fit.diagnostics.messages
+    summary = fit.summary().set_index(["agent", "task"])
+    text = "10 of its runs audited (3 true successes, 2 graded)"
+    assert text in summary.loc[("a", "t0"), "provenance"]
+    assert text not in summary.loc[("b", "t0"), "provenance"]
+    exact = bayes_eval.fit(TABLE, "end_to_end", audit=audit).summary().set_index(["agent", "task"])
+    for pair in (("a", "t0"), ("a", "t1")):
+        assert summary.loc[pair, "own_upper"] == pytest.approx(exact.loc[pair, "upper"], rel=1e-9)
+    assert np.isfinite(fit.tree["log_likelihood"]["successes"].values).all()

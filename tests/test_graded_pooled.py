@@ -124,6 +124,11 @@ def test_scoped_audit_rows_clusters_and_an_audited_sbc_are_refused():
         grading_of(evidence, [("a", "t0")], np.array([3]), np.array([40]), spec)
     with pytest.raises(bayes_eval.InputError, match="model end_to_end_zero_inflated"):
         bayes_eval.fit(TABLE, "end_to_end_zero_inflated", audit=AUDIT)
+    run = AUDIT.head(1).assign(runs=1, task="t0", run_id="r1")
+    with pytest.raises(
+        bayes_eval.InputError, match="row 6, column run_id: model end_to_end_pooled"
+    ):
+        bayes_eval.fit(TABLE, "end_to_end_pooled", audit=pd.concat([AUDIT, run], ignore_index=True))
     from bayes_eval.checks.sbc import sbc
 
     with pytest.raises(bayes_eval.InputError, match="sbc: the simulations of model end_to_end"):

@@ -116,6 +116,11 @@ def sbc(
             f"sbc: the simulations of model {spec.name} do not draw a grader's error yet; "
             "run its SBC without the audit, or that of crossed, whose simulations do"
         )
+    if evidence.audit is not None and evidence.audit.audited_runs.any():
+        raise InputError(
+            "sbc: the simulations do not draw the truth of audited runs of the evidence "
+            "(run_id) yet; run SBC with an audit of other runs"
+        )
     sweep = {"workers": workers, "scheduler": scheduler}
     if spec.pooling == "crossed":
         from bayes_eval.crossed.model import design_of

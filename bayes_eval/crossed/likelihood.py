@@ -182,17 +182,22 @@ def log_marginal(eta, scale, k, n, slope: bool = False):
 def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.ndarray:
     """``log integral Binomial(k | n, q(expit(eta + s e))) phi(e) de`` per graded pair,
     ``k`` its graded count and ``q(P) = se P + (1 - sp)(1 - P)`` (the module's rule on a
-    grid that holds every true count's integrand). ``eta`` is ``(..., graded pairs)``,
-    ``scale`` broadcasts against it, the rates are ``(..., graders)``."""
+    grid that holds every true count's integrand), times ``Binomial(t | m, P)`` of its
+    ``m`` runs the audit scored again with ``t`` true successes (``grading.trusted``).
+    ``eta`` is ``(..., graded pairs)``, ``scale`` broadcasts against it, the rates are
+    ``(..., graders)``."""
     eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
     k, n = grading.graded.astype(float), grading.runs.astype(float)
+    trusted = grading.trusted
+    m, t = (np.zeros_like(n), np.zeros_like(n)) if trusted is None else trusted[:, :2].T
+    whole = n + m  # every run of the pair, graded or audited
     se = np.asarray(sensitivity, float)[..., grading.grader]
     sp = np.asarray(specificity, float)[..., grading.grader]
-    low = departure_mode(eta, scale, np.zeros_like(n), n) - HALF_WIDTH
-    high = departure_mode(eta, scale, n, n) + HALF_WIDTH
+    low = departure_mode(eta, scale, np.zeros_like(whole), whole) - HALF_WIDTH
+    high = departure_mode(eta, scale, whole, whole) + HALF_WIDTH
     # the narrowest any true count's integrand can be: its log's curvature is at most
     # 1 + s^2 n / 4
-    narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), 1.0 / np.sqrt(1.0 + scale**2 * n / 4))
+    narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), 1.0 / np.sqrt(1.0 + scale**2 * whole / 4))
     flat = [x.reshape(-1, eta.shape[-1]) for x in (eta, scale, se, sp, low, high, narrowest)]
     spacing = SPACING * flat[6].min(axis=0)  # per pair, over the draws
     nodes = np.ceil((flat[5] - flat[4]).max(axis=0) / spacing).astype(int) + 1
@@ -209,8 +214,10 @@ def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.nda
             log_q = np.logaddexp(np.log(se) + log_p, np.log1p(-sp) + log_1mp)
             log_1mq = np.logaddexp(np.log1p(-se) + log_p, np.log(sp) + log_1mp)
             log_f = k[g] * log_q + (n[g] - k[g]) * log_1mq - 0.5 * e**2
+            log_f += t[g] * log_p + (m[g] - t[g]) * log_1mp  # the audited runs' truth
             out[chunk, g] = special.logsumexp(log_f, axis=-1)
     log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    log_choose += special.gammaln(m + 1) - special.gammaln(t + 1) - special.gammaln(m - t + 1)
     out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
     return out.reshape(eta.shape)
 

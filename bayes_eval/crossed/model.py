@@ -342,7 +342,7 @@ def build_model(design: Design, spec):
             )
             name, failed = "k_clusters", _failed_cells(layout)
         else:
-            k, n = (layout.e2e_k, layout.e2e_n) if spec.kind == END_TO_END else (layout.k, layout.n)
+            k, n = _graded_counts(layout) if spec.kind == END_TO_END else (layout.k, layout.n)
             k, f = count_data_vars(pm, "k_obs", k, n)
             if layout.grading is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
                 log_p, log_q = _through_grader(pm, pt, layout.grading, spec, log_p, log_q)
@@ -383,16 +383,32 @@ def abilities_and_difficulties(pm, pt, design: Design, spec):
 def _through_grader(pm, pt, grading, spec, log_p, log_q):
     """``log q`` and ``log (1 - q)`` in place of ``log P`` and ``log (1 - P)`` at the pairs
     an audited grader scored, ``q = se P + (1 - sp)(1 - P)``: each grader's sensitivity
-    and specificity sampled, its audit their data (``bayes_eval.pooled.grading``)."""
+    and specificity sampled, its audit their data (``bayes_eval.pooled.grading``); the
+    pair's runs the audit scored again add their true counts, binomial in ``P``."""
     se, sp = grader_rates(pm, grading, spec.grader)
     se, sp = se[grading.grader], sp[grading.grader]
     p, q = log_p[grading.pairs], log_q[grading.pairs]
+    if grading.trusted is not None:  # the runs audited again: their truth, through P
+        runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
+        pm.Potential("own_audited", pt.sum(true * p + (runs - true) * q))
     graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)
     cleared = pt.logaddexp(pt.log1p(-se) + p, pt.log(sp) + q)
     return (
         pt.set_subtensor(log_p[grading.pairs], graded),
         pt.set_subtensor(log_q[grading.pairs], cleared),
     )
+
+
+def _graded_counts(layout) -> tuple:
+    """The end-to-end counts the model reads through the grader or as they are: of a
+    graded pair, its runs the audit did not score again (``Grading.runs``, ``graded``)."""
+    k, n = layout.e2e_k.copy(), layout.e2e_n.copy()
+    if layout.grading is not None:
+        k[layout.grading.pairs], n[layout.grading.pairs] = (
+            layout.grading.graded,
+            layout.grading.runs,
+        )
+    return k, n
 
 
 def _tensor_add_at(values, index, size):

@@ -94,6 +94,13 @@ class Audit:
     def graders(self) -> list[str]:
         return list(dict.fromkeys(self.table["grader"]))
 
+    @property
+    def audited_runs(self) -> pd.Series:
+        """Per audit row, whether it is a run of the evidence scored again (``run_id``)."""
+        if "run_id" not in self.table:
+            return pd.Series(False, index=self.table.index)
+        return self.table["run_id"] != ""
+
     def own_runs(self, grader: str, agent: str, task: str) -> OwnRuns:
         """The runs of ``agent`` on ``task`` that ``grader`` scored and the audit scored
         again (its rows with a ``run_id``; a blank agent is the evidence's only one)."""
@@ -114,7 +121,7 @@ class Audit:
         equal to it, and every run of the evidence audited (``run_id``), whose agent and
         task say which run it is, not where it applies."""
         rows = self.table[self.table["grader"] == grader]
-        own = rows["run_id"] != "" if "run_id" in rows else pd.Series(False, index=rows.index)
+        own = self.audited_runs[rows.index]
         for column, value in scope.items():
             if column not in AUDIT_SCOPE:
                 raise ValueError(f"audit scope: unknown column {column!r}")

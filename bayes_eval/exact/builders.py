@@ -31,6 +31,7 @@ __all__ = [
     "expert_completion",
     "milestones",
     "milestones_table",
+    "own_audited",
 ]
 
 
@@ -270,7 +271,7 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         provenance[n] += "; " + texts[key]
         mine = audit.own_runs(name, agent, task)
         if mine.runs:
-            own[n] = _own_audited(mine, k, runs, row, audit.source, task)
+            own[n] = own_audited(mine, k, runs, row, audit.source, task)
             provenance[n] += (
                 f"; {mine.runs} of its runs audited ({mine.true_successes} true successes, "
                 f"{mine.graded_successes} graded), their truth in place of the grader's verdict"
@@ -287,7 +288,7 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
     )
 
 
-def _own_audited(mine, k: int, n: int, row: int, source: str, task: str) -> tuple:
+def own_audited(mine, k: int, n: int, row: int, source: str, task: str) -> tuple:
     """A pair's audited runs as ``own_audited`` holds them, refused (one line) where the
     pair's graded counts cannot hold them."""
     if mine.runs > n or mine.graded_successes > k or k - mine.graded_successes > n - mine.runs:

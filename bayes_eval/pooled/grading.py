@@ -81,6 +81,10 @@ class Grading:
         is impossible).
     true, failed : ndarray or None
         ``(pair, t)``: ``t`` and ``n - t`` (0 past ``n``).
+    trusted : ndarray or None
+        ``(pair, 3)``: the pair's own runs the audit scored again (``run_id``): how many,
+        their true successes and their graded ones (``evidence.audit.OwnRuns``); ``runs``
+        and ``graded`` are then those of its other runs. None where the audit has none.
     """
 
     graders: list
@@ -96,6 +100,7 @@ class Grading:
     cleared_runs: np.ndarray | None = None
     true: np.ndarray | None = None
     failed: np.ndarray | None = None
+    trusted: np.ndarray | None = None
 
     def audit_counts(self) -> tuple[np.ndarray, ...]:
         """Per grader: true successes detected and audited, true failures cleared and
@@ -109,6 +114,7 @@ class Grading:
     def key(self) -> tuple:
         """What a compiled model depends on."""
         arrays = (self.pairs, self.grader, self.runs, self.graded, *self.audit_counts()[1::2])
+        arrays += () if self.trusted is None else (self.trusted,)
         return (tuple(self.graders), *(a.tobytes() for a in arrays))
 
 
@@ -140,20 +146,25 @@ def grading_of(
     counts where ``terms``; None without an audit. Refused, each for the exact
     ``end_to_end`` model, which takes them: an audit row scoped to an agent, task, method
     or step (the model's sensitivity and specificity are one per grader), and an audited
-    run of the evidence (``run_id``: its truth would have to replace its grade)."""
+    run of the evidence (``run_id``) where ``terms`` (its truth would have to replace its
+    grade in the sum); without them the pair's audited runs are ``trusted``."""
     audit = evidence.audit
     if audit is None:
         return None
     table = audit.table
-    if "run_id" in table and (table["run_id"] != "").any():
-        row = table.index[table["run_id"] != ""][0]
+    own = audit.audited_runs
+    if terms and own.any():
+        row = table.index[own][0]
         raise InputError(
             f"{audit.source}: row {row}, column run_id: model {spec.name} does not yet put "
-            "an audited run's truth in place of its grade; the exact end_to_end model does"
+            "an audited run's truth in place of its grade; end_to_end and crossed do"
         )
     for column in ("agent", "task", "method", "step"):
-        if column in table and (table[column].astype(str) != "").any():
-            row = table.index[table[column].astype(str) != ""][0]
+        if column not in table:
+            continue
+        scoped = (table[column].astype(str) != "") & ~own  # an audited run: not a scope
+        if scoped.any():
+            row = table.index[scoped][0]
             raise InputError(
                 f"{audit.source}: row {row}, column {column}: model {spec.name} gives each "
                 "grader one sensitivity and specificity; an audit scoped to some runs is "
@@ -170,7 +181,7 @@ def grading_of(
         graders=graders, counts=counts, pairs=scored, grader=grader[scored], runs=n, graded=k
     )
     if not terms:
-        return Grading(**parts)
+        return _with_own_runs(Grading(**parts), evidence, rows, pairs)
     top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
     if scored.size * (top_n + 1) * (top_k + 1) > GRADED_MAX_TERMS:
         raise InputError(
@@ -195,6 +206,34 @@ def grading_of(
         cleared_runs=runs[3],
         true=t[..., 0] * inside,
         failed=np.maximum(n[:, None] - t[..., 0], 0) * inside,
+    )
+
+
+def _with_own_runs(grading: Grading, evidence, rows, pairs: list) -> Grading:
+    """``grading`` with each graded pair's own runs the audit scored again (``run_id``)
+    as ``trusted``, and ``runs``, ``graded`` those of its other runs; unchanged where the
+    audit has none. A pair whose counts cannot hold its audited runs is refused
+    (``bayes_eval.exact.builders.own_audited``)."""
+    from dataclasses import replace
+
+    from bayes_eval.exact.builders import own_audited
+
+    audit = evidence.audit
+    if not audit.audited_runs.any():
+        return grading
+    row_of = dict(zip(zip(rows["agent"], rows["task"], strict=True), rows["row"], strict=True))
+    trusted = np.zeros((grading.pairs.size, 3), dtype=np.int64)
+    for g, (p, grader) in enumerate(zip(grading.pairs, grading.grader, strict=True)):
+        agent, task = pairs[p]
+        mine = audit.own_runs(grading.graders[grader], agent, task)
+        if mine.runs:
+            k, n = int(grading.graded[g]), int(grading.runs[g])
+            trusted[g] = own_audited(mine, k, n, row_of[(agent, task)], audit.source, task)
+    return replace(
+        grading,
+        runs=grading.runs - trusted[:, 0],
+        graded=grading.graded - trusted[:, 2],
+        trusted=trusted,
     )
 
 
@@ -408,24 +447,43 @@ def grader_provenance(grading: Grading, spec) -> dict:
         f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
         for g, name in enumerate(grading.graders)
     ]
-    return {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
+    out = {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
+    for p, (runs, true, graded) in zip(grading.pairs, _trusted(grading), strict=True):
+        if runs:
+            out[int(p)] += (
+                f"; {runs} of its runs audited ({true} true successes, {graded} graded), "
+                "their truth in place of the grader's verdict"
+            )
+    return out
+
+
+def _trusted(grading: Grading) -> np.ndarray:
+    """``trusted``, zeros where the audit scored none of the evidence's runs again."""
+    if grading.trusted is None:
+        return np.zeros((grading.pairs.size, 3), dtype=np.int64)
+    return grading.trusted
 
 
 def with_graders(conjugate, grading: Grading, pairs: list, spec):
-    """The ``conjugate`` group with each graded pair's grader and the Betas of its
-    sensitivity and specificity after the audit (as an exact fit keeps them), which its
-    own runs' bounds read; ``pairs`` the layout's (agent, task) per index."""
+    """The ``conjugate`` group with each graded pair's grader, the Betas of its
+    sensitivity and specificity after the audit and its runs the audit scored again
+    (``own_audited``: runs, true and graded successes), as an exact fit keeps them, which
+    its own runs' bounds read; ``pairs`` the layout's (agent, task) per index."""
     from bayes_eval.exact.builders import GRADER_SHAPES
+    from bayes_eval.results.posterior import OWN_AUDITED
 
     agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
     grader = np.full(conjugate["method"].shape, "", dtype=object)
     shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
+    own = np.zeros(grader.shape + (len(OWN_AUDITED),), dtype=np.int64)
     audit = audit_shapes(grading, spec.grader)
-    for p, g in zip(grading.pairs, grading.grader, strict=True):
+    at = zip(grading.pairs, grading.grader, _trusted(grading), strict=True)
+    for p, g, trusted in at:
         agent, task = pairs[p]
         i, j = agents.index(agent), tasks.index(task)
-        grader[i, j], shapes[i, j] = grading.graders[g], audit[g]
+        grader[i, j], shapes[i, j], own[i, j] = grading.graders[g], audit[g], trusted
     return conjugate.assign(
         grader=((AGENT, TASK), grader.astype(str)),
         grader_shapes=((AGENT, TASK, "grader_shape"), shapes),
-    ).assign_coords(grader_shape=list(GRADER_SHAPES))
+        own_audited=((AGENT, TASK, "audited_count"), own),
+    ).assign_coords(grader_shape=list(GRADER_SHAPES), audited_count=list(OWN_AUDITED))
