@@ -63,7 +63,7 @@ def test_the_graded_likelihood_is_the_integral_over_the_departure(eta, scale, k,
     """The log-likelihood of a graded count, its departure integrated out on the grid
     that holds every true count's term, matches adaptive quadrature to 1e-10."""
     grading = SimpleNamespace(
-        graded=np.array([k]), runs=np.array([n]), grader=np.array([0]), trusted=None
+        graded=np.array([k]), runs=np.array([n]), grader=np.array([0]), trusted=np.zeros((1, 3))
     )
     got = log_marginal_graded(
         np.array([[eta]]), np.array([[scale]]), grading, np.array([[se]]), np.array([[sp]])
@@ -128,7 +128,10 @@ def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
     plain = log_marginal(eta[..., agent[trusted], task[trusted]], scale, k[trusted], n[trusted])
     assert np.allclose(values[..., trusted], plain, rtol=1e-12)
     grading = SimpleNamespace(
-        graded=k[graded], runs=n[graded], grader=np.zeros(graded.size, int), trusted=None
+        graded=k[graded],
+        runs=n[graded],
+        grader=np.zeros(graded.size, int),
+        trusted=np.zeros((graded.size, 3)),
     )
     rates = (post[name].values for name in ("sensitivity", "specificity"))
     through = log_marginal_graded(eta[..., agent[graded], task[graded]], scale, grading, *rates)

@@ -188,8 +188,7 @@ def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.nda
     ``(..., graders)``."""
     eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
     k, n = grading.graded.astype(float), grading.runs.astype(float)
-    trusted = grading.trusted
-    m, t = (np.zeros_like(n), np.zeros_like(n)) if trusted is None else trusted[:, :2].T
+    m, t = grading.trusted[:, :2].T.astype(float)
     whole = n + m  # every run of the pair, graded or audited
     se = np.asarray(sensitivity, float)[..., grading.grader]
     sp = np.asarray(specificity, float)[..., grading.grader]

@@ -388,7 +388,7 @@ def _through_grader(pm, pt, grading, spec, log_p, log_q):
     se, sp = grader_rates(pm, grading, spec.grader)
     se, sp = se[grading.grader], sp[grading.grader]
     p, q = log_p[grading.pairs], log_q[grading.pairs]
-    if grading.trusted is not None:  # the runs audited again: their truth, through P
+    if grading.trusted.any():  # the runs audited again: their truth, through P
         runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
         pm.Potential("own_audited", pt.sum(true * p + (runs - true) * q))
     graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)

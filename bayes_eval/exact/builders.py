@@ -23,6 +23,7 @@ from bayes_eval.specs import Prior
 __all__ = [
     "GRADER_SHAPES",
     "Estimate",
+    "audited_text",
     "Estimates",
     "chain",
     "end_to_end",
@@ -272,10 +273,7 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         mine = audit.own_runs(name, agent, task)
         if mine.runs:
             own[n] = own_audited(mine, k, runs, row, audit.source, task)
-            provenance[n] += (
-                f"; {mine.runs} of its runs audited ({mine.true_successes} true successes, "
-                f"{mine.graded_successes} graded), their truth in place of the grader's verdict"
-            )
+            provenance[n] += audited_text(*own[n])
         alpha[n] = beta[n] = np.nan
     return replace(
         estimates,
@@ -285,6 +283,14 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         grader=names.astype(str),
         grader_shapes=shapes,
         own_audited=own,
+    )
+
+
+def audited_text(runs: int, true: int, graded: int) -> str:
+    """The provenance's words on a pair's runs the audit scored again."""
+    return (
+        f"; {runs} of its runs audited ({true} true successes, {graded} graded), their "
+        "truth in place of the grader's verdict"
     )
 
 

@@ -33,7 +33,14 @@ from scipy import special
 from bayes_eval.exact.factors import mixture_summary
 from bayes_eval.exact.products import BetaProduct
 
-__all__ = ["FLOOR_RUNS", "GradedRate", "false_alarm_floor", "graded_rate", "log_choose"]
+__all__ = [
+    "FLOOR_RUNS",
+    "GradedRate",
+    "audited_rate",
+    "false_alarm_floor",
+    "graded_rate",
+    "log_choose",
+]
 
 # Components below this share of the largest weight are dropped (they move no figure).
 NEGLIGIBLE_WEIGHT = 1e-18
@@ -156,6 +163,16 @@ def graded_rate(
         (c1, c2),
         log_evidence,
     )
+
+
+def audited_rate(graded: int, runs: int, prior, shapes, own) -> GradedRate:
+    """The posterior of a pair's rate from its ``graded`` of ``runs`` graded successes,
+    of which ``own`` (runs, true successes, graded successes) the audit scored again:
+    their truth updates ``prior``, the other runs are graded (``graded_rate``);
+    ``shapes`` the grader's Betas, sensitivity then specificity."""
+    audited, true, graded_again = (int(x) for x in own)
+    trusted = (prior[0] + true, prior[1] + audited - true)
+    return graded_rate(graded - graded_again, runs - audited, trusted, shapes[:2], shapes[2:])
 
 
 def _log_split(j, t, k: int, n: int, sensitivity, specificity):

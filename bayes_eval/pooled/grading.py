@@ -81,10 +81,10 @@ class Grading:
         is impossible).
     true, failed : ndarray or None
         ``(pair, t)``: ``t`` and ``n - t`` (0 past ``n``).
-    trusted : ndarray or None
+    trusted : ndarray
         ``(pair, 3)``: the pair's own runs the audit scored again (``run_id``): how many,
-        their true successes and their graded ones (``evidence.audit.OwnRuns``); ``runs``
-        and ``graded`` are then those of its other runs. None where the audit has none.
+        their true successes and their graded ones (``evidence.audit.OwnRuns``; zeros where
+        none); ``runs`` and ``graded`` are those of its other runs.
     """
 
     graders: list
@@ -93,6 +93,7 @@ class Grading:
     grader: np.ndarray
     runs: np.ndarray
     graded: np.ndarray
+    trusted: np.ndarray
     constant: np.ndarray | None = None
     detected_runs: np.ndarray | None = None
     missed_runs: np.ndarray | None = None
@@ -100,7 +101,6 @@ class Grading:
     cleared_runs: np.ndarray | None = None
     true: np.ndarray | None = None
     failed: np.ndarray | None = None
-    trusted: np.ndarray | None = None
 
     def audit_counts(self) -> tuple[np.ndarray, ...]:
         """Per grader: true successes detected and audited, true failures cleared and
@@ -113,8 +113,8 @@ class Grading:
 
     def key(self) -> tuple:
         """What a compiled model depends on."""
-        arrays = (self.pairs, self.grader, self.runs, self.graded, *self.audit_counts()[1::2])
-        arrays += () if self.trusted is None else (self.trusted,)
+        arrays = (self.pairs, self.grader, self.runs, self.graded, self.trusted)
+        arrays += self.audit_counts()[1::2]
         return (tuple(self.graders), *(a.tobytes() for a in arrays))
 
 
@@ -178,7 +178,13 @@ def grading_of(
     counts = [audit.counts(name) for name in graders]
     k, n = k[scored], n[scored]
     parts = dict(
-        graders=graders, counts=counts, pairs=scored, grader=grader[scored], runs=n, graded=k
+        graders=graders,
+        counts=counts,
+        pairs=scored,
+        grader=grader[scored],
+        runs=n,
+        graded=k,
+        trusted=np.zeros((scored.size, 3), dtype=np.int64),
     )
     if not terms:
         return _with_own_runs(Grading(**parts), evidence, rows, pairs)
@@ -212,7 +218,7 @@ def grading_of(
 def _with_own_runs(grading: Grading, evidence, rows, pairs: list) -> Grading:
     """``grading`` with each graded pair's own runs the audit scored again (``run_id``)
     as ``trusted``, and ``runs``, ``graded`` those of its other runs; unchanged where the
-    audit has none. A pair whose counts cannot hold its audited runs is refused
+    audit scored none again. A pair whose counts cannot hold its audited runs is refused
     (``bayes_eval.exact.builders.own_audited``)."""
     from dataclasses import replace
 
@@ -222,7 +228,7 @@ def _with_own_runs(grading: Grading, evidence, rows, pairs: list) -> Grading:
     if not audit.audited_runs.any():
         return grading
     row_of = dict(zip(zip(rows["agent"], rows["task"], strict=True), rows["row"], strict=True))
-    trusted = np.zeros((grading.pairs.size, 3), dtype=np.int64)
+    trusted = grading.trusted.copy()
     for g, (p, grader) in enumerate(zip(grading.pairs, grading.grader, strict=True)):
         agent, task = pairs[p]
         mine = audit.own_runs(grading.graders[grader], agent, task)
@@ -420,6 +426,7 @@ def _part(grading: Grading, rows: np.ndarray, true: int, detected: int) -> Gradi
         grader=grading.grader[rows],
         runs=grading.runs[rows],
         graded=grading.graded[rows],
+        trusted=grading.trusted[rows],
         constant=grading.constant[cube],
         detected_runs=grading.detected_runs[cube],
         missed_runs=grading.missed_runs[cube],
@@ -438,7 +445,7 @@ def grader_provenance(grading: Grading, spec) -> dict:
     """``{pair: "; graded by ..."}`` of the graded pairs (by their index in the layout):
     their grader's sensitivity and specificity after its audit
     (``bayes_eval.exact.builders.grader_text``)."""
-    from bayes_eval.exact.builders import grader_text
+    from bayes_eval.exact.builders import audited_text, grader_text
 
     shapes = audit_shapes(grading, spec.grader)
     _, positives, _, negatives = grading.audit_counts()
@@ -447,21 +454,8 @@ def grader_provenance(grading: Grading, spec) -> dict:
         f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
         for g, name in enumerate(grading.graders)
     ]
-    out = {int(p): texts[g] for p, g in zip(grading.pairs, grading.grader, strict=True)}
-    for p, (runs, true, graded) in zip(grading.pairs, _trusted(grading), strict=True):
-        if runs:
-            out[int(p)] += (
-                f"; {runs} of its runs audited ({true} true successes, {graded} graded), "
-                "their truth in place of the grader's verdict"
-            )
-    return out
-
-
-def _trusted(grading: Grading) -> np.ndarray:
-    """``trusted``, zeros where the audit scored none of the evidence's runs again."""
-    if grading.trusted is None:
-        return np.zeros((grading.pairs.size, 3), dtype=np.int64)
-    return grading.trusted
+    at = zip(grading.pairs, grading.grader, grading.trusted, strict=True)
+    return {int(p): texts[g] + (audited_text(*own) if own[0] else "") for p, g, own in at}
 
 
 def with_graders(conjugate, grading: Grading, pairs: list, spec):
@@ -477,8 +471,7 @@ def with_graders(conjugate, grading: Grading, pairs: list, spec):
     shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
     own = np.zeros(grader.shape + (len(OWN_AUDITED),), dtype=np.int64)
     audit = audit_shapes(grading, spec.grader)
-    at = zip(grading.pairs, grading.grader, _trusted(grading), strict=True)
-    for p, g, trusted in at:
+    for p, g, trusted in zip(grading.pairs, grading.grader, grading.trusted, strict=True):
         agent, task = pairs[p]
         i, j = agents.index(agent), tasks.index(task)
         grader[i, j], shapes[i, j], own[i, j] = grading.graders[g], audit[g], trusted

@@ -528,18 +528,14 @@ class Posterior:
     def _graded_rates(self) -> dict:
         """Every ``graded_at``, made once: of a pair's runs the audit did not score again,
         under the prior those it did update (their truth, not the grader's verdict)."""
-        from bayes_eval.exact.graded import graded_rate
+        from bayes_eval.exact.graded import audited_rate
 
         rates = {}
         for i, j in np.argwhere(self.graded_positions):
             prior = self.spec.priors["end_to_end"]  # graded: an end-to-end model's
-            shapes = self.values("grader_shapes")[i, j]
-            runs, true, graded = self.values("own_audited")[i, j]  # their truth: the prior's
             k, n = (int(self.values(f"cp_{x}")[i, j]) for x in ("successes", "trials"))
-            trusted = (prior.alpha + true, prior.beta + runs - true)
-            rates[(int(i), int(j))] = graded_rate(
-                k - graded, n - runs, trusted, shapes[:2], shapes[2:]
-            )
+            shapes, own = (self.values(name)[i, j] for name in ("grader_shapes", "own_audited"))
+            rates[(int(i), int(j))] = audited_rate(k, n, (prior.alpha, prior.beta), shapes, own)
         return rates
 
     def summary(self, level: float | None = None, threshold: float | None = None) -> pd.DataFrame:

@@ -262,18 +262,14 @@ def _graded_own(posterior, table, at, level) -> None:
     ``own_audited`` holds them), as the exact model gives them; ``worth_runs`` empty
     (runs of their own would be graded too, and their worth is not a count of perfect
     ones)."""
-    from bayes_eval.exact.graded import graded_rate
+    from bayes_eval.exact.graded import audited_rate
 
     grader = posterior.values("grader")[at]
     shapes = posterior.values("grader_shapes")[at]
     k, n = posterior.values("cp_successes")[at], posterior.values("cp_trials")[at]
     own = posterior.values("own_audited")[at]  # runs audited again: their truth, not grade
     for row in np.flatnonzero((grader != "") & (n > 0)):
-        runs, true, graded = own[row]
-        trusted = (REFERENCE_PRIOR[0] + true, REFERENCE_PRIOR[1] + runs - true)
-        rate = graded_rate(
-            k[row] - graded, n[row] - runs, trusted, shapes[row, :2], shapes[row, 2:]
-        )
+        rate = audited_rate(k[row], n[row], REFERENCE_PRIOR, shapes[row], own[row])
         table.loc[table.index[row], ["own_lower", "own_upper", "worth_runs"]] = (
             rate.quantile(1.0 - level),
             rate.quantile(level),
