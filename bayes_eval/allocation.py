@@ -228,7 +228,7 @@ def _tasks(posterior, agent) -> tuple[pd.DataFrame, list]:
                 never = never_solved(share, *population, n)
         else:
             product = posterior.product_at(ii, j)
-            factors = None if product is None else product.factors
+            factors = None if product is None or method != END_TO_END else product.factors
             if (
                 method != END_TO_END
                 or factors is None

@@ -199,15 +199,15 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
     if model.table_builder is not None:
         estimates = model.build_table()(by_pair, spec)
-        if evidence.audit is not None:
-            from bayes_eval.exact.builders import grade
-
-            estimates = grade(estimates, by_pair, evidence.audit, spec)
     else:
         build = model.build()
         estimates = Estimates.stack(
             [build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()]
         )
+    if evidence.audit is not None:
+        from bayes_eval.exact.builders import grade
+
+        estimates = grade(estimates, by_pair, evidence.audit, spec)
     _refuse_heavy(estimates, evidence)
     without = np.flatnonzero(estimates.reason != "")
     if without.size:
@@ -228,17 +228,27 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 
 
 # The models that carry a grader's error into their bounds so far.
-GRADED_MODELS = ("end_to_end", "end_to_end_pooled", "crossed")
+GRADED_MODELS = (
+    "end_to_end",
+    "end_to_end_pooled",
+    "crossed",
+    "mats2024 (milestones)",
+    "ecr2024 (expert steps)",
+)
+# The exact models' kinds that take a grader, and the prior roles it scores.
+GRADED_EXACT = ("end_to_end", "milestone", "expert_completion")
+GRADED_ROLES = ("end_to_end", "milestone", "step")
 
 
 def _check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
-    never solved, or with runs in clusters), or under an improper prior (the grader's
-    mixture needs a proper one)."""
+    never solved, or with runs in clusters; the exact milestone and expert-step models),
+    or under an improper prior (the grader's mixture needs a proper one)."""
     if evidence.audit is None:
         return
-    carried = spec.kind == "end_to_end"
+    exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
+    carried = spec.kind == "end_to_end" or exact
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(
@@ -246,12 +256,19 @@ def _check_graded(evidence: Evidence, spec) -> None:
             "does not carry a grader's error into its bounds yet; fit "
             f"{', '.join(GRADED_MODELS)}, which do"
         )
-    prior = spec.priors.get("end_to_end")
-    if prior is not None and not (prior.alpha > 0 and prior.beta > 0):
+    if exact and spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
         raise InputError(
-            f"audit: {spec.source}: the end_to_end prior {prior.label()} is improper; a "
-            "grader's error is integrated out under a proper prior (Beta(1, 1))"
+            f"audit: {evidence.audit.source}: rows with a run_id (runs of the evidence "
+            f"scored again) are taken by the end-to-end models end_to_end and crossed, not "
+            f"yet by {spec.name} ({spec.kind})"
         )
+    for role in GRADED_ROLES if exact else ("end_to_end",):
+        prior = spec.priors.get(role)
+        if prior is not None and not (prior.alpha > 0 and prior.beta > 0):
+            raise InputError(
+                f"audit: {spec.source}: the {role} prior {prior.label()} is improper; a "
+                "grader's error is integrated out under a proper prior (Beta(1, 1))"
+            )
 
 
 def _refuse_heavy(estimates, evidence: Evidence) -> None:

@@ -510,6 +510,11 @@ def next_run(
         raise InputError(
             f"next-run planning covers milestone and end-to-end estimates, not {method}"
         )
+    if posterior.graded_positions[i, j] and method != END_TO_END:
+        raise InputError(
+            f"next-run planning of graded milestones is not built yet: task '{task}' of "
+            f"agent '{agent}' has milestone counts a grader scored; plan its end-to-end runs"
+        )
     if posterior.graded_positions[i, j]:  # more graded runs, or more audited ones
         audit_cost = 1.0 if costs is None else float(costs[0])
         cost = (end_to_end_cost, audit_cost)

@@ -253,7 +253,14 @@ def test_bad_audits_are_one_line_and_nothing_is_written(tmp_path, capsys, eviden
 
 
 def test_a_model_that_does_not_carry_the_graders_error_refuses_the_audit(files):
-    with pytest.raises(InputError, match="model phuong2024 .* does not carry a grader's error"):
+    with pytest.raises(InputError, match="model hierarchical .* does not carry a grader's error"):
+        bayes_eval.fit(files / "evidence.csv", "hierarchical", audit=files / "audit.csv")
+
+
+def test_phuongs_improper_milestone_prior_refuses_the_audit(files):
+    """Under Haldane's prior a graded count has no proper posterior: with ``sp < 1`` its
+    likelihood stays above 0 at ``p = 0``, where the prior's ``1 / p`` is not integrable."""
+    with pytest.raises(InputError, match=r"the milestone prior .* is improper"):
         bayes_eval.fit(files / "evidence.csv", "phuong2024", audit=files / "audit.csv")
 
 

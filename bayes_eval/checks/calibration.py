@@ -270,7 +270,7 @@ def _binomial_pmf(n: int, p: np.ndarray) -> np.ndarray:
 
 
 def _single_factor(product) -> bool:
-    factors = product.factors
+    factors = getattr(product, "factors", ())  # a graded product (exact.graded_product): none
     return len(factors) == 1 and len(factors[0][0]) == 1
 
 

@@ -116,18 +116,8 @@ class Audit:
         )
 
     def counts(self, grader: str, **scope) -> GraderCounts:
-        """The audited runs of ``grader`` that apply to ``scope`` (``agent=...``,
-        ``task=...``, ``method=...``, ``step=...``): those whose scope columns are blank or
-        equal to it, and every run of the evidence audited (``run_id``), whose agent and
-        task say which run it is, not where it applies."""
-        rows = self.table[self.table["grader"] == grader]
-        own = self.audited_runs[rows.index]
-        for column, value in scope.items():
-            if column not in AUDIT_SCOPE:
-                raise ValueError(f"audit scope: unknown column {column!r}")
-            if column in rows and value is not None:
-                blank = rows[column].isna() | (rows[column] == "") | own  # a run: no scope
-                rows = rows[blank | (rows[column] == str(value))]
+        """The audited runs of ``grader`` that apply to ``scope`` (``applying``)."""
+        rows = self.applying(grader, **scope)
         runs = rows["runs"]
         truth, graded = rows["truth"] == 1, rows["graded"] == 1
         return GraderCounts(
@@ -136,6 +126,22 @@ class Audit:
             cleared=int(runs[~truth & ~graded].sum()),
             false_alarms=int(runs[~truth & graded].sum()),
         )
+
+    def applying(self, grader: str, **scope) -> pd.DataFrame:
+        """The audit rows of ``grader`` that apply to ``scope`` (``agent=...``,
+        ``task=...``, ``method=...``, ``step=...``): those whose scope columns are blank or
+        equal to it, and every run of the evidence audited (``run_id``), whose agent and
+        task say which run it is, not where it applies. Counts scored by one grader share
+        its sensitivity and specificity where the same rows apply to them."""
+        rows = self.table[self.table["grader"] == grader]
+        own = self.audited_runs[rows.index]
+        for column, value in scope.items():
+            if column not in AUDIT_SCOPE:
+                raise ValueError(f"audit scope: unknown column {column!r}")
+            if column in rows and value is not None:
+                blank = rows[column].isna() | (rows[column] == "") | own  # a run: no scope
+                rows = rows[blank | (rows[column] == str(value))]
+        return rows
 
 
 def load_audit(source, label: str | None = None) -> Audit:

@@ -15,12 +15,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import BEST_OF_N, END_TO_END, EXPERT_COMPLETION, GOLDEN, MILESTONE_METHOD
+from bayes_eval.constants import (
+    AGENT,
+    BEST_OF_N,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    GOLDEN,
+    MILESTONE_METHOD,
+    RUN,
+    TASK,
+)
 from bayes_eval.errors import InputError
 from bayes_eval.exact.expert import best_of_n_runs, golden_runs
 from bayes_eval.specs import Prior
 
 __all__ = [
+    "GRADED_FIELDS",
     "GRADER_SHAPES",
     "Estimate",
     "audited_text",
@@ -100,6 +110,10 @@ class Estimates:
     own_audited : ndarray of int, optional
         ``(pair, 3)``: the pair's runs the audit scored again (``OwnRuns``: runs, true
         successes, graded successes), their truth in place of the grader's verdict.
+    graded_factors : ndarray, optional
+        ``(pair, run, factor, GRADED_FIELDS)``: where a grader scored a product's counts
+        (milestones, expert steps), each factor's graded count, runs, grader group and
+        Betas (``bayes_eval.exact.graded_product``); NaN elsewhere.
     """
 
     agent: np.ndarray
@@ -115,6 +129,35 @@ class Estimates:
     grader: np.ndarray | None = None
     grader_shapes: np.ndarray | None = None
     own_audited: np.ndarray | None = None
+    graded_factors: np.ndarray | None = None
+
+    def graded_layout(self, i, j, coords):
+        """The grading variables (``grader``, ``grader_shapes``, ``own_audited``,
+        ``graded_factors`` where a product's counts were graded) on the ``(agent, task)``
+        grid of ``coords``, pair ``n`` at ``(i[n], j[n])``: a fit's ``conjugate`` group
+        holds them."""
+        import xarray as xr
+
+        shape = (coords[AGENT].size, coords[TASK].size)
+        pair = (AGENT, TASK)
+
+        def laid_out(values, fill, extra=()):
+            out = np.full(shape + values.shape[1:], fill, dtype=values.dtype)
+            out[i, j] = values
+            return (pair + extra, out)
+
+        data = {
+            "grader": laid_out(self.grader.astype(object), "", ()),
+            "grader_shapes": laid_out(self.grader_shapes, np.nan, (GRADER_SHAPE,)),
+            "own_audited": laid_out(self.own_audited, 0, ("audited_count",)),
+        }
+        data["grader"] = (pair, data["grader"][1].astype(str))
+        new = {GRADER_SHAPE: list(GRADER_SHAPES), "audited_count": list(OWN_AUDITED)}
+        if self.graded_factors is not None:
+            dims = (RUN, "factor", "graded_field")
+            data["graded_factors"] = laid_out(self.graded_factors, np.nan, dims)
+            new["graded_field"] = list(GRADED_FIELDS)
+        return xr.Dataset(data, coords={**{k: coords[k] for k in coords}, **new})
 
     @classmethod
     def stack(cls, estimates: list[Estimate]) -> Estimates:
@@ -239,41 +282,57 @@ def end_to_end_table(pair_rows, spec) -> Estimates:
     )
 
 
-# The Beta shapes of a grader's sensitivity and specificity, in ``grader_shapes``' order.
+# The Beta shapes of a grader's sensitivity and specificity, in ``grader_shapes``' order
+# (the dimension ``GRADER_SHAPE``); a pair's runs the audit scored again, ``OWN_AUDITED``.
 GRADER_SHAPES = ("sensitivity_alpha", "sensitivity_beta", "specificity_alpha", "specificity_beta")
+GRADER_SHAPE = "grader_shape"
+OWN_AUDITED = ("runs", "true_successes", "graded_successes")
 
 
 def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
-    """End-to-end estimates whose runs an audited grader scored: the counts are graded
-    counts, and each pair's posterior the mixture of ``bayes_eval.exact.graded`` with the
+    """Estimates whose counts an audited grader scored (the rows' ``grader`` column,
+    ``bayes_eval.evidence.audit.with_audit``; a blank one, a trusted grader): an
+    end-to-end pair's posterior is the mixture of ``bayes_eval.exact.graded``, a product
+    of milestones or expert steps that of ``bayes_eval.exact.graded_product``, with the
     grader's sensitivity and specificity (``spec.grader``'s priors updated by the audit
-    rows that apply to the pair) integrated out. The rows' ``grader`` column names the
-    grader (``bayes_eval.evidence.audit.with_audit``); a blank one, a trusted grader."""
+    rows that apply to each count) integrated out. Point values are left as they are."""
     from dataclasses import replace
 
-    rows = pair_rows.first(END_TO_END)
-    names = rows["grader"].to_numpy(dtype=str)
-    shapes = np.full((len(rows), len(GRADER_SHAPES)), np.nan)
-    own = np.zeros((len(rows), 3), dtype=np.int64)
+    pairs, (n_runs, n_factors) = len(estimates.method), estimates.alpha.shape[1:]
+    names = np.full(pairs, "", dtype=object)
+    shapes = np.full((pairs, len(GRADER_SHAPES)), np.nan)
+    own = np.zeros((pairs, 3), dtype=np.int64)
+    factors = np.full((pairs, n_runs, n_factors, len(GRADED_FIELDS)), np.nan)
     provenance = estimates.provenance.astype(object)
     alpha, beta = estimates.alpha.copy(), estimates.beta.copy()
     texts = {}
-    columns = [rows[c] for c in ("agent", "task", "successes", "trials", "row")]
-    for n, (name, agent, task, k, runs, row) in enumerate(zip(names, *columns, strict=True)):
-        if not name:
-            continue
-        counts = audit.counts(name, agent=agent, task=task, method=END_TO_END)
+
+    def shapes_of(name, **scope):
+        counts = audit.counts(name, **scope)
         sensitivity = counts.sensitivity_shapes(_shapes(spec.grader["sensitivity"]))
         specificity = counts.specificity_shapes(_shapes(spec.grader["specificity"]))
-        shapes[n] = (*sensitivity, *specificity)
         key = (name, sensitivity, specificity)
         if key not in texts:
             texts[key] = grader_text(name, sensitivity, specificity, counts.total)
-        provenance[n] += "; " + texts[key]
-        mine = audit.own_runs(name, agent, task)
-        if mine.runs:
-            own[n] = own_audited(mine, k, runs, row, audit.source, task)
-            provenance[n] += audited_text(*own[n])
+        return (*sensitivity, *specificity), texts[key]
+
+    for n, ((agent, task), by_method) in enumerate(pair_rows.items()):
+        method = estimates.method[n]
+        rows = by_method.get(method)
+        if estimates.reason[n] or rows is None or not (rows["grader"] != "").any():
+            continue  # no graded count: a point value, no estimate, or a trusted grader
+        if method == END_TO_END:
+            name, k, runs, row = (rows[c].iloc[0] for c in ("grader", "successes", "trials", "row"))
+            shapes[n], text = shapes_of(name, agent=agent, task=task, method=END_TO_END)
+            provenance[n] += "; " + text
+            mine = audit.own_runs(name, agent, task)
+            if mine.runs:
+                own[n] = own_audited(mine, k, runs, row, audit.source, task)
+                provenance[n] += audited_text(*own[n])
+        else:
+            said = _graded_factors(factors[n], rows, method, audit, shapes_of, (agent, task))
+            provenance[n] += "".join(f"; {what} {text}" for text, what in said.items())
+        names[n] = ", ".join(dict.fromkeys(rows["grader"][rows["grader"] != ""]))
         alpha[n] = beta[n] = np.nan
     return replace(
         estimates,
@@ -283,7 +342,39 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         grader=names.astype(str),
         grader_shapes=shapes,
         own_audited=own,
+        graded_factors=factors if (names != "").any() and not np.isnan(factors).all() else None,
     )
+
+
+# What ``Estimates.graded_factors`` holds per factor: its graded count, its runs, its
+# grader (numbered within the pair: factors one grader scored under the same audit rows
+# share its sensitivity and specificity; -1: a trusted grader) and that grader's Betas.
+GRADED_FIELDS = ("graded", "runs", "grader_group", *GRADER_SHAPES)
+
+
+def _graded_factors(out, rows, method, audit, shapes_of, pair) -> dict:
+    """A product's factors written into ``out`` as ``graded_factors`` holds them (runs x
+    factors x ``GRADED_FIELDS``); returns the provenance's words on each grader, with the
+    factors it scored."""
+    agent, task = pair
+    groups, said = {}, {}
+    run_of = {run: r for r, run in enumerate(sorted(rows["run"].unique()))}
+    position = rows.groupby("run", sort=False).cumcount().to_numpy()
+    for m, row in enumerate(rows.itertuples()):
+        r = run_of[row.run] if method == EXPERT_COMPLETION else 0
+        slot = int(row.step) - 1 if method == MILESTONE_METHOD else int(position[m])
+        out[r, slot, :2] = row.successes, row.trials
+        out[r, slot, 2] = -1
+        if row.grader:
+            scope = {"agent": agent, "task": task, "method": method, "step": row.step}
+            key = (row.grader, tuple(audit.applying(row.grader, **scope).index))
+            out[r, slot, 2] = groups.setdefault(key, len(groups))
+            out[r, slot, 3:], text = shapes_of(row.grader, **scope)
+            label = (
+                f"m{row.step}" if method == MILESTONE_METHOD else f"run {row.run} step {row.step}"
+            )
+            said.setdefault(text, []).append(label)
+    return {text: ", ".join(labels) for text, labels in said.items()}
 
 
 def audited_text(runs: int, true: int, graded: int) -> str:

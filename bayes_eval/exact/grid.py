@@ -28,7 +28,7 @@ from bayes_eval.exact.factors import (
 )
 from bayes_eval.exact.saddlepoint import cgf
 
-__all__ = ["GRID_SMALLEST_X", "grid_summary"]
+__all__ = ["GRID_SMALLEST_X", "GridCdf", "grid_summary"]
 
 # Bins of a factor piled at X = 0 (b < 1), from its lowest, whose mean is computed to split
 # their mass between their edges (the later ones are split in halves).
@@ -53,7 +53,7 @@ GRID_MAX_X = 2000.0
 
 
 @dataclass(frozen=True)
-class _GridCdf:
+class GridCdf:
     """Piecewise-linear CDF of a discretised sum, summed from both ends.
 
     Mass ``j`` sits at ``start + j * step``, spread evenly over one step around it, so
@@ -126,7 +126,7 @@ def _bin_masses(a, b, lo, step, n_bins, known):
     return np.maximum(mass, 0.0), (step, cdf, sf)
 
 
-def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> _GridCdf:
+def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> GridCdf:
     """Discretise each factor's exact bin masses and convolve.
 
     A factor's bin masses sit at the bins' centres, ``lo + (k + 1/2) step``, except
@@ -176,7 +176,7 @@ def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=
         total = total * np.exp(np.minimum(exponent, 600.0))
     lower = np.concatenate([[0.0], np.cumsum(total)])
     upper = np.concatenate([np.cumsum(total[::-1])[::-1], [0.0]])
-    return _GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
+    return GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
 
 
 def _lattice(a, b, lo, hi, step, capped, known):

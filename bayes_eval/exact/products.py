@@ -150,7 +150,8 @@ def beta_product(alpha: np.ndarray, beta: np.ndarray) -> BetaProduct:
 def summarise_products(
     products: list[BetaProduct], probs: np.ndarray, x_points: np.ndarray | None = None
 ) -> list[ProductSummary]:
-    """Quantiles of ``X = -log P`` at ``probs`` and CDF values at ``x_points``, per product.
+    """Quantiles of ``X = -log P`` at ``probs`` and CDF values at ``x_points``, per product
+    (a product that is not a ``BetaProduct`` summarises itself: ``summary``).
 
     Products are routed to the cheapest engine that meets ``QUANTILE_TOLERANCE``;
     regular multi-factor products are solved together, vectorised. Products that are
@@ -159,7 +160,7 @@ def summarise_products(
     """
     probs = np.asarray(probs, dtype=float)
     x_points = np.zeros(0) if x_points is None else np.asarray(x_points, dtype=float)
-    keys = [_canonical(product) for product in products]
+    keys = [_canonical(p) if isinstance(p, BetaProduct) else p for p in products]
     distinct = list(dict.fromkeys(keys))
     solved = _summarise_distinct([_from_canonical(key) for key in distinct], probs, x_points)
     by_key = dict(zip(distinct, solved, strict=True))
@@ -178,6 +179,8 @@ def _canonical(product):
 
 
 def _from_canonical(key):
+    if not isinstance(key, tuple):  # a distribution that summarises itself
+        return key
     weights = None
     if key and key[0] == "weighted":
         key, weights = zip(*key[1], strict=True)
@@ -191,6 +194,9 @@ def _summarise_distinct(products, probs, x_points):
     regular = []
     report = _Progress()
     for i, product in enumerate(products):
+        if not isinstance(product, BetaProduct):  # a graded product (exact.graded_product)
+            out[i] = product.summary(probs, x_points)
+            continue
         factors = product.factors
         if product.weights is not None and len(factors) > 1:
             out[i] = _weighted(product, probs, x_points)

@@ -463,8 +463,7 @@ def with_graders(conjugate, grading: Grading, pairs: list, spec):
     sensitivity and specificity after the audit and its runs the audit scored again
     (``own_audited``: runs, true and graded successes), as an exact fit keeps them, which
     its own runs' bounds read; ``pairs`` the layout's (agent, task) per index."""
-    from bayes_eval.exact.builders import GRADER_SHAPES
-    from bayes_eval.results.posterior import OWN_AUDITED
+    from bayes_eval.exact.builders import GRADER_SHAPES, OWN_AUDITED
 
     agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
     grader = np.full(conjugate["method"].shape, "", dtype=object)

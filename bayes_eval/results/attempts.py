@@ -38,7 +38,7 @@ from bayes_eval.exact.attempts import (
     mean_all_of,
     mean_at_least_one,
 )
-from bayes_eval.exact.products import log_beta_draws, summarise_products
+from bayes_eval.exact.products import BetaProduct, log_beta_draws, summarise_products
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["ATTEMPTS_COLUMNS", "MAX_ATTEMPTS", "parse_attempts", "summarise_attempts"]
@@ -226,6 +226,10 @@ def _log_fail(x):
 
 def _exact_means(product, kf, seed) -> tuple[dict, str]:
     """``E[pass@k]`` and ``E[pass^k]`` of an exact posterior, with how they were found."""
+    if not isinstance(product, BetaProduct):  # a graded product (exact.graded_product)
+        pass_all = np.array([product.power_mean(k) for k in kf])
+        log_p = product.log_draws(MC_DRAWS, np.random.default_rng(seed))["log_p"]
+        return _mean_pass_at(product, kf, pass_all, log_p)
     factors = product.factors
     if len(factors) == 1 and factors[0][0].size == 0:  # P = 1
         ones = np.ones(kf.shape)
@@ -250,6 +254,12 @@ def _exact_means(product, kf, seed) -> tuple[dict, str]:
     log_all = np.array([[log_beta_ratio(b, a, k).sum() for k in kf] for a, b in factors])
     pass_all = np.exp(log_all).mean(axis=0)
     log_p = _product_log_draws(factors, np.random.default_rng(seed))
+    return _mean_pass_at(product, kf, pass_all, log_p)
+
+
+def _mean_pass_at(product, kf, pass_all, log_p) -> tuple[dict, str]:
+    """``E[pass@k]`` from exact draws of ``log P``, with ``P`` and ``P^k`` (their means
+    ``product.moments()`` and ``pass_all``, exact) as control variates."""
     p = np.exp(log_p)
     mean_p = product.moments()[0]
     with np.errstate(divide="ignore"):  # P = 1: log(1 - P) = -inf

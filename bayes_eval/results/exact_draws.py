@@ -70,9 +70,18 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
         i, j = cells[start : start + DRAW_CHUNK_CELLS].T
         factors, task = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
         log_factor[:, i, j], log_task[:, i, j] = factors, task
-    graded = result.graded_positions if shapes is None else np.zeros((0, 0), dtype=bool)
-    p_graded = np.full(log_task.shape, np.nan) if graded.any() else None
+    graded = result.graded_positions & (shapes is None)  # the prior's draws: none graded
+    graded_end_to_end = graded & (methods == END_TO_END)
+    p_graded = np.full(log_task.shape, np.nan) if graded_end_to_end.any() else None
+    graded_factor = np.full(log_factor.shape, np.nan) if graded.any() else None
     for i, j in np.argwhere(graded):  # drawn with the grader's rates (exact.graded)
+        if methods[i, j] != END_TO_END:  # a product (exact.graded_product)
+            joint = result.graded_product_at(i, j).log_draws(n_draws, rng)
+            runs, width = joint["q"].shape[1:]
+            log_factor[:, i, j, :runs, :width] = joint["log_factors"]
+            graded_factor[:, i, j, :runs, :width] = joint["q"]
+            log_task[:, i, j] = joint["log_p"]
+            continue
         joint = result.graded_at(i, j).joint_draws(n_draws, rng)
         log_factor[:, i, j, 0, 0] = log_task[:, i, j] = np.log(joint["p"])
         p_graded[:, i, j] = joint["q"]
@@ -101,18 +110,20 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
             chained(p_graded),
             {"description": P_GRADED_DESCRIPTION},
         )
-    rates = np.exp(log_factor)
-    if (methods == MILESTONE_METHOD).any():
-        milestone_rates = np.where(
-            (methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan
-        )
-        data["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), chained(milestone_rates))
-        draw_coords[MILESTONE] = coords[FACTOR]
-    if (methods == EXPERT_COMPLETION).any():
-        step_rates = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
-        data["p_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(step_rates))
-        draw_coords[RUN] = coords[RUN]
-        draw_coords[STEP] = coords[FACTOR]
+    factor_rates = {"p": np.exp(log_factor)}
+    if graded_factor is not None and not np.isnan(graded_factor).all():
+        factor_rates["p_graded"] = graded_factor  # a graded count's chance (graded_product)
+    for prefix, rates in factor_rates.items():
+        if (methods == MILESTONE_METHOD).any():
+            at = np.where((methods == MILESTONE_METHOD)[..., None], rates[..., 0, :], np.nan)
+            dims = ("chain", "draw", AGENT, TASK, MILESTONE)
+            data[f"{prefix}_milestone"] = (dims, chained(at))
+            draw_coords[MILESTONE] = coords[FACTOR]
+        if (methods == EXPERT_COMPLETION).any():
+            at = np.where((methods == EXPERT_COMPLETION)[..., None, None], rates, np.nan)
+            data[f"{prefix}_step"] = (("chain", "draw", AGENT, TASK, RUN, STEP), chained(at))
+            draw_coords[RUN] = coords[RUN]
+            draw_coords[STEP] = coords[FACTOR]
     return stack_factor_rates(xr.Dataset(data, coords=draw_coords))
 
 
@@ -140,10 +151,13 @@ def prior_shapes(result) -> tuple[np.ndarray, np.ndarray]:
     spec prior; NaN for a pair any of whose priors is improper (Haldane's ``Beta(0, 0)``
     has no draws)."""
     present = ~np.isnan(result.values("alpha"))
-    present[..., 0, 0] |= result.graded_positions  # one end-to-end factor, its shapes NaN
+    methods = result.values("method")
+    graded = result.graded_positions
+    present[..., 0, 0] |= graded & (methods == END_TO_END)  # one factor, its shapes NaN
+    if (graded & (methods != END_TO_END)).any():
+        present |= ~np.isnan(result.values("graded_factors")[..., 0])  # a graded product's
     alpha = np.full(present.shape, np.nan)
     beta = np.full(present.shape, np.nan)
-    methods = result.values("method")
     for method, role in PRIOR_ROLE.items():
         cells = result.exact_positions & (methods == method)
         if not cells.any():

@@ -11,7 +11,12 @@ from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
 __all__ = ["FACTOR_RATES", "by_cell", "cell_label", "stack_factor_rates"]
 
 # The factor rates and the dims that index a pair's factors.
-FACTOR_RATES = {"p_milestone": (MILESTONE,), "p_step": (RUN, STEP)}
+FACTOR_RATES = {
+    "p_milestone": (MILESTONE,),
+    "p_step": (RUN, STEP),
+    "p_graded_milestone": (MILESTONE,),  # a graded count's chance (exact.graded_product)
+    "p_graded_step": (RUN, STEP),
+}
 
 
 def stack_factor_rates(draws: xr.Dataset) -> xr.Dataset:
@@ -25,6 +30,7 @@ def stack_factor_rates(draws: xr.Dataset) -> xr.Dataset:
     milestone 2")``. (Per-cell agent and task coordinates would be clearer, but
     ``arviz_stats.summary`` refuses coordinates that not every variable has.)
     """
+    stacked_rates = {}
     for name, index_dims in FACTOR_RATES.items():
         dim = f"{name.removeprefix('p_')}_cell"
         if name not in draws or dim in draws[name].dims:
@@ -41,9 +47,10 @@ def stack_factor_rates(draws: xr.Dataset) -> xr.Dataset:
             dims=("chain", "draw", dim),
             coords={"chain": rates["chain"], "draw": rates["draw"], dim: cells},
         )
-        draws = draws.drop_vars(name).drop_dims(list(index_dims), errors="ignore")
-        draws[name] = stacked
-    return draws
+        stacked_rates[name] = stacked
+    dims = {d for name in stacked_rates for d in FACTOR_RATES[name]}
+    draws = draws.drop_vars(list(stacked_rates)).drop_dims(list(dims), errors="ignore")
+    return draws.assign(stacked_rates)
 
 
 def cell_label(name: str, agent: str, task: str, *index) -> str:

@@ -46,11 +46,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayes_eval.constants import (
-    AGENT,
-    RUN,
-    TASK,
-)
+from bayes_eval.constants import AGENT, END_TO_END, RUN, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import Audit
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
@@ -64,14 +60,12 @@ from bayes_eval.specs import Spec, spec_from_toml, spec_text
 if TYPE_CHECKING:
     from bayes_eval.exact.builders import Estimates
     from bayes_eval.exact.graded import GradedRate
+    from bayes_eval.exact.graded_product import GradedProduct
     from bayes_eval.inference.diagnostics import Diagnostics
 
 __all__ = ["FILE_FORMAT", "Derivation", "Posterior", "read_posterior"]
 
 FACTOR = "factor"
-GRADER_SHAPE = "grader_shape"
-# A graded pair's own runs that the audit scored again (``evidence.audit.OwnRuns``).
-OWN_AUDITED = ("runs", "true_successes", "graded_successes")
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
 # the factor rates on the whole (agent, task, milestone) rectangle, 3 every group.
 FILE_FORMAT = 4
@@ -431,21 +425,6 @@ class Posterior:
             text[name] = np.full(shape, "", dtype=object)
             text[name][i, j] = getattr(estimates, name)
         pair = (AGENT, TASK)
-        graded = {}
-        if estimates.grader is not None:
-            from bayes_eval.exact.builders import GRADER_SHAPES
-
-            grader = np.full(shape, "", dtype=object)
-            grader[i, j] = estimates.grader
-            shapes = np.full(shape + (len(GRADER_SHAPES),), np.nan)
-            shapes[i, j] = estimates.grader_shapes
-            own = np.zeros(shape + (len(OWN_AUDITED),), dtype=np.int64)
-            own[i, j] = estimates.own_audited
-            graded = {
-                "grader": (pair, grader.astype(str)),
-                "grader_shapes": (pair + (GRADER_SHAPE,), shapes),
-                "own_audited": (pair + ("audited_count",), own),
-            }
         conjugate = xr.Dataset(
             {
                 "alpha": (pair + (RUN, FACTOR), alpha),
@@ -454,7 +433,6 @@ class Posterior:
                 "cp_successes": (pair, cp[..., 0]),
                 "cp_trials": (pair, cp[..., 1]),
                 **{name: (pair, values.astype(str)) for name, values in text.items()},
-                **graded,
             },
             coords={
                 AGENT: agents,
@@ -463,12 +441,8 @@ class Posterior:
                 FACTOR: np.arange(1, n_factors + 1),
             },
         )
-        if graded:
-            from bayes_eval.exact.builders import GRADER_SHAPES
-
-            conjugate = conjugate.assign_coords(
-                {GRADER_SHAPE: list(GRADER_SHAPES), "audited_count": list(OWN_AUDITED)}
-            )
+        if estimates.grader is not None:
+            conjugate = conjugate.merge(estimates.graded_layout(i, j, conjugate.coords))
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
     def attach(self, derivation: Derivation) -> None:
@@ -503,14 +477,25 @@ class Posterior:
         """Whether position ``(i, j)`` holds an exact posterior (``exact_positions``)."""
         return bool(self.exact_positions[i, j])
 
-    def product_at(self, i: int, j: int) -> BetaProduct | None:
+    def product_at(self, i: int, j: int) -> BetaProduct | GradedProduct | None:
         """The exact posterior of ``P`` at array position ``(i, j)``, or None."""
         if not self.has_exact_posterior(i, j):
             return None
         graded = self.graded_at(i, j)
         if graded is not None:
             return graded.product()
+        if self.graded_positions[i, j]:
+            return self.graded_product_at(i, j)
         return beta_product(self.values("alpha")[i, j], self.values("beta")[i, j])
+
+    def graded_product_at(self, i: int, j: int) -> GradedProduct:
+        """The posterior of a product whose counts a grader scored (milestones, expert
+        steps; ``bayes_eval.exact.graded_product``) at ``(i, j)``."""
+        from bayes_eval.exact.graded_product import graded_product
+        from bayes_eval.results.exact_draws import PRIOR_ROLE
+
+        prior = self.spec.priors[PRIOR_ROLE[self.values("method")[i, j]]]
+        return graded_product(self.values("graded_factors")[i, j], (prior.alpha, prior.beta))
 
     @functools.cached_property
     def graded_positions(self) -> np.ndarray:
@@ -531,8 +516,9 @@ class Posterior:
         from bayes_eval.exact.graded import audited_rate
 
         rates = {}
-        for i, j in np.argwhere(self.graded_positions):
-            prior = self.spec.priors["end_to_end"]  # graded: an end-to-end model's
+        end_to_end = self.values("method") == END_TO_END
+        for i, j in np.argwhere(self.graded_positions & end_to_end):
+            prior = self.spec.priors["end_to_end"]
             k, n = (int(self.values(f"cp_{x}")[i, j]) for x in ("successes", "trials"))
             shapes, own = (self.values(name)[i, j] for name in ("grader_shapes", "own_audited"))
             rates[(int(i), int(j))] = audited_rate(k, n, (prior.alpha, prior.beta), shapes, own)

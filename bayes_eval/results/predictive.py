@@ -75,6 +75,8 @@ def _cells(posterior, post):
     task_at = {task: j for j, task in enumerate(post[TASK].values)}
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
+    # a graded factor's count: the chance a run is graded a success (exact.graded_product)
+    graded = {name: by_cell(post, name) for name in ("p_graded_milestone", "p_graded_step")}
     table = posterior.evidence.table
     out = []
     for row in table.itertuples():
@@ -95,7 +97,8 @@ def _cells(posterior, post):
                 rate = posterior.graded_at(i, j)
                 k, n = rate.graded, rate.runs
         elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
-            draws = factors["p_milestone"].get(cell_label("p_milestone", *pair, row.step))
+            label = cell_label("p_milestone", *pair, row.step)
+            draws = graded["p_graded_milestone"].get(label, factors["p_milestone"].get(label))
             index = position_of(row.method, row.step, row.run)
         elif row.method == EXPERT_COMPLETION and factors["p_step"]:
             runs = sorted(
@@ -108,8 +111,8 @@ def _cells(posterior, post):
                     ]
                 )
             )
-            run = runs.index(row.run) + 1
-            draws = factors["p_step"].get(cell_label("p_step", *pair, run, row.step))
+            label = cell_label("p_step", *pair, runs.index(row.run) + 1, row.step)
+            draws = graded["p_graded_step"].get(label, factors["p_step"].get(label))
             index = position_of(row.method, row.step, row.run)
         else:
             continue
@@ -166,14 +169,10 @@ def predictive_checks(posterior) -> pd.DataFrame:
         above = np.where(point, 0.0, beta_binomial_sf(k, n, a, safe_b))
         equal = np.where(point, 1.0, stats.betabinom.pmf(k, n, a, safe_b))
         mean = np.where(point, 1.0, a / (a + safe_b))
-        graded = np.flatnonzero(cells["graded"].to_numpy())
-        if graded.size:  # the grader's rate q, from draws of the joint posterior
-            q = posterior.draws["p_graded"].values
-            at = zip(graded, cells["i"].iloc[graded], cells["j"].iloc[graded], strict=True)
-            for cell, i, j in at:
-                draws = q[:, :, i, j].ravel()
-                above[cell], equal[cell] = _tails(int(k[cell]), int(n[cell]), draws)
-                mean[cell] = draws.mean()
+        for cell in np.flatnonzero(cells["graded"].to_numpy()):
+            draws = _graded_draws(posterior, cells.iloc[cell])  # the grader's rate q
+            above[cell], equal[cell] = _tails(int(k[cell]), int(n[cell]), draws)
+            mean[cell] = draws.mean()
         names = ["agent", "task", "method", "index", "successes", "trials"]
         cells[["successes", "trials"]] = np.column_stack([k, n]).astype(np.int64)
         columns = [cells[name].to_numpy() for name in names] + [mean, above, equal]
@@ -283,7 +282,12 @@ def _exact_cells(posterior) -> pd.DataFrame:
     )
     a = posterior.values("alpha")[i, j, run, slot]
     b = posterior.values("beta")[i, j, run, slot]
-    graded = posterior.graded_positions[i, j] & (method == END_TO_END)
+    graded = posterior.graded_positions[i, j]
+    if (graded & (method != END_TO_END)).any():  # a graded product's factors (its shapes NaN)
+        fields = posterior.values("graded_factors")
+        graded &= (method == END_TO_END) | ~np.isnan(fields[i, j, run, slot, 0])
+    else:
+        graded &= method == END_TO_END
     kept = ~np.isnan(a) | graded  # not the others (e.g. another rung of the chain)
     return pd.DataFrame(
         {
@@ -297,9 +301,25 @@ def _exact_cells(posterior) -> pd.DataFrame:
             "beta": b[kept],
             "i": i[kept],
             "j": j[kept],
+            "run": run[kept],
+            "slot": slot[kept],
             "graded": graded[kept],
         }
     )
+
+
+def _graded_draws(posterior, cell) -> np.ndarray:
+    """A graded cell's draws of ``q``, the chance that a run is graded a success: its
+    pair's ``p_graded`` (end-to-end), or its factor's (``p_graded_milestone``,
+    ``p_graded_step``)."""
+    post, i, j = posterior.draws, cell["i"], cell["j"]
+    if cell["method"] == END_TO_END:
+        return post["p_graded"].values[:, :, i, j].ravel()
+    if cell["method"] == MILESTONE_METHOD:
+        label = cell_label("p_milestone", cell["agent"], cell["task"], cell["slot"] + 1)
+        return by_cell(post, "p_graded_milestone")[label].ravel()
+    label = cell_label("p_step", cell["agent"], cell["task"], cell["run"] + 1, cell["slot"] + 1)
+    return by_cell(post, "p_graded_step")[label].ravel()
 
 
 def _counts_and_shapes(posterior, cells):
@@ -307,7 +327,7 @@ def _counts_and_shapes(posterior, cells):
     counts are those of its runs the audit did not score again (``Posterior.graded_at``),
     the count its grader's rate explains."""
     k, n, a, b = (cells[c].to_numpy(dtype=float) for c in ("successes", "trials", "alpha", "beta"))
-    for cell in np.flatnonzero(cells["graded"].to_numpy()):
+    for cell in np.flatnonzero(cells["graded"].to_numpy() & (cells["method"] == END_TO_END)):
         rate = posterior.graded_at(cells["i"].iloc[cell], cells["j"].iloc[cell])
         k[cell], n[cell] = rate.graded, rate.runs
     return k, n, a, b
@@ -354,11 +374,18 @@ def exact_log_predictive(posterior):
     elpd_loo = _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)
     lppd = _beta_binomial_logpmf(k, n, a, b, improper=None)
     for cell in np.flatnonzero(cells["graded"].to_numpy()):
-        # left out: the graded count's marginal, the grader's audit kept (exact.graded);
-        # in sample: the binomial at the joint posterior's draws of q
-        i, j = cells["i"].iloc[cell], cells["j"].iloc[cell]
-        elpd_loo[cell] = posterior.graded_at(i, j).log_evidence
-        q = posterior.draws["p_graded"].values[:, :, i, j].ravel()
+        # left out: the graded count's marginal given the pair's other counts, the
+        # grader's audit kept (exact.graded, exact.graded_product); in sample: the
+        # binomial at the joint posterior's draws of q
+        row = cells.iloc[cell]
+        if row["method"] == END_TO_END:
+            elpd_loo[cell] = posterior.graded_at(row["i"], row["j"]).log_evidence
+        else:
+            product = posterior.graded_product_at(row["i"], row["j"])
+            fields = posterior.values("graded_factors")[row["i"], row["j"], row["run"]]
+            factor = int(np.sum(~np.isnan(fields[: row["slot"], 0])))  # its place in the run
+            elpd_loo[cell] = product.left_out(int(row["run"]), factor)
+        q = _graded_draws(posterior, row)
         log_pmf = stats.binom.logpmf(k[cell], n[cell], q)
         lppd[cell] = special.logsumexp(log_pmf) - np.log(q.size)
     return xr.Dataset(

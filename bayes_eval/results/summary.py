@@ -201,6 +201,8 @@ def _quantile_engine(engine: str, error: float) -> str:
         "mixture": "exact, over the grader's error",
         "saddlepoint": f"error <= {error:.0e} in P and 1 - P, validated against mpmath",
         "grid": f"error ~ {error:.0e} in P and 1 - P, from refining the grid",
+        "graded grid": f"error ~ {error:.0e} in P and 1 - P, from refining the grid; the "
+        "grader's error integrated out by quadrature exact for its runs",
     }[engine]
     return f"; quantiles: {engine} ({how})"
 
