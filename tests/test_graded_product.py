@@ -194,3 +194,12 @@ def test_audited_runs_of_the_evidence_are_refused_by_the_product_models(mileston
     )
     with pytest.raises(InputError, match="rows with a run_id .* not yet by mats2024"):
         bayes_eval.fit(folder / "evidence.csv", "mats2024", audit=folder / "runs_audit.csv")
+
+
+def test_the_reports_grader_section_leaves_graded_products_out(milestone_fit):
+    """The section sets each end-to-end bound beside the perfect grader's; a graded
+    product has no one count to set beside it, and the section is then empty."""
+    from bayes_eval.outputs.grading import grader_table
+
+    _, graded, _ = milestone_fit
+    assert grader_table(graded, graded.summary(), 0.975).empty

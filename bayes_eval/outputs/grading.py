@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from scipy import stats
 
+from bayes_eval.constants import END_TO_END
 from bayes_eval.results.summary import REFERENCE_PRIOR, format_number
 
 __all__ = ["grader_sections", "grader_table"]
@@ -26,15 +27,18 @@ GRADER_TEXT = (
 
 
 def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
-    """Per pair an audited grader scored: its grader and graded count, its upper bound,
+    """Per end-to-end pair an audited grader scored: its grader and graded count, its upper bound,
     the bound with the grader taken as perfect, their difference, and the grader's floor,
     the pairs whose bounds the grader moves most first (empty where no grader errs). In
     an MCMC fit (pooled, crossed) the bounds compared are the pair's own runs' (uniform
     prior, ``own_upper``), the model's bound beside them."""
     from bayes_eval.exact.graded import false_alarm_floor
 
-    named = table["grader"].fillna("") if "grader" in table else pd.Series(dtype=str)
-    if not (named != "").any():
+    if "grader" not in table:
+        return pd.DataFrame()
+    # end-to-end pairs: a graded product's factors have no one count to compare
+    graded = (table["grader"].fillna("") != "") & (table["method"] == END_TO_END)
+    if not graded.any():
         return pd.DataFrame()
     pooled = posterior.is_mcmc
     own = posterior.spec.priors.get("end_to_end")  # an exact fit's prior
@@ -44,7 +48,7 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     task_at = {t: j for j, t in enumerate(posterior.coords["task"])}
     floors: dict[tuple, float] = {}
     rows = []
-    for row in table[(named != "").to_numpy()].itertuples():
+    for row in table[graded.to_numpy()].itertuples():
         i, j = agent_at[row.agent], task_at[row.task]
         k = int(posterior.values("cp_successes")[i, j])
         n = int(posterior.values("cp_trials")[i, j])

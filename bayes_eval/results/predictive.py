@@ -76,7 +76,7 @@ def _cells(posterior, post):
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
     # a graded factor's count: the chance a run is graded a success (exact.graded_product)
-    graded = {name: by_cell(post, name) for name in ("p_graded_milestone", "p_graded_step")}
+    chances = {name: by_cell(post, name) for name in ("p_graded_milestone", "p_graded_step")}
     table = posterior.evidence.table
     out = []
     for row in table.itertuples():
@@ -98,7 +98,7 @@ def _cells(posterior, post):
                 k, n = rate.graded, rate.runs
         elif row.method == MILESTONE_METHOD and factors["p_milestone"]:
             label = cell_label("p_milestone", *pair, row.step)
-            draws = graded["p_graded_milestone"].get(label, factors["p_milestone"].get(label))
+            draws = chances["p_graded_milestone"].get(label, factors["p_milestone"].get(label))
             index = position_of(row.method, row.step, row.run)
         elif row.method == EXPERT_COMPLETION and factors["p_step"]:
             runs = sorted(
@@ -112,7 +112,7 @@ def _cells(posterior, post):
                 )
             )
             label = cell_label("p_step", *pair, runs.index(row.run) + 1, row.step)
-            draws = graded["p_graded_step"].get(label, factors["p_step"].get(label))
+            draws = chances["p_graded_step"].get(label, factors["p_step"].get(label))
             index = position_of(row.method, row.step, row.run)
         else:
             continue
