@@ -4,10 +4,13 @@ an audit, in one process, the ratio of their wall times.
 Run from the repository root:
 
     python benchmarks/graded.py [RUNS.csv --from metr] [--models end_to_end end_to_end_pooled]
+    python benchmarks/graded.py --milestones 831 --models mats2024
 
 Without a run table, the runs are the pooled grader study's first table
 (``studies/grader_pooled.py``: 2 agents x 12 tasks, 100 runs a task); with one (METR's
-public runs, ``--from metr``), those runs. The audit is a near-perfect judge's, 100 of 100
+public runs, ``--from metr``), those runs; with ``--milestones PAIRS``, that many simulated
+pairs of three milestones of 10 runs each (their rates log-uniform in 0.05-0.9), for the
+exact milestone models (``exact.graded_product``). The audit is a near-perfect judge's, 100 of 100
 successes found and no false alarm in 900 failures, so that both fits read the same
 counts and the same model but for the grader's error. Each fit runs once after a warm-up
 fit of the same structure (the compile cache is the machine's), and prints its wall time,
@@ -32,7 +35,18 @@ AUDIT = pd.DataFrame({"truth": [1, 0], "graded": [1, 0], "runs": [100, 900]})
 
 
 def runs_of(args):
-    """The evidence: the run table given, or the pooled grader study's first table."""
+    """The evidence: the run table given, simulated milestones, or the pooled grader
+    study's first table."""
+    if args.milestones:
+        rng = np.random.default_rng(0)
+        rates = 10 ** rng.uniform(-1.3, -0.05, size=(args.milestones, 3))
+        rows = [
+            (f"agent-{pair // 30}", f"task-{pair}", "milestone", step + 1, k, 10)
+            for pair, counts in enumerate(rng.binomial(10, rates))
+            for step, k in enumerate(counts)
+        ]
+        columns = ["agent", "task", "method", "step", "successes", "trials"]
+        return bayes_eval.load_evidence(pd.DataFrame(rows, columns=columns))
     if args.runs is not None:
         return read_evidence([args.runs], input_format=args.input_format)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
@@ -55,6 +69,7 @@ def main(argv=None) -> None:
     parser.add_argument("runs", nargs="?", help="a run table (default: a simulated one)")
     parser.add_argument("--from", dest="input_format", default="metr")
     parser.add_argument("--models", nargs="+", default=["end_to_end", "end_to_end_pooled"])
+    parser.add_argument("--milestones", type=int, default=0, help="simulated milestone pairs")
     args = parser.parse_args(argv)
     evidence = runs_of(args)
     for model in args.models:
