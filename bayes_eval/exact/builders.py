@@ -39,6 +39,7 @@ __all__ = [
     "end_to_end",
     "end_to_end_table",
     "grade",
+    "grading_variables",
     "expert_completion",
     "milestones",
     "milestones_table",
@@ -130,34 +131,6 @@ class Estimates:
     grader_shapes: np.ndarray | None = None
     own_audited: np.ndarray | None = None
     graded_factors: np.ndarray | None = None
-
-    def graded_layout(self, i, j, coords):
-        """The grading variables (``grader``, ``grader_shapes``, ``own_audited``,
-        ``graded_factors`` where a product's counts were graded) on the ``(agent, task)``
-        grid of ``coords``, pair ``n`` at ``(i[n], j[n])``: a fit's ``conjugate`` group
-        holds them."""
-        import xarray as xr
-
-        shape = (coords[AGENT].size, coords[TASK].size)
-        pair = (AGENT, TASK)
-
-        def laid_out(values, fill, extra=()):
-            out = np.full(shape + values.shape[1:], fill, dtype=values.dtype)
-            out[i, j] = values
-            return (pair + extra, out)
-
-        data = {
-            "grader": laid_out(self.grader.astype(object), "", ()),
-            "grader_shapes": laid_out(self.grader_shapes, np.nan, (GRADER_SHAPE,)),
-            "own_audited": laid_out(self.own_audited, 0, ("audited_count",)),
-        }
-        data["grader"] = (pair, data["grader"][1].astype(str))
-        new = {GRADER_SHAPE: list(GRADER_SHAPES), "audited_count": list(OWN_AUDITED)}
-        if self.graded_factors is not None:
-            dims = (RUN, "factor", "graded_field")
-            data["graded_factors"] = laid_out(self.graded_factors, np.nan, dims)
-            new["graded_field"] = list(GRADED_FIELDS)
-        return xr.Dataset(data, coords={**{k: coords[k] for k in coords}, **new})
 
     @classmethod
     def stack(cls, estimates: list[Estimate]) -> Estimates:
@@ -342,8 +315,38 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
         grader=names.astype(str),
         grader_shapes=shapes,
         own_audited=own,
-        graded_factors=factors if (names != "").any() and not np.isnan(factors).all() else None,
+        graded_factors=None if np.isnan(factors).all() else factors,
     )
+
+
+def grading_variables(coords, i, j, *, grader, shapes, own, factors=None):
+    """The grading variables of a fit's ``conjugate`` group on the ``(agent, task)`` grid
+    of ``coords``, pair ``n`` at ``(i[n], j[n])``: ``grader`` (its name, ``""`` where
+    none), ``grader_shapes`` (``GRADER_SHAPES``), ``own_audited`` (``OWN_AUDITED``) and,
+    where a product's counts were graded, ``graded_factors`` (``GRADED_FIELDS``). Exact,
+    pooled and crossed fits lay them out alike."""
+    import xarray as xr
+
+    grid = (coords[AGENT].size, coords[TASK].size)
+    pair = (AGENT, TASK)
+
+    def laid_out(values, fill, dims, dtype):
+        values = np.asarray(values, dtype=dtype)
+        out = np.full(grid + values.shape[1:], fill, dtype=dtype)
+        out[i, j] = values
+        return (pair + dims, out)
+
+    data = {
+        "grader": laid_out(grader, "", (), object),
+        "grader_shapes": laid_out(shapes, np.nan, (GRADER_SHAPE,), float),
+        "own_audited": laid_out(own, 0, ("audited_count",), np.int64),
+    }
+    data["grader"] = (pair, data["grader"][1].astype(str))
+    new = {GRADER_SHAPE: list(GRADER_SHAPES), "audited_count": list(OWN_AUDITED)}
+    if factors is not None:
+        data["graded_factors"] = laid_out(factors, np.nan, (RUN, "factor", "graded_field"), float)
+        new["graded_field"] = list(GRADED_FIELDS)
+    return xr.Dataset(data, coords={**{k: coords[k] for k in coords}, **new})
 
 
 # What ``Estimates.graded_factors`` holds per factor: its graded count, its runs, its

@@ -461,21 +461,20 @@ def grader_provenance(grading: Grading, spec) -> dict:
 def with_graders(conjugate, grading: Grading, pairs: list, spec):
     """The ``conjugate`` group with each graded pair's grader, the Betas of its
     sensitivity and specificity after the audit and its runs the audit scored again
-    (``own_audited``: runs, true and graded successes), as an exact fit keeps them, which
-    its own runs' bounds read; ``pairs`` the layout's (agent, task) per index."""
-    from bayes_eval.exact.builders import GRADER_SHAPES, OWN_AUDITED
+    (``own_audited``: runs, true and graded successes), as an exact fit keeps them
+    (``bayes_eval.exact.builders.grading_variables``), which its own runs' bounds read;
+    ``pairs`` the layout's (agent, task) per index."""
+    from bayes_eval.exact.builders import grading_variables
 
     agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
-    grader = np.full(conjugate["method"].shape, "", dtype=object)
-    shapes = np.full(grader.shape + (len(GRADER_SHAPES),), np.nan)
-    own = np.zeros(grader.shape + (len(OWN_AUDITED),), dtype=np.int64)
-    audit = audit_shapes(grading, spec.grader)
-    for p, g, trusted in zip(grading.pairs, grading.grader, grading.trusted, strict=True):
-        agent, task = pairs[p]
-        i, j = agents.index(agent), tasks.index(task)
-        grader[i, j], shapes[i, j], own[i, j] = grading.graders[g], audit[g], trusted
-    return conjugate.assign(
-        grader=((AGENT, TASK), grader.astype(str)),
-        grader_shapes=((AGENT, TASK, "grader_shape"), shapes),
-        own_audited=((AGENT, TASK, "audited_count"), own),
-    ).assign_coords(grader_shape=list(GRADER_SHAPES), audited_count=list(OWN_AUDITED))
+    i = [agents.index(pairs[p][0]) for p in grading.pairs]
+    j = [tasks.index(pairs[p][1]) for p in grading.pairs]
+    graded = grading_variables(
+        conjugate.coords,
+        i,
+        j,
+        grader=[grading.graders[g] for g in grading.grader],
+        shapes=audit_shapes(grading, spec.grader)[grading.grader],
+        own=grading.trusted,
+    )
+    return conjugate.merge(graded)

@@ -73,7 +73,8 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
     graded = result.graded_positions & (shapes is None)  # the prior's draws: none graded
     graded_end_to_end = graded & (methods == END_TO_END)
     p_graded = np.full(log_task.shape, np.nan) if graded_end_to_end.any() else None
-    graded_factor = np.full(log_factor.shape, np.nan) if graded.any() else None
+    products = graded & (methods != END_TO_END)  # graded milestones, expert steps
+    graded_factor = np.full(log_factor.shape, np.nan) if products.any() else None
     for i, j in np.argwhere(graded):  # drawn with the grader's rates (exact.graded)
         if methods[i, j] != END_TO_END:  # a product (exact.graded_product)
             joint = result.graded_product_at(i, j).log_draws(n_draws, rng)
@@ -111,7 +112,7 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
             {"description": P_GRADED_DESCRIPTION},
         )
     factor_rates = {"p": np.exp(log_factor)}
-    if graded_factor is not None and not np.isnan(graded_factor).all():
+    if graded_factor is not None:
         factor_rates["p_graded"] = graded_factor  # a graded count's chance (graded_product)
     for prefix, rates in factor_rates.items():
         if (methods == MILESTONE_METHOD).any():

@@ -442,7 +442,11 @@ class Posterior:
             },
         )
         if estimates.grader is not None:
-            conjugate = conjugate.merge(estimates.graded_layout(i, j, conjugate.coords))
+            from bayes_eval.exact.builders import grading_variables
+
+            grading = {"grader": estimates.grader, "shapes": estimates.grader_shapes}
+            grading.update(own=estimates.own_audited, factors=estimates.graded_factors)
+            conjugate = conjugate.merge(grading_variables(conjugate.coords, i, j, **grading))
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
     def attach(self, derivation: Derivation) -> None:
@@ -491,11 +495,22 @@ class Posterior:
     def graded_product_at(self, i: int, j: int) -> GradedProduct:
         """The posterior of a product whose counts a grader scored (milestones, expert
         steps; ``bayes_eval.exact.graded_product``) at ``(i, j)``."""
+        return self._graded_products[(int(i), int(j))]
+
+    @functools.cached_property
+    def _graded_products(self) -> dict:
+        """Every ``graded_product_at``, made once (its quadrature's nodes are kept on it
+        for the summary, the draws and the left-out predictive alike)."""
         from bayes_eval.exact.graded_product import graded_product
         from bayes_eval.results.exact_draws import PRIOR_ROLE
 
-        prior = self.spec.priors[PRIOR_ROLE[self.values("method")[i, j]]]
-        return graded_product(self.values("graded_factors")[i, j], (prior.alpha, prior.beta))
+        methods = self.values("method")
+        products = {}
+        for i, j in np.argwhere(self.graded_positions & (methods != END_TO_END)):
+            prior = self.spec.priors[PRIOR_ROLE[methods[i, j]]]
+            fields = self.values("graded_factors")[i, j]
+            products[(int(i), int(j))] = graded_product(fields, (prior.alpha, prior.beta))
+        return products
 
     @functools.cached_property
     def graded_positions(self) -> np.ndarray:

@@ -75,8 +75,7 @@ def _cells(posterior, post):
     task_at = {task: j for j, task in enumerate(post[TASK].values)}
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
-    # a graded factor's count: the chance a run is graded a success (exact.graded_product)
-    chances = {name: by_cell(post, name) for name in ("p_graded_milestone", "p_graded_step")}
+    chances = _graded_chances(post)
     table = posterior.evidence.table
     out = []
     for row in table.itertuples():
@@ -169,8 +168,10 @@ def predictive_checks(posterior) -> pd.DataFrame:
         above = np.where(point, 0.0, beta_binomial_sf(k, n, a, safe_b))
         equal = np.where(point, 1.0, stats.betabinom.pmf(k, n, a, safe_b))
         mean = np.where(point, 1.0, a / (a + safe_b))
+        post = posterior.draws if cells["graded"].any() else None
+        chances = _graded_chances(post) if post is not None else {}
         for cell in np.flatnonzero(cells["graded"].to_numpy()):
-            draws = _graded_draws(posterior, cells.iloc[cell])  # the grader's rate q
+            draws = _graded_draws(post, chances, cells.iloc[cell])  # the grader's rate q
             above[cell], equal[cell] = _tails(int(k[cell]), int(n[cell]), draws)
             mean[cell] = draws.mean()
         names = ["agent", "task", "method", "index", "successes", "trials"]
@@ -308,18 +309,23 @@ def _exact_cells(posterior) -> pd.DataFrame:
     )
 
 
-def _graded_draws(posterior, cell) -> np.ndarray:
+def _graded_chances(post) -> dict:
+    """A graded factor's draws of its chance to be graded a success
+    (``exact.graded_product``), per name and cell label (``by_cell``)."""
+    return {name: by_cell(post, name) for name in ("p_graded_milestone", "p_graded_step")}
+
+
+def _graded_draws(post, chances, cell) -> np.ndarray:
     """A graded cell's draws of ``q``, the chance that a run is graded a success: its
-    pair's ``p_graded`` (end-to-end), or its factor's (``p_graded_milestone``,
-    ``p_graded_step``)."""
-    post, i, j = posterior.draws, cell["i"], cell["j"]
+    pair's ``p_graded`` (end-to-end), or its factor's (``chances``, ``_graded_chances``)."""
+    i, j = cell["i"], cell["j"]
     if cell["method"] == END_TO_END:
         return post["p_graded"].values[:, :, i, j].ravel()
     if cell["method"] == MILESTONE_METHOD:
         label = cell_label("p_milestone", cell["agent"], cell["task"], cell["slot"] + 1)
-        return by_cell(post, "p_graded_milestone")[label].ravel()
+        return chances["p_graded_milestone"][label].ravel()
     label = cell_label("p_step", cell["agent"], cell["task"], cell["run"] + 1, cell["slot"] + 1)
-    return by_cell(post, "p_graded_step")[label].ravel()
+    return chances["p_graded_step"][label].ravel()
 
 
 def _counts_and_shapes(posterior, cells):
@@ -373,6 +379,8 @@ def exact_log_predictive(posterior):
     keys = list(zip(cells["method"], cells["agent"], cells["task"], cells["index"], strict=True))
     elpd_loo = _beta_binomial_logpmf(k, n, a0, b0, improper=np.nan)
     lppd = _beta_binomial_logpmf(k, n, a, b, improper=None)
+    post = posterior.draws if cells["graded"].any() else None
+    chances = _graded_chances(post) if post is not None else {}
     for cell in np.flatnonzero(cells["graded"].to_numpy()):
         # left out: the graded count's marginal given the pair's other counts, the
         # grader's audit kept (exact.graded, exact.graded_product); in sample: the
@@ -385,7 +393,7 @@ def exact_log_predictive(posterior):
             fields = posterior.values("graded_factors")[row["i"], row["j"], row["run"]]
             factor = int(np.sum(~np.isnan(fields[: row["slot"], 0])))  # its place in the run
             elpd_loo[cell] = product.left_out(int(row["run"]), factor)
-        q = _graded_draws(posterior, row)
+        q = _graded_draws(post, chances, row)
         log_pmf = stats.binom.logpmf(k[cell], n[cell], q)
         lppd[cell] = special.logsumexp(log_pmf) - np.log(q.size)
     return xr.Dataset(
