@@ -30,7 +30,7 @@ from bayes_eval.specs import ModelSource, check_level, load_spec
 if TYPE_CHECKING:
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["fit", "fit_per_agent", "load_posterior", "side_tables", "usable_rows"]
+__all__ = ["check_graded", "fit", "fit_per_agent", "load_posterior", "side_tables", "usable_rows"]
 
 
 def fit(
@@ -95,7 +95,7 @@ def fit(
     spec = load_spec(model)
     if audit is not None:
         evidence = with_audit(evidence, audit)
-    _check_graded(evidence, spec)
+    check_graded(evidence, spec)
     level, seed, sampler = _settings(spec, level, seed, sampler)
     side = side_tables(spec, agents, tasks, predict)
     _check_clusters(evidence, spec)
@@ -232,6 +232,7 @@ GRADED_MODELS = (
     "end_to_end",
     "end_to_end_pooled",
     "crossed",
+    "crossed_milestones",
     "mats2024 (milestones)",
     "ecr2024 (expert steps)",
 )
@@ -240,15 +241,17 @@ GRADED_EXACT = ("end_to_end", "milestone", "expert_completion")
 GRADED_ROLES = ("end_to_end", "milestone", "step")
 
 
-def _check_graded(evidence: Evidence, spec) -> None:
+def check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
-    never solved, or with runs in clusters; the exact milestone and expert-step models),
-    or under an improper prior (the grader's mixture needs a proper one)."""
+    never solved, or with runs in clusters; the exact milestone and expert-step models;
+    the crossed milestone model), or under an improper prior (the grader's mixture needs
+    a proper one)."""
     if evidence.audit is None:
         return
     exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
-    carried = spec.kind == "end_to_end" or exact
+    crossed_milestones = spec.pooling == "crossed" and spec.kind == "milestone"
+    carried = spec.kind == "end_to_end" or exact or crossed_milestones
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(
@@ -256,7 +259,7 @@ def _check_graded(evidence: Evidence, spec) -> None:
             "does not carry a grader's error into its bounds yet; fit "
             f"{', '.join(GRADED_MODELS)}, which do"
         )
-    if exact and spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
+    if spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
         raise InputError(
             f"audit: {evidence.audit.source}: rows with a run_id (runs of the evidence "
             f"scored again) are taken by the end-to-end models end_to_end and crossed, not "

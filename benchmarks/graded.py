@@ -4,13 +4,14 @@ an audit, in one process, the ratio of their wall times.
 Run from the repository root:
 
     python benchmarks/graded.py [RUNS.csv --from metr] [--models end_to_end end_to_end_pooled]
-    python benchmarks/graded.py --milestones 831 --models mats2024
+    python benchmarks/graded.py --milestones 831 --models mats2024 crossed_milestones
 
 Without a run table, the runs are the pooled grader study's first table
 (``studies/grader_pooled.py``: 2 agents x 12 tasks, 100 runs a task); with one (METR's
 public runs, ``--from metr``), those runs; with ``--milestones PAIRS``, that many simulated
-pairs of three milestones of 10 runs each (their rates log-uniform in 0.05-0.9), for the
-exact milestone models (``exact.graded_product``). The audit is a near-perfect judge's, 100 of 100
+pairs of three milestones of 10 runs each (their rates log-uniform in 0.05-0.9; agents of
+28 tasks each, every agent on the same tasks), for the milestone models (exact:
+``exact.graded_product``; ``crossed_milestones``). The audit is a near-perfect judge's, 100 of 100
 successes found and no false alarm in 900 failures, so that both fits read the same
 counts and the same model but for the grader's error. Each fit runs once after a warm-up
 fit of the same structure (the compile cache is the machine's), and prints its wall time,
@@ -41,7 +42,7 @@ def runs_of(args):
         rng = np.random.default_rng(0)
         rates = 10 ** rng.uniform(-1.3, -0.05, size=(args.milestones, 3))
         rows = [
-            (f"agent-{pair // 30}", f"task-{pair}", "milestone", step + 1, k, 10)
+            (f"agent-{pair // 28}", f"task-{pair % 28}", "milestone", step + 1, k, 10)
             for pair, counts in enumerate(rng.binomial(10, rates))
             for step, k in enumerate(counts)
         ]
@@ -52,8 +53,18 @@ def runs_of(args):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
     from grader_pooled import table_of
 
-    table, _ = table_of(np.random.default_rng(0), 12, 100, 0.75, 0.995, 50, 500)
-    return bayes_eval.load_evidence(table.drop(columns="truth"))
+    study = argparse.Namespace(
+        tasks=12,
+        runs=100,
+        agents=1,
+        milestones=0,
+        sensitivity=0.75,
+        specificity=0.995,
+        positives=50,
+        negatives=500,
+    )
+    table, _, _ = table_of(np.random.default_rng(0), study)
+    return bayes_eval.load_evidence(table)
 
 
 def timed(evidence, model, audit):

@@ -637,7 +637,9 @@ def test_a_pair_is_drawn_blocked_with_its_posterior_probability():
 
     k, n = np.array([0, 0, 1]), np.array([3, 2, 4])
     cell_pair = np.array([0, 0, 1])
-    layout = SimpleNamespace(k=k, n=n, cell_pair=cell_pair, pairs=[("a", "t"), ("a", "u")])
+    layout = SimpleNamespace(
+        k=k, n=n, cell_pair=cell_pair, pairs=[("a", "t"), ("a", "u")], grading=None
+    )
     draws = 200_000
     share = np.full((1, draws), 0.3)
     logit = np.broadcast_to(np.array([-1.0, 0.5, 0.0]), (1, draws, 3))
@@ -659,3 +661,38 @@ def test_a_pair_is_drawn_blocked_with_its_posterior_probability():
     post["kappa_cluster"] = SimpleNamespace(values=np.full((1, draws), 5.0))
     again = _blocked_draws(post, logit, clustered, np.random.default_rng(0))
     assert (again == blocked).all()
+
+
+def test_a_pair_whose_successes_a_grader_scored_may_be_blocked():
+    """The second pair's one success, graded by a judge (sensitivity 0.8, specificity
+    0.9), may be a false alarm: the pair is blocked with probability ``s B / (s B + (1 -
+    s) L)``, ``B = 0.1 * 0.9^3`` its graded count's chance were every run a failure and
+    ``L`` its chance through the judge at the drawn rate; the first pair, a trusted cell
+    that failed beside a graded one, by the same rule (``B = 0.9^2``)."""
+    from types import SimpleNamespace
+
+    from bayes_eval.crossed.model import _blocked_draws
+
+    k, n = np.array([0, 0, 1]), np.array([3, 2, 4])
+    grading = SimpleNamespace(pairs=np.array([1, 2]), grader=np.array([0, 0]))
+    layout = SimpleNamespace(
+        k=k, n=n, cell_pair=np.array([0, 0, 1]), pairs=[0, 1], grading=grading, clusters=None
+    )
+    draws = 200_000
+    full = np.full((1, draws, 1), 1.0)
+    post = {
+        "blocked_share": SimpleNamespace(values=np.full((1, draws), 0.3)),
+        "sensitivity": SimpleNamespace(values=0.8 * full),
+        "specificity": SimpleNamespace(values=0.9 * full),
+    }
+    logit = np.broadcast_to(np.array([-1.0, 0.5, 0.0]), (1, draws, 3))
+    blocked = _blocked_draws(post, logit, layout, np.random.default_rng(1))
+    p = special.expit(np.array([-1.0, 0.5, 0.0]))
+    q = 0.8 * p + 0.1 * (1 - p)
+    first = (1 - p[0]) ** 3 * (1 - q[1]) ** 2  # a trusted failure, a graded one
+    second = q[2] * (1 - q[2]) ** 3
+    alarms = (0.9**2, 0.1 * 0.9**3)  # each pair's graded counts as false alarms
+    for pair, likelihood in enumerate((first, second)):
+        expected = 0.3 * alarms[pair] / (0.3 * alarms[pair] + 0.7 * likelihood)
+        observed = blocked[..., pair].mean()
+        assert abs(observed - expected) < 4 * np.sqrt(expected * (1 - expected) / draws)

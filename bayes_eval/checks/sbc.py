@@ -102,7 +102,7 @@ def sbc(
     """
     from bayes_eval.errors import InputError
     from bayes_eval.evidence.table import load_evidence
-    from bayes_eval.fit import usable_rows
+    from bayes_eval.fit import check_graded, usable_rows
     from bayes_eval.pooled.layout import build_layout, choose_form
     from bayes_eval.specs import load_spec
 
@@ -116,6 +116,7 @@ def sbc(
             f"sbc: the simulations of model {spec.name} do not draw a grader's error yet; "
             "run its SBC without the audit, or that of crossed, whose simulations do"
         )
+    check_graded(evidence, spec)  # a crossed model that does not carry the grader
     if evidence.audit is not None and evidence.audit.audited_runs.any():
         raise InputError(
             "sbc: the simulations do not draw the truth of audited runs of the evidence "

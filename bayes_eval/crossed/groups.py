@@ -35,7 +35,7 @@ def estimates_group(design: Design, spec, seed, run):
     provenance = np.full(shape, "", dtype=object)
     counts = np.full(shape + (2,), -1, dtype=np.int64)
     grading = layout.grading
-    graders = {} if grading is None else grader_provenance(grading, spec)
+    graders = {} if grading is None else grader_provenance(grading, spec, layout)
     for p, (i, j) in enumerate(zip(layout.pair_agent, design.pair_task, strict=True)):
         provenance[i, j] = head + graders.get(p, "")
         if layout.e2e_n[p] > 0:
@@ -70,7 +70,7 @@ def estimates_group(design: Design, spec, seed, run):
         },
         coords={AGENT: agents, TASK: tasks},
     )
-    return conjugate if grading is None else with_graders(conjugate, grading, layout.pairs, spec)
+    return conjugate if grading is None else with_graders(conjugate, grading, layout, spec)
 
 
 def covariate_group(design: Design):

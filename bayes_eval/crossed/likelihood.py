@@ -33,8 +33,12 @@ milestone run failed may be blocked (probability ``blocked_share``: every run fa
 whatever the rates), so its cells are not independent given the parameters. Its unit is
 the pair: ``runs``, over a ``pair`` dimension, is the log probability of all of a pair's
 milestone counts, ``log((1 - share) prod_m L_m + share [every run failed])``, each
-``L_m`` the integral above over that cell's own departure. (Its predictive groups stay
-per cell; ``loo_pit`` needs a per-cell likelihood and has none to read here.)
+``L_m`` the integral above over that cell's own departure. A cell an audited grader
+scored has its graded ``L_m`` (above), and were the pair blocked its graded successes
+are false alarms: the bracket becomes ``prod Binomial(k_m | n_m, 1 - sp)`` over the
+graded cells, and ``[every run failed]`` asks it of the other cells alone. (Its
+predictive groups stay per cell; ``loo_pit`` needs a per-cell likelihood and has none to
+read here.)
 
 Clustered runs (``bayes_eval.pooled.clusters``): a rate's clusters each have their own
 rate around it, and their counts' likelihood given the rate is a sum of positive terms
@@ -119,13 +123,35 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     else:
         each = log_marginal_clusters(eta, scale, log_phi, clusters)
         k, cell = clusters.cluster_successes, layout.cell_pair[clusters.cluster_rate]
+    blocked = 0.0  # the log-likelihood of a blocked pair's counts: every run failed
+    if layout.grading is not None:  # graded cells through their grader; blocked: false alarms
+        each, blocked = _graded_cells(post, eta, scale, each, layout)
+        k = np.where(np.isin(np.arange(k.size), layout.grading.pairs), 0, k)
     described = array_add_at(each, layout.cell_pair, len(layout.pairs))
     share = post["blocked_share"].values[..., None]
     failed = np.bincount(cell, k, len(layout.pairs)) == 0  # every run of the pair failed
     runs = np.log1p(-share) + described
-    runs = np.where(failed, np.logaddexp(np.log(share), runs), runs)
+    runs = np.where(failed, np.logaddexp(np.log(share) + blocked, runs), runs)
     pairs = pair_coords(layout.pairs)
     return xr.Dataset({"runs": (("chain", "draw", "pair"), runs)}, coords={**sample, **pairs})
+
+
+def _graded_cells(post, eta, scale, each, layout) -> tuple:
+    """``each`` with the milestone cells an audited grader scored through their grader
+    (``log_marginal_graded``), and per pair the log probability of its graded counts were
+    it blocked, every graded success a false alarm (``Binomial(k | n, 1 - sp)`` per cell)."""
+    from dataclasses import replace
+
+    grading, at = layout.grading, layout.grading.pairs
+    k, n = layout.k[at], layout.n[at]
+    se, sp = (post[name].values for name in GRADER_RATES)
+    each = each.copy()
+    counted = replace(grading, graded=k, runs=n)  # the counts fitted (simulated ones in SBC)
+    each[..., at] = log_marginal_graded(eta[..., at], scale, counted, se, sp)
+    sp = sp[..., grading.grader]
+    alarms = special.xlog1py(k, -sp) + special.xlogy(n - k, sp)
+    alarms += special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    return each, array_add_at(alarms, layout.cell_pair[at], len(layout.pairs))
 
 
 def log_marginal(eta, scale, k, n, slope: bool = False):

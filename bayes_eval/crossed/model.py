@@ -32,11 +32,14 @@ than its population does, ``centred_abilities``), the difficulties, the scales a
 departures (non-centred). Where runs come in clusters, each cluster's rate varies around
 its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.pooled.clusters``).
 
-Where an audited grader scored a pair's end-to-end runs, each run is graded a success
-with ``q = se P + (1 - sp)(1 - P)``: the grader's sensitivity ``se`` and specificity
-``sp`` are sampled, one each per grader, with the spec's ``[grader]`` priors and the
-audit as their binomial data (``bayes_eval.pooled.grading``), and the graded count is
-binomial in ``q``; ``p_graded`` holds ``q`` beside ``P``.
+Where an audited grader scored a pair's end-to-end runs (or a milestone cell's), each
+run is graded a success with ``q = se P + (1 - sp)(1 - P)`` (``p`` for a cell): the
+grader's sensitivity ``se`` and specificity ``sp`` are sampled, one each per grader, with
+the spec's ``[grader]`` priors and the audit as their binomial data
+(``bayes_eval.pooled.grading``), and the graded count is binomial in ``q``; ``p_graded``
+(``p_graded_milestone``) holds ``q`` beside ``P``. A blocked pair's runs all fail, so
+its graded successes are false alarms, each cell's ``Binomial(k | n, 1 - sp)``, and any
+pair whose successes were all graded by an audited grader may be blocked.
 
 Every (agent, task) of the design gets draws of ``P``: a pair that was run from its
 posterior, a pair never run with a fresh departure (a prediction), and a new agent
@@ -60,6 +63,14 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     TASK,
 )
+from bayes_eval.crossed.grader import (
+    false_alarms,
+    graded_cells,
+    graded_counts,
+    graded_pairs,
+    graded_rates,
+    through_grader,
+)
 from bayes_eval.crossed.groups import (
     AGENT_TERM,
     TASK_TERM,
@@ -70,7 +81,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import array_add_at, log_given_each_rate
-from bayes_eval.pooled.grading import GRADER_RATES, grader_rates
+from bayes_eval.pooled.grading import GRADER_RATES
 from bayes_eval.pooled.layout import Layout, centred_text
 from bayes_eval.pooled.models import count_data_vars
 from bayes_eval.pooled.sampling import layout_of
@@ -342,16 +353,19 @@ def build_model(design: Design, spec):
             )
             name, failed = "k_clusters", _failed_cells(layout)
         else:
-            k, n = _graded_counts(layout) if spec.kind == END_TO_END else (layout.k, layout.n)
+            k, n = graded_counts(layout) if spec.kind == END_TO_END else (layout.k, layout.n)
             k, f = count_data_vars(pm, "k_obs", k, n)
             if layout.grading is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
-                log_p, log_q = _through_grader(pm, pt, layout.grading, spec, log_p, log_q)
+                log_p, log_q, sp = through_grader(pm, pt, layout.grading, spec, log_p, log_q)
             each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
         if spec.kind == END_TO_END:
             pm.Potential(name, pt.sum(each))
-        else:
-            share = pm.Beta("blocked_share", **priors["blocked_share"].params)
-            pm.Potential(name, _blocked_mixture(pt, each, failed, share, layout))
+            return model
+        share = pm.Beta("blocked_share", **priors["blocked_share"].params)
+        blocked = 0.0  # were the pair blocked, every run fails: a graded success a false alarm
+        if layout.grading is not None:
+            blocked = false_alarms(_tensor_add_at, k, f, pt.log1p(-sp), pt.log(sp), layout)
+        pm.Potential(name, _blocked_mixture(pt, each, failed, share, layout, blocked))
     return model
 
 
@@ -380,37 +394,6 @@ def abilities_and_difficulties(pm, pt, design: Design, spec):
     return ability, pm.Deterministic("difficulty", difficulty, dims=TASK)
 
 
-def _through_grader(pm, pt, grading, spec, log_p, log_q):
-    """``log q`` and ``log (1 - q)`` in place of ``log P`` and ``log (1 - P)`` at the pairs
-    an audited grader scored, ``q = se P + (1 - sp)(1 - P)``: each grader's sensitivity
-    and specificity sampled, its audit their data (``bayes_eval.pooled.grading``); the
-    pair's runs the audit scored again add their true counts, binomial in ``P``."""
-    se, sp = grader_rates(pm, grading, spec.grader)
-    se, sp = se[grading.grader], sp[grading.grader]
-    p, q = log_p[grading.pairs], log_q[grading.pairs]
-    if grading.trusted.any():  # the runs audited again: their truth, through P
-        runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
-        pm.Potential("own_audited", pt.sum(true * p + (runs - true) * q))
-    graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)
-    cleared = pt.logaddexp(pt.log1p(-se) + p, pt.log(sp) + q)
-    return (
-        pt.set_subtensor(log_p[grading.pairs], graded),
-        pt.set_subtensor(log_q[grading.pairs], cleared),
-    )
-
-
-def _graded_counts(layout) -> tuple:
-    """The end-to-end counts the model reads through the grader or as they are: of a
-    graded pair, its runs the audit did not score again (``Grading.runs``, ``graded``)."""
-    k, n = layout.e2e_k.copy(), layout.e2e_n.copy()
-    if layout.grading is not None:
-        k[layout.grading.pairs], n[layout.grading.pairs] = (
-            layout.grading.graded,
-            layout.grading.runs,
-        )
-    return k, n
-
-
 def _tensor_add_at(values, index, size):
     """``values`` summed into ``size`` slots by ``index`` (a PyTensor vector)."""
     import pytensor.tensor as pt
@@ -418,13 +401,15 @@ def _tensor_add_at(values, index, size):
     return pt.inc_subtensor(pt.zeros(size)[index], values)
 
 
-def _blocked_mixture(pt, each, failed, share, layout):
+def _blocked_mixture(pt, each, failed, share, layout, blocked):
     """``sum log L`` over the pairs run on milestones, each pair's milestone runs either
     described by its milestone rates (probability ``1 - share``: the product of its
     cells' likelihoods ``each``) or blocked (``share``: every run fails, whatever the
-    rates), which only a pair whose every cell ``failed`` can be."""
+    rates, with likelihood ``exp(blocked)``: 1, or its graded successes' as false alarms,
+    ``false_alarms``), which only a pair whose every cell ``failed`` or was graded can
+    be."""
     described = pt.log1p(-share) + _tensor_add_at(each, layout.cell_pair, len(layout.pairs))
-    mixed = pt.logaddexp(pt.log(share), described)
+    mixed = pt.logaddexp(pt.log(share) + blocked, described)
     return pt.sum(pt.switch(_may_be_blocked(pt, _tensor_add_at, failed, layout), mixed, described))
 
 
@@ -434,8 +419,14 @@ def _failed_cells(layout) -> np.ndarray:
 
 
 def _may_be_blocked(xp, add_at, failed, layout):
-    """Per pair run on milestones: whether every one of its cells ``failed``."""
-    return add_at(xp.where(failed, 0.0, 1.0), layout.cell_pair, len(layout.pairs)) < 0.5
+    """Per pair run on milestones: whether every one of its cells ``failed`` or was scored
+    by an audited grader (its graded successes may all be false alarms)."""
+    succeeded = xp.where(failed, 0.0, 1.0)
+    if layout.grading is not None:
+        trusted = np.ones(layout.k.size)
+        trusted[layout.grading.pairs] = 0.0
+        succeeded = succeeded * trusted
+    return add_at(succeeded, layout.cell_pair, len(layout.pairs)) < 0.5
 
 
 def _normal(pm, name, prior, dims=None):
@@ -491,7 +482,10 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
         z[..., agents, tasks] = sampled
         out["p_task"] = (("chain", "draw", AGENT, TASK), special.expit(eta + scale * z))
         if layout.grading is not None:
-            out["p_graded"] = (("chain", "draw", AGENT, TASK), _graded(post, design, out))
+            out["p_graded"] = (
+                ("chain", "draw", AGENT, TASK),
+                graded_pairs(post, design, out["p_task"][1]),
+            )
         return out
     width = int(design.milestones.max())
     z = rng.standard_normal(eta.shape + (width,))
@@ -510,19 +504,10 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     log_p = np.where(present, log_p, np.nan)
     out["p_task"] = (("chain", "draw", AGENT, TASK), np.exp(np.nansum(log_p, axis=-1)))
     out["p_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), np.exp(log_p))
+    if layout.grading is not None:
+        graded = graded_cells(post, design, log_p, blocked)
+        out["p_graded_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), graded)
     return out
-
-
-def _graded(post, design: Design, rates: dict) -> np.ndarray:
-    """``(chain, draw, agent, task)``: the chance that a run is graded a success, ``se P +
-    (1 - sp)(1 - P)``, at the pairs an audited grader scored (NaN elsewhere)."""
-    grading, p = design.layout.grading, rates["p_task"][1]
-    at = design.layout.pair_agent[grading.pairs], design.pair_task[grading.pairs]
-    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
-    scored = p[..., at[0], at[1]]
-    graded = np.full(p.shape, np.nan)
-    graded[..., at[0], at[1]] = se * scored + (1 - sp) * (1 - scored)
-    return graded
 
 
 def every_ability(post, design: Design, rng) -> np.ndarray:
@@ -546,6 +531,9 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
     every milestone run failed (``L``: its runs' likelihood given the draw's milestone
     rates, ``logit`` per cell), never for any other pair."""
     log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+    blocked = 0.0  # a blocked pair's likelihood: 1, or its graded successes' as false alarms
+    if layout.grading is not None:  # graded cells: a run is a graded success with chance q
+        log_p, log_q, blocked = graded_rates(post, layout, log_p, log_q)
     if layout.clusters is None:
         each = layout.k * log_p + (layout.n - layout.k) * log_q
         failed = layout.k == 0
@@ -561,8 +549,8 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
     can_block = _may_be_blocked(np, array_add_at, failed, layout)
     described = array_add_at(each, layout.cell_pair, len(layout.pairs))
     share = post["blocked_share"].values[..., None]
-    # log of the odds of blocked: log share - log (1 - share) - log L
-    odds = np.log(share) - np.log1p(-share) - described
+    # log of the odds of blocked: log share + log L(blocked) - log (1 - share) - log L
+    odds = np.log(share) + blocked - np.log1p(-share) - described
     return can_block & (rng.random(described.shape) < special.expit(odds))
 
 
@@ -629,10 +617,10 @@ def _zero_sum_draw(rng, size: int) -> np.ndarray:
 
 def simulate(truth: dict, design: Design, spec, rng):
     """Counts drawn generatively from ``truth`` on the design (the model's data, or the
-    clusters' successes as ``k_cluster``; a graded pair's counts through its grader) and
+    clusters' successes as ``k_cluster``; a graded rate's counts through its grader) and
     the true ``P`` of every pair run. A blocked pair of milestone runs
-    (``blocked_share``) fails every run; its ``P`` is the product of its milestone rates
-    all the same."""
+    (``blocked_share``) fails every run (its graded counts are false alarms); its ``P`` is
+    the product of its milestone rates all the same."""
     from bayes_eval.pooled.models import count_data
 
     layout = design.layout
@@ -643,16 +631,17 @@ def simulate(truth: dict, design: Design, spec, rng):
         eta, trials = eta[layout.cell_pair], layout.n
     rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
     p_task, runs_at = rate, rate
-    grading = layout.grading if spec.kind == END_TO_END else None
-    if grading is not None:  # a graded pair's runs are graded successes with chance q
-        se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
-        runs_at = rate.copy()
-        runs_at[grading.pairs] = se * rate[grading.pairs] + (1 - sp) * (1 - rate[grading.pairs])
     if spec.kind != END_TO_END:
         log_p = np.log(rate)
         p_task = np.exp(np.bincount(layout.cell_pair, log_p, minlength=len(layout.pairs)))
         blocked = rng.random(len(layout.pairs)) < truth["blocked_share"]
         runs_at = np.where(blocked[layout.cell_pair], 0.0, rate)
+    grading = layout.grading
+    if grading is not None:  # a graded rate's runs are graded successes with chance q
+        se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
+        true = runs_at[grading.pairs]  # a blocked pair's: 0, every graded success a false alarm
+        runs_at = runs_at.copy()
+        runs_at[grading.pairs] = se * true + (1 - sp) * (1 - true)
     if layout.clusters is not None:
         terms = layout.clusters
         p = np.clip(runs_at[terms.cluster_rate], 1e-12, 1 - 1e-12)

@@ -346,6 +346,9 @@ def grading_variables(coords, i, j, *, grader, shapes, own, factors=None):
     if factors is not None:
         data["graded_factors"] = laid_out(factors, np.nan, (RUN, "factor", "graded_field"), float)
         new["graded_field"] = list(GRADED_FIELDS)
+        for dim, size in zip((RUN, "factor"), np.shape(factors)[1:3], strict=True):
+            if dim not in coords:  # a pooled or crossed fit's: numbered from 1, as an exact's
+                new[dim] = np.arange(1, size + 1)
     return xr.Dataset(data, coords={**{k: coords[k] for k in coords}, **new})
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, TASK
+from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts
 from bayes_eval.exact.graded import log_choose
@@ -61,7 +61,7 @@ GRADER_RATES = ("sensitivity", "specificity")
 
 @dataclass(frozen=True)
 class Grading:
-    """The graders of a pooled end-to-end fit and the terms of its graded pairs.
+    """The graders of a pooled or crossed fit and the terms of its graded counts.
 
     Attributes
     ----------
@@ -69,9 +69,11 @@ class Grading:
     counts : list of GraderCounts
         Per grader, its audit.
     pairs : ndarray of int
-        The layout's pairs a grader scored; ``grader`` indexes ``graders`` per such pair.
+        The layout's rates a grader scored, ``grader`` indexing ``graders`` per such rate:
+        pairs end to end, milestone cells (the layout's cell index) where ``method`` is
+        ``milestone`` (the crossed milestone model: its rates are the cells).
     runs, graded : ndarray of int
-        Each graded pair's runs ``n`` and graded successes ``k``.
+        Each graded rate's runs ``n`` and graded successes ``k``.
     constant : ndarray or None
         ``(pair, t, j)``: ``log C(n, t) + log C(t, j) + log C(n - t, k - j)``,
         ``IMPOSSIBLE`` where the term is impossible; None (with the other terms) where
@@ -101,6 +103,7 @@ class Grading:
     cleared_runs: np.ndarray | None = None
     true: np.ndarray | None = None
     failed: np.ndarray | None = None
+    method: str = END_TO_END
 
     def audit_counts(self) -> tuple[np.ndarray, ...]:
         """Per grader: true successes detected and audited, true failures cleared and
@@ -115,7 +118,7 @@ class Grading:
         """What a compiled model depends on."""
         arrays = (self.pairs, self.grader, self.runs, self.graded, self.trusted)
         arrays += self.audit_counts()[1::2]
-        return (tuple(self.graders), *(a.tobytes() for a in arrays))
+        return (self.method, tuple(self.graders), *(a.tobytes() for a in arrays))
 
 
 def audit_shapes(grading: Grading, priors: dict) -> np.ndarray:
@@ -139,12 +142,19 @@ def audit_draw(grading: Grading, priors: dict, rng) -> dict:
 
 
 def grading_of(
-    evidence, pairs: list, k: np.ndarray, n: np.ndarray, spec, terms: bool = True
+    evidence,
+    rates: list,
+    k: np.ndarray,
+    n: np.ndarray,
+    spec,
+    terms: bool = True,
+    method: str = END_TO_END,
 ) -> Grading | None:
-    """The ``Grading`` of the ``pairs`` (with end-to-end counts ``k`` of ``n``) whose rows
-    an audited grader scored (``evidence.audit``), with the terms of the sum over true
-    counts where ``terms``; None without an audit. Refused, each for the exact
-    ``end_to_end`` model, which takes them: an audit row scoped to an agent, task, method
+    """The ``Grading`` of the ``rates`` (with counts ``k`` of ``n``) whose rows an audited
+    grader scored (``evidence.audit``), with the terms of the sum over true counts where
+    ``terms``; None without an audit. The rates are the (agent, task) pairs' end-to-end
+    runs, or for ``method`` ``milestone`` the (agent, task, milestone) cells. Refused, each
+    for the exact models, which take them: an audit row scoped to an agent, task, method
     or step (the model's sensitivity and specificity are one per grader), and an audited
     run of the evidence (``run_id``) where ``terms`` (its truth would have to replace its
     grade in the sum); without them the pair's audited runs are ``trusted``."""
@@ -170,10 +180,11 @@ def grading_of(
                 "grader one sensitivity and specificity; an audit scoped to some runs is "
                 "carried by the exact end_to_end model"
             )
-    rows = evidence.table[evidence.table["method"] == "end_to_end"]
-    named = dict(zip(zip(rows["agent"], rows["task"], strict=True), rows["grader"], strict=True))
+    rows = evidence.table[evidence.table["method"] == method]
+    keys = [rows["agent"], rows["task"]] + [rows["step"]] * (method == MILESTONE_METHOD)
+    named = dict(zip(zip(*keys, strict=True), rows["grader"], strict=True))
     graders = list(audit.graders)
-    grader = np.array([graders.index(named[pair]) if named.get(pair) else -1 for pair in pairs])
+    grader = np.array([graders.index(named[key]) if named.get(key) else -1 for key in rates])
     scored = np.flatnonzero((grader >= 0) & (n > 0))
     counts = [audit.counts(name) for name in graders]
     k, n = k[scored], n[scored]
@@ -185,9 +196,10 @@ def grading_of(
         runs=n,
         graded=k,
         trusted=np.zeros((scored.size, 3), dtype=np.int64),
+        method=method,
     )
     if not terms:
-        return _with_own_runs(Grading(**parts), evidence, rows, pairs)
+        return _with_own_runs(Grading(**parts), evidence, rows, rates)
     top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
     if scored.size * (top_n + 1) * (top_k + 1) > GRADED_MAX_TERMS:
         raise InputError(
@@ -441,40 +453,76 @@ def _shapes(prior) -> dict:
     return {"alpha": prior.alpha, "beta": prior.beta}
 
 
-def grader_provenance(grading: Grading, spec) -> dict:
-    """``{pair: "; graded by ..."}`` of the graded pairs (by their index in the layout):
+def grader_provenance(grading: Grading, spec, layout) -> dict:
+    """``{pair: "; graded by ..."}`` of the graded pairs (by their index in ``layout``):
     their grader's sensitivity and specificity after its audit
-    (``bayes_eval.exact.builders.grader_text``)."""
+    (``bayes_eval.exact.builders.grader_text``), and for milestone cells the milestones
+    each grader scored (``m1, m2 graded by ...``), as an exact product's provenance."""
     from bayes_eval.exact.builders import audited_text, grader_text
 
     shapes = audit_shapes(grading, spec.grader)
     _, positives, _, negatives = grading.audit_counts()
     audited = positives + negatives
     texts = [
-        f"; {grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))}"
+        grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))
         for g, name in enumerate(grading.graders)
     ]
+    if grading.method == MILESTONE_METHOD:
+        said: dict = {}
+        for cell, g in zip(grading.pairs, grading.grader, strict=True):
+            mine = said.setdefault(int(layout.cell_pair[cell]), {})
+            mine.setdefault(g, []).append(f"m{layout.cell_factor[cell]}")
+        return {
+            p: "".join(f"; {', '.join(labels)} {texts[g]}" for g, labels in by_grader.items())
+            for p, by_grader in said.items()
+        }
     at = zip(grading.pairs, grading.grader, grading.trusted, strict=True)
-    return {int(p): texts[g] + (audited_text(*own) if own[0] else "") for p, g, own in at}
+    return {int(p): f"; {texts[g]}" + (audited_text(*own) if own[0] else "") for p, g, own in at}
 
 
-def with_graders(conjugate, grading: Grading, pairs: list, spec):
+def with_graders(conjugate, grading: Grading, layout, spec):
     """The ``conjugate`` group with each graded pair's grader, the Betas of its
     sensitivity and specificity after the audit and its runs the audit scored again
-    (``own_audited``: runs, true and graded successes), as an exact fit keeps them
-    (``bayes_eval.exact.builders.grading_variables``), which its own runs' bounds read;
-    ``pairs`` the layout's (agent, task) per index."""
-    from bayes_eval.exact.builders import grading_variables
+    (``own_audited``: runs, true and graded successes), and for milestone cells each
+    cell's ``graded_factors``, as an exact fit keeps them
+    (``bayes_eval.exact.builders.grading_variables``), which its own runs' bounds read."""
+    from bayes_eval.exact.builders import GRADED_FIELDS, grading_variables
 
     agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
-    i = [agents.index(pairs[p][0]) for p in grading.pairs]
-    j = [tasks.index(pairs[p][1]) for p in grading.pairs]
+    shapes = audit_shapes(grading, spec.grader)
+    if grading.method != MILESTONE_METHOD:
+        pairs = [layout.pairs[p] for p in grading.pairs]
+        graded = grading_variables(
+            conjugate.coords,
+            [agents.index(agent) for agent, _ in pairs],
+            [tasks.index(task) for _, task in pairs],
+            grader=[grading.graders[g] for g in grading.grader],
+            shapes=shapes[grading.grader],
+            own=grading.trusted,
+        )
+        return conjugate.merge(graded)
+    # a product of milestone cells: its factors laid out as an exact product's
+    pairs = np.unique(layout.cell_pair[grading.pairs])
+    grader_of = np.full(layout.k.size, -1)
+    grader_of[grading.pairs] = grading.grader
+    factors = np.full((pairs.size, 1, int(layout.cell_factor.max()), len(GRADED_FIELDS)), np.nan)
+    names = []
+    for n, p in enumerate(pairs):
+        cells = np.flatnonzero(layout.cell_pair == p)
+        mine = grader_of[cells]
+        ordered = list(dict.fromkeys(mine[mine >= 0]))  # numbered within the pair
+        names.append(", ".join(grading.graders[g] for g in ordered))
+        slot = layout.cell_factor[cells] - 1
+        factors[n, 0, slot, 0], factors[n, 0, slot, 1] = layout.k[cells], layout.n[cells]
+        factors[n, 0, slot, 2] = [ordered.index(g) if g >= 0 else -1 for g in mine]
+        factors[n, 0, slot[mine >= 0], 3:] = shapes[mine[mine >= 0]]
     graded = grading_variables(
         conjugate.coords,
-        i,
-        j,
-        grader=[grading.graders[g] for g in grading.grader],
-        shapes=audit_shapes(grading, spec.grader)[grading.grader],
-        own=grading.trusted,
+        [agents.index(layout.pairs[p][0]) for p in pairs],
+        [tasks.index(layout.pairs[p][1]) for p in pairs],
+        grader=names,
+        shapes=np.full((pairs.size, shapes.shape[1]), np.nan),
+        own=np.zeros((pairs.size, 3), dtype=np.int64),
+        factors=factors,
     )
     return conjugate.merge(graded)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_eval.constants import AGENT, MILESTONE, RUN, STEP, TASK
+from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, MILESTONE_METHOD, RUN, STEP, TASK
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.grading import grader_provenance, grading_of, with_graders
 from bayes_eval.pooled.layout import build_layout, choose_form
@@ -91,13 +91,20 @@ def derivation_of_fit(evidence, by_pair, spec, seed):
 def layout_of(evidence, by_pair, spec, terms: bool = True):
     """A pooled or crossed model's layout of the rows it uses, with the counts an audited
     grader scored (``bayes_eval.pooled.grading``; with the terms of their sum over true
-    counts where ``terms``: the crossed model samples each rate, and needs none)."""
+    counts where ``terms``: the crossed model samples each rate, and needs none): the
+    end-to-end counts, or the crossed milestone model's milestone cells."""
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
-    if spec.kind != "end_to_end":
+    if spec.kind == END_TO_END:
+        rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
+    elif spec.kind == MILESTONE_METHOD and spec.pooling == "crossed":  # the rates are cells
+        cells = zip(layout.cell_pair, layout.cell_factor, strict=True)
+        rates = [(*layout.pairs[p], step) for p, step in cells]
+        k, n, method = layout.k, layout.n, MILESTONE_METHOD
+    else:
         return layout
-    grading = grading_of(evidence, layout.pairs, layout.e2e_k, layout.e2e_n, spec, terms)
+    grading = grading_of(evidence, rates, k, n, spec, terms, method)
     return dataclasses.replace(layout, grading=grading)
 
 
@@ -192,7 +199,7 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
     priors = ", ".join(f"{role} {prior.label()}" for role, prior in spec.priors.items())
     run = f"{run}; seed {seed}"
     e2e = np.full(shape + (2,), -1, dtype=np.int64)
-    graders = {} if layout.grading is None else grader_provenance(layout.grading, spec)
+    graders = {} if layout.grading is None else grader_provenance(layout.grading, spec, layout)
     for p, (agent, task) in enumerate(layout.pairs):
         i, j = layout.agents.index(agent), layout.tasks.index(task)
         method[i, j] = spec.kind
@@ -214,4 +221,4 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
     )
     if layout.grading is None:
         return conjugate
-    return with_graders(conjugate, layout.grading, layout.pairs, spec)
+    return with_graders(conjugate, layout.grading, layout, spec)

@@ -270,7 +270,8 @@ def _graded_own(posterior, table, at, level) -> None:
     shapes = posterior.values("grader_shapes")[at]
     k, n = posterior.values("cp_successes")[at], posterior.values("cp_trials")[at]
     own = posterior.values("own_audited")[at]  # runs audited again: their truth, not grade
-    for row in np.flatnonzero((grader != "") & (n > 0)):
+    # an end-to-end count's grader (a graded product's factors have Betas of their own)
+    for row in np.flatnonzero((grader != "") & (n > 0) & ~np.isnan(shapes[..., 0])):
         rate = audited_rate(k[row], n[row], REFERENCE_PRIOR, shapes[row], own[row])
         table.loc[table.index[row], ["own_lower", "own_upper", "worth_runs"]] = (
             rate.quantile(1.0 - level),

@@ -1,0 +1,116 @@
+"""The crossed models' counts through an audited grader that errs.
+
+A run an audited grader scored is graded a success with ``q = se P + (1 - sp)(1 - P)``
+(``P``: the pair's end-to-end rate, or a milestone cell's rate ``p``), each grader's
+sensitivity ``se`` and specificity ``sp`` sampled with the spec's ``[grader]`` priors and
+its audit as their binomial data (``bayes_eval.pooled.grading``). A blocked pair of
+milestone runs fails every run, so its graded successes are false alarms: each graded
+cell's ``Binomial(k | n, 1 - sp)``. Here are the model's terms, and the draws of ``q``
+(``p_graded``, ``p_graded_milestone``) that the predictive checks read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bayes_eval.pooled.clusters import array_add_at
+from bayes_eval.pooled.grading import GRADER_RATES, grader_rates
+
+if TYPE_CHECKING:
+    from bayes_eval.crossed.model import Design
+
+__all__ = [
+    "false_alarms",
+    "graded_cells",
+    "graded_counts",
+    "graded_pairs",
+    "graded_rates",
+    "through_grader",
+]
+
+
+def through_grader(pm, pt, grading, spec, log_p, log_q):
+    """``log q`` and ``log (1 - q)`` in place of ``log P`` and ``log (1 - P)`` at the rates
+    (pairs, or milestone cells) an audited grader scored, in the model being built: each
+    grader's sensitivity and specificity sampled, its audit their data; the pair's runs
+    the audit scored again add their true counts, binomial in ``P``. Returns the two and
+    ``sp`` per graded rate."""
+    se, sp = grader_rates(pm, grading, spec.grader)
+    se, sp = se[grading.grader], sp[grading.grader]
+    p, q = log_p[grading.pairs], log_q[grading.pairs]
+    if grading.trusted.any():  # the runs audited again: their truth, through P
+        runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
+        pm.Potential("own_audited", pt.sum(true * p + (runs - true) * q))
+    graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)
+    cleared = pt.logaddexp(pt.log1p(-se) + p, pt.log(sp) + q)
+    return (
+        pt.set_subtensor(log_p[grading.pairs], graded),
+        pt.set_subtensor(log_q[grading.pairs], cleared),
+        sp,
+    )
+
+
+def graded_rates(post, layout, log_p, log_q) -> tuple:
+    """``through_grader``'s numpy form at the posterior draws ``post`` (``log_p``,
+    ``log_q``: ``(chain, draw, cell)``), for milestone cells, with ``false_alarms`` per
+    pair: returns the three."""
+    grading, k, f = layout.grading, layout.k, layout.n - layout.k
+    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    p, q = log_p[..., grading.pairs], log_q[..., grading.pairs]
+    log_p, log_q = log_p.copy(), log_q.copy()
+    log_p[..., grading.pairs] = np.logaddexp(np.log(se) + p, np.log1p(-sp) + q)
+    log_q[..., grading.pairs] = np.logaddexp(np.log1p(-se) + p, np.log(sp) + q)
+    return log_p, log_q, false_alarms(array_add_at, k, f, np.log1p(-sp), np.log(sp), layout)
+
+
+def graded_counts(layout) -> tuple:
+    """The end-to-end counts the model reads through the grader or as they are: of a
+    graded pair, its runs the audit did not score again (``Grading.runs``, ``graded``)."""
+    k, n = layout.e2e_k.copy(), layout.e2e_n.copy()
+    if layout.grading is not None:
+        k[layout.grading.pairs], n[layout.grading.pairs] = (
+            layout.grading.graded,
+            layout.grading.runs,
+        )
+    return k, n
+
+
+def false_alarms(add_at, k, f, log_alarm, log_sp, layout):
+    """Per pair run on milestones: the log-likelihood of its graded milestone counts were
+    it blocked (every run a true failure, each graded count ``k`` of ``k + f`` runs then
+    false alarms, ``log_alarm`` = ``log(1 - sp)`` per graded cell), without binomial
+    coefficients; 0 for a pair no audited grader scored. ``add_at`` sums by index
+    (PyTensor's or numpy's)."""
+    at = layout.grading.pairs
+    terms = k[at] * log_alarm + f[at] * log_sp
+    return add_at(terms, layout.cell_pair[at], len(layout.pairs))
+
+
+def graded_pairs(post, design: Design, p) -> np.ndarray:
+    """``(chain, draw, agent, task)``: the chance that a run is graded a success, ``se P +
+    (1 - sp)(1 - P)`` (``p``: the draws of ``P``), at the pairs an audited grader scored
+    (NaN elsewhere)."""
+    grading = design.layout.grading
+    at = design.layout.pair_agent[grading.pairs], design.pair_task[grading.pairs]
+    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    scored = p[..., at[0], at[1]]
+    graded = np.full(p.shape, np.nan)
+    graded[..., at[0], at[1]] = se * scored + (1 - sp) * (1 - scored)
+    return graded
+
+
+def graded_cells(post, design: Design, log_p, blocked) -> np.ndarray:
+    """``(chain, draw, agent, task, milestone)``: the chance that a run of a milestone cell
+    an audited grader scored is graded a success, ``se p + (1 - sp)(1 - p)`` (``log_p``:
+    the draws of ``log p`` on that rectangle), or ``1 - sp`` in a draw where its pair is
+    ``blocked`` (every run fails); NaN at every other cell."""
+    layout, grading = design.layout, design.layout.grading
+    pair = layout.cell_pair[grading.pairs]
+    at = layout.pair_agent[pair], design.pair_task[pair], layout.cell_factor[grading.pairs] - 1
+    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    p = np.exp(log_p[(..., *at)])
+    graded = np.full(log_p.shape, np.nan)
+    graded[(..., *at)] = np.where(blocked[..., pair], 1.0 - sp, se * p + (1.0 - sp) * (1.0 - p))
+    return graded
