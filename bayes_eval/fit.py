@@ -235,18 +235,20 @@ GRADED_MODELS = (
     "crossed_milestones",
     "mats2024 (milestones)",
     "ecr2024 (expert steps)",
+    "a phuong_chain spec with proper priors",
 )
 # The exact models' kinds that take a grader, and the prior roles it scores.
-GRADED_EXACT = ("end_to_end", "milestone", "expert_completion")
+GRADED_EXACT = ("end_to_end", "milestone", "expert_completion", "phuong_chain")
 GRADED_ROLES = ("end_to_end", "milestone", "step")
 
 
 def check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
-    never solved, or with runs in clusters; the exact milestone and expert-step models;
-    the crossed milestone model), or under an improper prior (the grader's mixture needs
-    a proper one)."""
+    never solved, or with runs in clusters; the exact milestone and expert-step models
+    and Phuong et al.'s chain; the crossed milestone model), or under an improper prior
+    (the grader's mixture needs a proper one: the chain's published Haldane milestone
+    prior is refused)."""
     if evidence.audit is None:
         return
     exact = spec.pooling == "none" and spec.kind in GRADED_EXACT

@@ -117,7 +117,7 @@ def test_rates_drawn_back_follow_their_exact_conditional():
         assert stats.kstest(p[:, pair], cdf).pvalue > 1e-3
 
 
-def test_scoped_audit_rows_clusters_and_an_audited_sbc_are_refused():
+def test_scoped_audit_rows_and_audited_runs_of_the_evidence_are_refused():
     spec = load_spec("end_to_end_pooled")
     evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDIT.assign(task=["t1", "", "", ""]))
     with pytest.raises(bayes_eval.InputError, match="row 2, column task: model end_to_end_pooled"):
@@ -129,10 +129,30 @@ def test_scoped_audit_rows_clusters_and_an_audited_sbc_are_refused():
         bayes_eval.InputError, match="row 6, column run_id: model end_to_end_pooled"
     ):
         bayes_eval.fit(TABLE, "end_to_end_pooled", audit=pd.concat([AUDIT, run], ignore_index=True))
+
+
+def test_sbc_of_the_graded_pooled_model():
+    """Simulation-based calibration with the judge's audit as fixed data: each
+    simulation draws the judge's rates from their Betas after the audit, the agents'
+    parameters from their priors, and the graded counts through the judge, on a sparse
+    design (two agents of six tasks, 1 to 30 runs, a third of the pairs scored by a
+    trusted check); each fit's model is built for its own graded counts (the terms of the
+    sum over true counts depend on them). Every rank, the judge's rates and the pairs'
+    true rates among them, is uniform."""
     from bayes_eval.checks.sbc import sbc
 
-    with pytest.raises(bayes_eval.InputError, match="sbc: the simulations of model end_to_end"):
-        sbc(with_audit(bayes_eval.load_evidence(TABLE), AUDIT), "end_to_end_pooled")
+    rng = np.random.default_rng(5)
+    rows = [
+        (f"a{a}", f"t{t}", "end_to_end", 0, int(rng.integers(1, 31)), "" if t % 3 == 0 else "judge")
+        for a in range(2)
+        for t in range(6)
+    ]
+    columns = ["agent", "task", "method", "successes", "trials", "grader"]
+    table = bayes_eval.load_evidence(pd.DataFrame(rows, columns=columns))
+    evidence = with_audit(table, AUDIT.assign(grader="judge"))
+    result = sbc(evidence, "end_to_end_pooled", simulations=48, draws=99, bins=4, seed=3)
+    assert result.passed(), result.p_values.sort_values().head()
+    assert {"sensitivity[0]", "specificity[0]", "mu[0]", "p_task[1]"} <= set(result.p_values.index)
 
 
 @pytest.fixture(scope="module")

@@ -224,3 +224,60 @@ def test_milestone_bounds_hold_with_a_known_grader(load_study):
     assert pairs["zero"].sum() > 30
     assert missed.mean() <= 0.035 and missed[pairs["zero"]].mean() <= 0.035
     assert naive.sum() > missed.sum() and (pairs["perfect"] < pairs["audited"]).all()
+
+
+CHAIN = (
+    "agent,task,method,step,run,milestone,successes,trials,chosen_index\n"
+    "a,t1,end_to_end,,,,2,20,\n"  # the end-to-end rung: it has successes
+    "a,t2,end_to_end,,,,0,10,\n"  # none: on to the milestones
+    "a,t2,milestone,1,,,3,10,\n"
+    "a,t2,milestone,2,,,1,10,\n"
+    "a,t3,expert_completion,1,r1,,6,10,\n"  # expert steps alone
+    "a,t3,expert_completion,2,r1,,0,10,\n"
+    "a,t4,expert_best_of_n,1,1,,,,3\n"  # whole-task best-of-N alone: a point value
+    "a,t4,expert_best_of_n,2,1,,,,2\n"
+)
+
+
+def uniform_spec(folder, shipped, *roles):
+    """A copy of a shipped spec with the priors of ``roles`` made uniform, as a path."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "models" / f"{shipped}.toml").read_text()
+    text = text.replace(f'name = "{shipped}"', f'name = "{shipped}_uniform"', 1)
+    for role in roles:
+        head, rest = text.split(f"[priors.{role}]", 1)
+        rest = re.sub(r"alpha = [0-9.]+", "alpha = 1.0", rest, count=1)
+        rest = re.sub(r"beta = [0-9.]+", "beta = 1.0", rest, count=1)
+        text = f"{head}[priors.{role}]{rest}"
+    path = folder / f"{shipped}_uniform.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_chain_with_proper_priors_carries_the_grader_on_each_rung(tmp_path):
+    """Phuong et al.'s chain with uniform milestone and step priors (its published
+    Haldane prior is refused with an audit): one judge scored every row; each task's bound
+    is that of its rung's own model through the judge (the end-to-end mixture, the graded
+    milestone product, the graded expert steps), and the whole-task best-of-N point value
+    is the one without the audit (no bound for the grader to widen)."""
+    (tmp_path / "evidence.csv").write_text(CHAIN)
+    (tmp_path / "audit.csv").write_text(AUDIT)
+    evidence, audit = tmp_path / "evidence.csv", tmp_path / "audit.csv"
+    chain = uniform_spec(tmp_path, "phuong_chain", "milestone", "step")
+    graded = bayes_eval.fit(evidence, chain, audit=audit).summary().set_index("task")
+    plain = bayes_eval.fit(evidence, chain).summary().set_index("task")
+    rungs = {
+        "t1": "end_to_end",
+        "t2": "mats2024",
+        "t3": uniform_spec(tmp_path, "ecr2024", "step"),
+    }
+    for task, model in rungs.items():
+        alone = bayes_eval.fit(evidence, model, audit=audit).summary().set_index("task")
+        assert graded.loc[task, "upper"] == pytest.approx(alone.loc[task, "upper"], rel=1e-9)
+        assert graded.loc[task, "upper"] > plain.loc[task, "upper"]
+        assert "graded by judge" in graded.loc[task, "provenance"]
+    assert graded.loc["t4", "method"] == "expert_best_of_n"
+    assert graded.loc["t4", "mean"] == plain.loc["t4", "mean"]
+    assert "graded by" not in graded.loc["t4", "provenance"]

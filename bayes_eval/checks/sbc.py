@@ -30,7 +30,7 @@ from scipy import stats
 from bayes_eval.inference.engines import compile_model, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
-from bayes_eval.pooled.grading import GRADER_RATES, audit_draw
+from bayes_eval.pooled.grading import GRADER_RATES, audit_draw, with_terms
 from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = ["SBCResult", "sbc"]
@@ -103,7 +103,8 @@ def sbc(
     from bayes_eval.errors import InputError
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import check_graded, usable_rows
-    from bayes_eval.pooled.layout import build_layout, choose_form
+    from bayes_eval.pooled.layout import choose_form
+    from bayes_eval.pooled.sampling import layout_of
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -111,12 +112,7 @@ def sbc(
     spec = load_spec(model)
     evidence = load_evidence(evidence)
     evidence_rows = usable_rows(evidence, spec)
-    if evidence.audit is not None and spec.pooling != "crossed":
-        raise InputError(
-            f"sbc: the simulations of model {spec.name} do not draw a grader's error yet; "
-            "run its SBC without the audit, or that of crossed, whose simulations do"
-        )
-    check_graded(evidence, spec)  # a crossed model that does not carry the grader
+    check_graded(evidence, spec)  # a model that does not carry the grader
     if evidence.audit is not None and evidence.audit.audited_runs.any():
         raise InputError(
             "sbc: the simulations do not draw the truth of audited runs of the evidence "
@@ -133,7 +129,7 @@ def sbc(
         )
         rows = run_sweep(_crossed_replicate, simulations, setup, **sweep)
         return _result(rows, draws, bins)
-    layout = build_layout(evidence_rows, spec, evidence.clusters)
+    layout = layout_of(evidence, evidence_rows, spec)  # with its graded pairs' terms
     chosen = choose_form(layout, spec)
     if form != "chosen":
         centred = form == "centred"
@@ -149,7 +145,8 @@ def sbc(
     # (joint's sampled milestone rates are ranked through p_task, which they make up)
     hyper = pooled_prior.hyper_roles(layout, spec)
     ranked = tuple(hyper.values())
-    ranked += tuple(v for v in ("kappa", "mu_task") if v in built.named_vars and v not in ranked)
+    also = ("kappa", "mu_task", *GRADER_RATES)
+    ranked += tuple(v for v in also if v in built.named_vars and v not in ranked)
     setup = _Setup(
         spec, evidence_rows, evidence.clusters, layout, chosen, hyper, ranked, draws, tune, seed
     )
@@ -193,6 +190,15 @@ def _with_cluster_counts(setup, spec, layout, data):
     return build_layout(setup.evidence_rows, spec, table)
 
 
+def _with_graded_counts(layout, data):
+    """The layout with the simulated end-to-end counts (``data``'s ``k_obs``, taken out),
+    its graded pairs' terms made for their simulated graded counts."""
+    k = data.pop("k_obs")
+    data.pop("k_obs_failures")
+    grading = with_terms(layout.grading, k[layout.grading.pairs])
+    return dataclasses.replace(layout, e2e_k=k, grading=grading)
+
+
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
     from bayes_eval.pooled.models import model_structure
@@ -201,12 +207,20 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
     spec, layout = setup.spec, setup.design
     rng = replicate_rng(setup.seed, index)
     truth = pooled_prior.hyper_truth(setup.hyper, spec, len(layout.agents), rng)
+    if layout.grading is not None:  # the grader's rates given its audit, which the fit keeps
+        truth.update(audit_draw(layout.grading, spec.grader, rng))
     data, p_task = pooled_prior.simulate(truth, layout, spec, rng)
     simulated = layout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if layout.clusters is not None:
-            simulated = _with_cluster_counts(setup, spec, layout, data)
+        if layout.clusters is not None or layout.grading is not None:
+            # the terms of the exact marginal over clusters, or over a graded count's true
+            # count, depend on the counts: laid out and compiled anew
+            simulated = (
+                _with_cluster_counts(setup, spec, layout, data)
+                if layout.clusters is not None
+                else _with_graded_counts(layout, data)
+            )
             model_data = compile_model(
                 _builder(simulated, spec)(simulated, spec, setup.form)
             ).with_data()

@@ -292,7 +292,8 @@ def grade(estimates: Estimates, pair_rows, audit, spec) -> Estimates:
     for n, ((agent, task), by_method) in enumerate(pair_rows.items()):
         method = estimates.method[n]
         rows = by_method.get(method)
-        if estimates.reason[n] or rows is None or not (rows["grader"] != "").any():
+        point = method in (BEST_OF_N, GOLDEN)  # an expert's point value: no bound to widen
+        if point or estimates.reason[n] or rows is None or not (rows["grader"] != "").any():
             continue  # no graded count: a point value, no estimate, or a trusted grader
         if method == END_TO_END:
             name, k, runs, row = (rows[c].iloc[0] for c in ("grader", "successes", "trials", "row"))

@@ -47,6 +47,7 @@ __all__ = [
     "graded_log_marginal",
     "grading_of",
     "with_graders",
+    "with_terms",
 ]
 
 # The most terms (graded pairs x true counts x detected counts) the model sums per
@@ -207,6 +208,18 @@ def grading_of(
             f"{top_k + 1:,} terms a step, more than {GRADED_MAX_TERMS:,}; fit end_to_end, "
             "whose exact posterior has no such limit, or split the runs into tasks"
         )
+    return with_terms(Grading(**parts))
+
+
+def with_terms(grading: Grading, graded: np.ndarray | None = None) -> Grading:
+    """``grading`` with the terms of the sum over true counts for its graded counts, or
+    for the counts ``graded`` in their place (a simulation's, in SBC)."""
+    from dataclasses import replace
+
+    if graded is not None:
+        grading = replace(grading, graded=np.asarray(graded, dtype=np.int64))
+    k, n = grading.graded, grading.runs
+    top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
     t = np.arange(top_n + 1)[None, :, None]
     j = np.arange(top_k + 1)[None, None, :]
     k3, n3 = k[:, None, None], n[:, None, None]
@@ -215,8 +228,8 @@ def grading_of(
         constant = log_choose(n3, t) + log_choose(t, j) + log_choose(n3 - t, k3 - j)
     runs = [np.where(possible, x, 0.0) for x in (j, t - j, k3 - j, n3 - t - k3 + j)]
     inside = (t[..., 0] <= n[:, None]).astype(float)
-    return Grading(
-        **parts,
+    return replace(
+        grading,
         constant=np.where(possible, constant, IMPOSSIBLE),
         detected_runs=runs[0],
         missed_runs=runs[1],

@@ -5,6 +5,8 @@ spec's parameters (the ``log_prior`` group, which ``arviz_stats.psense`` power-s
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import xarray as xr
 from scipy import stats
@@ -74,9 +76,10 @@ def prior_draw(prior, size, rng) -> np.ndarray:
 
 
 def simulate(truth, layout, spec, rng):
-    """Counts (as model data) and the true ``P`` per pair, drawn generatively; the true
-    task means (``mu_task``), cell log rates (``log_p``) and bypasses (``bypass``) are
-    added to ``truth``."""
+    """Counts (as model data) and the true ``P`` per pair, drawn generatively (a graded
+    pair's counts through its grader, ``truth``'s ``sensitivity`` and ``specificity``);
+    the true task means (``mu_task``), cell log rates (``log_p``) and bypasses
+    (``bypass``) are added to ``truth``."""
     from bayes_eval.pooled.models import count_data, joint_data
     from bayes_eval.pooled.rates import mixture_log_product
 
@@ -88,7 +91,13 @@ def simulate(truth, layout, spec, rng):
             p_task[rng.uniform(size=p_task.shape) < truth[NEVER_SHARE][agent]] = 0.0
         if layout.clusters is not None:
             return {"k_cluster": cluster_counts(truth, layout, p_task, agent, rng)}, p_task
-        return count_data("k_obs", rng.binomial(layout.e2e_n, p_task), layout.e2e_n), p_task
+        runs_at, grading = p_task, layout.grading
+        if grading is not None:  # a graded pair's runs are graded successes with chance q
+            se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
+            runs_at = p_task.copy()
+            true = p_task[grading.pairs]
+            runs_at[grading.pairs] = se * true + (1 - sp) * (1 - true)
+        return count_data("k_obs", rng.binomial(layout.e2e_n, runs_at), layout.e2e_n), p_task
     mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
     truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
     # Tiny concentrations put task means at 0 or 1 in floating point; keep them strictly
@@ -179,10 +188,11 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     if spec.kind != "end_to_end":
         n_runs = max(len(r) for r in layout.runs)
         factor = np.full(grid + (n_runs, int(layout.cell_factor.max())), np.nan)
+    ungraded = dataclasses.replace(layout, grading=None)  # the rates alone: no counts kept
     for d in range(n_draws):
         truth = hyper_truth(roles, spec, len(agents), rng)
         drawn = list(truth)  # before simulate adds the task means and rates
-        _, p_task[(d, *at)] = simulate(truth, layout, spec, rng)
+        _, p_task[(d, *at)] = simulate(truth, ungraded, spec, rng)
         for name in drawn:
             values.setdefault(name, np.empty((n_draws, *np.shape(truth[name]))))[d] = truth[name]
         if factor is not None:
