@@ -197,13 +197,39 @@ def test_audited_runs_of_the_evidence_are_refused_by_the_product_models(mileston
         bayes_eval.fit(folder / "evidence.csv", "mats2024", audit=folder / "runs_audit.csv")
 
 
-def test_the_reports_grader_section_leaves_graded_products_out(milestone_fit):
-    """The section sets each end-to-end bound beside the perfect grader's; a graded
-    product has no one count to set beside it, and the section is then empty."""
+def test_the_reports_grader_section_sets_each_product_beside_the_perfect_graders(
+    milestone_fit,
+):
+    """Each graded product's bound beside the bound of the same counts with the grader
+    taken as perfect: for a / t1 (1 of 1, 0 of 1 under uniform priors) the 97.5% quantile
+    of the product of Beta(2, 1) and Beta(1, 2), from scipy's quadrature of its CDF; the
+    share their difference; no floor (an end-to-end count's)."""
+    from scipy import optimize
+
     from bayes_eval.outputs.grading import grader_table
 
-    _, graded, _ = milestone_fit
-    assert grader_table(graded, graded.summary(), 0.975).empty
+    _, graded, trusted = milestone_fit
+    summary = graded.summary()
+    shown = grader_table(graded, summary, 0.975).set_index(["agent", "task"])
+    assert sorted(shown.index) == [("a", "t1"), ("a", "t2"), ("b", "t1")]
+    row = shown.loc[("a", "t1")]
+    assert row["graded"] == "1/1, 0/1" and row["grader's floor"] == "-"
+
+    def below(x):  # P(p1 p2 <= x), p1 ~ Beta(2, 1), p2 ~ Beta(1, 2)
+        def inner(p1):
+            return stats.beta.cdf(min(x / p1, 1.0), 1, 2) * stats.beta.pdf(p1, 2, 1)
+
+        return integrate.quad(inner, 0, 1, points=[x], epsabs=1e-13)[0]
+
+    perfect = optimize.brentq(lambda x: below(x) - 0.975, 1e-6, 1 - 1e-9, xtol=1e-12)
+    assert float(row["grader taken as perfect"]) == pytest.approx(perfect, rel=1e-3)
+    upper = summary.set_index(["agent", "task"])["upper"]
+    alone = trusted.summary().set_index(["agent", "task"])["upper"]
+    for pair, line in shown.iterrows():
+        assert float(line["upper (0.975)"]) == pytest.approx(upper[pair], rel=1e-3)
+        assert float(line["grader taken as perfect"]) == pytest.approx(alone[pair], rel=1e-3)
+        share = float(line["the grader's share"])
+        assert share == pytest.approx(upper[pair] - alone[pair], abs=1e-3 * upper[pair])
 
 
 def test_milestone_bounds_hold_with_a_known_grader(load_study):

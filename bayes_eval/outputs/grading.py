@@ -8,10 +8,13 @@ number of runs takes below while their graded successes could all be false alarm
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bayes_eval.constants import END_TO_END
+from bayes_eval.constants import END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
 from bayes_eval.results.summary import REFERENCE_PRIOR, format_number
 
 __all__ = ["grader_sections", "grader_table"]
@@ -27,22 +30,28 @@ GRADER_TEXT = (
 
 
 def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
-    """Per end-to-end pair an audited grader scored: its grader and graded count, its upper bound,
-    the bound with the grader taken as perfect, their difference, and the grader's floor,
-    the pairs whose bounds the grader moves most first (empty where no grader errs). In
-    an MCMC fit (pooled, crossed) the bounds compared are the pair's own runs' (uniform
-    prior, ``own_upper``), the model's bound beside them."""
+    """Per pair an audited grader scored: its grader and graded counts, its upper bound,
+    the bound with the grader taken as perfect, their difference, and the grader's floor
+    (of an end-to-end count), the pairs whose bounds the grader moves most first (empty
+    where no grader errs). In an MCMC fit (pooled, crossed) the bounds compared are an
+    end-to-end pair's own runs' (uniform prior, ``own_upper``), the model's bound beside
+    them; its graded products have no own runs' bound and are left out. An exact fit's
+    graded product (milestones, expert steps) is set beside the same fit without the
+    audit (``_perfect_products``)."""
     from bayes_eval.exact.graded import false_alarm_floor
 
     if "grader" not in table:
         return pd.DataFrame()
-    # end-to-end pairs: a graded product's factors have no one count to compare
-    graded = (table["grader"].fillna("") != "") & (table["method"] == END_TO_END)
+    pooled = posterior.is_mcmc
+    kinds = (END_TO_END,) if pooled else (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
+    graded = (table["grader"].fillna("") != "") & table["method"].isin(kinds)
     if not graded.any():
         return pd.DataFrame()
-    pooled = posterior.is_mcmc
+    products = graded & (table["method"] != END_TO_END)
+    perfect_products = _perfect_products(posterior, level) if products.any() else {}
     own = posterior.spec.priors.get("end_to_end")  # an exact fit's prior
-    prior = REFERENCE_PRIOR if pooled else (own.alpha, own.beta)
+    # an end-to-end count's prior (a product model has none, and no end-to-end count)
+    prior = REFERENCE_PRIOR if pooled or own is None else (own.alpha, own.beta)
     label = f"{'own runs: ' if pooled else ''}upper ({level:g})"
     agent_at = {a: i for i, a in enumerate(posterior.coords["agent"])}
     task_at = {t: j for j, t in enumerate(posterior.coords["task"])}
@@ -50,6 +59,21 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     rows = []
     for row in table[graded.to_numpy()].itertuples():
         i, j = agent_at[row.agent], task_at[row.task]
+        if row.method != END_TO_END:  # a graded product: no one count, no floor
+            perfect = perfect_products[(row.agent, row.task)]
+            rows.append(
+                {
+                    "agent": row.agent,
+                    "task": row.task,
+                    "grader": row.grader,
+                    "graded": _product_counts(posterior, i, j),
+                    label: row.upper,
+                    "grader taken as perfect": perfect,
+                    "the grader's share": row.upper - perfect,
+                    "grader's floor": math.nan,
+                }
+            )
+            continue
         k = int(posterior.values("cp_successes")[i, j])
         n = int(posterior.values("cp_trials")[i, j])
         shapes = tuple(posterior.values("grader_shapes")[i, j].tolist())
@@ -83,6 +107,33 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
 GRADER_ROWS_SHOWN = 30
 
 
+def _perfect_products(posterior, level: float) -> dict:
+    """``{(agent, task): upper}``: each pair's bound in the same exact fit of the same
+    evidence without its audit (the grader taken as perfect)."""
+    from dataclasses import replace
+
+    from bayes_eval.fit import fit
+    from bayes_eval.messages import collected
+
+    evidence = replace(posterior.evidence, audit=None)
+    with collected():  # the fit's own notes were said when it was made
+        plain = fit(evidence, posterior.spec, level=level, seed=posterior.seed)
+    summary = plain.summary(level=level)
+    pairs = zip(summary["agent"], summary["task"], strict=True)
+    return dict(zip(pairs, summary["upper"], strict=True))
+
+
+def _product_counts(posterior, i: int, j: int) -> str:
+    """A graded product's counts, ``k/n`` per factor (runs separated by ``;``)."""
+    fields = posterior.values("graded_factors")[i, j]  # (run, factor, field)
+    runs = []
+    for run in fields:
+        present = run[~np.isnan(run[:, 0])]
+        if present.size:
+            runs.append(", ".join(f"{int(k)}/{int(n)}" for k, n in present[:, :2]))
+    return "; ".join(runs)
+
+
 def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
     """The report's section (``(kind, payload)`` pairs), empty where no grader errs; of
     many graded pairs, the ``GRADER_ROWS_SHOWN`` whose bounds the grader moves most."""
@@ -90,6 +141,12 @@ def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
     if not len(graded):
         return []
     text = GRADER_TEXT
+    if (graded["grader's floor"] == "-").any():
+        text += (
+            " A graded product (milestones, expert steps: its counts a factor at a time) is "
+            "set beside the same fit without the audit; its floor is its factors' and is "
+            "not shown."
+        )
     if posterior.is_mcmc:
         text += (
             " In this fit each bound also pools the pair's runs with the rest of the table; "
