@@ -179,7 +179,7 @@ def grading_of(
             raise InputError(
                 f"{audit.source}: row {row}, column {column}: model {spec.name} gives each "
                 "grader one sensitivity and specificity; an audit scoped to some runs is "
-                "carried by the exact end_to_end model"
+                "carried by the exact models (end_to_end, mats2024, ecr2024)"
             )
     rows = evidence.table[evidence.table["method"] == method]
     keys = [rows["agent"], rows["task"]] + [rows["step"]] * (method == MILESTONE_METHOD)
