@@ -137,8 +137,9 @@ def test_sbc_of_the_graded_pooled_model():
     parameters from their priors, and the graded counts through the judge, on a sparse
     design (two agents of six tasks, 1 to 30 runs, a third of the pairs scored by a
     trusted check); each fit's model is built for its own graded counts (the terms of the
-    sum over true counts depend on them). Every rank, the judge's rates and the pairs'
-    true rates among them, is uniform."""
+    sum over true counts depend on them, so each simulation compiles its own model: 32
+    simulations, not the crossed model's 48). Every rank, the judge's rates and the
+    pairs' true rates among them, is uniform."""
     from bayes_eval.checks.sbc import sbc
 
     rng = np.random.default_rng(5)
@@ -150,7 +151,7 @@ def test_sbc_of_the_graded_pooled_model():
     columns = ["agent", "task", "method", "successes", "trials", "grader"]
     table = bayes_eval.load_evidence(pd.DataFrame(rows, columns=columns))
     evidence = with_audit(table, AUDIT.assign(grader="judge"))
-    result = sbc(evidence, "end_to_end_pooled", simulations=48, draws=99, bins=4, seed=3)
+    result = sbc(evidence, "end_to_end_pooled", simulations=32, draws=99, bins=4, seed=3)
     assert result.passed(), result.p_values.sort_values().head()
     assert {"sensitivity[0]", "specificity[0]", "mu[0]", "p_task[1]"} <= set(result.p_values.index)
 
