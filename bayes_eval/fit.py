@@ -231,6 +231,8 @@ def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> P
 GRADED_MODELS = (
     "end_to_end",
     "end_to_end_pooled",
+    "hierarchical",
+    "ecr_pooled",
     "crossed",
     "crossed_milestones",
     "mats2024 (milestones)",
@@ -245,15 +247,15 @@ GRADED_ROLES = ("end_to_end", "milestone", "step")
 def check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
-    never solved, or with runs in clusters; the exact milestone and expert-step models
-    and Phuong et al.'s chain; the crossed milestone model), or under an improper prior
-    (the grader's mixture needs a proper one: the chain's published Haldane milestone
-    prior is refused)."""
+    never solved, or with runs in clusters; the milestone and expert-step models, exact,
+    pooled or crossed, and Phuong et al.'s chain; not ``joint`` and ``crossed_joint``), or
+    under an improper prior (the grader's mixture needs a proper one: the chain's
+    published Haldane milestone prior is refused)."""
     if evidence.audit is None:
         return
     exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
-    crossed_milestones = spec.pooling == "crossed" and spec.kind == "milestone"
-    carried = spec.kind == "end_to_end" or exact or crossed_milestones
+    cells = spec.kind in ("milestone", "expert_completion")  # pooled or crossed
+    carried = spec.kind == "end_to_end" or exact or cells
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(

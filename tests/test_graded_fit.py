@@ -4,6 +4,7 @@ here (``tests/test_grader.py``'s references), against scipy, and for bad input."
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -253,8 +254,11 @@ def test_bad_audits_are_one_line_and_nothing_is_written(tmp_path, capsys, eviden
 
 
 def test_a_model_that_does_not_carry_the_graders_error_refuses_the_audit(files):
-    with pytest.raises(InputError, match="model hierarchical .* does not carry a grader's error"):
-        bayes_eval.fit(files / "evidence.csv", "hierarchical", audit=files / "audit.csv")
+    data = Path(__file__).resolve().parents[1] / "data"
+    steps, audit = data / "example_graded_steps.csv", data / "example_audit.csv"
+    for model in ("joint", "crossed_joint"):
+        with pytest.raises(InputError, match=f"model {model} .* does not carry a grader's"):
+            bayes_eval.fit(steps, model, audit=audit)
 
 
 def test_phuongs_improper_milestone_prior_refuses_the_audit(files):

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bayes_eval.constants import END_TO_END
 from bayes_eval.inference.engines import compile_model, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
@@ -191,12 +192,14 @@ def _with_cluster_counts(setup, spec, layout, data):
 
 
 def _with_graded_counts(layout, data):
-    """The layout with the simulated end-to-end counts (``data``'s ``k_obs``, taken out),
-    its graded pairs' terms made for their simulated graded counts."""
+    """The layout with the simulated counts (``data``'s ``k_obs``, taken out: end to end,
+    or of the milestone or step cells), its graded rates' terms made for their simulated
+    graded counts."""
     k = data.pop("k_obs")
     data.pop("k_obs_failures")
     grading = with_terms(layout.grading, k[layout.grading.pairs])
-    return dataclasses.replace(layout, e2e_k=k, grading=grading)
+    counts = {"e2e_k": k} if layout.grading.method == END_TO_END else {"k": k}
+    return dataclasses.replace(layout, grading=grading, **counts)
 
 
 def _pooled_replicate(index: int, setup: _Setup) -> dict:

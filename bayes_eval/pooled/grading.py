@@ -1,7 +1,9 @@
-"""End-to-end counts a grader that errs scored, in the pooled end-to-end model.
+"""Counts a grader that errs scored, in the pooled models.
 
-A pair's rate ``p ~ Beta(a, b)`` (its agent's ``mu kappa``, ``(1 - mu) kappa``) is
-marginalised as elsewhere (``bayes_eval.pooled.models``); its ``n`` runs hold ``t`` true
+A rate ``p ~ Beta(a, b)`` is marginalised as elsewhere (``bayes_eval.pooled.models``): a
+pair's end-to-end rate around its agent's ``mu kappa``, ``(1 - mu) kappa``, or a milestone
+cell's or expert step's rate around its task mean (``hierarchical``, ``ecr_pooled``, the
+graded count ``p_graded_milestone`` or ``p_graded_step`` beside it); its ``n`` runs hold ``t`` true
 successes, of which the grader detects ``j`` (sensitivity ``se``) and to which it adds
 ``k - j`` false alarms among the ``n - t`` failures (false-alarm rate ``1 - sp``), so the
 graded count ``k`` has
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
+from bayes_eval.constants import AGENT, END_TO_END, EXPERT_COMPLETION, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts
 from bayes_eval.exact.graded import log_choose
@@ -71,8 +73,8 @@ class Grading:
         Per grader, its audit.
     pairs : ndarray of int
         The layout's rates a grader scored, ``grader`` indexing ``graders`` per such rate:
-        pairs end to end, milestone cells (the layout's cell index) where ``method`` is
-        ``milestone`` (the crossed milestone model: its rates are the cells).
+        pairs end to end, the layout's cells where ``method`` is ``milestone`` or
+        ``expert_completion`` (milestone cells, a run's expert steps).
     runs, graded : ndarray of int
         Each graded rate's runs ``n`` and graded successes ``k``.
     constant : ndarray or None
@@ -153,12 +155,14 @@ def grading_of(
 ) -> Grading | None:
     """The ``Grading`` of the ``rates`` (with counts ``k`` of ``n``) whose rows an audited
     grader scored (``evidence.audit``), with the terms of the sum over true counts where
-    ``terms``; None without an audit. The rates are the (agent, task) pairs' end-to-end
-    runs, or for ``method`` ``milestone`` the (agent, task, milestone) cells. Refused, each
+    ``terms``; None without an audit. Refused, each
     for the exact models, which take them: an audit row scoped to an agent, task, method
     or step (the model's sensitivity and specificity are one per grader), and an audited
     run of the evidence (``run_id``) where ``terms`` (its truth would have to replace its
-    grade in the sum); without them the pair's audited runs are ``trusted``."""
+    grade in the sum); without them the pair's audited runs are ``trusted``. The rates
+    are the (agent, task) pairs' end-to-end runs, or for ``method`` ``milestone`` the
+    (agent, task, milestone) cells and for ``expert_completion`` the (agent, task, run,
+    step) cells."""
     audit = evidence.audit
     if audit is None:
         return None
@@ -182,7 +186,8 @@ def grading_of(
                 "carried by the exact models (end_to_end, mats2024, ecr2024)"
             )
     rows = evidence.table[evidence.table["method"] == method]
-    keys = [rows["agent"], rows["task"]] + [rows["step"]] * (method == MILESTONE_METHOD)
+    keys = [rows["agent"], rows["task"]]
+    keys += [rows["run"]] * (method == EXPERT_COMPLETION) + [rows["step"]] * (method != END_TO_END)
     named = dict(zip(zip(*keys, strict=True), rows["grader"], strict=True))
     graders = list(audit.graders)
     grader = np.array([graders.index(named[key]) if named.get(key) else -1 for key in rates])
@@ -356,10 +361,12 @@ def grader_rates(pm, grading: Grading, priors: dict):
     return se, sp
 
 
-def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_agent):
+def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, rate_group):
     """The model's terms: per grader ``se``, ``sp`` (``priors``: the spec's ``[grader]``;
     the audit as their binomial data), and ``sum log P(k | a, b, se, sp)`` over the graded
-    pairs, the design as data; returns that sum."""
+    rates, the design as data; returns that sum. ``rate_group`` is each of the layout's
+    rates' index into ``alpha`` and ``beta``: a pair's agent (end to end), a cell's pair
+    (milestones, expert steps, whose rates pool around their task mean)."""
     se, sp = grader_rates(pm, grading, priors)
     # pairs in buckets of alike run counts (n + 1 within a power of 2), each padded to its
     # own largest counts: a table's few long pairs do not widen every pair's sum
@@ -369,11 +376,11 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, pair_
     for b in np.unique(bucket):
         rows = np.flatnonzero(bucket == b)
         part = _part(grading, rows, int(n[rows].max()) + 1, int(k[rows].max()) + 1)
-        total += _bucket_sum(pm, part, f"graded{b}", se, sp, alpha, beta, pair_agent)
+        total += _bucket_sum(pm, part, f"graded{b}", se, sp, alpha, beta, rate_group)
     return total
 
 
-def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, pair_agent):
+def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
     """``sum log P(k | a, b, se, sp)`` over one bucket's pairs (``graded_log_likelihood``),
     its design as data named ``{name}_...``."""
     import pytensor.tensor as pt
@@ -393,28 +400,28 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, pair_agent):
         + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
         + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
     )
-    # log Gamma(t + a) and log Gamma(n - t + b) once per agent and count, read per pair
+    # log Gamma(t + a) and log Gamma(n - t + b) once per group and count, read per rate
     size, counts = part.true.shape, np.arange(part.true.shape[1])
-    agent = pair_agent[part.pairs]
+    group = rate_group[part.pairs]
     n = part.runs
     left = np.maximum(n[:, None] - counts[None, :], 0)
     true_at, failed_at = (
-        pm.Data(f"{name}_{field}_at", (agent[:, None] * size[1] + values).ravel())
+        pm.Data(f"{name}_{field}_at", (group[:, None] * size[1] + values).ravel())
         for field, values in (("true", counts[None, :]), ("failed", left))
     )
     every = pm.Data(f"{name}_counts", counts.astype(float))
     log_a = pt.gammaln(every[None, :] + alpha[:, None]).ravel()
     log_b = pt.gammaln(every[None, :] + beta[:, None]).ravel()
-    agent = pm.Data(f"{name}_agent", agent)
+    group = pm.Data(f"{name}_group", group)
     runs = pm.Data(f"{name}_runs", n.astype(float))
     outer = (
         pt.logsumexp(inner, axis=-1)[pm.Data(f"{name}_combination", inverse.ravel())]
         + log_a[true_at].reshape(size)
         + log_b[failed_at].reshape(size)
-        - pt.gammaln(runs + alpha[agent] + beta[agent])[:, None]
+        - pt.gammaln(runs + alpha[group] + beta[group])[:, None]
     )
-    per_agent = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
-    return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_agent[agent])
+    per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
+    return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_group[group])
 
 
 def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
@@ -470,7 +477,8 @@ def grader_provenance(grading: Grading, spec, layout) -> dict:
     """``{pair: "; graded by ..."}`` of the graded pairs (by their index in ``layout``):
     their grader's sensitivity and specificity after its audit
     (``bayes_eval.exact.builders.grader_text``), and for milestone cells the milestones
-    each grader scored (``m1, m2 graded by ...``), as an exact product's provenance."""
+    each grader scored (``m1, m2 graded by ...``; expert steps as ``run r step s``), as an
+    exact product's provenance."""
     from bayes_eval.exact.builders import audited_text, grader_text
 
     shapes = audit_shapes(grading, spec.grader)
@@ -480,11 +488,14 @@ def grader_provenance(grading: Grading, spec, layout) -> dict:
         grader_text(name, shapes[g, :2], shapes[g, 2:], int(audited[g]))
         for g, name in enumerate(grading.graders)
     ]
-    if grading.method == MILESTONE_METHOD:
+    if grading.method != END_TO_END:
         said: dict = {}
         for cell, g in zip(grading.pairs, grading.grader, strict=True):
-            mine = said.setdefault(int(layout.cell_pair[cell]), {})
-            mine.setdefault(g, []).append(f"m{layout.cell_factor[cell]}")
+            pair, step = int(layout.cell_pair[cell]), layout.cell_factor[cell]
+            label = f"m{step}"
+            if grading.method == EXPERT_COMPLETION:
+                label = f"run {layout.runs[pair][layout.cell_run[cell]]} step {step}"
+            said.setdefault(pair, {}).setdefault(g, []).append(label)
         return {
             p: "".join(f"; {', '.join(labels)} {texts[g]}" for g, labels in by_grader.items())
             for p, by_grader in said.items()
@@ -496,14 +507,14 @@ def grader_provenance(grading: Grading, spec, layout) -> dict:
 def with_graders(conjugate, grading: Grading, layout, spec):
     """The ``conjugate`` group with each graded pair's grader, the Betas of its
     sensitivity and specificity after the audit and its runs the audit scored again
-    (``own_audited``: runs, true and graded successes), and for milestone cells each
-    cell's ``graded_factors``, as an exact fit keeps them
+    (``own_audited``: runs, true and graded successes), and for milestone or expert-step
+    cells each cell's ``graded_factors`` (at its run and step), as an exact fit keeps them
     (``bayes_eval.exact.builders.grading_variables``), which its own runs' bounds read."""
     from bayes_eval.exact.builders import GRADED_FIELDS, grading_variables
 
     agents, tasks = (list(conjugate[dim].values) for dim in (AGENT, TASK))
     shapes = audit_shapes(grading, spec.grader)
-    if grading.method != MILESTONE_METHOD:
+    if grading.method == END_TO_END:
         pairs = [layout.pairs[p] for p in grading.pairs]
         graded = grading_variables(
             conjugate.coords,
@@ -514,21 +525,23 @@ def with_graders(conjugate, grading: Grading, layout, spec):
             own=grading.trusted,
         )
         return conjugate.merge(graded)
-    # a product of milestone cells: its factors laid out as an exact product's
+    # a product of cells: its factors laid out as an exact product's
     pairs = np.unique(layout.cell_pair[grading.pairs])
     grader_of = np.full(layout.k.size, -1)
     grader_of[grading.pairs] = grading.grader
-    factors = np.full((pairs.size, 1, int(layout.cell_factor.max()), len(GRADED_FIELDS)), np.nan)
+    runs, steps = max(len(r) for r in layout.runs), int(layout.cell_factor.max())
+    factors = np.full((pairs.size, runs, steps, len(GRADED_FIELDS)), np.nan)
     names = []
     for n, p in enumerate(pairs):
         cells = np.flatnonzero(layout.cell_pair == p)
         mine = grader_of[cells]
         ordered = list(dict.fromkeys(mine[mine >= 0]))  # numbered within the pair
         names.append(", ".join(grading.graders[g] for g in ordered))
-        slot = layout.cell_factor[cells] - 1
-        factors[n, 0, slot, 0], factors[n, 0, slot, 1] = layout.k[cells], layout.n[cells]
-        factors[n, 0, slot, 2] = [ordered.index(g) if g >= 0 else -1 for g in mine]
-        factors[n, 0, slot[mine >= 0], 3:] = shapes[mine[mine >= 0]]
+        run, slot = layout.cell_run[cells], layout.cell_factor[cells] - 1
+        factors[n, run, slot, 0], factors[n, run, slot, 1] = layout.k[cells], layout.n[cells]
+        factors[n, run, slot, 2] = [ordered.index(g) if g >= 0 else -1 for g in mine]
+        graded = mine >= 0
+        factors[n, run[graded], slot[graded], 3:] = shapes[mine[graded]]
     graded = grading_variables(
         conjugate.coords,
         [agents.index(layout.pairs[p][0]) for p in pairs],

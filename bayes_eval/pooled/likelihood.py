@@ -23,8 +23,9 @@ given the draw of the hyperparameters, the sum of the terms the model conditions
   milestone counts binomial given them, and the end-to-end count given their product
   with the bypass summed out (``bypass_terms``).
 
-Where an audited grader scored a pair's runs, its value is the log probability of its
-graded count, its rate and true count summed out (``bayes_eval.pooled.grading``).
+Where an audited grader scored a pair's runs (or a milestone or step cell's), its value
+is the log probability of its graded count, its rate and true count summed out
+(``bayes_eval.pooled.grading``).
 
 Where runs come in clusters, ``end_to_end_pooled`` and ``hierarchical`` marginalise the
 cell's rate and its clusters' rates exactly: a cell's value is the log probability of its
@@ -89,7 +90,7 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
         keys = [_cell_key(layout, spec, c) for c in range(k.size)]
     if layout.clusters is None:
         values = stats.betabinom.logpmf(k, n, a, b)
-        if spec.kind == "end_to_end" and layout.grading is not None:  # through the grader
+        if layout.grading is not None:  # the graded pairs' or cells' through the grader
             graded = layout.grading.pairs
             se, sp = (post[name].values for name in GRADER_RATES)
             values[..., graded] = graded_log_marginal(

@@ -19,7 +19,8 @@ NUTS explores only the hyperparameters:
   a task around the task mean ``mu_task``; task means pooled across tasks around the
   agent's ``mu_agent`` with concentration ``kappa_agent``; ``P = prod p_m``.
 * ``expert_completion`` / ``steps``: the same hierarchy over a run's steps; a task's
-  ``P`` is the equal mixture over its runs of the product of their step rates.
+  ``P`` is the equal mixture over its runs of the product of their step rates. In both,
+  a cell an audited grader scored sums over its true count as ``end_to_end`` does.
 * ``joint`` / ``partial``: the milestone hierarchy plus end-to-end counts
   ``k ~ Binomial(n, Q + (1 - Q) lambda)``, ``Q = prod p_m``, with a bypass probability
   ``lambda`` per task pooled across tasks (``mu_bypass``, ``kappa_bypass`` per agent).
@@ -346,8 +347,16 @@ def hierarchy_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, pair_agent, spec, form)
         log_kappa = log_kappa[pair_agent]
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        k, f = count_data_vars(pm, "k_obs", layout.k, layout.n, "cell")
-        total = _beta_binomial(pm, "cell", a, b, layout.cell_pair, k, f, layout.n)
+        own, total = np.arange(layout.k.size), 0.0
+        if layout.grading is not None:  # the graded cells' counts through their grader
+            grading = layout.grading
+            own = np.setdiff1d(own, grading.pairs)
+            total = graded_log_likelihood(pm, grading, spec.grader, a, b, layout.cell_pair)
+        if own.size:
+            dims = "cell" if own.size == layout.k.size else None
+            k, f = count_data_vars(pm, "k_obs", layout.k[own], layout.n[own], dims)
+            pair, n = layout.cell_pair[own], layout.n[own]
+            total += _beta_binomial(pm, "cell", a, b, pair, k, f, n)
         pm.Potential("k_cell", total)
     return model
 

@@ -16,6 +16,8 @@ from bayes_eval.constants import (
     ALL_SOLVABLE,
     ANY_NEVER_SOLVED,
     CONCENTRATION_SCALE,
+    END_TO_END,
+    EXPERT_COMPLETION,
     MILESTONE,
     NEVER_SHARE,
     NEVER_SHARE_IF_ANY,
@@ -91,12 +93,7 @@ def simulate(truth, layout, spec, rng):
             p_task[rng.uniform(size=p_task.shape) < truth[NEVER_SHARE][agent]] = 0.0
         if layout.clusters is not None:
             return {"k_cluster": cluster_counts(truth, layout, p_task, agent, rng)}, p_task
-        runs_at, grading = p_task, layout.grading
-        if grading is not None:  # a graded pair's runs are graded successes with chance q
-            se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
-            runs_at = p_task.copy()
-            true = p_task[grading.pairs]
-            runs_at[grading.pairs] = se * true + (1 - sp) * (1 - true)
+        runs_at = _graded(truth, layout, p_task)
         return count_data("k_obs", rng.binomial(layout.e2e_n, runs_at), layout.e2e_n), p_task
     mu, kappa = truth["mu_agent"][agent], truth["kappa_agent"][agent]
     truth["mu_task"] = np.exp(log_beta_draws(mu * kappa, (1 - mu) * kappa, (), rng))
@@ -110,7 +107,9 @@ def simulate(truth, layout, spec, rng):
         k = cluster_counts(truth, layout, np.exp(log_p), agent[layout.cell_pair], rng)
         data = {"k_cluster": k}
     else:
-        data = count_data("k_obs", rng.binomial(layout.n, np.exp(log_p)), layout.n)
+        data = count_data(
+            "k_obs", rng.binomial(layout.n, _graded(truth, layout, np.exp(log_p))), layout.n
+        )
     p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
     if spec.kind == "joint":
         a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
@@ -119,6 +118,20 @@ def simulate(truth, layout, spec, rng):
         p_task = p_task + (1 - p_task) * bypass
         data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
     return data, p_task
+
+
+def _graded(truth, layout, p) -> np.ndarray:
+    """The chance that a run of each rate (pair or cell, its rate ``p``) is graded a
+    success: its rate, or where a grader scored it ``se p + (1 - sp)(1 - p)`` with
+    ``truth``'s ``sensitivity`` and ``specificity``."""
+    grading = layout.grading
+    if grading is None:
+        return p
+    p = p.copy()
+    se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
+    true = p[grading.pairs]
+    p[grading.pairs] = se * true + (1 - sp) * (1 - true)
+    return p
 
 
 def cluster_counts(truth, layout, rate, rate_agent, rng) -> np.ndarray:
@@ -217,7 +230,8 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     if spec.kind == "joint":
         data["bypass_task"] = (dims, bypass[None])
     if layout.grading is not None:  # each grader's rates, and the chance of a graded success
-        data.update(_grader_draws(layout, spec, p_task, at, n_draws, rng))
+        rates = p_task if factor is None else factor
+        data.update(_grader_draws(layout, spec, rates, at, n_draws, rng))
         coords["grader"] = layout.grading.graders
     if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them
         from bayes_eval.pooled.rates import with_unrun
@@ -230,21 +244,36 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     return xr.Dataset(data, coords=coords)
 
 
-def _grader_draws(layout, spec, p_task, at, n_draws, rng) -> dict:
+def _grader_draws(layout, spec, rates, at, n_draws, rng) -> dict:
     """Draws of each grader's sensitivity and specificity from the spec's ``[grader]``
-    priors, and ``p_graded``, ``se p + (1 - sp)(1 - p)``, of the pairs it scored."""
+    priors, and the chance ``se p + (1 - sp)(1 - p)`` of a graded success of each rate it
+    scored: ``p_graded`` of a pair (``rates``: ``p_task``, ``(draw, agent, task)``), or
+    ``p_graded_milestone``, ``p_graded_step`` of a cell (``rates``: the cells' rates,
+    ``(draw, agent, task, run, factor)``)."""
     grading = layout.grading
     size = (n_draws, len(grading.graders))
     se, sp = (prior_draw(spec.grader[name], size, rng) for name in GRADER_RATES)
-    graded = np.full(p_task.shape, np.nan)
-    i, j = (x[grading.pairs] for x in at)
-    p = p_task[:, i, j]
-    graded[:, i, j] = se[:, grading.grader] * p + (1 - sp[:, grading.grader]) * (1 - p)
+    graded = np.full(rates.shape, np.nan)
     dims = ("chain", "draw", AGENT, TASK)
+    if grading.method == END_TO_END:
+        cell, name = tuple(x[grading.pairs] for x in at), "p_graded"
+    else:
+        rate = grading.pairs
+        pair = layout.cell_pair[rate]
+        cell = (at[0][pair], at[1][pair], layout.cell_run[rate], layout.cell_factor[rate] - 1)
+        name, dims = (
+            ("p_graded_step", dims + (RUN, STEP))
+            if grading.method == EXPERT_COMPLETION
+            else ("p_graded_milestone", dims + (MILESTONE,))
+        )
+    p = rates[(slice(None), *cell)]
+    graded[(slice(None), *cell)] = se[:, grading.grader] * p + (1 - sp[:, grading.grader]) * (1 - p)
+    if name == "p_graded_milestone":
+        graded = graded[..., 0, :]
     return {
         "sensitivity": (("chain", "draw", "grader"), se[None]),
         "specificity": (("chain", "draw", "grader"), sp[None]),
-        "p_graded": (dims, graded[None]),
+        name: (dims, graded[None]),
     }
 
 

@@ -100,16 +100,28 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     else:
         # drawn in log space: rates far below 1e-300 must not underflow to log 0
         log_p = log_beta_draws(*cell_shapes(post, layout), (), rng)
+        if layout.grading is not None:  # the graded cells' rates given their graded counts
+            graded_q = _graded_cells(post, layout, rng, log_p)
         cell_p = np.exp(log_p)
     n_runs = max(len(r) for r in layout.runs)
     n_factors = int(layout.cell_factor.max())
     factor = np.full(shape + (len(agents), len(tasks), n_runs, n_factors), np.nan)
     pair_i = np.array([w[0] for w in where])[layout.cell_pair]
     pair_j = np.array([w[1] for w in where])[layout.cell_pair]
-    factor[:, :, pair_i, pair_j, layout.cell_run, layout.cell_factor - 1] = cell_p
+    at = (slice(None), slice(None), pair_i, pair_j, layout.cell_run, layout.cell_factor - 1)
+    factor[at] = cell_p
     log_q = mixture_log_product(log_p, layout, rng)
     p_task = np.exp(log_q)
     out = {}
+    if layout.grading is not None and spec.kind != "joint":
+        chance = np.full_like(factor, np.nan)
+        chance[at] = graded_q
+        name, dims = (
+            ("p_graded_step", (RUN, STEP))
+            if spec.kind == "expert_completion"
+            else ("p_graded_milestone", (MILESTONE,))
+        )
+        out[name] = (ALL_DIMS + dims, chance if dims == (RUN, STEP) else chance[..., 0, :])
     if spec.kind == "joint":
         bypass = _bypass(post, layout, rng, shape, log_q)
         for p, drawn in bypass_few.items():
@@ -144,6 +156,24 @@ def _graded_rates(post, layout, rng, p, grid, where) -> dict:
         "p_task": (ALL_DIMS, _gridded(grid.copy(), where, p)),
         "p_graded": (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, graded)),
     }
+
+
+def _graded_cells(post, layout, rng, log_p) -> np.ndarray:
+    """``log_p`` (``(chain, draw, cell)``) with the graded cells' rates drawn back through
+    their grader (``bayes_eval.pooled.grading.draw_graded``, in place); returns ``q``, the
+    chance that one of a cell's runs is graded a success, NaN for the cells no grader that
+    errs scored."""
+    grading = layout.grading
+    a, b = (x[..., grading.pairs] for x in cell_shapes(post, layout, counts=False))
+    shape = a.shape[:2]
+    flat = [x.reshape(-1, x.shape[-1]) for x in (a, b)]
+    se, sp = (post[name].values.reshape(-1, post[name].shape[-1]) for name in GRADER_RATES)
+    drawn, q = draw_graded(grading, *flat, se, sp, rng)
+    with np.errstate(divide="ignore"):  # a draw of 0 under a shape near 0
+        log_p[..., grading.pairs] = np.log(drawn).reshape(shape + (-1,))
+    chance = np.full(log_p.shape, np.nan)
+    chance[..., grading.pairs] = q.reshape(shape + (-1,))
+    return chance
 
 
 def any_never_solved(post, layout, rng) -> dict:

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, MILESTONE_METHOD, RUN, STEP, TASK
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.pooled.grading import grader_provenance, grading_of, with_graders
 from bayes_eval.pooled.layout import build_layout, choose_form
@@ -92,16 +101,20 @@ def layout_of(evidence, by_pair, spec, terms: bool = True):
     """A pooled or crossed model's layout of the rows it uses, with the counts an audited
     grader scored (``bayes_eval.pooled.grading``; with the terms of their sum over true
     counts where ``terms``: the crossed model samples each rate, and needs none): the
-    end-to-end counts, or the crossed milestone model's milestone cells."""
+    end-to-end counts, or the milestone or expert-step cells of the models whose rates
+    they are (``hierarchical``, ``ecr_pooled``, ``crossed_milestones``)."""
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
     if spec.kind == END_TO_END:
         rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
-    elif spec.kind == MILESTONE_METHOD and spec.pooling == "crossed":  # the rates are cells
-        cells = zip(layout.cell_pair, layout.cell_factor, strict=True)
-        rates = [(*layout.pairs[p], step) for p, step in cells]
-        k, n, method = layout.k, layout.n, MILESTONE_METHOD
+    elif spec.kind in (MILESTONE_METHOD, EXPERT_COMPLETION):  # the rates are cells
+        cells = zip(layout.cell_pair, layout.cell_run, layout.cell_factor, strict=True)
+        expert = spec.kind == EXPERT_COMPLETION
+        rates = [
+            (*layout.pairs[p], *[layout.runs[p][run]] * expert, step) for p, run, step in cells
+        ]
+        k, n, method = layout.k, layout.n, spec.kind
     else:
         return layout
     grading = grading_of(evidence, rates, k, n, spec, terms, method)
