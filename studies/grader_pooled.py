@@ -1,7 +1,7 @@
 """Do the pooled and crossed bounds hold when the grader errs? ``end_to_end_pooled`` and
-``crossed`` (or, with ``--milestones``, ``crossed_milestones``) with the grader's audit
-against the same models taking the grader as perfect, on tables whose truth is neither
-model's family.
+``crossed`` (or, with ``--milestones``, ``crossed_milestones``; ``--models hierarchical``
+the pooled milestone model) with the grader's audit against the same models taking the
+grader as perfect, on tables whose truth is none of the models' family.
 
     python studies/grader_pooled.py [--models end_to_end_pooled crossed]
         [--tables 30] [--tasks 12] [--runs 100] [--agents 1] [--milestones 0]
