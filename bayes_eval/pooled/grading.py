@@ -2,11 +2,10 @@
 
 A rate ``p ~ Beta(a, b)`` is marginalised as elsewhere (``bayes_eval.pooled.models``): a
 pair's end-to-end rate around its agent's ``mu kappa``, ``(1 - mu) kappa``, or a milestone
-cell's or expert step's rate around its task mean (``hierarchical``, ``ecr_pooled``, the
-graded count ``p_graded_milestone`` or ``p_graded_step`` beside it); its ``n`` runs hold ``t`` true
-successes, of which the grader detects ``j`` (sensitivity ``se``) and to which it adds
-``k - j`` false alarms among the ``n - t`` failures (false-alarm rate ``1 - sp``), so the
-graded count ``k`` has
+cell's or expert step's rate around its task mean (``hierarchical``, ``ecr_pooled``). Its
+``n`` runs hold ``t`` true successes, of which the grader detects ``j`` (sensitivity
+``se``) and to which it adds ``k - j`` false alarms among the ``n - t`` failures
+(false-alarm rate ``1 - sp``), so the graded count ``k`` has
 
     P(k | a, b, se, sp) = sum_t BB(t; n, a, b) sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp),
 
@@ -15,7 +14,8 @@ a finite sum, exact. ``se`` and ``sp`` are parameters per grader, with the spec'
 audited true successes, ``cleared`` of the audited true failures). Given a draw of the
 parameters, ``t`` and then ``p`` are drawn back exactly: ``t`` by its term of the sum,
 ``p | t ~ Beta(a + t, b + n - t)``; and ``q = se p + (1 - sp)(1 - p)``, the chance a run
-is graded a success (``p_graded``), beside it.
+is graded a success (``p_graded``; a cell's ``p_graded_milestone``, ``p_graded_step``),
+beside it.
 
 ``Grading`` holds the sum's terms that do not depend on the parameters, one row per
 graded pair over ``t`` and ``j`` (``IMPOSSIBLE`` where a term is); the model's graph
@@ -155,11 +155,11 @@ def grading_of(
 ) -> Grading | None:
     """The ``Grading`` of the ``rates`` (with counts ``k`` of ``n``) whose rows an audited
     grader scored (``evidence.audit``), with the terms of the sum over true counts where
-    ``terms``; None without an audit. Refused, each
-    for the exact models, which take them: an audit row scoped to an agent, task, method
-    or step (the model's sensitivity and specificity are one per grader), and an audited
-    run of the evidence (``run_id``) where ``terms`` (its truth would have to replace its
-    grade in the sum); without them the pair's audited runs are ``trusted``. The rates
+    ``terms``; None without an audit. Refused, each for the exact models, which take
+    them: an audit row scoped to an agent, task, method or step (the model's sensitivity
+    and specificity are one per grader), and an audited run of the evidence (``run_id``)
+    where ``terms`` (its truth would have to replace its grade in the sum); without them
+    the pair's audited runs are ``trusted``. The rates
     are the (agent, task) pairs' end-to-end runs, or for ``method`` ``milestone`` the
     (agent, task, milestone) cells and for ``expert_completion`` the (agent, task, run,
     step) cells."""

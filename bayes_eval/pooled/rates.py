@@ -89,6 +89,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         if layout.grading is not None:  # the graded pairs' p given their graded counts
             out.update(_graded_rates(post, layout, rng, p, grid, where))
         return with_unrun(out, post, layout, rng)
+    graded_q = None  # the graded cells' chance of a graded success, where a grader errs
     if spec.kind == "joint":
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
         cell_p = np.exp(log_p)
@@ -113,7 +114,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     log_q = mixture_log_product(log_p, layout, rng)
     p_task = np.exp(log_q)
     out = {}
-    if layout.grading is not None and spec.kind != "joint":
+    if graded_q is not None:
         chance = np.full_like(factor, np.nan)
         chance[at] = graded_q
         name, dims = (
