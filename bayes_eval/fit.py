@@ -266,8 +266,8 @@ def check_graded(evidence: Evidence, spec) -> None:
     if spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
         raise InputError(
             f"audit: {evidence.audit.source}: rows with a run_id (runs of the evidence "
-            f"scored again) are taken by the end-to-end models end_to_end and crossed, not "
-            f"yet by {spec.name} ({spec.kind})"
+            "scored again) are taken by the end-to-end models end_to_end, end_to_end_pooled "
+            f"and crossed, not yet by {spec.name} ({spec.kind})"
         )
     for role in GRADED_ROLES if exact else ("end_to_end",):
         prior = spec.priors.get(role)

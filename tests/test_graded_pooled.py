@@ -10,7 +10,7 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval.evidence.audit import with_audit
-from bayes_eval.fit import usable_rows
+from bayes_eval.fit import check_graded, usable_rows
 from bayes_eval.pooled.grading import draw_graded, graded_log_marginal, grading_of
 from bayes_eval.pooled.layout import choose_form
 from bayes_eval.pooled.models import end_to_end_model
@@ -29,6 +29,19 @@ TABLE = pd.DataFrame(
     }
 )
 AUDIT = pd.DataFrame({"truth": [1, 1, 0, 0], "graded": [1, 0, 0, 1], "runs": [30, 10, 198, 2]})
+# Ten of t0's 40 runs scored again (``run_id``): its 3 graded successes (two true, one a
+# false alarm) and 7 graded failures (one a missed success): 3 true successes in 10, and
+# none of its other 30 runs graded a success.
+OWN = pd.DataFrame(
+    {
+        "truth": [1, 1, 0, 1] + [0] * 6,
+        "graded": [1, 1, 1] + [0] * 7,
+        "runs": 1,
+        "task": "t0",
+        "run_id": [f"r{n}" for n in range(10)],
+    }
+)
+AUDITED = pd.concat([AUDIT, OWN], ignore_index=True)
 
 
 def graded_layout(table=TABLE, audit=AUDIT):
@@ -37,13 +50,29 @@ def graded_layout(table=TABLE, audit=AUDIT):
     return layout_of(evidence, usable_rows(evidence, spec), spec), spec
 
 
-def marginal_by_quadrature(k, n, a, b, se, sp):
-    """``P(k | a, b, se, sp) = int Bin(k | n, se p + (1 - sp)(1 - p)) Beta(p | a, b) dp``."""
+def marginal_by_quadrature(k, n, a, b, se, sp, own=(0, 0)):
+    """``P(k | a, b, se, sp) = int Bin(k | n, se p + (1 - sp)(1 - p)) Beta(p | a, b) dp``,
+    times ``Bin(u | m, p)`` in the integrand where ``own`` is ``(m, u)``: ``u`` true
+    successes in ``m`` runs the audit scored again."""
 
     def integrand(p):
-        return stats.binom.pmf(k, n, se * p + (1 - sp) * (1 - p)) * stats.beta.pdf(p, a, b)
+        q = se * p + (1 - sp) * (1 - p)
+        return (
+            stats.binom.pmf(k, n, q) * stats.binom.pmf(own[1], own[0], p) * stats.beta.pdf(p, a, b)
+        )
 
     return integrate.quad(integrand, 0, 1, epsabs=0, epsrel=1e-11, limit=400, points=[k / n])[0]
+
+
+def conditional_cdf(density, nodes=2000):
+    """The CDF of ``density`` (unnormalised, on ``[0, 1]``) on a fine grid, each step's
+    mass by quadrature, read between its nodes."""
+    grid = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, nodes)])
+    steps = [integrate.quad(density, x0, x1, epsabs=0, epsrel=1e-10)[0] for x0, x1 in
+             zip(grid[:-1], grid[1:], strict=True)]  # fmt: skip
+    cumulative = np.concatenate([[0.0], np.cumsum(steps)])
+    cumulative /= cumulative[-1]
+    return lambda x: np.interp(x, grid, cumulative)
 
 
 @pytest.mark.parametrize(
@@ -63,10 +92,12 @@ def test_the_graded_marginal_is_the_integral_over_p(k, n, a, b, se, sp):
     assert total == pytest.approx(1.0, abs=1e-12)
 
 
-def test_the_models_graph_is_its_numpy_form_at_random_points():
+@pytest.mark.parametrize("audit", [AUDIT, AUDITED], ids=["audit", "own runs audited"])
+def test_the_models_graph_is_its_numpy_form_at_random_points(audit):
     """The model's potential at 20 random points equals the sum over pairs of the numpy
-    marginal (``graded_log_marginal``), to 1e-9 relative."""
-    layout, spec = graded_layout()
+    marginal (``graded_log_marginal``), to 1e-9 relative; with t0's runs the audit scored
+    again too (their truth in place of their grade)."""
+    layout, spec = graded_layout(audit=audit)
     model = end_to_end_model(layout, spec, choose_form(layout, spec))
     (expression,) = model.replace_rvs_by_values([model["k_end_to_end"]])
     potential = model.compile_fn(expression, inputs=model.value_vars, point_fn=True)
@@ -107,28 +138,52 @@ def test_rates_drawn_back_follow_their_exact_conditional():
         def density(x, k=k, n=n):
             return stats.binom.pmf(k, n, se * x + (1 - sp) * (1 - x)) * stats.beta.pdf(x, a, b)
 
-        # the CDF on a fine grid, each step's mass by quadrature, read between its nodes
-        grid = np.concatenate([[0.0], np.geomspace(1e-7, 1.0, 2000)])
-        steps = [integrate.quad(density, x0, x1, epsabs=0, epsrel=1e-10)[0] for x0, x1 in
-                 zip(grid[:-1], grid[1:], strict=True)]  # fmt: skip
-        cumulative = np.concatenate([[0.0], np.cumsum(steps)])
-        cumulative /= cumulative[-1]
-        cdf = lambda x, c=cumulative, g=grid: np.interp(x, g, c)  # noqa: E731
-        assert stats.kstest(p[:, pair], cdf).pvalue > 1e-3
+        assert stats.kstest(p[:, pair], conditional_cdf(density)).pvalue > 1e-3
 
 
-def test_scoped_audit_rows_and_audited_runs_of_the_evidence_are_refused():
+def test_runs_the_audit_scored_again_put_their_truth_in_place_of_their_grade():
+    """t0's ten runs scored again (``OWN``): its graded count is that of its other 30
+    runs (none), its ten runs' 3 true successes multiply the marginal by ``Bin(3 | 10,
+    p)`` (against quadrature, 1e-9), and its rate drawn back follows ``Beta(p | a, b) Bin(3
+    | 10, p) Bin(0 | 30, q(p))`` (Kolmogorov-Smirnov); the audit's counts hold the ten
+    runs' grades (detected 32 of 43, false alarms 3 of 207)."""
+    layout, _ = graded_layout(audit=AUDITED)
+    grading = layout.grading
+    g = list(grading.pairs).index(0)
+    assert list(grading.trusted[g]) == [10, 3, 3]
+    assert (grading.runs[g], grading.graded[g]) == (30, 0)
+    assert [list(c) for c in grading.audit_counts()] == [[32], [43], [204], [207]]
+    a, b, se, sp = 0.8, 9.0, 0.75, 0.99
+    value = graded_log_marginal(grading, np.full(8, a), np.full(8, b), [se], [sp])[g]
+    expected = marginal_by_quadrature(0, 30, a, b, se, sp, own=(10, 3))
+    assert value == pytest.approx(np.log(expected), rel=1e-9)
+    draws = 20_000
+    p, _ = draw_graded(
+        grading,
+        np.full((draws, 8), a),
+        np.full((draws, 8), b),
+        np.full((draws, 1), se),
+        np.full((draws, 1), sp),
+        np.random.default_rng(1),
+    )
+
+    def density(x):
+        q = se * x + (1 - sp) * (1 - x)
+        return stats.binom.pmf(0, 30, q) * stats.binom.pmf(3, 10, x) * stats.beta.pdf(x, a, b)
+
+    assert stats.kstest(p[:, g], conditional_cdf(density, nodes=400)).pvalue > 1e-3
+
+
+def test_scoped_audit_rows_and_audited_cells_are_refused():
     spec = load_spec("end_to_end_pooled")
     evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDIT.assign(task=["t1", "", "", ""]))
     with pytest.raises(bayes_eval.InputError, match="row 2, column task: model end_to_end_pooled"):
         grading_of(evidence, [("a", "t0")], np.array([3]), np.array([40]), spec)
     with pytest.raises(bayes_eval.InputError, match="model end_to_end_zero_inflated"):
         bayes_eval.fit(TABLE, "end_to_end_zero_inflated", audit=AUDIT)
-    run = AUDIT.head(1).assign(runs=1, task="t0", run_id="r1")
-    with pytest.raises(
-        bayes_eval.InputError, match="row 6, column run_id: model end_to_end_pooled"
-    ):
-        bayes_eval.fit(TABLE, "end_to_end_pooled", audit=pd.concat([AUDIT, run], ignore_index=True))
+    evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDITED)
+    with pytest.raises(bayes_eval.InputError, match="end_to_end_pooled and crossed, not yet by"):
+        check_graded(evidence, load_spec("hierarchical"))
 
 
 def test_sbc_of_the_graded_pooled_model():
@@ -158,15 +213,16 @@ def test_sbc_of_the_graded_pooled_model():
 
 @pytest.fixture(scope="module")
 def fits():
-    """The table fitted with the judge's audit, and without (the judge taken as perfect)."""
-    return bayes_eval.fit(TABLE, "end_to_end_pooled", audit=AUDIT), bayes_eval.fit(
+    """The table fitted with the judge's audit (t0's ten runs scored again among it), and
+    without (the judge taken as perfect)."""
+    return bayes_eval.fit(TABLE, "end_to_end_pooled", audit=AUDITED), bayes_eval.fit(
         TABLE, "end_to_end_pooled"
     )
 
 
 def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
-    """With the audit, the sensitivity's posterior sits where the audit puts it (30 of
-    40, within its 99% interval of the truth 0.75), the fit passes its diagnostics, and
+    """With the audit, the sensitivity's posterior sits where the audit puts it (32 of
+    43, within its 99% interval of the truth 0.75), the fit passes its diagnostics, and
     each zero-success cell's bound rises above the one that takes the judge as perfect:
     a quarter of its successes could have gone unseen."""
     audited, perfect = fits
@@ -178,7 +234,8 @@ def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
     for task in ("t1", "t4", "t7"):
         assert upper[task] > alone[task]
     provenance = audited.summary().set_index("task").loc["t1", "provenance"]
-    assert "graded by grader: sensitivity 0.74 (0.60-0.86)" in provenance
+    # Beta(1 + 32, 1 + 11): mean 0.733, central 95% 0.597 to 0.850 (scipy)
+    assert "graded by grader: sensitivity 0.73 (0.60-0.85)" in provenance
 
 
 def test_the_audited_fits_groups_read_the_graded_counts(fits):
@@ -196,10 +253,14 @@ def test_the_audited_fits_groups_read_the_graded_counts(fits):
 def test_a_graded_pairs_own_runs_carry_their_grader(fits):
     """What carries a pooled verdict: a graded pair's own runs' bound is the exact model's
     (uniform prior, the judge's audit), the integral over ``p``, ``se`` and ``sp`` that
-    ``tests/test_grader.py`` checks; the grader is kept in the fit's ``conjugate`` group."""
+    ``tests/test_grader.py`` checks, t0's with its ten runs audited again (named in its
+    provenance); the grader is kept in the fit's ``conjugate`` group."""
     audited, _ = fits
     summary = audited.summary().set_index("task")
-    exact = bayes_eval.fit(TABLE, "end_to_end", audit=AUDIT).summary().set_index("task")
+    own = "10 of its runs audited (3 true successes, 3 graded)"
+    assert own in summary.loc["t0", "provenance"]
+    assert own not in summary.loc["t1", "provenance"]
+    exact = bayes_eval.fit(TABLE, "end_to_end", audit=AUDITED).summary().set_index("task")
     for task in TABLE["task"]:
         assert summary.loc[task, "own_upper"] == pytest.approx(exact.loc[task, "upper"], rel=1e-9)
         assert summary.loc[task, "own_lower"] == pytest.approx(exact.loc[task, "lower"], rel=1e-9)

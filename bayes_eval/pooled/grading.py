@@ -17,6 +17,10 @@ parameters, ``t`` and then ``p`` are drawn back exactly: ``t`` by its term of th
 is graded a success (``p_graded``; a cell's ``p_graded_milestone``, ``p_graded_step``),
 beside it.
 
+A pair's end-to-end runs the audit scored again (``run_id``) give their truth in place of
+their grade: ``u`` true successes in ``m`` such runs multiply the sum by ``Bin(u; m, p)``
+(``a + t`` becomes ``a + t + u`` in its terms), and their grades count in the audit.
+
 ``Grading`` holds the sum's terms that do not depend on the parameters, one row per
 graded pair over ``t`` and ``j`` (``IMPOSSIBLE`` where a term is); the model's graph
 (``graded_log_likelihood``) and the numpy form that the log-likelihood group and the
@@ -155,25 +159,19 @@ def grading_of(
 ) -> Grading | None:
     """The ``Grading`` of the ``rates`` (with counts ``k`` of ``n``) whose rows an audited
     grader scored (``evidence.audit``), with the terms of the sum over true counts where
-    ``terms``; None without an audit. Refused, each for the exact models, which take
-    them: an audit row scoped to an agent, task, method or step (the model's sensitivity
-    and specificity are one per grader), and an audited run of the evidence (``run_id``)
-    where ``terms`` (its truth would have to replace its grade in the sum); without them
-    the pair's audited runs are ``trusted``. The rates
-    are the (agent, task) pairs' end-to-end runs, or for ``method`` ``milestone`` the
-    (agent, task, milestone) cells and for ``expert_completion`` the (agent, task, run,
-    step) cells."""
+    ``terms``; None without an audit. A pair's end-to-end runs the audit scored again
+    (``run_id``) are its ``trusted`` runs, their truth in place of their grade (the
+    milestone and expert-step models refuse them: ``bayes_eval.fit.check_graded``).
+    Refused, for the exact models, which take it: an audit row scoped to an agent, task,
+    method or step (the model's sensitivity and specificity are one per grader). The
+    rates are the (agent, task) pairs' end-to-end runs, or for ``method`` ``milestone``
+    the (agent, task, milestone) cells and for ``expert_completion`` the (agent, task,
+    run, step) cells."""
     audit = evidence.audit
     if audit is None:
         return None
     table = audit.table
     own = audit.audited_runs
-    if terms and own.any():
-        row = table.index[own][0]
-        raise InputError(
-            f"{audit.source}: row {row}, column run_id: model {spec.name} does not yet put "
-            "an audited run's truth in place of its grade; end_to_end and crossed do"
-        )
     for column in ("agent", "task", "method", "step"):
         if column not in table:
             continue
@@ -204,8 +202,9 @@ def grading_of(
         trusted=np.zeros((scored.size, 3), dtype=np.int64),
         method=method,
     )
+    grading = _with_own_runs(Grading(**parts), evidence, rows, rates)
     if not terms:
-        return _with_own_runs(Grading(**parts), evidence, rows, rates)
+        return grading
     top_n, top_k = int(n.max(initial=0)), int(k.max(initial=0))
     if scored.size * (top_n + 1) * (top_k + 1) > GRADED_MAX_TERMS:
         raise InputError(
@@ -213,7 +212,7 @@ def grading_of(
             f"{top_k + 1:,} terms a step, more than {GRADED_MAX_TERMS:,}; fit end_to_end, "
             "whose exact posterior has no such limit, or split the runs into tasks"
         )
-    return with_terms(Grading(**parts))
+    return with_terms(grading)
 
 
 def with_terms(grading: Grading, graded: np.ndarray | None = None) -> Grading:
@@ -289,13 +288,16 @@ def _detections(grading: Grading, sensitivity, specificity) -> np.ndarray:
 
 
 def _true_counts(grading: Grading, a, b) -> np.ndarray:
-    """``log B(a + t, b + n - t) / B(a, b)`` (with ``constant``'s ``C(n, t)``, the
-    Beta-Binomial of ``t``), ``(draws..., pair, t)``."""
+    """``log C(m, u) B(a + u + t, b + m - u + n - t) / B(a, b)`` (with ``constant``'s
+    ``C(n, t)``, the Beta-Binomial of ``t``, times the Binomial of the ``u`` true successes
+    of the pair's ``m`` runs the audit scored again), ``(draws..., pair, t)``."""
     a, b = np.asarray(a)[..., None], np.asarray(b)[..., None]
-    n = grading.true[:, :1] + grading.failed[:, :1]  # t + (n - t) at t = 0
+    m, u = grading.trusted[:, :1], grading.trusted[:, 1:2]
+    n = grading.true[:, :1] + grading.failed[:, :1] + m  # t + (n - t) at t = 0, and m
     return (
-        special.gammaln(grading.true + a)
-        + special.gammaln(grading.failed + b)
+        log_choose(m, u)
+        + special.gammaln(grading.true + u + a)
+        + special.gammaln(grading.failed + m - u + b)
         - special.gammaln(n + a + b)
         + special.gammaln(a + b)
         - special.gammaln(a)
@@ -400,20 +402,24 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
         + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
         + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
     )
-    # log Gamma(t + a) and log Gamma(n - t + b) once per group and count, read per rate
+    # log Gamma(a + u + t) and log Gamma(b + m - u + n - t) once per group and count, read
+    # per rate (u of its m runs the audit scored again true successes: none where m = 0)
     size, counts = part.true.shape, np.arange(part.true.shape[1])
+    m, u = part.trusted[:, 0], part.trusted[:, 1]
+    width = size[1] + int(m.max(initial=0))
     group = rate_group[part.pairs]
     n = part.runs
-    left = np.maximum(n[:, None] - counts[None, :], 0)
+    true = counts[None, :] + u[:, None]
+    left = np.maximum(n[:, None] - counts[None, :], 0) + (m - u)[:, None]
     true_at, failed_at = (
-        pm.Data(f"{name}_{field}_at", (group[:, None] * size[1] + values).ravel())
-        for field, values in (("true", counts[None, :]), ("failed", left))
+        pm.Data(f"{name}_{field}_at", (group[:, None] * width + values).ravel())
+        for field, values in (("true", true), ("failed", left))
     )
-    every = pm.Data(f"{name}_counts", counts.astype(float))
+    every = pm.Data(f"{name}_counts", np.arange(width, dtype=float))
     log_a = pt.gammaln(every[None, :] + alpha[:, None]).ravel()
     log_b = pt.gammaln(every[None, :] + beta[:, None]).ravel()
     group = pm.Data(f"{name}_group", group)
-    runs = pm.Data(f"{name}_runs", n.astype(float))
+    runs = pm.Data(f"{name}_runs", (n + m).astype(float))
     outer = (
         pt.logsumexp(inner, axis=-1)[pm.Data(f"{name}_combination", inverse.ravel())]
         + log_a[true_at].reshape(size)
@@ -421,12 +427,14 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
         - pt.gammaln(runs + alpha[group] + beta[group])[:, None]
     )
     per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
-    return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_group[group])
+    audited = float(np.sum(log_choose(m, u)))  # the audited runs' C(m, u)
+    return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_group[group]) + audited
 
 
 def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
     """Draws of ``p`` and ``q`` for every graded pair, ``(draws, pair)``: ``t`` by its term
-    of the sum, ``p | t ~ Beta(a + t, b + n - t)``, ``q = se p + (1 - sp)(1 - p)``; ``a``,
+    of the sum, ``p | t ~ Beta(a + t + u, b + n - t + m - u)`` (``u`` true successes in
+    the ``m`` runs the audit scored again), ``q = se p + (1 - sp)(1 - p)``; ``a``,
     ``b`` per draw and graded pair, ``sensitivity``, ``specificity`` per draw and grader."""
     draws = a.shape[0]
     p = np.empty((draws, grading.pairs.size))
@@ -435,7 +443,8 @@ def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
         cumulative = np.cumsum(weight, axis=-1)
         pick = rng.uniform(size=(draws, 1)) * cumulative[:, -1:]
         t = np.minimum((cumulative < pick).sum(axis=-1), one.true.shape[1] - 1)
-        p[:, g] = rng.beta(a[:, g] + one.true[0, t], b[:, g] + one.failed[0, t])
+        m, u = one.trusted[0, :2]  # the runs the audit scored again, and their successes
+        p[:, g] = rng.beta(a[:, g] + one.true[0, t] + u, b[:, g] + one.failed[0, t] + m - u)
     se = np.asarray(sensitivity)[:, grading.grader]
     sp = np.asarray(specificity)[:, grading.grader]
     return p, se * p + (1.0 - sp) * (1.0 - p)
