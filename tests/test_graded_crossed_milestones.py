@@ -201,8 +201,9 @@ def test_the_pointwise_likelihood_is_the_integral_of_the_mixture(fits):
 def test_the_fit_keeps_each_cells_grader_as_an_exact_product_does(fits):
     """The conjugate group lays the graded cells out as an exact fit's ``graded_factors``
     (count, runs, grader numbered within the pair, the judge's Betas after its audit);
-    ArviZ's LOO reads the pairs' log-likelihood; the report's grader section, which
-    compares end-to-end counts, leaves the products out."""
+    ArviZ's LOO reads the pairs' log-likelihood; the report's grader section sets each
+    graded pair's own runs' exact product through the judge (``mats2024``: uniform per
+    milestone) beside the same product taken as perfect, the model's bound before them."""
     import arviz_stats as azs
 
     from bayes_eval.outputs.grading import grader_table
@@ -213,7 +214,23 @@ def test_the_fit_keeps_each_cells_grader_as_an_exact_product_does(fits):
     assert factors[0, 3:].tolist() == [1 + 30, 1 + 10, 1 + 196, 1 + 4]
     assert audited.values("grader")[0, 4] == ""  # a / t4: the trusted check's
     assert np.isfinite(azs.loo(audited.tree).elpd)
-    assert grader_table(audited, audited.summary(), 0.975).empty
+    shown = grader_table(audited, audited.summary(), 0.975).set_index(["agent", "task"])
+    graded = audited.summary().set_index(["agent", "task"])
+    graded = graded[graded["grader"] != ""]
+    assert sorted(shown.index) == sorted(graded.index)
+    own = bayes_eval.fit(TABLE, "mats2024", audit=AUDIT).summary().set_index(["agent", "task"])
+    alone = bayes_eval.fit(TABLE, "mats2024").summary().set_index(["agent", "task"])
+    for pair, row in shown.iterrows():
+        assert float(row["crossed_milestones upper"]) == pytest.approx(
+            graded.loc[pair, "upper"], rel=1e-3
+        )
+        assert float(row["own runs: upper (0.975)"]) == pytest.approx(
+            own.loc[pair, "upper"], rel=1e-3
+        )
+        assert float(row["grader taken as perfect"]) == pytest.approx(
+            alone.loc[pair, "upper"], rel=1e-3
+        )
+    assert shown.loc[("a", "t1"), "graded"] == "6/20, 2/20, 0/20"
 
 
 def test_audits_the_crossed_milestone_model_cannot_carry_are_refused():

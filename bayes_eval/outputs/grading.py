@@ -33,22 +33,24 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     """Per pair an audited grader scored: its grader and graded counts, its upper bound,
     the bound with the grader taken as perfect, their difference, and the grader's floor
     (of an end-to-end count), the pairs whose bounds the grader moves most first (empty
-    where no grader errs). In an MCMC fit (pooled, crossed) the bounds compared are an
-    end-to-end pair's own runs' (uniform prior, ``own_upper``), the model's bound beside
-    them; its graded products have no own runs' bound and are left out. An exact fit's
-    graded product (milestones, expert steps) is set beside the same fit without the
-    audit (``_perfect_products``)."""
+    where no grader errs). In an MCMC fit (pooled, crossed) the bounds compared are a
+    pair's own runs' (uniform prior, ``own_upper``; a product's uniform per factor,
+    ``_exact_products``), the model's bound beside them. An exact fit's graded product
+    (milestones, expert steps) is set beside the same fit without the audit."""
     from bayes_eval.exact.graded import false_alarm_floor
 
     if "grader" not in table:
         return pd.DataFrame()
     pooled = posterior.is_mcmc
-    kinds = (END_TO_END,) if pooled else (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
+    kinds = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
     graded = (table["grader"].fillna("") != "") & table["method"].isin(kinds)
     if not graded.any():
         return pd.DataFrame()
     products = graded & (table["method"] != END_TO_END)
-    perfect_products = _perfect_products(posterior, level) if products.any() else {}
+    perfect_products, own_products = {}, {}
+    if products.any():
+        perfect_products = _exact_products(posterior, level, audited=False)
+        own_products = _exact_products(posterior, level, audited=True) if pooled else {}
     own = posterior.spec.priors.get("end_to_end")  # an exact fit's prior
     # an end-to-end count's prior (a product model has none, and no end-to-end count)
     prior = REFERENCE_PRIOR if pooled or own is None else (own.alpha, own.beta)
@@ -61,15 +63,18 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
         i, j = agent_at[row.agent], task_at[row.task]
         if row.method != END_TO_END:  # a graded product: no one count, no floor
             perfect = perfect_products[(row.agent, row.task)]
+            bound = own_products[(row.agent, row.task)] if pooled else row.upper
+            model = {f"{posterior.spec.name} upper": row.upper} if pooled else {}
             rows.append(
                 {
                     "agent": row.agent,
                     "task": row.task,
                     "grader": row.grader,
                     "graded": _product_counts(posterior, i, j),
-                    label: row.upper,
+                    **model,
+                    label: bound,
                     "grader taken as perfect": perfect,
-                    "the grader's share": row.upper - perfect,
+                    "the grader's share": bound - perfect,
                     "grader's floor": math.nan,
                 }
             )
@@ -107,17 +112,32 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
 GRADER_ROWS_SHOWN = 30
 
 
-def _perfect_products(posterior, level: float) -> dict:
-    """``{(agent, task): upper}``: each pair's bound in the same exact fit of the same
-    evidence without its audit (the grader taken as perfect)."""
+# The exact models of a product's own runs in an MCMC fit's grader section, and the
+# uniform prior they take per factor (ecr2024's published Beta(1/50, 1/50) replaced).
+OWN_PRODUCT_MODELS = {MILESTONE_METHOD: "mats2024", EXPERT_COMPLETION: "ecr2024"}
+OWN_PRODUCT_PRIOR = {MILESTONE_METHOD: "milestone", EXPERT_COMPLETION: "step"}
+
+
+def _exact_products(posterior, level: float, audited: bool) -> dict:
+    """``{(agent, task): upper}``: each pair's bound in an exact fit of the same evidence,
+    with its audit where ``audited``, else the grader taken as perfect: an exact fit's own
+    model, or for an MCMC fit the pairs' own runs under the exact product of their kind,
+    a uniform prior per factor."""
     from dataclasses import replace
 
     from bayes_eval.fit import fit
     from bayes_eval.messages import collected
+    from bayes_eval.specs import Prior, load_spec
 
-    evidence = replace(posterior.evidence, audit=None)
+    spec = posterior.spec
+    if posterior.is_mcmc:
+        spec = load_spec(OWN_PRODUCT_MODELS[spec.kind])
+        role = OWN_PRODUCT_PRIOR[spec.kind]
+        uniform = Prior("Beta", {"alpha": 1.0, "beta": 1.0}, "own runs: uniform")
+        spec = replace(spec, priors={**spec.priors, role: uniform})
+    evidence = posterior.evidence if audited else replace(posterior.evidence, audit=None)
     with collected():  # the fit's own notes were said when it was made
-        plain = fit(evidence, posterior.spec, level=level, seed=posterior.seed)
+        plain = fit(evidence, spec, level=level, seed=posterior.seed)
     summary = plain.summary(level=level)
     pairs = zip(summary["agent"], summary["task"], strict=True)
     return dict(zip(pairs, summary["upper"], strict=True))
@@ -144,14 +164,15 @@ def grader_sections(posterior, table: pd.DataFrame, level: float) -> list:
     if (graded["grader's floor"] == "-").any():
         text += (
             " A graded product (milestones, expert steps: its counts a factor at a time) is "
-            "set beside the same fit without the audit; its floor is its factors' and is "
-            "not shown."
+            "set beside the same exact product without the audit; its floor is its "
+            "factors' and is not shown."
         )
     if posterior.is_mcmc:
         text += (
             " In this fit each bound also pools the pair's runs with the rest of the table; "
-            "the bounds set side by side are the pair's own runs' (uniform prior), those "
-            "that carry a verdict resting on its own runs, the model's bound before them."
+            "the bounds set side by side are the pair's own runs' (uniform prior; a "
+            "product's uniform per factor), those that carry a verdict resting on its own "
+            "runs, the model's bound before them."
         )
     if len(graded) > GRADER_ROWS_SHOWN:
         text += (
