@@ -35,7 +35,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import AGENT, END_TO_END, EXPERT_COMPLETION, TASK
+from bayes_eval.constants import (
+    AGENT,
+    END_TO_END,
+    EXPERT_COMPLETION,
+    MILESTONE,
+    MILESTONE_METHOD,
+    RUN,
+    STEP,
+    TASK,
+)
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts
 from bayes_eval.exact.graded import log_choose
@@ -47,6 +56,7 @@ __all__ = [
     "audit_draw",
     "audit_shapes",
     "draw_graded",
+    "graded_chance",
     "grader_provenance",
     "grader_rates",
     "graded_log_likelihood",
@@ -64,6 +74,13 @@ GRADED_MAX_TERMS = 20_000_000
 IMPOSSIBLE = -1e300
 # The model's variables of each grader's sensitivity and specificity.
 GRADER_RATES = ("sensitivity", "specificity")
+# Per kind of graded rate, its chance of a graded success in the draws: the variable's
+# name and the dims past (agent, task) that index a pair's rates.
+GRADED_CHANCE = {
+    END_TO_END: ("p_graded", ()),
+    MILESTONE_METHOD: ("p_graded_milestone", (MILESTONE,)),
+    EXPERT_COMPLETION: ("p_graded_step", (RUN, STEP)),
+}
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,14 @@ class Grading:
         arrays = (self.pairs, self.grader, self.runs, self.graded, self.trusted)
         arrays += self.audit_counts()[1::2]
         return (self.method, tuple(self.graders), *(a.tobytes() for a in arrays))
+
+
+def graded_chance(method: str, chance: np.ndarray) -> tuple[str, tuple, np.ndarray]:
+    """The name, the dims past (agent, task) and the values of a graded rate's chance
+    (``GRADED_CHANCE``) from ``chance``, a pair's (end to end) or laid over its (run,
+    factor) cells: a milestone's without the run axis (a pair's milestones are one run's)."""
+    name, dims = GRADED_CHANCE[method]
+    return name, dims, chance[..., 0, :] if dims == (MILESTONE,) else chance
 
 
 def audit_shapes(grading: Grading, priors: dict) -> np.ndarray:

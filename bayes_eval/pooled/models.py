@@ -136,10 +136,9 @@ def end_to_end_model(layout, spec, form=None):
     with pm.Model(coords=_coords(layout)) as model:
         log_mu, log_1mu = _mean(pm, "mu", spec.priors["mean"], AGENT)
         log_kappa = _agent_concentration(pm, spec)
-        if layout.grading is None:
-            k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
         if ALL_SOLVABLE in spec.priors or NEVER_SOLVABLE in spec.priors:
+            k, f = count_data_vars(pm, "k_obs", layout.e2e_k, layout.e2e_n, "pair")
             group = _design(pm, "pair_agent", layout.pair_agent)
             shared = _shared_terms(pm, a, b, layout.pair_agent, layout.e2e_n)
         if ALL_SOLVABLE in spec.priors:
@@ -150,17 +149,10 @@ def end_to_end_model(layout, spec, form=None):
         elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
             total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)[0])
-        elif layout.grading is not None:  # the graded pairs' counts through their grader
-            grading = layout.grading
-            own = np.setdiff1d(np.arange(layout.e2e_n.size), grading.pairs)
-            total = graded_log_likelihood(pm, grading, spec.grader, a, b, layout.pair_agent)
-            if own.size:
-                k, f = count_data_vars(pm, "k_obs", layout.e2e_k[own], layout.e2e_n[own])
-                total += _beta_binomial(
-                    pm, "pair", a, b, layout.pair_agent[own], k, f, layout.e2e_n[own]
-                )
         else:
-            total = _beta_binomial(pm, "pair", a, b, layout.pair_agent, k, f, layout.e2e_n)
+            total = _counts_likelihood(
+                pm, layout, spec, (a, b, layout.pair_agent), layout.e2e_k, layout.e2e_n, "pair"
+            )
         pm.Potential("k_end_to_end", total)
     return model
 
@@ -347,18 +339,27 @@ def hierarchy_model(layout, spec, form):
         log_mu, log_1mu, log_kappa = _task_hierarchy(pm, pair_agent, spec, form)
         log_kappa = log_kappa[pair_agent]
         a, b = pt.exp(log_mu + log_kappa), pt.exp(log_1mu + log_kappa)
-        own, total = np.arange(layout.k.size), 0.0
-        if layout.grading is not None:  # the graded cells' counts through their grader
-            grading = layout.grading
-            own = np.setdiff1d(own, grading.pairs)
-            total = graded_log_likelihood(pm, grading, spec.grader, a, b, layout.cell_pair)
-        if own.size:
-            dims = "cell" if own.size == layout.k.size else None
-            k, f = count_data_vars(pm, "k_obs", layout.k[own], layout.n[own], dims)
-            pair, n = layout.cell_pair[own], layout.n[own]
-            total += _beta_binomial(pm, "cell", a, b, pair, k, f, n)
+        total = _counts_likelihood(
+            pm, layout, spec, (a, b, layout.cell_pair), layout.k, layout.n, "cell"
+        )
         pm.Potential("k_cell", total)
     return model
+
+
+def _counts_likelihood(pm, layout, spec, rates, k, n, dim):
+    """``sum log P(k | a, b)`` over the rates (``dim``: pairs, or milestone or step cells),
+    ``rates`` their groups' ``a``, ``b`` and each one's group: a graded count through its
+    grader (``graded_log_likelihood``), the others' Beta-Binomial (``k_obs``)."""
+    a, b, group = rates
+    own, total = np.arange(k.size), 0.0
+    if layout.grading is not None:  # the graded rates' counts through their grader
+        own = np.setdiff1d(own, layout.grading.pairs)
+        total = graded_log_likelihood(pm, layout.grading, spec.grader, a, b, group)
+    if own.size:
+        dims = dim if own.size == k.size else None
+        successes, failures = count_data_vars(pm, "k_obs", k[own], n[own], dims)
+        total += _beta_binomial(pm, dim, a, b, group[own], successes, failures, n[own])
+    return total
 
 
 def clustered_hierarchy_model(layout, spec, form):

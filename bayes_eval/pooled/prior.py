@@ -17,7 +17,6 @@ from bayes_eval.constants import (
     ANY_NEVER_SOLVED,
     CONCENTRATION_SCALE,
     END_TO_END,
-    EXPERT_COMPLETION,
     MILESTONE,
     NEVER_SHARE,
     NEVER_SHARE_IF_ANY,
@@ -27,7 +26,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.exact.products import log_beta_draws
-from bayes_eval.pooled.grading import GRADER_RATES
+from bayes_eval.pooled.grading import GRADER_RATES, graded_chance
 
 __all__ = [
     "HYPER_NAMES",
@@ -254,26 +253,19 @@ def _grader_draws(layout, spec, rates, at, n_draws, rng) -> dict:
     size = (n_draws, len(grading.graders))
     se, sp = (prior_draw(spec.grader[name], size, rng) for name in GRADER_RATES)
     graded = np.full(rates.shape, np.nan)
-    dims = ("chain", "draw", AGENT, TASK)
     if grading.method == END_TO_END:
-        cell, name = tuple(x[grading.pairs] for x in at), "p_graded"
+        cell = tuple(x[grading.pairs] for x in at)
     else:
         rate = grading.pairs
         pair = layout.cell_pair[rate]
         cell = (at[0][pair], at[1][pair], layout.cell_run[rate], layout.cell_factor[rate] - 1)
-        name, dims = (
-            ("p_graded_step", dims + (RUN, STEP))
-            if grading.method == EXPERT_COMPLETION
-            else ("p_graded_milestone", dims + (MILESTONE,))
-        )
     p = rates[(slice(None), *cell)]
     graded[(slice(None), *cell)] = se[:, grading.grader] * p + (1 - sp[:, grading.grader]) * (1 - p)
-    if name == "p_graded_milestone":
-        graded = graded[..., 0, :]
+    name, dims, graded = graded_chance(grading.method, graded)
     return {
         "sensitivity": (("chain", "draw", "grader"), se[None]),
         "specificity": (("chain", "draw", "grader"), sp[None]),
-        name: (dims, graded[None]),
+        name: (("chain", "draw", AGENT, TASK, *dims), graded[None]),
     }
 
 

@@ -25,7 +25,7 @@ from bayes_eval.constants import (
 from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
-from bayes_eval.pooled.grading import GRADER_RATES, draw_graded
+from bayes_eval.pooled.grading import GRADER_RATES, draw_graded, graded_chance
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.models import (
     bypass_outcomes,
@@ -117,12 +117,8 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     if graded_q is not None:
         chance = np.full_like(factor, np.nan)
         chance[at] = graded_q
-        name, dims = (
-            ("p_graded_step", (RUN, STEP))
-            if spec.kind == "expert_completion"
-            else ("p_graded_milestone", (MILESTONE,))
-        )
-        out[name] = (ALL_DIMS + dims, chance if dims == (RUN, STEP) else chance[..., 0, :])
+        name, dims, values = graded_chance(spec.kind, chance)
+        out[name] = (ALL_DIMS + dims, values)
     if spec.kind == "joint":
         bypass = _bypass(post, layout, rng, shape, log_q)
         for p, drawn in bypass_few.items():
