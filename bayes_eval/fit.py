@@ -233,6 +233,7 @@ GRADED_MODELS = (
     "end_to_end_pooled",
     "hierarchical",
     "ecr_pooled",
+    "joint (end-to-end runs)",
     "crossed",
     "crossed_milestones",
     "mats2024 (milestones)",
@@ -248,14 +249,16 @@ def check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
     never solved, or with runs in clusters; the milestone and expert-step models, exact,
-    pooled or crossed, and Phuong et al.'s chain; not ``joint`` and ``crossed_joint``), or
+    pooled or crossed, Phuong et al.'s chain, and ``joint``'s end-to-end runs; not
+    ``crossed_joint``), or
     under an improper prior (the grader's mixture needs a proper one: the chain's
     published Haldane milestone prior is refused)."""
     if evidence.audit is None:
         return
     exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
     cells = spec.kind in ("milestone", "expert_completion")  # pooled or crossed
-    carried = spec.kind == "end_to_end" or exact or cells
+    joint = spec.kind == "joint" and spec.pooling != "crossed"  # its end-to-end runs
+    carried = spec.kind == "end_to_end" or exact or cells or joint
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(
@@ -263,6 +266,16 @@ def check_graded(evidence: Evidence, spec) -> None:
             "does not carry a grader's error into its bounds yet; fit "
             f"{', '.join(GRADED_MODELS)}, which do"
         )
+    if joint:
+        table = evidence.table
+        scored = (table["method"] != "end_to_end") & table["grader"].isin(evidence.audit.graders)
+        if scored.any():
+            raise InputError(
+                f"audit: {evidence.source}: row {table['row'][scored].iloc[0]}, column grader: "
+                f"model {spec.name} carries a grader's error on end-to-end runs only (a "
+                "blank grader: a trusted check scored the row); fit hierarchical for graded "
+                "milestones"
+            )
     if spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
         raise InputError(
             f"audit: {evidence.audit.source}: rows with a run_id (runs of the evidence "

@@ -296,7 +296,7 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
     """The joint model's marginalised bypass: likelihood and posterior draws of lambda."""
     from scipy import integrate, stats
 
-    from bayes_eval.pooled.models import bypass_terms
+    from bayes_eval.pooled.paths import bypass_terms
     from bayes_eval.pooled.rates import _bypass
 
     q, a, b, k, n = 0.05, 1.5, 6.0, 9, 40
@@ -326,9 +326,8 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
         "mu_bypass": xr_like(np.full(shape + (1,), a / (a + b))),
         "kappa_bypass": xr_like(np.full(shape + (1,), a + b)),
     }
-    lam = _bypass(post, layout, np.random.default_rng(0), shape, np.full(shape + (1,), np.log(q)))[
-        ..., 0
-    ].ravel()
+    log_q = np.full(shape + (1,), np.log(q))
+    lam = _bypass(post, layout, np.random.default_rng(0), shape, log_q, {})[..., 0].ravel()
     sd = lam.std()
     assert abs(lam.mean() - mean) < 4 * sd / np.sqrt(draws)
 
@@ -379,7 +378,7 @@ def test_path_likelihood_matches_exact_rational_arithmetic(n):
     exact value, for every success count and rows of different lengths and trials."""
     import pytensor.tensor as pt
 
-    from bayes_eval.pooled.models import path_likelihood, survivor_chain
+    from bayes_eval.pooled.paths import path_likelihood, survivor_chain
 
     counts = np.array([len(a) for a, _ in PATH_ROWS])
     width = counts.max()
@@ -430,7 +429,7 @@ def test_marginal_redraw_matches_exact_posterior_means():
         "mu_bypass": xr_like(np.full(shape + (1,), float(alpha / (alpha + beta)))),
         "kappa_bypass": xr_like(np.full(shape + (1,), float(alpha + beta))),
     }
-    log_p, bypass = _marginal_draws(post, layout, np.random.default_rng(1), shape)
+    log_p, bypass = _marginal_draws(post, layout, np.random.default_rng(1), shape, {})
     evidence = exact_path_likelihood(a, b, alpha, beta, k, n)
     for m in range(len(a)):
         shifted = [am + (i == m) for i, am in enumerate(a)]
@@ -696,7 +695,7 @@ def test_bypass_terms_when_the_milestone_product_underflows():
     """Q = 0: every success came by the bypass, only the j = k term remains (no NaN)."""
     from scipy import special
 
-    from bayes_eval.pooled.models import bypass_terms
+    from bayes_eval.pooled.paths import bypass_terms
 
     a, b, k, n = 2.0, 3.0, 4, 10
     with np.errstate(all="ignore"):

@@ -114,6 +114,11 @@ def sbc(
     evidence = load_evidence(evidence)
     evidence_rows = usable_rows(evidence, spec)
     check_graded(evidence, spec)  # a model that does not carry the grader
+    if evidence.audit is not None and spec.kind == "joint":
+        raise InputError(
+            "sbc: the joint model's simulations do not draw graded end-to-end counts yet; "
+            "run its SBC without the audit (the grader's own SBC is end_to_end_pooled's)"
+        )
     if evidence.audit is not None and evidence.audit.audited_runs.any():
         raise InputError(
             "sbc: the simulations do not draw the truth of audited runs of the evidence "

@@ -42,11 +42,12 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     if "grader" not in table:
         return pd.DataFrame()
     pooled = posterior.is_mcmc
-    kinds = (END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION)
-    graded = (table["grader"].fillna("") != "") & table["method"].isin(kinds)
+    products = table["method"].isin((MILESTONE_METHOD, EXPERT_COMPLETION))
+    counts = table["method"].isin((END_TO_END, "joint"))  # joint: of its end-to-end runs
+    graded = (table["grader"].fillna("") != "") & (products | counts)
     if not graded.any():
         return pd.DataFrame()
-    products = graded & (table["method"] != END_TO_END)
+    products = graded & products
     perfect_products, own_products = {}, {}
     if products.any():
         perfect_products = _exact_products(posterior, level, audited=False)
@@ -61,7 +62,7 @@ def grader_table(posterior, table: pd.DataFrame, level: float) -> pd.DataFrame:
     rows = []
     for row in table[graded.to_numpy()].itertuples():
         i, j = agent_at[row.agent], task_at[row.task]
-        if row.method != END_TO_END:  # a graded product: no one count, no floor
+        if row.method in (MILESTONE_METHOD, EXPERT_COMPLETION):  # no one count, no floor
             perfect = perfect_products[(row.agent, row.task)]
             bound = own_products[(row.agent, row.task)] if pooled else row.upper
             model = {f"{posterior.spec.name} upper": row.upper} if pooled else {}

@@ -55,6 +55,8 @@ __all__ = [
     "Grading",
     "audit_draw",
     "audit_shapes",
+    "detection_graph",
+    "detection_log",
     "draw_graded",
     "graded_chance",
     "grader_provenance",
@@ -412,21 +414,6 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
     its design as data named ``{name}_...``."""
     import pytensor.tensor as pt
 
-    # the sum over j once per distinct (runs, graded count, grader)
-    key = np.column_stack([part.runs, part.graded, part.grader])
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    data = {
-        field: pm.Data(f"{name}_{field}", getattr(part, field)[first])
-        for field in ("constant", "detected_runs", "missed_runs", "alarm_runs", "cleared_runs")
-    }
-    at = pm.Data(f"{name}_grader", part.grader[first])
-    inner = (
-        data["constant"]
-        + data["detected_runs"] * pt.log(se)[at][:, None, None]
-        + data["missed_runs"] * pt.log1p(-se)[at][:, None, None]
-        + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
-        + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
-    )
     # log Gamma(a + u + t) and log Gamma(b + m - u + n - t) once per group and count, read
     # per rate (u of its m runs the audit scored again true successes: none where m = 0)
     size, counts = part.true.shape, np.arange(part.true.shape[1])
@@ -446,7 +433,7 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
     group = pm.Data(f"{name}_group", group)
     runs = pm.Data(f"{name}_runs", (n + m).astype(float))
     outer = (
-        pt.logsumexp(inner, axis=-1)[pm.Data(f"{name}_combination", inverse.ravel())]
+        _detected(pm, part, name, se, sp, part.constant)
         + log_a[true_at].reshape(size)
         + log_b[failed_at].reshape(size)
         - pt.gammaln(runs + alpha[group] + beta[group])[:, None]
@@ -454,6 +441,59 @@ def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
     per_group = pt.gammaln(alpha + beta) - pt.gammaln(alpha) - pt.gammaln(beta)
     audited = float(np.sum(log_choose(m, u)))  # the audited runs' C(m, u)
     return pt.sum(pt.logsumexp(outer, axis=-1)) + pt.sum(per_group[group]) + audited
+
+
+def _detected(pm, part: Grading, name: str, se, sp, constant):
+    """``log sum_j constant Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` without the binomial
+    coefficients (``constant`` holds them), ``(pair, t)``, the sum over ``j`` once per
+    distinct (runs, graded count, grader), its design as data named ``{name}_...``."""
+    import pytensor.tensor as pt
+
+    key = np.column_stack([part.runs, part.graded, part.grader])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    data = {
+        field: pm.Data(f"{name}_{field}", getattr(part, field)[first])
+        for field in ("detected_runs", "missed_runs", "alarm_runs", "cleared_runs")
+    }
+    at = pm.Data(f"{name}_grader", part.grader[first])
+    inner = (
+        pm.Data(f"{name}_constant", constant[first])
+        + data["detected_runs"] * pt.log(se)[at][:, None, None]
+        + data["missed_runs"] * pt.log1p(-se)[at][:, None, None]
+        + data["alarm_runs"] * pt.log1p(-sp)[at][:, None, None]
+        + data["cleared_runs"] * pt.log(sp)[at][:, None, None]
+    )
+    return pt.logsumexp(inner, axis=-1)[pm.Data(f"{name}_combination", inverse.ravel())]
+
+
+def _without_true_choose(grading: Grading) -> np.ndarray:
+    """``constant`` less ``log C(n, t)``: the terms of ``log P(k | t)`` alone."""
+    n, t = grading.runs[:, None], np.arange(grading.true.shape[1])[None, :]
+    with np.errstate(invalid="ignore"):
+        choose = np.where(t <= n, log_choose(n, np.minimum(t, n)), 0.0)
+    return grading.constant - choose[..., None]
+
+
+def detection_graph(pm, grading: Grading, se, sp):
+    """``log P(k | t) = log sum_j Bin(j; t, se) Bin(k - j; n - t, 1 - sp)`` of every graded
+    pair's count given ``t`` true successes of its ``n`` runs, ``(pair, t)`` (about
+    ``IMPOSSIBLE`` past ``n``), in the model being built (``se``, ``sp``: its graders'
+    rates, ``grader_rates``): the grader's part of the sum over true counts where the
+    model gives ``P(t)`` itself (``joint``)."""
+    return _detected(pm, grading, "detected", se, sp, _without_true_choose(grading))
+
+
+def detection_log(grading: Grading, sensitivity, specificity) -> np.ndarray:
+    """``detection_graph``'s numpy form, ``(draws..., pair, t)``, ``sensitivity``,
+    ``specificity`` per grader with leading axes of draws."""
+    from dataclasses import replace
+
+    bare = replace(grading, constant=_without_true_choose(grading))
+    top = grading.true.shape[1]
+    out = np.full(np.shape(sensitivity)[:-1] + (grading.pairs.size, top), IMPOSSIBLE)
+    for g, _, detected in _detection_terms(bare, sensitivity, specificity):
+        out[..., g, : detected.shape[-1]] = detected
+    return out
 
 
 def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:

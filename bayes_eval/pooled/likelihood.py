@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from bayes_eval.constants import (
     END_TO_END,
@@ -48,9 +48,15 @@ from bayes_eval.constants import (
     NEVER_SHARE,
 )
 from bayes_eval.pooled.clusters import log_marginal_each
-from bayes_eval.pooled.grading import GRADER_RATES, graded_log_marginal
+from bayes_eval.pooled.grading import GRADER_RATES, detection_log, graded_log_marginal
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
-from bayes_eval.pooled.models import bypass_terms, cells_of, path_likelihood, survivor_chain
+from bayes_eval.pooled.paths import (
+    bypass_terms,
+    bypass_true_counts,
+    cells_of,
+    path_likelihood,
+    survivor_chain,
+)
 from bayes_eval.pooled.rates import cell_shapes, zero_inflated_log
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
@@ -126,37 +132,84 @@ def _joint(post: xr.Dataset, layout) -> xr.Dataset:
     conc = post["kappa_bypass"].values[..., layout.pair_agent].reshape(len(a), pairs)
     bypass_a, bypass_b = mean * conc, (1 - mean) * conc
     few, many = end_to_end_groups(layout)
+    grading = layout.grading
+    if grading is not None:  # each graded pair's P(k | t) per draw
+        rates = (post[name].values.reshape(len(a), -1) for name in GRADER_RATES)
+        detected = detection_log(grading, *rates)  # (draws, graded pair, t)
+        row = np.full(pairs, -1)
+        row[grading.pairs] = np.arange(grading.pairs.size)
+
+    def count(values_of, pairs_at, draws=slice(None), true_of=None):
+        """``log P(k)`` of ``pairs_at`` at ``draws``: ``values_of(k)`` at their counts, or
+        where a grader scored them ``log sum_t P(t) P(k | t)`` over their true counts, ``log
+        P(t)`` from ``values_of`` at each ``t`` or ``true_of()`` at once (``(draws, pair,
+        t)``)."""
+        if grading is None or not (row[pairs_at] >= 0).any():
+            return values_of(layout.e2e_k[pairs_at])
+        top = int(layout.e2e_n[pairs_at].max())
+        if true_of is None:
+            each = [values_of(np.full(pairs_at.size, t)) for t in range(top + 1)]
+            true = np.stack(each, axis=-1)
+        else:
+            true = true_of()
+        true = np.where(np.arange(top + 1) <= layout.e2e_n[pairs_at, None], true, -np.inf)
+        out = values_of(layout.e2e_k[pairs_at])
+        scored = row[pairs_at] >= 0
+        terms = true[:, scored] + detected[draws][:, row[pairs_at[scored]], : top + 1]
+        out[:, scored] = special.logsumexp(terms, axis=-1)
+        return out
+
     if few.size:
         cells, counts = cells_of(layout, few)
         e2e_n = layout.e2e_n[few]
         rows = max(1, CHUNK // (few.size * int(e2e_n.max() + 1) ** 2))
         for start in range(0, len(a), rows):
             draws = slice(start, start + rows)
-            runs[draws, few] += _few(
-                a[draws][:, cells] + k[cells], b[draws][:, cells] + (n - k)[cells],
-                bypass_a[draws][:, few], bypass_b[draws][:, few],
-                counts, layout.e2e_k[few], e2e_n,
-            )  # fmt: skip
+
+            def few_values(k_e, draws=draws):
+                return _few(
+                    a[draws][:, cells] + k[cells], b[draws][:, cells] + (n - k)[cells],
+                    bypass_a[draws][:, few], bypass_b[draws][:, few],
+                    counts, np.minimum(k_e, e2e_n), e2e_n,
+                )  # fmt: skip
+
+            runs[draws, few] += count(few_values, few, draws)
     if many.size:
         where = np.flatnonzero(sampled)
         p = post["p_cell"].values.reshape(len(a), where.size)
         log_p = np.log(p)
         runs += stats.binom.logpmf(k[where], n[where], p) @ into_pairs[where]
         log_q = (log_p @ into_pairs[where])[:, many]  # (draws, many)
-        k_e, n_e = layout.e2e_k[many], layout.e2e_n[many]
-        terms = bypass_terms(
-            np,
-            log_q.reshape(-1, 1),
-            np.log(-np.expm1(log_q)).reshape(-1, 1),
-            bypass_a[:, many].reshape(-1, 1),
-            bypass_b[:, many].reshape(-1, 1),
-            np.tile(k_e, len(a))[:, None],
-            np.tile(n_e, len(a))[:, None],
-            np.tile(n_e - k_e, len(a))[:, None],
-            int(n_e.max()),
-            logsumexp=True,
-        )
-        runs[:, many] += terms.reshape(len(a), many.size)
+        n_e = layout.e2e_n[many]
+
+        def many_values(k_e):
+            k_e = np.minimum(k_e, n_e)
+            terms = bypass_terms(
+                np,
+                log_q.reshape(-1, 1),
+                np.log(-np.expm1(log_q)).reshape(-1, 1),
+                bypass_a[:, many].reshape(-1, 1),
+                bypass_b[:, many].reshape(-1, 1),
+                np.tile(k_e, len(a))[:, None],
+                np.tile(n_e, len(a))[:, None],
+                np.tile(n_e - k_e, len(a))[:, None],
+                int(n_e.max()),
+                logsumexp=True,
+            )
+            return terms.reshape(len(a), many.size)
+
+        def many_true():  # log P(t | Q, bypass) of every many pair, a chunk of rows at a time
+            rows = [x.reshape(-1) for x in (log_q, np.log(-np.expm1(log_q)))]
+            rows += [x[:, many].reshape(-1) for x in (bypass_a, bypass_b)]
+            trials = np.tile(n_e, len(a))
+            step = max(1, CHUNK // int(n_e.max() + 1) ** 2)
+            parts = [
+                bypass_true_counts(np, *(x[s : s + step] for x in rows), trials[s : s + step])
+                for s in range(0, trials.size, step)
+            ]
+            return np.concatenate(parts).reshape(len(a), many.size, -1)
+
+        runs[:, many] += count(many_values, many, true_of=many_true)
     labels = pair_coords(layout.pairs)
     return xr.Dataset(
         {"runs": (("chain", "draw", "pair"), runs.reshape(sample + (pairs,)))},

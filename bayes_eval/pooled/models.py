@@ -44,7 +44,6 @@ PyMC is imported only inside the builders, and only when a pooled model is fitte
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from bayes_eval.constants import (
     AGENT,
@@ -55,13 +54,18 @@ from bayes_eval.constants import (
     NEVER_SOLVABLE,
 )
 from bayes_eval.pooled.clusters import log_marginal
-from bayes_eval.pooled.grading import graded_log_likelihood
+from bayes_eval.pooled.grading import detection_graph, graded_log_likelihood, grader_rates
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+from bayes_eval.pooled.paths import (
+    bypass_terms,
+    bypass_true_counts,
+    cells_of,
+    path_likelihood,
+    survivor_chain,
+    true_count_terms,
+)
 
 __all__ = [
-    "bypass_outcomes",
-    "bypass_terms",
-    "cells_of",
     "clustered_end_to_end_model",
     "clustered_hierarchy_model",
     "count_data",
@@ -70,11 +74,7 @@ __all__ = [
     "hierarchy_model",
     "joint_data",
     "joint_model",
-    "log_rising",
     "model_structure",
-    "path_likelihood",
-    "survivor_chain",
-    "transition",
 ]
 
 
@@ -492,16 +492,35 @@ def joint_model(layout, spec, form):
         )
         bypass_a = pt.exp(log_bypass + log_kappa_bypass)[layout.pair_agent]
         bypass_b = pt.exp(log_1m_bypass + log_kappa_bypass)[layout.pair_agent]
+        graded = _graded_pairs(pm, layout, spec)
         if few.size:
             cells, counts = cells_of(layout, few)
             group = layout.cell_pair[cells]
             a = pt.exp(log_a)[group] + k[cells]
             b = pt.exp(log_b)[group] + f[cells]
             n = layout.e2e_n[few]
-            chain = survivor_chain(pt, a, b, n, counts, int(n.max()))
-            e2e_k, e2e_f = count_data_vars(pm, "e2e_few", layout.e2e_k[few], n)
-            log_lik = path_likelihood(pt, chain[-1], bypass_a[few], bypass_b[few], e2e_k, n, e2e_f)
-            pm.Potential("end_to_end_few", pt.sum(log_lik))
+            survivors = survivor_chain(pt, a, b, n, counts, int(n.max()))[-1]
+            plain, mine = _split(few, graded)
+            if plain.size:
+                e2e_k, e2e_f = count_data_vars(pm, "e2e_few", layout.e2e_k[few[plain]], n[plain])
+                log_lik = path_likelihood(
+                    pt, survivors if not mine.size else _columns(survivors, plain, n[plain]),
+                    bypass_a[few[plain]], bypass_b[few[plain]], e2e_k,
+                    n[plain], e2e_f,
+                )  # fmt: skip
+                pm.Potential("end_to_end_few", pt.sum(log_lik))
+            if mine.size:  # graded: the sum over the true count t of P(t) P(k | t)
+                pairs, runs = few[mine], n[mine]
+
+                def few_terms(row, t):
+                    at = pairs[row]
+                    ends = _columns(survivors, mine[row], runs)
+                    return path_likelihood(
+                        pt, ends, bypass_a[at], bypass_b[at], t, runs[row], runs[row] - t
+                    )
+
+                log_p_true = true_count_terms(pt, runs, few_terms)
+                pm.Potential("graded_few", _through_grader(pt, log_p_true, graded, pairs))
         if many.size:
             where = np.flatnonzero(sampled)
             group = layout.cell_pair[where]
@@ -509,23 +528,64 @@ def joint_model(layout, spec, form):
                 pm, "p_cell", log_a[group], log_b[group], form.cells, "sampled_cell", form.tails
             )
             pm.Potential("k_sampled", pt.sum(k[where] * log_p + f[where] * log_1mp))
-            log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)
+            log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)[many]
+            log_1mq = _log_1m_product(pt, layout, many, where, log_p, log_1mp)
             n = layout.e2e_n[many]
-            e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[many], n)
-            log_lik = bypass_terms(
-                pt,
-                log_q[many][:, None],
-                _log_1m_product(pt, layout, many, where, log_p, log_1mp)[:, None],
-                bypass_a[many][:, None],
-                bypass_b[many][:, None],
-                e2e_k[:, None],
-                n[:, None],
-                e2e_f[:, None],
-                int(n.max()),
-                logsumexp=True,
-            )
-            pm.Potential("end_to_end", pt.sum(log_lik))
+
+            def many_terms(row, k, failures):  # log P(k | Q, bypass) of the rows ``row``
+                at = many[row]
+                return bypass_terms(
+                    pt, log_q[row][:, None], log_1mq[row][:, None], bypass_a[at][:, None],
+                    bypass_b[at][:, None], k[:, None], n[row][:, None], failures[:, None],
+                    int(n[row].max()), logsumexp=True,
+                )  # fmt: skip
+
+            plain, mine = _split(many, graded)
+            if plain.size:
+                e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[many[plain]], n[plain])
+                pm.Potential("end_to_end", pt.sum(many_terms(plain, e2e_k, e2e_f)))
+            if mine.size:  # graded: the sum over the true count t of P(t) P(k | t)
+                at = many[mine]
+                log_p_true = bypass_true_counts(
+                    pt, log_q[mine], log_1mq[mine], bypass_a[at], bypass_b[at], n[mine]
+                )
+                pm.Potential("graded", _through_grader(pt, log_p_true, graded, at))
     return model
+
+
+def _graded_pairs(pm, layout, spec):
+    """Where an audited grader scored some pairs' end-to-end runs (``joint``): its
+    ``log P(k | t)`` per graded pair and true count (``detection_graph``, each grader's
+    rates in the model, its audit their data) and each pair's row in it (-1: none)."""
+    if layout.grading is None:
+        return None
+    grading = layout.grading
+    se, sp = grader_rates(pm, grading, spec.grader)
+    row = np.full(len(layout.pairs), -1)
+    row[grading.pairs] = np.arange(grading.pairs.size)
+    return detection_graph(pm, grading, se, sp), row
+
+
+def _columns(survivors, index, n):
+    """The survivor counts ``0..max(n)`` of the rows ``index`` (columns of ``survivors``),
+    indexed on the first axis only (as the C writer takes an index)."""
+    return survivors.T[index].T[: int(np.max(n)) + 1]
+
+
+def _split(pairs, graded):
+    """Positions in ``pairs`` of those no audited grader scored, and of those it did."""
+    if graded is None:
+        return np.arange(pairs.size), np.array([], dtype=int)
+    mine = graded[1][pairs] >= 0
+    return np.flatnonzero(~mine), np.flatnonzero(mine)
+
+
+def _through_grader(pt, log_p_true, graded, pairs):
+    """``sum log sum_t P(t) P(k | t)`` over ``pairs``: their ``log P(t)`` (``(pair, t)``,
+    ``true_count_terms``) and ``P(k | t)`` of their graded counts (``_graded_pairs``)."""
+    detected, row = graded
+    terms = log_p_true + detected[row[pairs]][:, : log_p_true.shape[1]]
+    return pt.sum(pt.logsumexp(terms, axis=1))
 
 
 def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
@@ -545,140 +605,18 @@ def _log_1m_product(pt, layout, pairs, sampled, log_p, log_1mp):
     return total
 
 
-def cells_of(layout, pairs):
-    """The cells of each pair as a ``(pairs, most milestones)`` index array, padded with
-    the pair's first cell, and the number of real ones per pair."""
-    lists = [np.flatnonzero(layout.cell_pair == p) for p in pairs]
-    width = max(len(c) for c in lists)
-    cells = np.array([np.pad(c, (0, width - len(c)), mode="edge") for c in lists])
-    return cells, np.array([len(c) for c in lists])
-
-
-# Below this log probability a path is impossible (finite, unlike -inf, so that a sum of
-# impossible terms has a gradient and no NaN).
-IMPOSSIBLE = -1e10
-
-
-def survivor_chain(xp, a, b, n, counts, n_max):
-    """``log P(c_m = c)``, ``c = 0..n_max``, of the number ``c_m`` of a task's ``n``
-    end-to-end trials that pass milestones ``1..m`` on the milestone path, ``m = 0..M``:
-    one ``(n_max + 1, rows)`` array per ``m``.
-
-    Every trial passes milestone ``m`` with the same rate ``p_m``, and the rates are
-    independent ``Beta(a_m, b_m)`` given the hyperparameters, so with ``p_m`` summed out
-    ``c_m | c_(m-1) ~ BetaBinomial(c_(m-1), a_m, b_m)`` and the chain is Markov, from
-    ``c_0 = n``: ``(n_max + 1)^2`` positive terms per milestone and row, no cancellation
-    (``transition``). ``a``, ``b`` are ``(rows, milestones)``; row ``r`` has ``counts[r]``
-    real milestones, the rest padding, and rows come with the most milestones first, so
-    that milestone ``m`` moves a leading block of rows only (the others keep their
-    count). ``n`` is each row's number of trials. ``xp`` is numpy or
-    ``pytensor.tensor``.
-    """
-    logsumexp = special.logsumexp if xp is np else xp.logsumexp
-    counts = np.asarray(counts)
-    if np.any(np.diff(counts) > 0):
-        raise ValueError("survivor_chain: rows must come with the most milestones first")
-    rising = [log_rising(xp, shape, n_max) for shape in (a, b, a + b)]
-    start = np.where(np.arange(n_max + 1)[:, None] == np.asarray(n)[None, :], 0.0, IMPOSSIBLE)
-    chain = [start if xp is np else xp.as_tensor(start)]
-    for m in range(int(counts.max())):
-        rows = int(np.sum(counts > m))
-        moved = logsumexp(
-            chain[-1][:, None, :rows] + transition(xp, n_max, *(r[:, m, :rows] for r in rising)),
-            axis=0,
-        )
-        kept = chain[-1][:, rows:]
-        chain.append(moved if rows == counts.size else xp.concatenate([moved, kept], axis=1))
-    return chain
-
-
-def log_rising(xp, shape, n_max):
-    """``log (s)_r = sum_{t < r} log(s + t)``, ``r = 0..n_max``, of ``shape`` ``(rows,
-    milestones)``: ``(n_max + 1, milestones, rows)``."""
-    logs = xp.log(shape.T[None] + np.arange(n_max)[:, None, None])
-    return xp.concatenate([xp.zeros_like(logs[:1]), xp.cumsum(logs, axis=0)], axis=0)
-
-
-def transition(xp, n_max, rising_a, rising_b, rising_ab):
-    """``log BetaBinomial(c' | c, a, b) = log C(c, c') + log (a)_c' + log (b)_(c - c') -
-    log (a + b)_c`` as ``(c, c', rows)`` (``IMPOSSIBLE`` for ``c' > c``), from the log
-    rising factorials ``(c, rows)`` of one milestone's shapes, ``c = 0..n_max``."""
-    c = np.arange(n_max + 1)
-    passed = c[None, :] <= c[:, None]
-    failed = np.where(passed, c[:, None] - c[None, :], 0)
-    log_choose = special.gammaln(c + 1)[:, None] - special.gammaln(c + 1)[None, :]
-    log_choose = np.where(passed, log_choose - special.gammaln(failed + 1), 0.0)[..., None]
-    terms = log_choose + rising_a[None] + rising_b[failed] - rising_ab[:, None]
-    return xp.where(passed[..., None], terms, IMPOSSIBLE)
-
-
-def bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures):
-    """``log P(c_M = c, k successes)``, ``c = 0..max(n)``: ``c`` trials through the milestones
-    (``survivors``, the last array of ``survivor_chain``) and the other ``k - c``
-    successes by the bypass, ``C(n - c, k - c) B(alpha + k - c, beta + n - k) / B(alpha,
-    beta)`` (``lambda`` summed out); ``IMPOSSIBLE`` for ``c > k``. ``alpha``, ``beta``,
-    ``k``, ``n`` and ``failures`` (``n - k``, ``count_data``) are per row."""
-    n = np.asarray(n)[None, :]
-    c = np.arange(n.max() + 1)[:, None]
-    through = c <= k[None, :]
-    by_bypass = xp.maximum(k[None, :] - c, 0)
-    rest = np.maximum(n - c, 0)
-    log_choose = gammaln(rest + 1) - gammaln(by_bypass + 1) - gammaln(rest - by_bypass + 1)
-    bypass = _log_beta(gammaln, alpha[None, :] + by_bypass, beta[None, :] + failures[None, :])
-    terms = survivors + log_choose + bypass - _log_beta(gammaln, alpha, beta)[None, :]
-    return xp.where(through, terms, IMPOSSIBLE)
-
-
-def _log_beta(gammaln, p, q):
-    """``log B(p, q)`` from ``gammaln`` (scipy's or PyTensor's)."""
-    return gammaln(p) + gammaln(q) - gammaln(p + q)
-
-
-def path_likelihood(xp, survivors, alpha, beta, k, n, failures):
-    """``log P(k | hyperparameters)`` of ``k`` end-to-end successes in ``n`` trials per row:
-    the sum over ``c`` of ``bypass_outcomes``."""
-    logsumexp = special.logsumexp if xp is np else xp.logsumexp
-    gammaln = special.gammaln if xp is np else xp.gammaln
-    terms = bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures)
-    return logsumexp(terms, axis=0)
-
-
 def joint_data(layout, e2e_k) -> dict:
-    """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes."""
+    """The joint model's end-to-end data (``pm.Data`` by name) for per-pair successes (of
+    the pairs no audited grader scored: a graded count's terms are the model's structure)."""
+    graded = np.zeros(len(layout.pairs), dtype=bool)
+    if layout.grading is not None:
+        graded[layout.grading.pairs] = True
     data = {}
     for name, pairs in zip(("e2e_few", "e2e_k"), end_to_end_groups(layout), strict=True):
+        pairs = pairs[~graded[pairs]]
         if pairs.size:
             data.update(count_data(name, e2e_k[pairs], layout.e2e_n[pairs]))
     return data
-
-
-def bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
-    """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k);
-    ``log_1mq`` is ``log(1 - Q)`` and ``failures`` is ``n - k`` (``count_data``).
-
-    ``xp`` is ``pytensor.tensor`` (in the model, where ``k`` is data that may change and
-    ``j_max`` is the largest possible ``k``) or numpy (for the exact redraw); with
-    ``logsumexp`` the terms are summed into ``log P(k | Q)`` per task.
-    """
-    from scipy import special
-
-    gammaln = special.gammaln if xp is np else xp.gammaln
-    j = np.arange(j_max + 1)[None, :]
-    j_safe = xp.minimum(k, j)
-    log_choose = gammaln(k + 1) - gammaln(j_safe + 1) - gammaln(k - j_safe + 1)
-    # Q^(k - j) is 1 at j = k even when Q underflows to 0, and (1 - Q)^0 is 1 even when Q
-    # rounds to 1 (0 * -inf would be NaN).
-    q_power = xp.where(k - j_safe > 0, (k - j_safe) * log_q, 0.0)
-    terms = log_choose + q_power + xp.where(j_safe > 0, j_safe * log_1mq, 0.0)
-    terms = terms + _log_beta(gammaln, a + j_safe, b + failures) - _log_beta(gammaln, a, b)
-    terms = xp.where(k >= j, terms, -np.inf)
-    if not logsumexp:
-        return terms
-    top = xp.max(terms, axis=1, keepdims=True)
-    total = top[:, 0] + xp.log(xp.sum(xp.exp(terms - top), axis=1))
-    log_binom = gammaln(n + 1) - gammaln(k + 1) - gammaln(failures + 1)
-    failed = xp.where(failures[:, 0] > 0, failures[:, 0] * log_1mq[:, 0], 0.0)
-    return log_binom[:, 0] + failed + total
 
 
 def model_structure(layout, spec) -> tuple:

@@ -107,7 +107,7 @@ def simulate(truth, layout, spec, rng):
         data = {"k_cluster": k}
     else:
         data = count_data(
-            "k_obs", rng.binomial(layout.n, _graded(truth, layout, np.exp(log_p))), layout.n
+            "k_obs", rng.binomial(layout.n, _graded(truth, layout, np.exp(log_p), CELLS)), layout.n
         )
     p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
     if spec.kind == "joint":
@@ -115,16 +115,20 @@ def simulate(truth, layout, spec, rng):
         b = truth["kappa_bypass"][agent] - a
         bypass = truth["bypass"] = rng.beta(a, b)
         p_task = p_task + (1 - p_task) * bypass
-        data.update(joint_data(layout, rng.binomial(layout.e2e_n, p_task)))
+        data.update(joint_data(layout, rng.binomial(layout.e2e_n, _graded(truth, layout, p_task))))
     return data, p_task
 
 
-def _graded(truth, layout, p) -> np.ndarray:
-    """The chance that a run of each rate (pair or cell, its rate ``p``) is graded a
-    success: its rate, or where a grader scored it ``se p + (1 - sp)(1 - p)`` with
-    ``truth``'s ``sensitivity`` and ``specificity``."""
+# ``_graded``'s rates of cells (milestones, expert steps), not of pairs end to end.
+CELLS = "cells"
+
+
+def _graded(truth, layout, p, rates: str = END_TO_END) -> np.ndarray:
+    """The chance that a run of each rate (pair or cell, its rate ``p``; ``rates``:
+    ``END_TO_END`` or ``CELLS``) is graded a success: its rate, or where a grader scored it
+    ``se p + (1 - sp)(1 - p)`` with ``truth``'s ``sensitivity`` and ``specificity``."""
     grading = layout.grading
-    if grading is None:
+    if grading is None or (grading.method == END_TO_END) != (rates == END_TO_END):
         return p
     p = p.copy()
     se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
@@ -229,7 +233,7 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     if spec.kind == "joint":
         data["bypass_task"] = (dims, bypass[None])
     if layout.grading is not None:  # each grader's rates, and the chance of a graded success
-        rates = p_task if factor is None else factor
+        rates = p_task if layout.grading.method == END_TO_END else factor
         data.update(_grader_draws(layout, spec, rates, at, n_draws, rng))
         coords["grader"] = layout.grading.graders
     if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them

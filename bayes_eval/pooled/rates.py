@@ -25,11 +25,12 @@ from bayes_eval.constants import (
 from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.clusters import draw_log_rates
-from bayes_eval.pooled.grading import GRADER_RATES, draw_graded, graded_chance
+from bayes_eval.pooled.grading import GRADER_RATES, detection_log, draw_graded, graded_chance
 from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
-from bayes_eval.pooled.models import (
+from bayes_eval.pooled.paths import (
     bypass_outcomes,
     bypass_terms,
+    bypass_true_counts,
     log_rising,
     survivor_chain,
     transition,
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
+# Most values of a graded pair's true-count terms held at once (memory: 8 bytes each).
+CHUNK = 4_000_000
 
 
 def pooled_rates(post, layout, spec, rng) -> dict:
@@ -90,8 +93,9 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             out.update(_graded_rates(post, layout, rng, p, grid, where))
         return with_unrun(out, post, layout, rng)
     graded_q = None  # the graded cells' chance of a graded success, where a grader errs
-    if spec.kind == "joint":
-        log_p, bypass_few = _marginal_draws(post, layout, rng, shape)
+    if spec.kind == "joint":  # a grader's only of its end-to-end runs (``check_graded``)
+        detected = _detected_by_pair(post, layout)
+        log_p, bypass_few = _marginal_draws(post, layout, rng, shape, detected)
         cell_p = np.exp(log_p)
     elif layout.clusters is not None:
         a, b = cell_shapes(post, layout, counts=False)
@@ -120,11 +124,18 @@ def pooled_rates(post, layout, spec, rng) -> dict:
         name, dims, values = graded_chance(spec.kind, chance)
         out[name] = (ALL_DIMS + dims, values)
     if spec.kind == "joint":
-        bypass = _bypass(post, layout, rng, shape, log_q)
+        bypass = _bypass(post, layout, rng, shape, log_q, detected)
         for p, drawn in bypass_few.items():
             bypass[..., p] = drawn
         out["bypass_task"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, bypass))
         p_task = p_task + (1 - p_task) * bypass
+        if layout.grading is not None:  # the chance a graded pair's run is graded a success
+            graded = layout.grading
+            se, sp = (post[name].values[..., graded.grader] for name in GRADER_RATES)
+            chance = np.full(p_task.shape, np.nan)
+            true = p_task[..., graded.pairs]
+            chance[..., graded.pairs] = se * true + (1 - sp) * (1 - true)
+            out["p_graded"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, chance))
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
     if spec.kind == "expert_completion":  # a new pair's runs and steps are unknown
         out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
@@ -297,41 +308,71 @@ def _gridded(grid, where, values):
     return grid
 
 
-def _bypass(post, layout, rng, shape, log_q):
+def _detected_by_pair(post, layout) -> dict:
+    """``{pair: log P(k | t)}`` per draw and true count ``t`` (``(draws, t)``) of the pairs
+    whose end-to-end runs an audited grader scored (``detection_log``)."""
+    grading = layout.grading
+    if grading is None:
+        return {}
+    rates = (post[name].values.reshape(-1, post[name].shape[-1]) for name in GRADER_RATES)
+    detected = detection_log(grading, *rates)
+    return {int(p): detected[:, g] for g, p in enumerate(grading.pairs)}
+
+
+def _true_count(log_p, detected, rng) -> np.ndarray:
+    """Per draw, a graded pair's true count ``t`` of its runs, drawn by ``P(t) P(k | t)``:
+    ``log_p`` is ``log P(t)`` per draw and ``t``, ``detected`` ``log P(k | t)``."""
+    return _categorical(log_p + detected[:, : log_p.shape[-1]], rng)
+
+
+def _bypass_true_counts(log_q, log_1mq, a, b, n: int) -> np.ndarray:
+    """``bypass_true_counts`` per draw (``(draws, n + 1)``) of one task's ``n`` runs, the
+    draws a chunk at a time (``CHUNK`` values)."""
+    rows = max(1, CHUNK // (n + 1) ** 2)
+    parts = [
+        bypass_true_counts(np, *(x[start : start + rows] for x in (log_q, log_1mq, a, b)),
+                           np.full(min(rows, log_q.size - start), n))
+        for start in range(0, log_q.size, rows)
+    ]  # fmt: skip
+    return np.concatenate(parts)
+
+
+def _bypass(post, layout, rng, shape, log_q, detected):
     """Exact draws of each task's bypass probability, per posterior draw.
 
     Without end-to-end runs: from the population, ``Beta(mu kappa, (1 - mu) kappa)``.
     With more than ``MARGINAL_END_TO_END``: from its posterior given ``Q``, the mixture
     over j = 0..k of ``Beta(a + j, b + n - k)`` weighted by the terms of the marginal
-    likelihood. (With fewer, ``_marginal_draws`` draws it with the milestone rates.)
+    likelihood; where a grader scored the runs (``detected``, per pair), ``k`` is the true
+    count, drawn first by its terms. (With fewer, ``_marginal_draws`` draws it with the
+    milestone rates.)
     """
     agent = layout.pair_agent
     a = post["mu_bypass"].values[..., agent] * post["kappa_bypass"].values[..., agent]
     b = post["kappa_bypass"].values[..., agent] - a
     bypass = rng.beta(a, b)
     for p in end_to_end_groups(layout)[1]:
-        k, n = layout.e2e_k[p], layout.e2e_n[p]
+        n = layout.e2e_n[p]
         ap, bp = a[..., p].reshape(-1, 1), b[..., p].reshape(-1, 1)
+        q = log_q[..., p].reshape(-1, 1)
         # 0 * -inf where Q underflows, log 0 where it rounds to 1: both masked inside
         with np.errstate(invalid="ignore", divide="ignore"):
-            terms = bypass_terms(
-                np,
-                log_q[..., p].reshape(-1, 1),
-                np.log(-np.expm1(log_q[..., p].reshape(-1, 1))),
-                ap,
-                bp,
-                np.array([[k]]),
-                np.array([[n]]),
-                np.array([[n - k]]),
-                k,
-                logsumexp=False,
+            log_1mq = np.log(-np.expm1(q))
+            k = np.full((ap.size, 1), layout.e2e_k[p])
+            if p in detected:
+                log_p = _bypass_true_counts(q[:, 0], log_1mq[:, 0], ap[:, 0], bp[:, 0], n)
+                k = _true_count(log_p, detected[p], rng)[:, None]
+            j = _categorical(
+                bypass_terms(
+                    np, q, log_1mq, ap, bp, k, np.array([[n]]), n - k, int(k.max()), False
+                ),
+                rng,
             )
-        j = _categorical(terms, rng)
-        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k)).reshape(shape)
+        bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k[:, 0])).reshape(shape)
     return bypass
 
 
-def _marginal_draws(post, layout, rng, shape):
+def _marginal_draws(post, layout, rng, shape, detected):
     """Log milestone rates of every cell of the joint model, and the bypass of each task
     with at most ``MARGINAL_END_TO_END`` end-to-end trials, per posterior draw.
 
@@ -342,7 +383,8 @@ def _marginal_draws(post, layout, rng, shape):
     through every milestone, the other ``k - c_M`` successes by the bypass (``lambda ~
     Beta(alpha + k - c_M, beta + n - k)``); then backwards, ``c_(m-1)`` given ``c_m``, with
     weights ``P(c_(m-1)) P(c_m | c_(m-1))``; and ``p_m ~ Beta(a'_m + c_m, b'_m + c_(m-1) -
-    c_m)``.
+    c_m)``. Where a grader scored the end-to-end runs (``detected``, per pair), ``k`` is
+    their true count, drawn first by ``P(k) P(graded count | k)``.
     """
     agent = layout.pair_agent
     a, b = cell_shapes(post, layout)
@@ -357,10 +399,16 @@ def _marginal_draws(post, layout, rng, shape):
         ac, bc = a[..., cells].reshape(-1, cells.size), b[..., cells].reshape(-1, cells.size)
         rows = np.full(ap.size, 1)
         chain = survivor_chain(np, ac, bc, n * rows, cells.size * rows, n)
-        outcomes = bypass_outcomes(
-            np, special.gammaln, chain[-1], ap, bp, k * rows, n * rows, (n - k) * rows
-        )
-        survivors = _categorical(outcomes.T, rng)
+
+        def outcomes(k, chain=chain, ap=ap, bp=bp, n=n, rows=rows):
+            return bypass_outcomes(
+                np, special.gammaln, chain[-1], ap, bp, k * rows, n * rows, (n - k) * rows
+            )
+
+        if p in detected:
+            log_p = [special.logsumexp(outcomes(t), axis=0) for t in range(n + 1)]
+            k = _true_count(np.stack(log_p, axis=-1), detected[p], rng)
+        survivors = _categorical(outcomes(k).T, rng)
         bypass_few[p] = rng.beta(ap + k - survivors, bp + (n - k)).reshape(shape)
         rising = [log_rising(np, shape_m, n) for shape_m in (ac, bc, ac + bc)]
         shift_a, shift_b = np.zeros_like(ac), np.zeros_like(bc)

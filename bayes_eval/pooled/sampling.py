@@ -106,7 +106,7 @@ def layout_of(evidence, by_pair, spec, terms: bool = True):
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
-    if spec.kind == END_TO_END:
+    if spec.kind in (END_TO_END, "joint"):  # joint: its end-to-end runs (check_graded)
         rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
     elif spec.kind in (MILESTONE_METHOD, EXPERT_COMPLETION):  # the rates are cells
         cells = zip(layout.cell_pair, layout.cell_run, layout.cell_factor, strict=True)
