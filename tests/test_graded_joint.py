@@ -315,3 +315,29 @@ def test_graded_milestones_and_sbc_are_refused():
     evidence = with_audit(bayes_eval.load_evidence(TABLE), AUDIT)
     with pytest.raises(InputError, match="sbc: the joint model's simulations"):
         sbc(evidence, "joint", simulations=4, draws=99, bins=4, seed=0)
+
+
+def test_bypass_true_counts_is_bypass_terms_at_every_count():
+    """``bypass_true_counts`` (every ``t`` at once, O(n) log-gammas a row) equals
+    ``bypass_terms``' sum at each ``t`` (numpy and PyTensor, 1e-9), sums to one over ``t``,
+    and is impossible past a row's ``n``."""
+    import pytensor.tensor as pt
+
+    from bayes_eval.pooled.paths import IMPOSSIBLE, bypass_terms, bypass_true_counts
+
+    rng = np.random.default_rng(0)
+    n = np.array([5, 12, 1, 40])
+    log_q = np.log(rng.uniform(0.01, 0.9, n.size))
+    log_1mq = np.log1p(-np.exp(log_q))
+    a, b = rng.uniform(0.3, 4, n.size), rng.uniform(0.3, 10, n.size)
+    ours = bypass_true_counts(np, log_q, log_1mq, a, b, n)
+    graph = bypass_true_counts(pt, *(pt.as_tensor(x) for x in (log_q, log_1mq, a, b)), n)
+    assert np.allclose(graph.eval(), ours, rtol=1e-12, atol=0)
+    for r in range(n.size):
+        one = [x[[r]][:, None] for x in (log_q, log_1mq, a, b)]
+        for t in range(n[r] + 1):
+            counts = np.array([[t]]), np.array([[n[r]]]), np.array([[n[r] - t]])
+            reference = bypass_terms(np, *one, *counts, n[r], logsumexp=True)[0]
+            assert ours[r, t] == pytest.approx(reference, rel=1e-9)
+        assert np.exp(ours[r, : n[r] + 1]).sum() == pytest.approx(1.0, abs=1e-12)
+        assert np.all(ours[r, n[r] + 1 :] == IMPOSSIBLE)
