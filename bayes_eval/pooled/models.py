@@ -531,19 +531,16 @@ def joint_model(layout, spec, form):
             log_q = pt.inc_subtensor(pt.zeros(len(layout.pairs))[group], log_p)[many]
             log_1mq = _log_1m_product(pt, layout, many, where, log_p, log_1mp)
             n = layout.e2e_n[many]
-
-            def many_terms(row, k, failures):  # log P(k | Q, bypass) of the rows ``row``
-                at = many[row]
-                return bypass_terms(
-                    pt, log_q[row][:, None], log_1mq[row][:, None], bypass_a[at][:, None],
-                    bypass_b[at][:, None], k[:, None], n[row][:, None], failures[:, None],
-                    int(n[row].max()), logsumexp=True,
-                )  # fmt: skip
-
             plain, mine = _split(many, graded)
             if plain.size:
-                e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[many[plain]], n[plain])
-                pm.Potential("end_to_end", pt.sum(many_terms(plain, e2e_k, e2e_f)))
+                at = many[plain]
+                e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[at], n[plain])
+                log_lik = bypass_terms(
+                    pt, log_q[plain][:, None], log_1mq[plain][:, None], bypass_a[at][:, None],
+                    bypass_b[at][:, None], e2e_k[:, None], n[plain][:, None], e2e_f[:, None],
+                    int(n[plain].max()), logsumexp=True,
+                )  # fmt: skip
+                pm.Potential("end_to_end", pt.sum(log_lik))
             if mine.size:  # graded: the sum over the true count t of P(t) P(k | t)
                 at = many[mine]
                 log_p_true = bypass_true_counts(
