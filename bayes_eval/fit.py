@@ -250,9 +250,8 @@ def check_graded(evidence: Evidence, spec) -> None:
     (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
     never solved, or with runs in clusters; the milestone and expert-step models, exact,
     pooled or crossed, Phuong et al.'s chain, and ``joint``'s end-to-end runs; not
-    ``crossed_joint``), or
-    under an improper prior (the grader's mixture needs a proper one: the chain's
-    published Haldane milestone prior is refused)."""
+    ``crossed_joint``), or under an improper prior (the grader's mixture needs a proper
+    one: the chain's published Haldane milestone prior is refused)."""
     if evidence.audit is None:
         return
     exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
