@@ -321,7 +321,8 @@ def test_sbc_of_the_graded_hierarchical_model():
     fixed data, on a sparse design (two agents of three tasks, two milestones each, 1 to
     10 runs, one task a trusted check scored): each simulation draws the judge's rates
     from their Betas after the audit, every other parameter from its prior, and the
-    graded counts through the judge; each fit's model is built for its own graded counts.
+    graded counts through the judge; each fit's model is the design's, compiled once,
+    given the terms of the sum over true counts for its own graded counts as data.
     Every rank, the judge's rates and the pairs' true rates among them, is uniform."""
     from bayes_eval.checks.sbc import sbc
 

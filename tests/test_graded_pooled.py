@@ -191,10 +191,9 @@ def test_sbc_of_the_graded_pooled_model():
     simulation draws the judge's rates from their Betas after the audit, the agents'
     parameters from their priors, and the graded counts through the judge, on a sparse
     design (two agents of six tasks, 1 to 30 runs, a third of the pairs scored by a
-    trusted check); each fit's model is built for its own graded counts (the terms of the
-    sum over true counts depend on them, so each simulation compiles its own model: 32
-    simulations, not the crossed model's 48). Every rank, the judge's rates and the
-    pairs' true rates among them, is uniform."""
+    trusted check); each fit's model is the design's, compiled once, given the terms of
+    the sum over true counts for its own graded counts as data. Every rank, the judge's
+    rates and the pairs' true rates among them, is uniform."""
     from bayes_eval.checks.sbc import sbc
 
     rng = np.random.default_rng(5)
@@ -209,6 +208,32 @@ def test_sbc_of_the_graded_pooled_model():
     result = sbc(evidence, "end_to_end_pooled", simulations=32, draws=99, bins=4, seed=3)
     assert result.passed(), result.p_values.sort_values().head()
     assert {"sensitivity[0]", "specificity[0]", "mu[0]", "p_task[1]"} <= set(result.p_values.index)
+
+
+def test_the_graph_does_not_depend_on_the_graded_counts():
+    """The model built for other graded counts has the design's structure key (every
+    operation, its connections, the data's types and the constants' values: the same C),
+    so that SBC compiles the design's model once and gives each simulation's terms of the
+    sum over true counts as data."""
+    from bayes_eval.checks.sbc import _with_graded_counts
+    from bayes_eval.inference.nutpie_model import _graphs, structure_key
+    from bayes_eval.pooled.models import end_to_end_model
+    from bayes_eval.pooled.layout import choose_form
+
+    layout, spec = graded_layout()
+    form = choose_form(layout, spec)
+
+    def key(layout):
+        model = end_to_end_model(layout, spec, form)
+        return structure_key(model, *_graphs(model))
+
+    design = key(layout)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        k = rng.binomial(layout.e2e_n, rng.uniform(size=layout.e2e_n.size))
+        simulated = _with_graded_counts(layout, {"k_obs": k, "k_obs_failures": layout.e2e_n - k})
+        assert not np.array_equal(simulated.grading.graded, layout.grading.graded)
+        assert key(simulated) == design
 
 
 @pytest.fixture(scope="module")

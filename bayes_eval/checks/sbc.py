@@ -219,24 +219,24 @@ def _pooled_replicate(index: int, setup: _Setup) -> dict:
         truth.update(audit_draw(layout.grading, spec.grader, rng))
     data, p_task = pooled_prior.simulate(truth, layout, spec, rng)
     simulated = layout
+    key = ("sbc", *model_structure(layout, spec), setup.form.key())
+    build = _builder(layout, spec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if layout.clusters is not None or layout.grading is not None:
-            # the terms of the exact marginal over clusters, or over a graded count's true
-            # count, depend on the counts: laid out and compiled anew
-            simulated = (
-                _with_cluster_counts(setup, spec, layout, data)
-                if layout.clusters is not None
-                else _with_graded_counts(layout, data)
-            )
-            model_data = compile_model(
-                _builder(simulated, spec)(simulated, spec, setup.form)
-            ).with_data()
+        if layout.clusters is not None:
+            # the terms of the exact marginal over clusters depend on the counts (as
+            # constants of the graph): laid out and compiled anew
+            simulated = _with_cluster_counts(setup, spec, layout, data)
+            model_data = compile_model(build(simulated, spec, setup.form)).with_data()
         else:  # compiled once per structure in each process, then given the counts
-            key = ("sbc", *model_structure(layout, spec), setup.form.key())
-            build = _builder(layout, spec)
+            if layout.grading is not None:
+                # the terms of the sum over a graded count's true count are the model's
+                # data, made for the simulated counts (the graph does not depend on them)
+                simulated = _with_graded_counts(layout, data)
+                model = build(simulated, spec, setup.form)
+                values = {v.name: v.get_value() for v in model.data_vars}
             compiled = nutpie_compiled(key, lambda: build(layout, spec, setup.form))
-            model_data = compiled.with_data(**data)
+            model_data = compiled.with_data(**(data if simulated is layout else values))
         post, keep = _thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
     rates = pooled_rates(post, _with_counts(simulated, spec, data), spec, rng)
     row = _ranks(post, truth, setup.ranked, keep, rng)
