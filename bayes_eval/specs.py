@@ -93,6 +93,16 @@ class Prior:
         values = ", ".join(f"{self.params[k]:g}" for k in DISTRIBUTIONS[self.dist])
         return f"{self.dist}({values})"
 
+    def distribution(self):
+        """The prior as a frozen scipy distribution (Beta, LogNormal or Normal)."""
+        from scipy import stats
+
+        if self.dist == "Beta":
+            return stats.beta(self.alpha, self.beta)
+        if self.dist == "LogNormal":
+            return stats.lognorm(s=self.params["sigma"], scale=math.exp(self.params["mu"]))
+        return stats.norm(self.params["mu"], self.params["sigma"])
+
 
 @dataclass(frozen=True)
 class Spec:

@@ -46,10 +46,10 @@ def tables(seed: int) -> dict:
 def gradient_cost(table: pd.DataFrame, model_name: str, repeats: int) -> dict:
     import pytensor
 
+    from bayes_eval.counts.layout import build_layout, choose_form
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.inference.engines import fresh_compile
-    from bayes_eval.pooled.layout import build_layout, choose_form
     from bayes_eval.registry import model_of
     from bayes_eval.specs import load_spec
 

@@ -131,10 +131,10 @@ def compare_with_pymc(points: int) -> tuple[float, float, float]:
     """The median and the range of the log density's difference from PyMC's model of the
     same table (``bayes_eval``'s builder), and the gradient's largest relative
     difference, at ``points`` random values."""
+    from bayes_eval.counts.layout import build_layout
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
     from bayes_eval.messages import collected
-    from bayes_eval.pooled.layout import build_layout
     from bayes_eval.pooled.models import end_to_end_model
     from bayes_eval.resources import shipped_datasets
     from bayes_eval.specs import load_spec

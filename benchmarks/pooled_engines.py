@@ -65,8 +65,8 @@ def min_ess(p_task) -> float:
 def collapsed(layout, spec, engine: str, seed: int, target: float):
     import nutpie
 
+    from bayes_eval.counts.layout import choose_form
     from bayes_eval.inference.engines import compile_nutpie
-    from bayes_eval.pooled.layout import choose_form
     from bayes_eval.pooled.models import hierarchy_model
     from bayes_eval.pooled.rates import pooled_rates
 
@@ -106,7 +106,7 @@ def centred(layout, spec, seed: int, target: float):
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayes_eval.pooled.layout import Form
+    from bayes_eval.counts.layout import Form
     from bayes_eval.pooled.models import _coords, _task_hierarchy
 
     cell_agent = layout.pair_agent[layout.cell_pair]
@@ -165,8 +165,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import bayes_eval
+    from bayes_eval.counts.layout import build_layout
     from bayes_eval.fit import usable_rows
-    from bayes_eval.pooled.layout import build_layout
 
     spec = bayes_eval.load_spec("hierarchical")
     target = spec.sampler.target_accept

@@ -60,10 +60,10 @@ def main() -> None:
     import nutpie
 
     import bayes_eval
+    from bayes_eval.counts.layout import Form, build_layout, choose_form
     from bayes_eval.fit import usable_rows
     from bayes_eval.inference.diagnostics import diagnose
     from bayes_eval.inference.engines import compile_nutpie
-    from bayes_eval.pooled.layout import Form, build_layout, choose_form
     from bayes_eval.pooled.models import hierarchy_model
 
     spec = bayes_eval.load_spec("hierarchical")

@@ -12,7 +12,7 @@ from scipy import integrate, special, stats
 
 import bayes_eval
 from bayes_eval import InputError, load_evidence, load_posterior
-from bayes_eval.pooled.clusters import (
+from bayes_eval.counts.clusters import (
     cluster_terms,
     draw_log_rates,
     log_marginal,

@@ -400,8 +400,8 @@ def test_the_departure_integral_of_clustered_runs_matches_adaptive_quadrature():
     """``log_marginal_clusters``: the log probability of a rate's clusters' counts, each
     cluster ``BetaBinomial(n_c, p phi, (1 - p) phi)`` (scipy's), ``p = expit(eta + s e)``,
     the departure ``e ~ N(0, 1)`` integrated out by scipy's adaptive quadrature."""
+    from bayes_eval.counts.clusters import cluster_terms
     from bayes_eval.crossed.likelihood import log_marginal_clusters
-    from bayes_eval.pooled.clusters import cluster_terms
 
     clusters = [[(0, 1)], [(2, 5), (0, 3), (4, 4)], [(0, 6), (0, 2)], [(7, 7), (1, 1), (3, 9)]]
     rate = np.concatenate([[r] * len(c) for r, c in enumerate(clusters)])
@@ -632,8 +632,8 @@ def test_a_pair_is_drawn_blocked_with_its_posterior_probability():
     in clusters of one run each give the same draws."""
     from types import SimpleNamespace
 
+    from bayes_eval.counts.clusters import cluster_terms
     from bayes_eval.crossed.model import _blocked_draws
-    from bayes_eval.pooled.clusters import cluster_terms
 
     k, n = np.array([0, 0, 1]), np.array([3, 2, 4])
     cell_pair = np.array([0, 0, 1])

@@ -11,13 +11,12 @@ import xarray as xr
 from scipy import integrate, special, stats
 
 import bayes_eval
+from bayes_eval.counts.grading import graded_log_marginal
+from bayes_eval.counts.layout import choose_form, layout_of
 from bayes_eval.evidence.audit import with_audit
 from bayes_eval.fit import usable_rows
-from bayes_eval.pooled.grading import graded_log_marginal
-from bayes_eval.pooled.layout import choose_form
 from bayes_eval.pooled.models import hierarchy_model
 from bayes_eval.pooled.rates import pooled_rates
-from bayes_eval.pooled.sampling import layout_of
 from bayes_eval.specs import load_spec
 
 # Three agents, four tasks, two milestones a task: ten-run cells beside one- and

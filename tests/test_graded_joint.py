@@ -13,13 +13,12 @@ import pytest
 from scipy import integrate, special, stats
 
 import bayes_eval
+from bayes_eval.counts.grading import Grading, with_terms
+from bayes_eval.counts.layout import choose_form, layout_of
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts, with_audit
 from bayes_eval.fit import usable_rows
-from bayes_eval.pooled.grading import Grading, with_terms
-from bayes_eval.pooled.layout import choose_form
 from bayes_eval.pooled.models import joint_model
-from bayes_eval.pooled.sampling import layout_of
 from bayes_eval.specs import load_spec
 from tests.test_hierarchical import exact_path_likelihood, one_task_layout, xr_like
 
@@ -77,7 +76,7 @@ def test_the_graded_terms_are_the_models_terms_summed_over_the_true_count():
     pairs of one to three runs (their milestone rates summed out) and of twelve (sampled)."""
     import pymc as pm
 
-    from bayes_eval.pooled.layout import end_to_end_groups
+    from bayes_eval.counts.layout import end_to_end_groups
 
     spec, graded_layout, plain_layout = layouts()
     graded = joint_model(graded_layout, spec, choose_form(graded_layout, spec))

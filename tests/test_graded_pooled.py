@@ -9,12 +9,11 @@ import pytest
 from scipy import integrate, special, stats
 
 import bayes_eval
+from bayes_eval.counts.grading import draw_graded, graded_log_marginal, grading_of
+from bayes_eval.counts.layout import choose_form, layout_of
 from bayes_eval.evidence.audit import with_audit
 from bayes_eval.fit import check_graded, usable_rows
-from bayes_eval.pooled.grading import draw_graded, graded_log_marginal, grading_of
-from bayes_eval.pooled.layout import choose_form
 from bayes_eval.pooled.models import end_to_end_model
-from bayes_eval.pooled.sampling import layout_of
 from bayes_eval.specs import load_spec
 
 # One agent, eight tasks: graded successes of the runs, an audit of a judge that detects
@@ -216,9 +215,9 @@ def test_the_graph_does_not_depend_on_the_graded_counts():
     so that SBC compiles the design's model once and gives each simulation's terms of the
     sum over true counts as data."""
     from bayes_eval.checks.sbc import _with_graded_counts
+    from bayes_eval.counts.layout import choose_form
     from bayes_eval.inference.nutpie_model import _graphs, structure_key
     from bayes_eval.pooled.models import end_to_end_model
-    from bayes_eval.pooled.layout import choose_form
 
     layout, spec = graded_layout()
     form = choose_form(layout, spec)

@@ -81,7 +81,7 @@ def assert_nominal_coverage(upper, truth):
 def one_task_layout(k=(), n=(), e2e=(0, 0)):
     """The layout of one agent's one task: milestone cells ``k`` of ``n`` and end-to-end
     counts ``e2e`` (``(k, n)``; n = 0 for none)."""
-    from bayes_eval.pooled.layout import Layout
+    from bayes_eval.counts.layout import Layout
 
     cells = len(k)
     return Layout(
@@ -155,7 +155,7 @@ def test_joint_counts_end_to_end_trials_towards_centring_sampled_rates(
     and all-failure cells are sampled on their tail scales whatever the form."""
     import dataclasses
 
-    from bayes_eval.pooled.layout import MARGINAL_END_TO_END, choose_form
+    from bayes_eval.counts.layout import MARGINAL_END_TO_END, choose_form
     from bayes_eval.specs import Prior
 
     assert e2e[1] > MARGINAL_END_TO_END
@@ -636,9 +636,9 @@ def test_gradient_stays_finite_as_an_all_success_mean_nears_one(model, e2e):
     ``log(1 - Q)`` comes from the rates' own ``log(1 - p)``, never from ``log(1 - 1)``."""
     import pytensor
 
+    from bayes_eval.counts.layout import build_layout, choose_form
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import usable_rows
-    from bayes_eval.pooled.layout import build_layout, choose_form
     from bayes_eval.registry import model_of
 
     rows = [dict(task="t0", method="end_to_end", successes=e2e[0], trials=e2e[1])]

@@ -10,10 +10,10 @@ import pytest
 from scipy import special, stats
 
 import bayes_eval
+from bayes_eval.counts.layout import build_layout, choose_form
 from bayes_eval.exact.grid import log_sum_exp
 from bayes_eval.fit import usable_rows
 from bayes_eval.messages import collected
-from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import binomial_logpmf, exact_log_predictive, exact_loo
 

@@ -28,10 +28,10 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.constants import END_TO_END
+from bayes_eval.counts.grading import GRADER_RATES, audit_draw, with_terms
 from bayes_eval.inference.engines import compile_model, nutpie_compiled
 from bayes_eval.inference.sweep import replicate_rng, run_sweep
 from bayes_eval.pooled import prior as pooled_prior
-from bayes_eval.pooled.grading import GRADER_RATES, audit_draw, with_terms
 from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = ["SBCResult", "sbc"]
@@ -101,11 +101,10 @@ def sbc(
         Run the simulations on a dask cluster (``bayes_eval.inference.sweep.run_sweep``). Each is
         seeded from ``seed`` and its index, so the ranks are the same on any cluster.
     """
+    from bayes_eval.counts.layout import choose_form, layout_of
     from bayes_eval.errors import InputError
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.fit import check_graded, usable_rows
-    from bayes_eval.pooled.layout import choose_form
-    from bayes_eval.pooled.sampling import layout_of
     from bayes_eval.specs import load_spec
 
     if (draws + 1) % bins:
@@ -189,7 +188,7 @@ def _with_cluster_counts(setup, spec, layout, data):
     """The layout of the evidence's rows with each cluster's simulated successes
     (``data``'s ``k_cluster``, taken out): the terms of the exact marginal over clusters
     depend on the counts, so a clustered simulation is laid out and compiled anew."""
-    from bayes_eval.pooled.layout import build_layout
+    from bayes_eval.counts.layout import build_layout
 
     table = setup.clusters.copy()
     table.loc[layout.cluster_rows, "successes"] = data.pop("k_cluster")
@@ -209,7 +208,7 @@ def _with_graded_counts(layout, data):
 
 def _pooled_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a pooled spec."""
-    from bayes_eval.pooled.models import model_structure
+    from bayes_eval.counts.layout import model_structure
     from bayes_eval.pooled.rates import pooled_rates
 
     spec, layout = setup.spec, setup.design
@@ -308,7 +307,7 @@ def _crossed_replicate(index: int, setup: _Setup) -> dict:
     """The ranks of simulation ``index`` of a crossed spec: every parameter drawn from its
     prior, the counts from the model on the evidence's design (its pairs, trials,
     covariates and clusters)."""
-    from bayes_eval.pooled.models import model_structure
+    from bayes_eval.counts.layout import model_structure
     from bayes_eval.registry import model_of
 
     spec, design = setup.spec, setup.design
@@ -351,7 +350,7 @@ def _rank(draws, truth, rng) -> int:
 
 def _with_counts(layout, spec, data):
     """The layout with the simulated counts in place of the design's."""
-    from bayes_eval.pooled.layout import end_to_end_groups
+    from bayes_eval.counts.layout import end_to_end_groups
 
     if spec.kind == "end_to_end":
         return dataclasses.replace(layout, e2e_k=data.get("k_obs", layout.e2e_k))

@@ -308,7 +308,6 @@ def _log_ratio(posterior, member: Member, roles: dict) -> np.ndarray:
     """The log ratio (chain, draw) of the member's prior density to the spec's at the
     fit's draws of the parameters that the changed priors govern (``roles``:
     ``_variable_roles``)."""
-    from bayes_eval.pooled.prior import prior_density
 
     draws = posterior.draws
     ratio = np.zeros((draws.sizes["chain"], draws.sizes["draw"]))
@@ -316,7 +315,7 @@ def _log_ratio(posterior, member: Member, roles: dict) -> np.ndarray:
         if role not in member.changed:
             continue
         x = draws[name].values.reshape(*ratio.shape, -1)
-        new, old = prior_density(member.changed[role]), prior_density(posterior.spec.priors[role])
+        new, old = member.changed[role].distribution(), posterior.spec.priors[role].distribution()
         ratio += (new.logpdf(x) - old.logpdf(x)).sum(axis=-1)
     return ratio
 

@@ -3,7 +3,7 @@
 A run an audited grader scored is graded a success with ``q = se P + (1 - sp)(1 - P)``
 (``P``: the pair's end-to-end rate, or a milestone cell's rate ``p``), each grader's
 sensitivity ``se`` and specificity ``sp`` sampled with the spec's ``[grader]`` priors and
-its audit as their binomial data (``bayes_eval.pooled.grading``). A blocked pair of
+its audit as their binomial data (``bayes_eval.counts.grading``). A blocked pair of
 milestone runs fails every run, so its graded successes are false alarms: each graded
 cell's ``Binomial(k | n, 1 - sp)``. Here are the model's terms, and the draws of ``q``
 (``p_graded``, ``p_graded_milestone``) that the predictive checks read.
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bayes_eval.pooled.clusters import array_add_at
-from bayes_eval.pooled.grading import GRADER_RATES, grader_rates
+from bayes_eval.counts.clusters import array_add_at
+from bayes_eval.counts.grading import GRADER_RATES, grader_rates
 
 if TYPE_CHECKING:
-    from bayes_eval.crossed.model import Design
+    from bayes_eval.crossed.design import Design
 
 __all__ = [
     "false_alarms",

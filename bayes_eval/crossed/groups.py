@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayes_eval.constants import AGENT, TASK
-from bayes_eval.pooled.grading import grader_provenance, with_graders
+from bayes_eval.counts.grading import grader_provenance, with_graders
 
 if TYPE_CHECKING:
-    from bayes_eval.crossed.model import Design
+    from bayes_eval.crossed.design import Design
 
 __all__ = ["covariate_group", "covariates_of_group", "estimates_group"]
 

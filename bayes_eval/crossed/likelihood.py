@@ -40,7 +40,7 @@ graded cells, and ``[every run failed]`` asks it of the other cells alone. (Its
 predictive groups stay per cell; ``loo_pit`` needs a per-cell likelihood and has none to
 read here.)
 
-Clustered runs (``bayes_eval.pooled.clusters``): a rate's clusters each have their own
+Clustered runs (``bayes_eval.counts.clusters``): a rate's clusters each have their own
 rate around it, and their counts' likelihood given the rate is a sum of positive terms
 ``w_(R, S) phi^(R + S - N) p^R (1 - p)^S`` over a normaliser in ``phi``. The departure
 enters through ``p`` alone, so it is integrated out term by term, each ``p^R (1 - p)^S``
@@ -57,14 +57,14 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import END_TO_END
-from bayes_eval.pooled.clusters import (
+from bayes_eval.counts.clusters import (
     ABSENT,
     ClusterTerms,
     array_add_at,
     log_coefficients,
     log_normaliser,
 )
-from bayes_eval.pooled.grading import GRADER_RATES
+from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:

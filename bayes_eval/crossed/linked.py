@@ -57,12 +57,13 @@ import numpy as np
 from scipy import special
 
 from bayes_eval.constants import AGENT, CENTRED_MARGIN, TASK
+from bayes_eval.counts.data import count_data, count_data_vars
+from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.linked_likelihood import pair_log_likelihood
 from bayes_eval.crossed.model import (
     CENTRED,
     NON_CENTRED,
     RATE,
-    Design,
     abilities_and_difficulties,
     every_ability,
     information,
@@ -72,7 +73,6 @@ from bayes_eval.crossed.model import (
     prior_draw as crossed_prior_draw,
 )
 from bayes_eval.errors import InputError
-from bayes_eval.pooled.models import count_data, count_data_vars
 from bayes_eval.registry import LINKED_PRIORS
 from bayes_eval.results.predictive import pair_coords
 

@@ -30,13 +30,13 @@ whether the pair is blocked from its probability given that draw.
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
 departures (non-centred). Where runs come in clusters, each cluster's rate varies around
-its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.pooled.clusters``).
+its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.counts.clusters``).
 
 Where an audited grader scored a pair's end-to-end runs (or a milestone cell's), each
 run is graded a success with ``q = se P + (1 - sp)(1 - P)`` (``p`` for a cell): the
 grader's sensitivity ``se`` and specificity ``sp`` are sampled, one each per grader, with
 the spec's ``[grader]`` priors and the audit as their binomial data
-(``bayes_eval.pooled.grading``), and the graded count is binomial in ``q``; ``p_graded``
+(``bayes_eval.counts.grading``), and the graded count is binomial in ``q``; ``p_graded``
 (``p_graded_milestone``) holds ``q`` beside ``P``. A blocked pair's runs all fail, so
 its graded successes are false alarms, each cell's ``Binomial(k | n, 1 - sp)``, and any
 pair whose successes were all graded by an audited grader may be blocked.
@@ -63,6 +63,11 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     TASK,
 )
+from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
+from bayes_eval.counts.data import count_data_vars
+from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.counts.layout import Layout, centred_text, layout_of
+from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import (
     false_alarms,
     graded_cells,
@@ -78,18 +83,12 @@ from bayes_eval.crossed.groups import (
 )
 from bayes_eval.crossed.likelihood import log_likelihood
 from bayes_eval.errors import InputError
-from bayes_eval.evidence.covariates import Covariates, predicted_agents, read_covariates
+from bayes_eval.evidence.covariates import predicted_agents, read_covariates
 from bayes_eval.exact.products import log_beta_draws
-from bayes_eval.pooled.clusters import array_add_at, log_given_each_rate
-from bayes_eval.pooled.grading import GRADER_RATES
-from bayes_eval.pooled.layout import Layout, centred_text
-from bayes_eval.pooled.models import count_data_vars
-from bayes_eval.pooled.sampling import layout_of
 
 __all__ = [
     "LATENT",
     "LATENT_DIMS",
-    "Design",
     "abilities_and_difficulties",
     "build_model",
     "design_of_fit",
@@ -110,39 +109,6 @@ RATE = "rate"  # the rates that depart from the additive mean: pairs, or milesto
 CENTRED, NON_CENTRED = "agent_centred", "agent_non_centred"  # the abilities, as sampled
 # What a fit drops once the rates are drawn (they live on in the rates), and its dims.
 LATENT, LATENT_DIMS = ("ability", "cell_z"), (AGENT, RATE, CENTRED, NON_CENTRED)
-
-
-@dataclass(frozen=True)
-class Design:
-    """The crossed design: the layout of the evidence, the covariates, and the agents
-    predicted from covariates alone.
-
-    ``pair_task`` indexes ``layout.tasks`` per pair; ``milestones`` is each task's number
-    of milestones (the most any agent's runs have; 0 for the end-to-end kind);
-    ``centred`` marks the agents whose abilities are sampled centred
-    (``centred_abilities``); ``centred_tasks``, whether the difficulties are
-    (``centred_difficulties``).
-    """
-
-    layout: Layout
-    covariates: Covariates
-    pair_task: np.ndarray
-    milestones: np.ndarray
-    centred: np.ndarray
-    centred_tasks: bool
-    predicted: tuple = ()
-    predicted_raw: np.ndarray | None = None
-
-    @property
-    def agents(self) -> list:
-        """The fitted agents, then the predicted ones."""
-        return [*self.layout.agents, *self.predicted]
-
-    def observed(self) -> np.ndarray:
-        """``(agents, tasks)``: whether the pair was run."""
-        grid = np.zeros((len(self.agents), len(self.layout.tasks)), dtype=bool)
-        grid[self.layout.pair_agent, self.pair_task] = True
-        return grid
 
 
 @dataclass(frozen=True)
@@ -621,7 +587,7 @@ def simulate(truth: dict, design: Design, spec, rng):
     the true ``P`` of every pair run. A blocked pair of milestone runs
     (``blocked_share``) fails every run (its graded counts are false alarms); its ``P`` is
     the product of its milestone rates all the same."""
-    from bayes_eval.pooled.models import count_data
+    from bayes_eval.counts.data import count_data
 
     layout = design.layout
     eta = truth["ability"][layout.pair_agent] - truth["difficulty"][design.pair_task]

@@ -11,17 +11,16 @@ import numpy as np
 import xarray as xr
 
 from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, TASK
+from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.groups import covariate_group, estimates_group
 from bayes_eval.crossed.linked import MILESTONE_SCALARS
 from bayes_eval.crossed.model import (
     AGENT_TERM,
     GROUP,
     TASK_TERM,
-    Design,
     covariate_coords,
 )
-from bayes_eval.pooled.grading import GRADER_RATES
-from bayes_eval.pooled.prior import prior_density
 from bayes_eval.registry import model_of
 
 __all__ = ["log_prior", "log_prior_of_fit", "prior_crossed", "prior_draws", "prior_of_fit"]
@@ -109,7 +108,7 @@ def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
     priors |= {name: spec.grader[name] for name in GRADER_RATES if name in post}
     return xr.Dataset(
         {
-            name: post[name].copy(data=prior_density(prior).logpdf(post[name].values))
+            name: post[name].copy(data=prior.distribution().logpdf(post[name].values))
             for name, prior in priors.items()
         }
     )

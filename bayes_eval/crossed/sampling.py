@@ -10,10 +10,11 @@ from dataclasses import replace
 import numpy as np
 
 from bayes_eval.constants import AGENT, MILESTONE, TASK
+from bayes_eval.counts.layout import model_structure
+from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.groups import covariate_group, estimates_group
-from bayes_eval.crossed.model import CrossedForm, Design
+from bayes_eval.crossed.model import CrossedForm
 from bayes_eval.inference.retry import sample_until_diagnosed
-from bayes_eval.pooled.models import model_structure
 from bayes_eval.registry import model_of
 
 __all__ = ["compact", "derivation_of_fit", "fit_crossed", "rates_of_fit"]

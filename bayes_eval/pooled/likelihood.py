@@ -25,12 +25,12 @@ given the draw of the hyperparameters, the sum of the terms the model conditions
 
 Where an audited grader scored a pair's runs (or a milestone or step cell's), its value
 is the log probability of its graded count, its rate and true count summed out
-(``bayes_eval.pooled.grading``).
+(``bayes_eval.counts.grading``).
 
 Where runs come in clusters, ``end_to_end_pooled`` and ``hierarchical`` marginalise the
 cell's rate and its clusters' rates exactly: a cell's value is the log probability of its
 clusters' counts given its prior's draw and ``kappa_cluster``
-(``bayes_eval.pooled.clusters.log_marginal_each``). The crossed models' is
+(``bayes_eval.counts.clusters.log_marginal_each``). The crossed models' is
 ``bayes_eval.crossed.likelihood``'s.
 """
 
@@ -47,9 +47,9 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     NEVER_SHARE,
 )
-from bayes_eval.pooled.clusters import log_marginal_each
-from bayes_eval.pooled.grading import GRADER_RATES, detection_log, graded_log_marginal
-from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+from bayes_eval.counts.clusters import log_marginal_each
+from bayes_eval.counts.grading import GRADER_RATES, detection_log, graded_log_marginal
+from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.paths import (
     bypass_terms,
     bypass_true_counts,

@@ -8,7 +8,7 @@ NUTS explores only the hyperparameters:
 
 * ``end_to_end`` / ``tasks``: per agent ``mu``, ``kappa``; each task's ``P`` pooled. Where
   an audited grader scored the runs, its sensitivity and specificity are parameters and
-  the graded counts' likelihood sums over the true counts (``bayes_eval.pooled.grading``).
+  the graded counts' likelihood sums over the true counts (``bayes_eval.counts.grading``).
   With a ``never_solvable`` prior, a share ``never_share`` of the agent's tasks has
   ``P = 0``; with an ``all_solvable`` prior too, the agent has no such task with a chance
   ``all_solvable`` the agents share, else a share ``never_share_if_any`` (both cases
@@ -34,7 +34,7 @@ Runs that come in clusters (a shared seed, sample or day: ``Evidence.clusters``)
 not independent trials. ``end_to_end`` / ``tasks`` and ``milestone`` / ``partial`` then
 give each cluster its own rate around the rate it shares, ``q_c ~ Beta(p kappa_cluster,
 (1 - p) kappa_cluster)`` with one ``kappa_cluster`` per agent; both ``q_c`` and ``p`` are
-marginalised exactly (a finite sum, ``bayes_eval.pooled.clusters``) and ``p`` drawn back
+marginalised exactly (a finite sum, ``bayes_eval.counts.clusters``) and ``p`` drawn back
 exactly, so the bounds widen as much as the clusters differ and NUTS still explores only
 the hyperparameters.
 
@@ -53,9 +53,10 @@ from bayes_eval.constants import (
     NEVER_SHARE_IF_ANY,
     NEVER_SOLVABLE,
 )
-from bayes_eval.pooled.clusters import log_marginal
-from bayes_eval.pooled.grading import detection_graph, graded_log_likelihood, grader_rates
-from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
+from bayes_eval.counts.clusters import log_marginal
+from bayes_eval.counts.data import count_data, count_data_vars
+from bayes_eval.counts.grading import detection_graph, graded_log_likelihood, grader_rates
+from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.paths import (
     bypass_terms,
     bypass_true_counts,
@@ -68,13 +69,10 @@ from bayes_eval.pooled.paths import (
 __all__ = [
     "clustered_end_to_end_model",
     "clustered_hierarchy_model",
-    "count_data",
-    "count_data_vars",
     "end_to_end_model",
     "hierarchy_model",
     "joint_data",
     "joint_model",
-    "model_structure",
 ]
 
 
@@ -364,7 +362,7 @@ def _counts_likelihood(pm, layout, spec, rates, k, n, dim):
 
 def clustered_hierarchy_model(layout, spec, form):
     """``hierarchical`` with clustered runs: each milestone rate and its clusters' rates
-    marginalised exactly (``bayes_eval.pooled.clusters``) around the sampled task means."""
+    marginalised exactly (``bayes_eval.counts.clusters``) around the sampled task means."""
     import pymc as pm
 
     with pm.Model(coords=_coords(layout)) as model:
@@ -378,7 +376,7 @@ def clustered_hierarchy_model(layout, spec, form):
 
 def clustered_end_to_end_model(layout, spec, form=None):
     """``end_to_end_pooled`` with clustered runs: each task's ``P`` and its clusters' rates
-    marginalised exactly (``bayes_eval.pooled.clusters``); NUTS sees ``mu``, ``kappa`` and
+    marginalised exactly (``bayes_eval.counts.clusters``); NUTS sees ``mu``, ``kappa`` and
     ``kappa_cluster`` per agent."""
     import pymc as pm
 
@@ -399,28 +397,11 @@ def _cluster_concentration(pm, spec):
 
 def _cluster_marginal(pm, log_a, log_b, log_phi, layout):
     """The exact log-likelihood of every rate's clusters given its prior's log shapes and
-    log ``kappa_cluster`` (``bayes_eval.pooled.clusters.log_marginal``)."""
+    log ``kappa_cluster`` (``bayes_eval.counts.clusters.log_marginal``)."""
     import pytensor.tensor as pt
 
     total = log_marginal(pt, pt.gammaln, pt.logsumexp, log_a, log_b, log_phi, layout.clusters)
     pm.Potential("k_clusters", total)
-
-
-def count_data(name, successes, trials) -> dict:
-    """A model's data (``pm.Data`` by name) for ``successes`` of ``trials``: the successes
-    as ``name``, the failures as ``name_failures``.
-
-    Failures are data, never ``n - k`` in the graph: PyTensor's canonicaliser rewrites
-    ``b + (n - k)`` as ``(b + n) - k``, which rounds a Beta shape below 1e-16 (the
-    failure shape of a task mean near 1) to exactly 0, and the gradient to NaN.
-    """
-    return {name: successes, f"{name}_failures": trials - successes}
-
-
-def count_data_vars(pm, name, successes, trials, dims=None):
-    """The successes and failures of ``count_data`` as ``pm.Data``."""
-    data = count_data(name, successes, trials)
-    return tuple(pm.Data(key, value, dims=dims) for key, value in data.items())
 
 
 def _beta_binomial(pm, name, alpha, beta, group, k, failures, n):
@@ -614,22 +595,3 @@ def joint_data(layout, e2e_k) -> dict:
         if pairs.size:
             data.update(count_data(name, e2e_k[pairs], layout.e2e_n[pairs]))
     return data
-
-
-def model_structure(layout, spec) -> tuple:
-    """Everything a compiled model depends on except the observed successes (clustered
-    runs: their counts too, which the marginal's terms hold as constants)."""
-    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
-    if layout.clusters is not None:
-        arrays += tuple(vars(layout.clusters).values())
-    graded = ()
-    if layout.grading is not None:
-        graded = (repr(sorted(spec.grader.items())), *layout.grading.key())
-    return (
-        spec.kind,
-        spec.pooling,
-        repr(sorted(spec.priors.items())),
-        tuple(layout.agents),
-        *(a.tobytes() for a in arrays),
-        *graded,
-    )

@@ -154,7 +154,7 @@ def bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
 def true_count_terms(xp, n, log_p_of):
     """``log P(t)`` of ``t = 0..max(n)`` true successes in each row's ``n`` trials, ``(rows,
     max(n) + 1)`` (``IMPOSSIBLE`` past a row's ``n``), where a grader's verdicts stand
-    between them and the counts (``bayes_eval.pooled.grading.detection_graph``):
+    between them and the counts (``bayes_eval.counts.grading.detection_graph``):
     ``log_p_of(row, t)`` is ``log P(t)`` of the rows ``row`` (each repeated once per
     ``t``) at the counts ``t``, as ``path_likelihood`` or ``bypass_terms`` gives it."""
     n = np.asarray(n)

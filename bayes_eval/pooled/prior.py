@@ -9,7 +9,6 @@ import dataclasses
 
 import numpy as np
 import xarray as xr
-from scipy import stats
 
 from bayes_eval.constants import (
     AGENT,
@@ -25,8 +24,8 @@ from bayes_eval.constants import (
     STEP,
     TASK,
 )
+from bayes_eval.counts.grading import GRADER_RATES, graded_chance
 from bayes_eval.exact.products import log_beta_draws
-from bayes_eval.pooled.grading import GRADER_RATES, graded_chance
 
 __all__ = [
     "HYPER_NAMES",
@@ -35,7 +34,6 @@ __all__ = [
     "hyper_truth",
     "log_prior",
     "prior_draw",
-    "prior_density",
     "prior_draws",
     "simulate",
     "variable_roles",
@@ -81,7 +79,8 @@ def simulate(truth, layout, spec, rng):
     pair's counts through its grader, ``truth``'s ``sensitivity`` and ``specificity``);
     the true task means (``mu_task``), cell log rates (``log_p``) and bypasses
     (``bypass``) are added to ``truth``."""
-    from bayes_eval.pooled.models import count_data, joint_data
+    from bayes_eval.counts.data import count_data
+    from bayes_eval.pooled.models import joint_data
     from bayes_eval.pooled.rates import mixture_log_product
 
     agent = layout.pair_agent
@@ -289,16 +288,7 @@ def log_prior(post: xr.Dataset, layout, spec) -> xr.Dataset:
     priors |= {name: spec.grader[name] for name in GRADER_RATES if name in post}
     return xr.Dataset(
         {
-            name: post[name].copy(data=prior_density(prior).logpdf(post[name].values))
+            name: post[name].copy(data=prior.distribution().logpdf(post[name].values))
             for name, prior in priors.items()
         }
     )
-
-
-def prior_density(prior):
-    """The spec prior as a frozen scipy distribution (Beta, LogNormal or Normal)."""
-    if prior.dist == "Beta":
-        return stats.beta(prior.alpha, prior.beta)
-    if prior.dist == "LogNormal":
-        return stats.lognorm(s=prior.params["sigma"], scale=np.exp(prior.params["mu"]))
-    return stats.norm(prior.params["mu"], prior.params["sigma"])

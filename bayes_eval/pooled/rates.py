@@ -22,11 +22,11 @@ from bayes_eval.constants import (
     STEP,
     TASK,
 )
+from bayes_eval.counts.clusters import draw_log_rates
+from bayes_eval.counts.grading import GRADER_RATES, detection_log, draw_graded, graded_chance
+from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
 from bayes_eval.exact.attempts import never_solved
 from bayes_eval.exact.products import log_beta_draws
-from bayes_eval.pooled.clusters import draw_log_rates
-from bayes_eval.pooled.grading import GRADER_RATES, detection_log, draw_graded, graded_chance
-from bayes_eval.pooled.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.paths import (
     bypass_outcomes,
     bypass_terms,
@@ -146,7 +146,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
 
 def _graded_rates(post, layout, rng, p, grid, where) -> dict:
     """``p_task`` with the graded pairs' rates drawn back through their grader
-    (``bayes_eval.pooled.grading.draw_graded``), and ``p_graded``, the chance that one of
+    (``bayes_eval.counts.grading.draw_graded``), and ``p_graded``, the chance that one of
     their runs is graded a success (NaN for the others)."""
     grading = layout.grading
     agent = layout.pair_agent[grading.pairs]
@@ -168,7 +168,7 @@ def _graded_rates(post, layout, rng, p, grid, where) -> dict:
 
 def _graded_cells(post, layout, rng, log_p) -> np.ndarray:
     """``log_p`` (``(chain, draw, cell)``) with the graded cells' rates drawn back through
-    their grader (``bayes_eval.pooled.grading.draw_graded``, in place); returns ``q``, the
+    their grader (``bayes_eval.counts.grading.draw_graded``, in place); returns ``q``, the
     chance that one of a cell's runs is graded a success, NaN for the cells no grader that
     errs scored."""
     grading = layout.grading
@@ -283,7 +283,7 @@ def with_unrun(out: dict, post, layout, rng) -> dict:
 
 def _clustered_draws(a, b, phi, layout, rng):
     """``log p`` of every clustered rate per posterior draw, from its prior's shapes and
-    ``kappa_cluster``, each ``(chain, draw, rate)`` (``bayes_eval.pooled.clusters``)."""
+    ``kappa_cluster``, each ``(chain, draw, rate)`` (``bayes_eval.counts.clusters``)."""
     flat = (x.reshape(-1, x.shape[-1]) for x in (a, b, phi))
     return draw_log_rates(*flat, layout.clusters, rng).reshape(a.shape)
 

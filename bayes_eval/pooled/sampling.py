@@ -2,7 +2,7 @@
 and return a ``Posterior``.
 
 Each task mean (and, in ``joint``, each milestone rate) is sampled in the form
-``bayes_eval.pooled.layout.choose_form`` picks. If the fit fails its diagnostics, it is
+``bayes_eval.counts.layout.choose_form`` picks. If the fit fails its diagnostics, it is
 refitted (``bayes_eval.inference.retry``); the best fit by its diagnostics is kept, and the
 provenance names every attempt and which one was kept and why.
 """
@@ -16,19 +16,15 @@ import numpy as np
 
 from bayes_eval.constants import (
     AGENT,
-    END_TO_END,
-    EXPERT_COMPLETION,
     MILESTONE,
-    MILESTONE_METHOD,
     RUN,
     STEP,
     TASK,
 )
+from bayes_eval.counts.grading import grader_provenance, with_graders
+from bayes_eval.counts.layout import choose_form, layout_of, model_structure
 from bayes_eval.inference.retry import sample_until_diagnosed
-from bayes_eval.pooled.grading import grader_provenance, grading_of, with_graders
-from bayes_eval.pooled.layout import build_layout, choose_form
 from bayes_eval.pooled.likelihood import log_likelihood
-from bayes_eval.pooled.models import model_structure
 from bayes_eval.pooled.prior import log_prior, prior_draws
 from bayes_eval.pooled.rates import by_agent_and_task, pooled_rates
 from bayes_eval.registry import model_of
@@ -36,7 +32,7 @@ from bayes_eval.registry import model_of
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["derivation_of_fit", "fit_pooled", "layout_of", "prior_pooled"]
+__all__ = ["derivation_of_fit", "fit_pooled", "prior_pooled"]
 
 
 def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
@@ -95,30 +91,6 @@ def derivation_of_fit(evidence, by_pair, spec, seed):
     """The ``Derivation`` of a pooled fit read from a file: its layout made again from the
     rows it used (``by_pair``), as the fit made it."""
     return _derivation(layout_of(evidence, by_pair, spec), spec, seed)
-
-
-def layout_of(evidence, by_pair, spec, terms: bool = True):
-    """A pooled or crossed model's layout of the rows it uses, with the counts an audited
-    grader scored (``bayes_eval.pooled.grading``; with the terms of their sum over true
-    counts where ``terms``: the crossed model samples each rate, and needs none): the
-    end-to-end counts, or the milestone or expert-step cells of the models whose rates
-    they are (``hierarchical``, ``ecr_pooled``, ``crossed_milestones``)."""
-    import dataclasses
-
-    layout = build_layout(by_pair, spec, evidence.clusters)
-    if spec.kind in (END_TO_END, "joint"):  # joint: its end-to-end runs (check_graded)
-        rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
-    elif spec.kind in (MILESTONE_METHOD, EXPERT_COMPLETION):  # the rates are cells
-        cells = zip(layout.cell_pair, layout.cell_run, layout.cell_factor, strict=True)
-        expert = spec.kind == EXPERT_COMPLETION
-        rates = [
-            (*layout.pairs[p], *[layout.runs[p][run]] * expert, step) for p, run, step in cells
-        ]
-        k, n, method = layout.k, layout.n, spec.kind
-    else:
-        return layout
-    grading = grading_of(evidence, rates, k, n, spec, terms, method)
-    return dataclasses.replace(layout, grading=grading)
 
 
 def _derivation(layout, spec, seed):

@@ -1,5 +1,5 @@
-"""The layout of a pooled model: the evidence as flat arrays, and which parameters are
-sampled centred.
+"""The layout of a pooled or crossed model: the evidence as flat arrays, and which
+parameters are sampled centred.
 
 ``build_layout`` turns the evidence rows of each (agent, task) pair into the arrays the
 pooled and crossed models index (``Layout``). ``choose_form`` decides, before any fit,
@@ -8,22 +8,21 @@ centred parameter whose data are weak forms a funnel with its population's
 concentration, and a non-centred one whose data are strong forms the inverse funnel.
 ``end_to_end_groups`` says which of the joint model's milestone rates are marginalised
 (tasks with up to ``MARGINAL_END_TO_END`` end-to-end trials) and which sampled.
+``layout_of`` adds the counts an audited grader scored (``bayes_eval.counts.grading``);
+``model_structure`` is what a compiled model depends on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bayes_eval.constants import CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
-from bayes_eval.pooled.clusters import ClusterTerms, cluster_terms
+from bayes_eval.counts.clusters import ClusterTerms, cluster_terms
+from bayes_eval.counts.grading import Grading, grading_of
 from bayes_eval.registry import model_of
-
-if TYPE_CHECKING:
-    from bayes_eval.pooled.grading import Grading
 
 __all__ = [
     "Form",
@@ -33,6 +32,8 @@ __all__ = [
     "centred_text",
     "choose_form",
     "end_to_end_groups",
+    "layout_of",
+    "model_structure",
     "sampled_cells",
 ]
 
@@ -53,10 +54,10 @@ class Layout:
     milestones), ``cell_factor`` (milestone or step number), ``k``, ``n``.
     End-to-end counts per pair are ``e2e_k``, ``e2e_n`` (``n = 0``: none).
     Where runs are clustered, ``clusters`` holds the terms of each rate's marginal
-    (``bayes_eval.pooled.clusters``): the rates are the pairs (end-to-end) or the milestone cells;
+    (``bayes_eval.counts.clusters``): the rates are the pairs (end-to-end) or the milestone cells;
     ``cluster_rows`` are the rows of ``Evidence.clusters`` they come from. Where an
     audited grader scored the end-to-end runs, ``grading`` holds its terms
-    (``bayes_eval.pooled.grading``).
+    (``bayes_eval.counts.grading``).
     """
 
     agents: list
@@ -270,3 +271,46 @@ def sampled_cells(layout) -> np.ndarray:
     than ``MARGINAL_END_TO_END`` end-to-end trials. The rates of every other task are
     marginalised."""
     return np.isin(layout.cell_pair, end_to_end_groups(layout)[1])
+
+
+def layout_of(evidence, by_pair, spec, terms: bool = True):
+    """A pooled or crossed model's layout of the rows it uses, with the counts an audited
+    grader scored (``bayes_eval.counts.grading``; with the terms of their sum over true
+    counts where ``terms``: the crossed model samples each rate, and needs none): the
+    end-to-end counts, or the milestone or expert-step cells of the models whose rates
+    they are (``hierarchical``, ``ecr_pooled``, ``crossed_milestones``)."""
+    import dataclasses
+
+    layout = build_layout(by_pair, spec, evidence.clusters)
+    if spec.kind in (END_TO_END, "joint"):  # joint: its end-to-end runs (check_graded)
+        rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
+    elif spec.kind in (MILESTONE_METHOD, EXPERT_COMPLETION):  # the rates are cells
+        cells = zip(layout.cell_pair, layout.cell_run, layout.cell_factor, strict=True)
+        expert = spec.kind == EXPERT_COMPLETION
+        rates = [
+            (*layout.pairs[p], *[layout.runs[p][run]] * expert, step) for p, run, step in cells
+        ]
+        k, n, method = layout.k, layout.n, spec.kind
+    else:
+        return layout
+    grading = grading_of(evidence, rates, k, n, spec, terms, method)
+    return dataclasses.replace(layout, grading=grading)
+
+
+def model_structure(layout, spec) -> tuple:
+    """Everything a compiled model depends on except the observed successes (clustered
+    runs: their counts too, which the marginal's terms hold as constants)."""
+    arrays = (layout.pair_agent, layout.cell_pair, layout.cell_run, layout.n, layout.e2e_n)
+    if layout.clusters is not None:
+        arrays += tuple(vars(layout.clusters).values())
+    graded = ()
+    if layout.grading is not None:
+        graded = (repr(sorted(spec.grader.items())), *layout.grading.key())
+    return (
+        spec.kind,
+        spec.pooling,
+        repr(sorted(spec.priors.items())),
+        tuple(layout.agents),
+        *(a.tobytes() for a in arrays),
+        *graded,
+    )
