@@ -90,7 +90,9 @@ def run(args) -> int:
     sweep = sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
     if args.by is not None:
-        return _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts)
+        question = dict(threshold=threshold, attempts=attempts, sensitivity=args.sensitivity)
+        options = dict(level=level, seed=seed, sampler=sampler, **sweep)
+        return _fit_per_agent(args, options, question, out)
     if sweep["workers"] is not None or sweep["scheduler"] is not None:
         option = "--workers" if sweep["workers"] is not None else "--scheduler"
         raise InputError(f"{option}: applies to sweeps; one fit runs here (add --by agent)")
@@ -132,9 +134,11 @@ def run(args) -> int:
     return 0
 
 
-def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) -> int:
-    """``fit --by agent``: a fit per agent, each written to its own run folder in ``out``
-    as it finishes (``agents.csv`` says which folder is whose), and printed together."""
+def _fit_per_agent(args, options: dict, question: dict, out) -> int:
+    """``fit --by agent``: a fit per agent (``options``: ``fit_per_agent``'s level, seed,
+    sampler and sweep), each concluded (``question``: ``pipeline.conclude``'s threshold, attempts
+    and sensitivity) and written to its own run folder in ``out`` as it finishes
+    (``agents.csv`` says which folder is whose), and printed together."""
     import pandas as pd
 
     from bayes_eval.fit import fit_per_agent
@@ -151,10 +155,10 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) 
     evidence = evidence_of(args.evidence, args)
     agents = list(dict.fromkeys(evidence.table["agent"]))
     folders = dict(zip(agents, folder_names(agents), strict=True))
-    fitted = {}
+    concluded, verdicts = {}, {}
 
     def keep(agent, posterior):
-        if out is not None and not fitted:  # every agent's rows passed their checks
+        if out is not None and not concluded:  # every agent's rows passed their checks
             index = pd.DataFrame(dict(agent=agents, folder=[folders[a] for a in agents]))
             write_run(
                 out,
@@ -162,36 +166,28 @@ def _fit_per_agent(args, level, threshold, seed, sampler, sweep, out, attempts) 
                 command="fit --by agent",
             )
         folder = None if out is None else out / folders[agent]
-        asked = dict(threshold=threshold, attempts=attempts, sensitivity=args.sensitivity)
-        done = conclude(posterior, out=folder, **asked)
+        done = concluded[agent] = conclude(posterior, out=folder, **question)
         lines = check_text(done.checks.predictive, done.checks.assumption)
-        fitted[agent] = (posterior, done.summary, lines, done.checks.failed, done.attempts)
+        verdicts[agent] = verdict_text(posterior, lines, done.checks.failed)
 
-    fit_per_agent(
-        evidence,
-        args.model,
-        level=level,
-        seed=seed,
-        sampler=sampler,
-        on_fit=keep,
-        **sweep,
-    )
-    verdicts = {}
-    for agent, (posterior, _, lines, failed, _) in fitted.items():
-        verdicts[agent] = verdict_text(posterior, lines, failed)
-        if verdicts[agent] and args.format != "table":
-            show(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
+    fit_per_agent(evidence, args.model, on_fit=keep, **options)
+    threshold, attempts = question["threshold"], question["attempts"]
     if args.format != "table":
-        shown = 1 if attempts is None else 4  # the summaries, or the attempts tables
-        summary = pd.concat([fitted[agent][shown] for agent in agents], ignore_index=True)
-        print_summary(summary, args.format)
+        for agent in concluded:
+            if verdicts[agent]:
+                show(f"agent '{agent}': {verdicts[agent]}", file=sys.stderr)
+        shown = [
+            concluded[agent].summary if attempts is None else concluded[agent].attempts
+            for agent in agents
+        ]  # the summaries, or the attempts tables
+        print_summary(pd.concat(shown, ignore_index=True), args.format)
     else:
         blocks = []
         for agent in agents:
-            posterior, agent_summary = fitted[agent][:2]
-            block = summary_table(agent_summary, posterior, threshold)
+            done = concluded[agent]
+            block = summary_table(done.summary, done.posterior, threshold)
             if attempts is not None:
-                block += f"\n\n{attempts_table(fitted[agent][4], threshold)}"
+                block += f"\n\n{attempts_table(done.attempts, threshold)}"
             blocks.append(block + (f"\n\n{verdicts[agent]}" if verdicts[agent] else ""))
         show("\n\n".join(blocks))
         if out is not None:
