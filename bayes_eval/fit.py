@@ -10,27 +10,35 @@ model (``bayes_eval.crossed``). ``fit_per_agent`` fits one agent at a time.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from bayes_eval.advice import advice, refuse_unfit
 from bayes_eval.constants import NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import with_audit
-from bayes_eval.evidence.pairs import PairRows
+from bayes_eval.evidence.pairs import PairRows, note_left_out
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource, load_evidence
+from bayes_eval.families import family_of
 from bayes_eval.files import check_whole
 from bayes_eval.messages import collected, note
-from bayes_eval.registry import CROSSED, EXACT, NEW_AGENTS, model_of
-from bayes_eval.settings import EXACT_ENGINE, SamplerInput, SamplerSettings, check_seed
+from bayes_eval.registry import NEW_AGENTS, model_of
+from bayes_eval.settings import EXACT_ENGINE, FitOptions, SamplerInput, check_seed
 from bayes_eval.specs import ModelSource, check_level, load_spec
 
 if TYPE_CHECKING:
     from bayes_eval.results.posterior import Posterior
 
-__all__ = ["check_graded", "fit", "fit_per_agent", "load_posterior", "side_tables", "usable_rows"]
+__all__ = [
+    "check_graded",
+    "fit",
+    "fit_options",
+    "fit_per_agent",
+    "load_posterior",
+    "side_tables",
+    "usable_rows",
+]
 
 
 def fit(
@@ -96,13 +104,13 @@ def fit(
     if audit is not None:
         evidence = with_audit(evidence, audit)
     check_graded(evidence, spec)
-    level, seed, sampler = _settings(spec, level, seed, sampler)
-    side = side_tables(spec, agents, tasks, predict)
+    options = fit_options(spec, level, seed, sampler)
+    options = replace(options, side=side_tables(spec, agents, tasks, predict), predict=predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
     if not allow_unfit:
         refuse_unfit(evidence.table, spec)
-    posterior = _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict)
+    posterior = family_of(spec).fit(evidence, by_pair, spec, options)
     said = advice(evidence.table, spec, evidence.source)
     if said:
         note(said)
@@ -126,105 +134,10 @@ def load_posterior(path: PathLike) -> Posterior:
     path = Path(path)
     check_whole(path if path.is_dir() else path.parent)
     posterior = read_posterior(path)
-    family = model_of(posterior.spec).family
-    if family == EXACT:
-        _check_exact(posterior, path)
-        return posterior
     with collected():  # the notes were said when it was fitted
         by_pair = usable_rows(posterior.evidence, posterior.spec)
-    if family == CROSSED:
-        from bayes_eval.crossed.model import design_of_fit
-        from bayes_eval.crossed.sampling import derivation_of_fit
-
-        design = design_of_fit(
-            by_pair, posterior.spec, posterior.evidence, posterior.group("covariates")
-        )
-        posterior.attach(derivation_of_fit(design, posterior.spec, posterior.seed))
-    else:
-        from bayes_eval.pooled.sampling import derivation_of_fit
-
-        posterior.attach(
-            derivation_of_fit(posterior.evidence, by_pair, posterior.spec, posterior.seed)
-        )
+    family_of(posterior.spec).read_back(posterior, by_pair, path)
     return posterior
-
-
-def _check_exact(posterior: Posterior, path: Path) -> None:
-    """Refuse ``posterior`` (read from ``path``) where its ``conjugate`` group is not the
-    one its evidence and spec give."""
-    from bayes_eval.results.posterior import package_version
-
-    with collected():  # the notes were said when it was fitted
-        again = fit(
-            posterior.evidence,
-            posterior.spec,
-            level=posterior.level,
-            seed=posterior.seed,
-            allow_unfit=True,
-        )
-    stored, derived = posterior.group("conjugate"), again.group("conjugate")
-    for name, values in derived.data_vars.items():
-        kept = stored.get(name)
-        same = kept is not None and kept.shape == values.shape
-        if same and values.dtype.kind == "f":
-            same = np.array_equal(kept.values, values.values, equal_nan=True)
-        elif same:
-            same = kept.values.astype(str).tolist() == values.values.astype(str).tolist()
-        if not same:
-            why = "the file was edited or damaged after it was written"
-            if posterior.written_by != package_version():
-                why += f", or bayes_eval {posterior.written_by}, which wrote it, fitted otherwise"
-            raise InputError(
-                f"{path}: the stored posterior ({name}) is not the one its evidence and "
-                f"model {posterior.spec.name} give: {why}; fit again"
-            )
-
-
-def _fit_rows(evidence, by_pair, spec, level, seed, sampler, side, predict) -> Posterior:
-    """``fit`` of the rows ``by_pair`` the model reads, by the model's family."""
-    from bayes_eval.results.posterior import Posterior
-
-    model = model_of(spec)
-    if model.family == CROSSED:
-        from bayes_eval.crossed.model import design_of
-        from bayes_eval.crossed.sampling import fit_crossed
-
-        design = design_of(by_pair, spec, evidence, side, predict)
-        return fit_crossed(evidence, design, spec, level=level, seed=seed, sampler=sampler)
-    if model.family != EXACT:
-        from bayes_eval.pooled.sampling import fit_pooled
-
-        return fit_pooled(evidence, by_pair, spec, level=level, seed=seed, sampler=sampler)
-    from bayes_eval.exact.builders import Estimates
-
-    if model.table_builder is not None:
-        estimates = model.build_table()(by_pair, spec)
-    else:
-        build = model.build()
-        estimates = Estimates.stack(
-            [build(agent, task, by_method, spec) for (agent, task), by_method in by_pair.items()]
-        )
-    if evidence.audit is not None:
-        from bayes_eval.exact.builders import grade
-
-        estimates = grade(estimates, by_pair, evidence.audit, spec)
-    _refuse_heavy(estimates, evidence)
-    without = np.flatnonzero(estimates.reason != "")
-    if without.size:
-        named = [
-            f"task '{estimates.task[i]}' (agent '{estimates.agent[i]}'): {estimates.reason[i]}"
-            for i in without[:3]
-        ]
-        more = f"; and {without.size - 3} more" if without.size > 3 else ""
-        note(f"{without.size} task(s) without an estimate: {'; '.join(named)}{more}")
-    # rows of the fitted tasks that no estimate rests on
-    read = by_pair.table.index[by_pair.positions()]
-    _report_left_out(
-        evidence,
-        evidence.table.index.isin(read.difference(estimates.used)),
-        f"{spec.name} rests those tasks on other evidence (see provenance)",
-    )
-    return Posterior.from_estimates(estimates, spec, evidence, level=level, seed=seed)
 
 
 # The models that carry a grader's error into their bounds so far.
@@ -290,27 +203,6 @@ def check_graded(evidence: Evidence, spec) -> None:
             )
 
 
-def _refuse_heavy(estimates, evidence: Evidence) -> None:
-    """Refuse, before any summary, a pair whose exact posterior is larger than the exact
-    engine summarises in about a minute (``EXACT_MAX_RUNS`` runs, ``EXACT_MAX_FACTORS``
-    factors), naming it and the alternatives."""
-    from bayes_eval.exact.products import EXACT_MAX_FACTORS, EXACT_MAX_RUNS
-
-    present = ~np.isnan(estimates.alpha)
-    factors, runs = present.sum(axis=(1, 2)), present.any(axis=2).sum(axis=1)
-    over = np.flatnonzero((runs > EXACT_MAX_RUNS) | (factors > EXACT_MAX_FACTORS))
-    if over.size:
-        i = over[0]
-        raise InputError(
-            f"{evidence.source}: task '{estimates.task[i]}' (agent '{estimates.agent[i]}'): its "
-            f"exact posterior is a product of {factors[i]:,} factors over {runs[i]:,} run(s), "
-            f"more than the exact engine summarises in about a minute (at most "
-            f"{EXACT_MAX_RUNS:,} runs and {EXACT_MAX_FACTORS:,} factors a task); fit a pooled "
-            "model (ecr_pooled for expert steps, hierarchical for milestones), or split the "
-            "task's runs or milestones into tables within those limits"
-        )
-
-
 def fit_per_agent(
     evidence: TableSource | Evidence,
     model: ModelSource = "phuong_chain",
@@ -351,18 +243,16 @@ def fit_per_agent(
         As ``fit``, for any agent (the message names it); or a crossed model, which
         links agents and fits them together.
     """
-    from dataclasses import replace
-
     from bayes_eval.inference.sweep import run_sweep
 
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    if model_of(spec).family == CROSSED:
+    if not family_of(spec).fits_agents_apart:
         raise InputError(
             f"fit_per_agent: model {spec.name} is crossed: it links agents through their "
             "abilities and fits them together, in one fit"
         )
-    level, seed, sampler = _settings(spec, level, seed, sampler)
+    options = fit_options(spec, level, seed, sampler)
     _check_clusters(evidence, spec)
     agents = list(dict.fromkeys(evidence.table["agent"]))
     parts = []
@@ -387,7 +277,7 @@ def fit_per_agent(
         if on_fit is not None:
             on_fit(agents[index], posterior)
 
-    setup = dict(parts=parts, spec=spec, level=level, seed=seed, sampler=sampler)
+    setup = dict(parts=parts, spec=spec, options=options)
     fits = run_sweep(
         _agent_fit,
         len(parts),
@@ -403,13 +293,14 @@ def fit_per_agent(
 def _agent_fit(index: int, setup: dict):
     """One agent's fit of ``fit_per_agent``; its notes were made when the rows were
     checked."""
+    options = setup["options"]
     with collected():
         return fit(
             setup["parts"][index],
             setup["spec"],
-            level=setup["level"],
-            seed=setup["seed"],
-            sampler=setup["sampler"],
+            level=options.level,
+            seed=options.seed,
+            sampler=options.sampler,
         )
 
 
@@ -428,27 +319,17 @@ def prior_only(
     ``fit``'s."""
     evidence = load_evidence(evidence)
     spec = load_spec(model)
-    family = model_of(spec).family
-    if family == EXACT:
-        return fit(evidence, spec, seed=seed)
     seed = spec.seed if seed is None else check_seed(seed)
     side = side_tables(spec, agents, tasks, predict)
+    options = FitOptions(level=spec.level, seed=seed, side=side, predict=tuple(predict))
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
-    if family == CROSSED:
-        from bayes_eval.crossed.model import design_of
-        from bayes_eval.crossed.prior import prior_crossed
-
-        design = design_of(by_pair, spec, evidence, side, predict)
-        return prior_crossed(evidence, design, spec, seed=seed)
-    from bayes_eval.pooled.sampling import prior_pooled
-
-    return prior_pooled(evidence, by_pair, spec, seed=seed)
+    return family_of(spec).prior_only(evidence, by_pair, spec, options)
 
 
-def _settings(spec, level, seed, sampler) -> tuple[float, int, SamplerSettings]:
+def fit_options(spec, level, seed, sampler) -> FitOptions:
     """The level, seed and sampler settings of a fit: the spec's, with those given in
-    their place (MCMC settings for MCMC models only)."""
+    their place (MCMC settings for MCMC models only), checked."""
     level = spec.level if level is None else check_level(level, "level")
     if isinstance(sampler, Mapping) and "random_seed" in sampler:  # PyMC's name for it
         sampler = dict(sampler)
@@ -466,7 +347,7 @@ def _settings(spec, level, seed, sampler) -> tuple[float, int, SamplerSettings]:
         )
     if settings.engine == EXACT_ENGINE and not spec.exact:
         raise InputError(f"engine: '{EXACT_ENGINE}' is for exact models; {spec.name} is MCMC")
-    return level, seed, settings
+    return FitOptions(level=level, seed=seed, sampler=settings)
 
 
 def side_tables(spec, agents, tasks, predict) -> dict:
@@ -509,14 +390,8 @@ def _check_clusters(evidence: Evidence, spec) -> None:
         raise InputError(
             f"{spec.source}: the runs come in clusters: the spec needs a prior "
             "[priors.cluster_concentration] (LogNormal), as the shipped "
-            f"{_cluster_spec(spec)} has"
+            f"{family_of(spec).clustered_spec(spec)} has"
         )
-
-
-def _cluster_spec(spec) -> str:
-    if model_of(spec).family == CROSSED:
-        return "crossed"
-    return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
 
 def usable_rows(evidence, spec) -> PairRows:
@@ -536,7 +411,7 @@ def usable_rows(evidence, spec) -> PairRows:
     evidence = load_evidence(evidence)
     model = model_of(spec)
     used = evidence.table["method"].isin(model.uses)
-    _report_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them")
+    note_left_out(evidence, ~used, f"model {spec.name} ({spec.kind}) does not use them")
     # in the input's order of agents and tasks, not the sort's (end-to-end rows first)
     by_pair = PairRows.of(evidence.table[used], evidence.pairs())
     needed = model.requires
@@ -557,14 +432,3 @@ def _named(pairs: list[tuple[str, str]], shown: int = 10) -> str:
     """``task 'x' (agent 'a'), ...``: the first ``shown`` by name, then how many more."""
     names = ", ".join(f"task '{task}' (agent '{agent}')" for agent, task in pairs[:shown])
     return names + (f" and {len(pairs) - shown} more" if len(pairs) > shown else "")
-
-
-def _report_left_out(evidence: Evidence, mask, why: str) -> None:
-    if not np.any(mask):
-        return
-    left = evidence.table[mask]
-    for method, rows in left.groupby("method", sort=False):
-        numbers = rows["row"].tolist()
-        shown = ", ".join(map(str, numbers[:6])) + (", ..." if len(numbers) > 6 else "")
-        count = int(rows["n_rows"].sum())
-        note(f"left out {count} {method} row(s) (rows {shown}): {why}")

@@ -5,9 +5,10 @@ evidence it reads, the priors it takes, whether it models clustered runs, its bu
 what it predicts, and the words the report uses for it. The spec reader, ``fit``, SBC, the
 report and the command line read this table instead of branching on a model's kind.
 
-A model is named as a spec names it, by its ``kind`` and ``pooling``; its family follows
-from the pooling: ``none`` is exact (conjugate), ``crossed`` the crossed model, any other
-a partially pooled PyMC model. A builder is a callable or a ``"module:name"`` reference,
+A model is named as a spec names it, by its ``kind`` and ``pooling``, and names its family
+(``bayes_eval.families``): ``exact`` (conjugate; pooling ``none``), ``pooled`` (a
+partially pooled PyMC model), ``crossed`` (agents x tasks) or ``linked`` (agents x tasks,
+milestones linked to end-to-end runs). A builder is a callable or a ``"module:name"`` reference,
 imported only when the model is fitted, so an exact fit never imports PyMC:
 
 * exact: ``builder(agent, task, rows_by_method, spec)`` returns an
@@ -41,6 +42,7 @@ from bayes_eval.constants import (
 __all__ = [
     "CROSSED",
     "EXACT",
+    "LINKED",
     "LINKED_PRIORS",
     "MODELS",
     "NEW_AGENTS",
@@ -52,7 +54,7 @@ __all__ = [
     "resolve",
 ]
 
-EXACT, POOLED, CROSSED = "exact", "pooled", "crossed"
+EXACT, POOLED, CROSSED, LINKED = "exact", "pooled", "crossed", "linked"
 # What a model can predict besides the pairs it was given runs of.
 UNRUN_PAIRS, NEW_AGENTS = "pairs never run", "new agents described by covariates"
 
@@ -66,6 +68,8 @@ class Model:
     Attributes
     ----------
     kind, pooling : str
+    family : str
+        ``EXACT``, ``POOLED``, ``CROSSED`` or ``LINKED`` (``bayes_eval.families``).
     uses : tuple of str
         The evidence methods it reads; rows of other methods are left out with a note.
     priors : tuple of str
@@ -99,6 +103,7 @@ class Model:
 
     kind: str
     pooling: str
+    family: str
     uses: tuple[str, ...]
     priors: tuple[str, ...]
     builder: Builder
@@ -111,13 +116,6 @@ class Model:
     title: str = ""
     text: str = ""
     differs: str = ""
-
-    @property
-    def family(self) -> str:
-        """``EXACT``, ``POOLED`` or ``CROSSED``, from the pooling."""
-        if self.pooling == "none":
-            return EXACT
-        return CROSSED if self.pooling == "crossed" else POOLED
 
     def build(self, clustered: bool = False) -> Callable:
         """The builder, imported (the clustered one with ``clustered``)."""
@@ -184,6 +182,7 @@ register(
     Model(
         "end_to_end",
         "none",
+        EXACT,
         uses=(END_TO_END,),
         priors=("end_to_end",),
         builder="bayes_eval.exact.builders:end_to_end",
@@ -195,6 +194,7 @@ register(
     Model(
         "milestone",
         "none",
+        EXACT,
         uses=(MILESTONE_METHOD,),
         priors=("milestone",),
         builder="bayes_eval.exact.builders:milestones",
@@ -206,6 +206,7 @@ register(
     Model(
         "expert_completion",
         "none",
+        EXACT,
         uses=(EXPERT_COMPLETION,),
         priors=("step",),
         builder="bayes_eval.exact.builders:expert_completion",
@@ -216,6 +217,7 @@ register(
     Model(
         "phuong_chain",
         "none",
+        EXACT,
         uses=(END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
         priors=("end_to_end", "milestone", "step"),
         builder="bayes_eval.exact.builders:chain",
@@ -226,6 +228,7 @@ register(
     Model(
         "end_to_end",
         "tasks",
+        POOLED,
         uses=(END_TO_END,),
         priors=("mean", "concentration"),
         optional_priors=(
@@ -244,6 +247,7 @@ register(
     Model(
         "milestone",
         "partial",
+        POOLED,
         uses=(MILESTONE_METHOD,),
         priors=(*HIERARCHY, "milestone_concentration"),
         optional_priors=("cluster_concentration",),
@@ -257,6 +261,7 @@ register(
     Model(
         "expert_completion",
         "steps",
+        POOLED,
         uses=(EXPERT_COMPLETION,),
         priors=(*HIERARCHY, "step_concentration"),
         builder="bayes_eval.pooled.models:hierarchy_model",
@@ -267,6 +272,7 @@ register(
     Model(
         "joint",
         "partial",
+        POOLED,
         uses=(END_TO_END, MILESTONE_METHOD),
         requires=(MILESTONE_METHOD,),
         priors=(*HIERARCHY, "milestone_concentration", "bypass_mean", "bypass_concentration"),
@@ -288,6 +294,7 @@ register(
     Model(
         "end_to_end",
         "crossed",
+        CROSSED,
         uses=(END_TO_END,),
         priors=(*CROSSED_PRIORS, "cell_scale"),
         optional_priors=COVARIATE_PRIORS,
@@ -310,6 +317,7 @@ register(
     Model(
         "milestone",
         "crossed",
+        CROSSED,
         uses=(MILESTONE_METHOD,),
         priors=(*CROSSED_PRIORS, "cell_scale", "blocked_share"),
         optional_priors=COVARIATE_PRIORS,
@@ -337,6 +345,7 @@ register(
     Model(
         "joint",
         "crossed",
+        LINKED,
         uses=(END_TO_END, MILESTONE_METHOD),
         priors=(*CROSSED_PRIORS, "cell_scale", *LINKED_PRIORS),
         optional_priors=("coefficient", "group_scale"),

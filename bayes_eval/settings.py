@@ -1,21 +1,22 @@
-"""The sampler's settings: one frozen object, checked once, when it is made.
+"""The sampler's settings and a fit's options: frozen objects, checked once, when made.
 
 A spec's ``[sampler]`` table becomes a ``SamplerSettings``; a fit's overrides (a mapping
 from Python, the flags on the command line) make a new one from it with
 ``SamplerSettings.updated``. Everything below the front door (the pooled and crossed
-fits, the retry loop, the engines) reads settings already known good.
+fits, the retry loop, the engines) reads settings already known good; a fit's level,
+seed, sampler, side tables and predictions travel together as one ``FitOptions``.
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 
-__all__ = ["EXACT_ENGINE", "SamplerInput", "SamplerSettings", "check_seed"]
+__all__ = ["EXACT_ENGINE", "FitOptions", "SamplerInput", "SamplerSettings", "check_seed"]
 
 # The engine of conjugate models: exact posteriors, no MCMC.
 EXACT_ENGINE = "exact"
@@ -94,6 +95,21 @@ class SamplerSettings:
 
 # What a fit's ``sampler`` argument may be: overrides by name, or settings used whole.
 SamplerInput = Mapping[str, object] | SamplerSettings | None
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a fit is asked besides its evidence and spec, checked and with the spec's
+    defaults in place (``bayes_eval.fit``): the one-sided ``level`` and ``seed``, the
+    ``sampler`` settings, the crossed models' covariate side tables (``side``:
+    ``{"agent": table, "task": table}``) and the new agents they predict (``predict``:
+    ``name,column=value,...`` texts)."""
+
+    level: float
+    seed: int
+    sampler: SamplerSettings | None = None
+    side: Mapping = field(default_factory=dict)
+    predict: tuple = ()
 
 
 def check_seed(value, name: str = "seed") -> int:

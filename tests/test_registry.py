@@ -16,8 +16,9 @@ from scipy import stats
 
 from bayes_eval import registry
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+from bayes_eval.families import FAMILIES
 from bayes_eval.messages import collected
-from bayes_eval.registry import CROSSED, EXACT, MODELS, POOLED, Model, register, resolve
+from bayes_eval.registry import EXACT, MODELS, Model, register, resolve
 from bayes_eval.specs import load_spec, shipped_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,9 @@ def test_every_shipped_spec_has_an_entry_and_every_builder_imports():
     for model in MODELS.values():
         assert callable(model.build())
         assert model.clustered_builder is None or callable(model.build(clustered=True))
-        assert model.family == {"none": EXACT, "crossed": CROSSED}.get(model.pooling, POOLED)
+        # each names a family whose object exists; the exact one is the conjugate pooling's
+        assert model.family in FAMILIES
+        assert (model.family == EXACT) == (model.pooling == "none")
 
 
 def test_a_model_is_registered_once(own_registry):
@@ -94,7 +97,11 @@ def test_the_registry_decides_which_rows_and_runs_a_model_takes(own_registry, tm
     from bayes_eval import InputError
     from bayes_eval.exact.builders import end_to_end
 
-    register(Model("toy", "none", uses=(END_TO_END,), priors=("end_to_end",), builder=end_to_end))
+    register(
+        Model(
+            "toy", "none", "exact", uses=(END_TO_END,), priors=("end_to_end",), builder=end_to_end
+        )
+    )
     spec = tmp_path / "toy.toml"
     spec.write_text(
         'schema_version = 1\nname = "toy"\nkind = "toy"\n[priors.end_to_end]\ndist = "Beta"\n'

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.errors import InputError
+from bayes_eval.families import family_of
 from bayes_eval.plan import trials_to_separate
-from bayes_eval.registry import CROSSED, model_of
 from bayes_eval.specs import check_level
 
 if TYPE_CHECKING:
@@ -44,9 +44,6 @@ __all__ = ["AgentComparison", "capability_order", "compare_agents"]
 
 ACROSS_TASKS = "(across tasks)"
 MORE, NOT_MORE, UNDECIDED = "more capable", "not more capable", "undecided"
-# The agent-level quantity of each pooled kind (crossed models: the ability).
-AGENT_LEVEL = {"end_to_end": "mu"}
-DEFAULT_AGENT_LEVEL = "mu_agent"
 
 
 @dataclass(frozen=True)
@@ -177,8 +174,7 @@ def capability_order(posterior: Posterior, summary: pd.DataFrame) -> list[str]:
             rated = rated[rated["observed"].astype(bool)]
         value = rated.groupby("agent")["mean"].mean()
     else:
-        crossed = model_of(posterior.spec).family == CROSSED
-        name = "ability" if crossed else AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
+        name = family_of(posterior.spec).agent_level(posterior.spec).name
         value = posterior.draws[name].mean(("chain", "draw")).to_series()
     known = sorted((a for a in agents if a in value.index), key=lambda a: -value[a])
     return known + [a for a in agents if a not in value.index]
@@ -248,13 +244,10 @@ def _across(posterior, p, a, b, common, level) -> dict:
     if not posterior.is_mcmc:
         xa, xb = (p.sel(agent=agent, task=common).mean("task").values.ravel() for agent in (a, b))
         return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level)
-    if model_of(posterior.spec).family == CROSSED:
-        xa, xb = (draws["ability"].sel(agent=agent).values.ravel() for agent in (a, b))
-        odds = np.exp(xb - xa)
-        return _row(ACROSS_TASKS, "ability θ (log-odds; ratio: odds ratio)", xa, xb, level, odds)
-    name = AGENT_LEVEL.get(posterior.spec.kind, DEFAULT_AGENT_LEVEL)
-    xa, xb = (draws[name].sel(agent=agent).values.ravel() for agent in (a, b))
-    return _row(ACROSS_TASKS, name, xa, xb, level)
+    quantity = family_of(posterior.spec).agent_level(posterior.spec)
+    xa, xb = (draws[quantity.name].sel(agent=agent).values.ravel() for agent in (a, b))
+    odds = np.exp(xb - xa) if quantity.log_odds else None
+    return _row(ACROSS_TASKS, quantity.label, xa, xb, level, odds)
 
 
 def _verdict(row, margin: float) -> str:

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bayes_eval.families import family_of
 from bayes_eval.messages import collected
 from bayes_eval.plan import trials_to_decide
 from bayes_eval.prior_family import OWN, Member, prior_family
-from bayes_eval.registry import CROSSED, model_of
 from bayes_eval.results.summary import format_number
 from bayes_eval.specs import Spec, check_level, check_probability
 
@@ -323,12 +323,7 @@ def _log_ratio(posterior, member: Member, roles: dict) -> np.ndarray:
 def _variable_roles(posterior) -> dict[str, str]:
     """``{posterior variable: prior role}`` of the parameters the spec's priors govern."""
     spec = posterior.spec
-    if model_of(spec).family == CROSSED:
-        from bayes_eval.crossed.prior import ROLES as roles
-    else:
-        from bayes_eval.pooled.prior import variable_roles
-
-        roles = variable_roles(spec)
+    roles = family_of(spec).variable_roles(spec)
     draws = posterior.draws
     return {name: role for name, role in roles.items() if name in draws and role in spec.priors}
 

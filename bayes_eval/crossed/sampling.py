@@ -20,12 +20,15 @@ from bayes_eval.registry import model_of
 __all__ = ["compact", "derivation_of_fit", "fit_crossed", "rates_of_fit"]
 
 
-def fit_crossed(evidence, design: Design, spec, *, level, seed, sampler):
+def fit_crossed(evidence, design: Design, spec, options):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
-    design (``design_of``), with its covariates in the ``covariates`` group. The fit keeps
-    its sampled draws, the departures (one per pair or cell: most of its numbers) to
-    float32, and draws its rates from them (``derivation``)."""
+    design (``design_of``), with its covariates in the ``covariates`` group, at the level,
+    seed and sampler settings of ``options`` (``FitOptions``). The fit keeps its sampled
+    draws, the departures (one per pair or cell: most of its numbers) to float32, and
+    draws its rates from them (``derivation``)."""
     from bayes_eval.results.posterior import Posterior
+
+    level, seed, sampler = options.level, options.seed, options.sampler
 
     layout, cov = design.layout, design.covariates
     entry = model_of(spec)

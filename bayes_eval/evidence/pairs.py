@@ -12,7 +12,9 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["PairRows"]
+from bayes_eval.messages import note
+
+__all__ = ["PairRows", "note_left_out"]
 
 
 class PairRows(Mapping):
@@ -92,3 +94,15 @@ class PairRows(Mapping):
         """The positions in ``table`` of every row kept."""
         kept = [p for by_method in self._positions.values() for p in by_method.values()]
         return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+
+
+def note_left_out(evidence, mask, why: str) -> None:
+    """One note per method naming the rows of ``mask`` (over ``evidence.table``) left out
+    of a fit, and ``why`` (``bayes_eval.messages.note``): nothing disappears silently."""
+    if not np.any(mask):
+        return
+    for method, rows in evidence.table[mask].groupby("method", sort=False):
+        numbers = rows["row"].tolist()
+        shown = ", ".join(map(str, numbers[:6])) + (", ..." if len(numbers) > 6 else "")
+        count = int(rows["n_rows"].sum())
+        note(f"left out {count} {method} row(s) (rows {shown}): {why}")

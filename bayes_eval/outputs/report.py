@@ -18,6 +18,7 @@ import pandas as pd
 
 from bayes_eval.checks.agents import capability_order
 from bayes_eval.constants import BASIS_MODEL, BASIS_OWN, END_TO_END
+from bayes_eval.families import family_of
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
@@ -31,7 +32,7 @@ from bayes_eval.outputs.verdicts import (
     verdict_line,
     verdicts,
 )
-from bayes_eval.registry import CROSSED, POOLED, model_of
+from bayes_eval.registry import model_of
 from bayes_eval.results.summary import format_number
 
 __all__ = ["Report", "build_report"]
@@ -75,21 +76,6 @@ METHODS_TEXT = {
         "only (other solutions also count); it cannot show that P is small.",
     ),
 }
-POOLED_TEXT = (
-    "Partial pooling",
-    "Pooled models share strength across an agent's tasks (and a task's milestones) through "
-    "a hierarchy; they assume the tasks are exchangeable. They are fitted by MCMC, whose "
-    "diagnostics (R-hat, effective sample size, divergences, E-BFMI) must pass before a "
-    "bound is trusted.",
-)
-
-CROSSED_TITLE = "Crossed agents x tasks"
-CROSSED_TEXT = (
-    "Every agent has an ability and every task a difficulty on one logit scale, and each "
-    "pair's rate departs from their difference by a logit-normal amount whose scale the "
-    "data set; pairs never run are predicted."
-)
-CROSSED_MCMC_TEXT = "It is fitted by MCMC, whose diagnostics must pass before a bound is trusted."
 
 
 @dataclass(frozen=True)
@@ -424,15 +410,8 @@ def _sections(posterior, table, checks, threshold, level, order, basis):
     for key, (title, text) in METHODS_TEXT.items():
         if key in used:
             sections.append(("p", f"**{title}.** {text}"))
-    model = model_of(spec)
-    if model.family == CROSSED:
-        text = " ".join((CROSSED_TEXT, model.text, CROSSED_MCMC_TEXT))
-        sections.append(("p", f"**{CROSSED_TITLE}.** {text}"))
-        return sections
-    if model.title:
-        sections.append(("p", f"**{model.title}.** {model.text}"))
-    if model.family == POOLED:
-        sections.append(("p", f"**{POOLED_TEXT[0]}.** {POOLED_TEXT[1]}"))
+    for title, text in family_of(spec).report_paragraphs(model_of(spec)):
+        sections.append(("p", f"**{title}.** {text}"))
     return sections
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["derivation_of_fit", "fit_pooled", "prior_pooled"]
 
 
-def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
+def fit_pooled(evidence, by_pair, spec, options):
     """Fit a pooled spec with MCMC and return a ``Posterior`` carrying its draws.
 
     Parameters
@@ -44,13 +44,13 @@ def fit_pooled(evidence, by_pair, spec, *, level, seed, sampler):
     by_pair : dict
         ``{(agent, task): {method: rows}}`` of the rows the model uses.
     spec : Spec
-    level : float
-    seed : int
-    sampler : SamplerSettings
-        The spec's, with the fit's overrides in place (``fit``); progress goes to
-        ``bayes_eval.progress``.
+    options : FitOptions
+        The level, seed and sampler settings (the spec's, with the fit's overrides in
+        place: ``fit``); progress goes to ``bayes_eval.progress``.
     """
     from bayes_eval.results.posterior import Posterior
+
+    level, seed, sampler = options.level, options.seed, options.sampler
 
     layout = layout_of(evidence, by_pair, spec)
     build = model_of(spec).build(clustered=layout.clusters is not None)
