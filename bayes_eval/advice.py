@@ -72,15 +72,14 @@ def advice(table, spec, source: str) -> str | None:
 
 
 def refuse_unfit(table, spec) -> None:
-    """Refuse, before sampling, a table outside what ``spec``'s model can fit.
+    """Refuse, before sampling, a table of the shape ``sparse_shared`` describes to
+    ``spec``'s model, one whose registry entry says it is refused there (``joint``).
 
     Raises
     ------
     InputError
-        ``joint`` (pooled) on a table of the shape ``sparse_shared`` describes.
+        A table of that shape.
     """
-    if spec.kind != "joint" or spec.pooling != "partial":
-        return
     shape = sparse_shared(table)
     if shape is None:
         return

@@ -40,6 +40,7 @@ from scipy import stats
 from bayes_eval.constants import AGENT, END_TO_END, NEVER_SHARE, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.exact.attempts import log_beta_ratio, mean_at_least_one, never_solved
+from bayes_eval.registry import model_of
 from bayes_eval.results.attempts import parse_attempts
 
 __all__ = ["RULES", "allocate", "expected_variance"]
@@ -200,7 +201,7 @@ def _tasks(posterior, agent) -> tuple[pd.DataFrame, list]:
     i = agents.index(agent)
     spec = posterior.spec
     pooled = posterior.is_mcmc
-    if pooled and (spec.kind, spec.pooling) != (END_TO_END, "tasks"):
+    if pooled and model_of(spec).population != "beta":
         raise InputError(
             f"allocation needs exact per-task posteriors or a pooled end-to-end fit, not "
             f"{spec.name}: the runs of a task must update its rate alone, in closed form"

@@ -108,7 +108,7 @@ def fit(
     options = replace(options, side=side_tables(spec, agents, tasks, predict), predict=predict)
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
-    if not allow_unfit:
+    if not allow_unfit and model_of(spec).refuses_sparse_shared:
         refuse_unfit(evidence.table, spec)
     posterior = family_of(spec).fit(evidence, by_pair, spec, options)
     said = advice(evidence.table, spec, evidence.source)
@@ -153,24 +153,25 @@ GRADED_MODELS = (
     "ecr2024 (expert steps)",
     "a phuong_chain spec with proper priors",
 )
-# The exact models' kinds that take a grader, and the prior roles it scores.
-GRADED_EXACT = ("end_to_end", "milestone", "expert_completion", "phuong_chain")
+# The prior roles of the rates a grader scores in the exact models (none of the others'
+# priors governs a rate, and each is proper).
 GRADED_ROLES = ("end_to_end", "milestone", "step")
+# Each graded method's name in an error.
+METHOD_WORDS = {"end_to_end": "end-to-end", "expert_completion": "expert-step"}
 
 
 def check_graded(evidence: Evidence, spec) -> None:
     """Refuse an audited grader's evidence to a model that does not yet carry its error
-    (every end-to-end model, exact, pooled across tasks or crossed, but one with tasks
-    never solved, or with runs in clusters; the milestone and expert-step models, exact,
-    pooled or crossed, Phuong et al.'s chain, and ``joint``'s end-to-end runs; not
-    ``crossed_joint``), or under an improper prior (the grader's mixture needs a proper
-    one: the chain's published Haldane milestone prior is refused)."""
+    (its registry entry's ``graded``: every end-to-end model, exact, pooled across tasks
+    or crossed, but one with tasks never solved, or with runs in clusters; the milestone
+    and expert-step models, exact, pooled or crossed, Phuong et al.'s chain, and
+    ``joint``'s end-to-end runs; not ``crossed_joint``), or under an improper prior (the
+    grader's mixture needs a proper one: the chain's published Haldane milestone prior is
+    refused)."""
     if evidence.audit is None:
         return
-    exact = spec.pooling == "none" and spec.kind in GRADED_EXACT
-    cells = spec.kind in ("milestone", "expert_completion")  # pooled or crossed
-    joint = spec.kind == "joint" and spec.pooling != "crossed"  # its end-to-end runs
-    carried = spec.kind == "end_to_end" or exact or cells or joint
+    model = model_of(spec)
+    carried = bool(model.graded)
     if not carried or NEVER_SOLVABLE in spec.priors or evidence.clusters is not None:
         why = "with runs in clusters" if carried and evidence.clusters is not None else ""
         raise InputError(
@@ -178,23 +179,26 @@ def check_graded(evidence: Evidence, spec) -> None:
             "does not carry a grader's error into its bounds yet; fit "
             f"{', '.join(GRADED_MODELS)}, which do"
         )
-    if joint:
-        table = evidence.table
-        scored = (table["method"] != "end_to_end") & table["grader"].isin(evidence.audit.graders)
-        if scored.any():
-            raise InputError(
-                f"audit: {evidence.source}: row {table['row'][scored].iloc[0]}, column grader: "
-                f"model {spec.name} carries a grader's error on end-to-end runs only (a "
-                "blank grader: a trusted check scored the row); fit hierarchical for graded "
-                "milestones"
-            )
-    if spec.kind != "end_to_end" and evidence.audit.audited_runs.any():
+    table = evidence.table
+    read = table["method"].isin(model.uses)
+    scored = (
+        read & ~table["method"].isin(model.graded) & table["grader"].isin(evidence.audit.graders)
+    )
+    if scored.any():
+        graded = " and ".join(METHOD_WORDS.get(m, m) for m in model.graded)
+        raise InputError(
+            f"audit: {evidence.source}: row {table['row'][scored].iloc[0]}, column grader: "
+            f"model {spec.name} carries a grader's error on {graded} runs only (a blank "
+            "grader: a trusted check scored the row); fit hierarchical for graded "
+            "milestones, ecr_pooled for graded expert steps"
+        )
+    if not model.audited_runs and evidence.audit.audited_runs.any():
         raise InputError(
             f"audit: {evidence.audit.source}: rows with a run_id (runs of the evidence "
             "scored again) are taken by the end-to-end models end_to_end, end_to_end_pooled "
             f"and crossed, not yet by {spec.name} ({spec.kind})"
         )
-    for role in GRADED_ROLES if exact else ("end_to_end",):
+    for role in GRADED_ROLES:
         prior = spec.priors.get(role)
         if prior is not None and not (prior.alpha > 0 and prior.beta > 0):
             raise InputError(

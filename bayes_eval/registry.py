@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bayes_eval.constants import (
+    AGENT,
     ALL_SOLVABLE,
     BEST_OF_N,
     CONCENTRATION_SCALE,
@@ -37,6 +38,7 @@ from bayes_eval.constants import (
     GOLDEN,
     MILESTONE_METHOD,
     NEVER_SOLVABLE,
+    TASK,
 )
 
 __all__ = [
@@ -99,6 +101,31 @@ class Model:
         methods).
     differs : str
         Why its bound differs from the milestone method's, for the report's comparison.
+    graded : tuple of str
+        The evidence methods whose runs it reads through an audited grader's error (its
+        sensitivity and specificity); a judge on rows of another method it reads is
+        refused, and a model with none refuses an audit.
+    audited_runs : bool
+        Whether it takes audits of its own runs (``run_id``): their truth in place of
+        their grade.
+    paths : bool
+        Whether it describes success by paths the milestones miss (a bypass), the subject
+        of the milestone assumption's check.
+    rungs : bool
+        Whether it rests each task on one method's rows (Phuong et al.'s chain): its
+        end-to-end predictions hold where that rung is end to end.
+    population : str
+        The law of a new task's rate for an agent, where the model gives one: ``beta``
+        (``Beta(mu kappa, (1 - mu) kappa)``, its ``mu`` and ``kappa`` per agent), ``logit``
+        (normal on the logit scale around the agent's ``ability``, its spread from the
+        difficulty and departure scales); empty otherwise.
+    floor_shared : tuple of str
+        The parts of the design (``agent``, ``task``) whose end-to-end runs set a pair's
+        floor, the bound 0 successes in all of them could show (a bound below it is
+        extrapolated); empty for a model whose milestone runs inform its bounds too.
+    refuses_sparse_shared : bool
+        Whether it is refused on tables where agents share tasks of one run per cell
+        (``bayes_eval.advice.sparse_shared``), where its parameters are not identified.
     """
 
     kind: str
@@ -116,6 +143,18 @@ class Model:
     title: str = ""
     text: str = ""
     differs: str = ""
+    graded: tuple[str, ...] = ()
+    audited_runs: bool = False
+    paths: bool = False
+    rungs: bool = False
+    population: str = ""
+    floor_shared: tuple[str, ...] = ()
+    refuses_sparse_shared: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """Whether its posteriors are exact (conjugate: no MCMC)."""
+        return self.family == EXACT
 
     def build(self, clustered: bool = False) -> Callable:
         """The builder, imported (the clustered one with ``clustered``)."""
@@ -183,6 +222,8 @@ register(
         "end_to_end",
         "none",
         EXACT,
+        graded=(END_TO_END,),
+        audited_runs=True,
         uses=(END_TO_END,),
         priors=("end_to_end",),
         builder="bayes_eval.exact.builders:end_to_end",
@@ -195,6 +236,7 @@ register(
         "milestone",
         "none",
         EXACT,
+        graded=(MILESTONE_METHOD,),
         uses=(MILESTONE_METHOD,),
         priors=("milestone",),
         builder="bayes_eval.exact.builders:milestones",
@@ -207,6 +249,7 @@ register(
         "expert_completion",
         "none",
         EXACT,
+        graded=(EXPERT_COMPLETION,),
         uses=(EXPERT_COMPLETION,),
         priors=("step",),
         builder="bayes_eval.exact.builders:expert_completion",
@@ -218,6 +261,8 @@ register(
         "phuong_chain",
         "none",
         EXACT,
+        graded=(END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
+        rungs=True,
         uses=(END_TO_END, MILESTONE_METHOD, EXPERT_COMPLETION, BEST_OF_N, GOLDEN),
         priors=("end_to_end", "milestone", "step"),
         builder="bayes_eval.exact.builders:chain",
@@ -229,6 +274,10 @@ register(
         "end_to_end",
         "tasks",
         POOLED,
+        graded=(END_TO_END,),
+        audited_runs=True,
+        population="beta",
+        floor_shared=(AGENT,),
         uses=(END_TO_END,),
         priors=("mean", "concentration"),
         optional_priors=(
@@ -248,6 +297,7 @@ register(
         "milestone",
         "partial",
         POOLED,
+        graded=(MILESTONE_METHOD,),
         uses=(MILESTONE_METHOD,),
         priors=(*HIERARCHY, "milestone_concentration"),
         optional_priors=("cluster_concentration",),
@@ -262,6 +312,7 @@ register(
         "expert_completion",
         "steps",
         POOLED,
+        graded=(EXPERT_COMPLETION,),
         uses=(EXPERT_COMPLETION,),
         priors=(*HIERARCHY, "step_concentration"),
         builder="bayes_eval.pooled.models:hierarchy_model",
@@ -273,6 +324,9 @@ register(
         "joint",
         "partial",
         POOLED,
+        graded=(END_TO_END,),
+        paths=True,
+        refuses_sparse_shared=True,
         uses=(END_TO_END, MILESTONE_METHOD),
         requires=(MILESTONE_METHOD,),
         priors=(*HIERARCHY, "milestone_concentration", "bypass_mean", "bypass_concentration"),
@@ -295,6 +349,10 @@ register(
         "end_to_end",
         "crossed",
         CROSSED,
+        graded=(END_TO_END,),
+        audited_runs=True,
+        population="logit",
+        floor_shared=(AGENT, TASK),
         uses=(END_TO_END,),
         priors=(*CROSSED_PRIORS, "cell_scale"),
         optional_priors=COVARIATE_PRIORS,
@@ -318,6 +376,7 @@ register(
         "milestone",
         "crossed",
         CROSSED,
+        graded=(MILESTONE_METHOD,),
         uses=(MILESTONE_METHOD,),
         priors=(*CROSSED_PRIORS, "cell_scale", "blocked_share"),
         optional_priors=COVARIATE_PRIORS,
@@ -346,6 +405,7 @@ register(
         "joint",
         "crossed",
         LINKED,
+        paths=True,
         uses=(END_TO_END, MILESTONE_METHOD),
         priors=(*CROSSED_PRIORS, "cell_scale", *LINKED_PRIORS),
         optional_priors=("coefficient", "group_scale"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from bayes_eval.constants import ALL_SOLVABLE, DEFAULT_LEVEL, MCMC_ENGINES, NEVER_SOLVABLE
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
-from bayes_eval.registry import MODELS
+from bayes_eval.registry import MODELS, NEW_AGENTS
 from bayes_eval.resources import shipped_dir
 from bayes_eval.settings import EXACT_ENGINE, SamplerSettings, check_seed
 
@@ -150,7 +150,7 @@ class Spec:
     @property
     def exact(self) -> bool:
         """True for conjugate models (no MCMC)."""
-        return self.pooling == "none"
+        return MODELS[self.kind, self.pooling].exact
 
 
 # What names a model: a shipped spec's name, a spec file, or a Spec.
@@ -326,9 +326,10 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         )
     description = _get(source, data, "description", str, required=False) or ""
     priors_table = _get(source, data, "priors", dict)
-    needed, optional = MODELS[kind, pooling].priors, MODELS[kind, pooling].optional_priors
+    entry = MODELS[kind, pooling]
+    needed, optional = entry.priors, entry.optional_priors
     _unknown_keys(f"{source} [priors]", priors_table, (*needed, *optional))
-    covariates = _covariates(source, data, pooling)
+    covariates = _covariates(source, data, NEW_AGENTS in entry.predicts)
     if covariates.get("agent") or covariates.get("task"):
         needed = (*needed, "coefficient")
     if covariates.get("task_group"):
@@ -338,7 +339,7 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         if role not in priors_table:
             raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
-        priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=pooling == "none")
+        priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=entry.exact)
     if ALL_SOLVABLE in priors and NEVER_SOLVABLE not in priors:
         raise InputError(
             f"{source}: [priors.{ALL_SOLVABLE}] needs [priors.{NEVER_SOLVABLE}]: it is the "
@@ -350,14 +351,14 @@ def _validate(data: dict, source: str, text: str) -> Spec:
         seed = check_seed(table.pop("seed", DEFAULT_SEED))
     except InputError as exc:
         raise InputError(f"{source} [sampler] {exc}") from None
-    engines = (EXACT_ENGINE,) if pooling == "none" else MCMC_ENGINES
+    engines = (EXACT_ENGINE,) if entry.exact else MCMC_ENGINES
     engine = table.setdefault("engine", engines[0])
     if engine not in engines:
         raise InputError(
             f"{source} [sampler]: engine '{engine}' does not fit {kind}/{pooling}; "
             f"use one of: {', '.join(engines)}"
         )
-    exact = {"draws": DEFAULT_EXACT_DRAWS} if pooling == "none" else {}
+    exact = {"draws": DEFAULT_EXACT_DRAWS} if entry.exact else {}
     sampler = SamplerSettings.from_table(table, f"{source} [sampler]", defaults=exact)
     report = _get(source, data, "report", dict, required=False) or {}
     _unknown_keys(f"{source} [report]", report, REPORT_KEYS)
@@ -394,15 +395,16 @@ def _grader_priors(source: str, table: dict) -> dict[str, Prior]:
     return priors
 
 
-def _covariates(source: str, data: dict, pooling: str) -> dict:
-    """A crossed spec's ``[covariates]``, with its terms parsed (``crossed.covariates``)."""
+def _covariates(source: str, data: dict, takes_covariates: bool) -> dict:
+    """A crossed spec's ``[covariates]``, with its terms parsed (``crossed.covariates``);
+    refused for a model that does not take them (``takes_covariates``)."""
     from bayes_eval.evidence.covariates import parse_term
 
     table = _get(source, data, "covariates", dict, required=False)
     if table is None:
         return {}
     where = f"{source} [covariates]"
-    if pooling != "crossed":
+    if not takes_covariates:
         raise InputError(f"{where}: covariates apply to crossed models only (pooling crossed)")
     _unknown_keys(where, table, COVARIATE_KEYS)
     out = {}

@@ -214,8 +214,8 @@ def test_the_graph_does_not_depend_on_the_graded_counts():
     operation, its connections, the data's types and the constants' values: the same C),
     so that SBC compiles the design's model once and gives each simulation's terms of the
     sum over true counts as data."""
-    from bayes_eval.checks.sbc import _with_graded_counts
     from bayes_eval.counts.layout import choose_form
+    from bayes_eval.families.simulation import with_graded_counts
     from bayes_eval.inference.nutpie_model import _graphs, structure_key
     from bayes_eval.pooled.models import end_to_end_model
 
@@ -230,7 +230,7 @@ def test_the_graph_does_not_depend_on_the_graded_counts():
     rng = np.random.default_rng(4)
     for _ in range(3):
         k = rng.binomial(layout.e2e_n, rng.uniform(size=layout.e2e_n.size))
-        simulated = _with_graded_counts(layout, {"k_obs": k, "k_obs_failures": layout.e2e_n - k})
+        simulated = with_graded_counts(layout, {"k_obs": k, "k_obs_failures": layout.e2e_n - k})
         assert not np.array_equal(simulated.grading.graded, layout.grading.graded)
         assert key(simulated) == design
 

@@ -193,3 +193,58 @@ def test_a_public_name_is_what_it_names_whichever_module_loaded_first():
         "assert bayes_eval.fit_per_agent is fit_per_agent"
     )
     assert "numpy" in _imported_by(code)
+
+
+# Where a model's kind, pooling or family may still decide what code does: the registry,
+# the family objects, and (for now) the families' own model code, which switches on kind
+# within its family (``pooled``, ``crossed``, and the layout they share, ``counts``).
+SWITCHES_ALLOWED = ("registry.py", "families/", "pooled/", "crossed/", "counts/")
+MODEL_NAMES = ("kind", "pooling", "family")
+
+
+def model_switches(source: str) -> list[str]:
+    """The comparisons of a model's ``kind``, ``pooling`` or ``family`` attribute (a
+    spec's, a registry entry's) in ``source``, and the lookups keyed by one, as
+    ``line: code`` (an array's ``dtype.kind`` is not a model's)."""
+
+    def of_a_model(node) -> bool:
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr in MODEL_NAMES
+            and not (isinstance(node.value, ast.Attribute) and node.value.attr == "dtype")
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        )
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            hit = any(of_a_model(side) for side in (node.left, *node.comparators))
+        else:
+            hit = isinstance(node, ast.Subscript) and of_a_model(node.slice)
+        if hit:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_the_families_switches_on_a_models_kind():
+    """Code outside the registry and the families asks a model's registry entry or family
+    object what it needs, never which kind, pooling or family it is: adding a model of an
+    existing family is its spec, a registry entry and its builder."""
+    switches = [
+        f"{path.relative_to(PACKAGE)}:{hit}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not str(path.relative_to(PACKAGE)).startswith(SWITCHES_ALLOWED)
+        for hit in model_switches(path.read_text())
+    ]
+    assert not switches, switches
+
+
+def test_the_switch_check_finds_comparisons_and_lookups_of_a_models_kind():
+    code = (
+        "if spec.kind == 'joint': pass\n"
+        "x = TABLE[posterior.spec.pooling]\n"
+        "y = model.family != EXACT\n"
+        "z = column.dtype.kind == 'f'\n"
+        "w = self.kind == 'log density'\n"
+    )
+    assert [hit.split(":")[0] for hit in model_switches(code)] == ["1", "2", "3"]

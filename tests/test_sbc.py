@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-import bayes_eval.checks.sbc
+import bayes_eval
+import bayes_eval.families.simulation
 from bayes_eval.checks.sbc import sbc
 
 
@@ -79,7 +80,9 @@ def test_small_sbc_ranks_are_uniform(model, form):
 def test_sbc_detects_a_broken_redraw(monkeypatch):
     """Negative control: redraw the rates from the design's counts instead of the
     simulated ones (a bug SBC caught during development); p_task ranks must fail."""
-    monkeypatch.setattr(bayes_eval.checks.sbc, "_with_counts", lambda layout, spec, data: layout)
+    monkeypatch.setattr(
+        bayes_eval.families.simulation, "with_counts", lambda layout, spec, data: layout
+    )
     result = sbc(design("hierarchical"), "hierarchical", simulations=20, draws=99, bins=4, seed=11)
     assert not result.passed(alpha=0.01)
     failing = result.p_values[result.p_values < 0.01 / len(result.p_values)]
@@ -114,3 +117,10 @@ def test_clustered_sbc_ranks_are_uniform(model):
     result = sbc(clustered_design(model), model, simulations=100, draws=99, bins=10, seed=13)
     assert "kappa_cluster[0]" in result.ranks.columns
     assert result.passed(alpha=0.01), result.p_values.sort_values().head()
+
+
+def test_sbc_of_an_exact_model_is_refused_by_its_family():
+    """An exact posterior has no sampler to calibrate: its family refuses SBC in one line
+    (it failed with a KeyError on a pooled prior's role)."""
+    with pytest.raises(bayes_eval.InputError, match="sbc: model mats2024 is exact"):
+        sbc(design("hierarchical"), "mats2024", simulations=2)

@@ -26,6 +26,7 @@ from bayes_eval.constants import AGENT, END_TO_END, MILESTONE_METHOD, TASK
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.exact.thinning import THINNING_MAX_STATES, product_binomial_sf
 from bayes_eval.fit import fit
+from bayes_eval.registry import model_of
 
 __all__ = ["ASSUMPTION_ALPHA", "COLUMNS", "PATH_MODELS", "milestone_assumption"]
 
@@ -63,11 +64,12 @@ def milestone_assumption(
     exact milestone spec, fitted to the milestone rows alone), computed exactly
     (``bayes_eval.exact.thinning``; from draws only past ``THINNING_MAX_STATES`` trials);
     ``expected`` the end-to-end successes those rates predict on average. ``fitted`` is
-    the ``Posterior`` the check is reported with: under a model in ``PATH_MODELS`` the
+    the ``Posterior`` the check is reported with: under a model of paths (its registry
+    entry's ``paths``) the
     rows carry its ``bypass`` (posterior mean) and the message describes the paths;
     ``doubtful`` is ``contradicted`` under any other model and always false under those.
     """
-    accounted = fitted is not None and fitted.spec.kind in PATH_MODELS
+    accounted = fitted is not None and model_of(fitted.spec).paths
     table = evidence.table
     milestones = table[table["method"] == MILESTONE_METHOD]
     keys = ["agent", "task"]

@@ -20,8 +20,10 @@ from bayes_eval.checks.comparison import compare
 from bayes_eval.errors import InputError
 from bayes_eval.fit import fit
 from bayes_eval.messages import collected
+from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import COLUMNS as PREDICTIVE_COLUMNS
 from bayes_eval.results.predictive import predictive_checks
+from bayes_eval.specs import load_spec
 
 __all__ = ["MILESTONE_METHOD_SPEC", "FitChecks", "check_fit", "guarded"]
 
@@ -103,7 +105,7 @@ def guarded(what: str, failed: list, function, *args, **kwargs):
 def _milestone_method(posterior):
     """The milestone method on the fit's evidence, or None (see ``FitChecks``)."""
     spec = posterior.spec
-    if spec.kind == "milestone" and spec.exact:
+    if model_of(spec) is model_of(load_spec(MILESTONE_METHOD_SPEC)):  # the method's model
         return None
     try:
         with collected():  # the fit's own notes said what its rows are

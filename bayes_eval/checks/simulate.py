@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import VIOLATIONS
+from bayes_eval.constants import END_TO_END, MILESTONE_METHOD, VIOLATIONS
 from bayes_eval.errors import InputError
+from bayes_eval.registry import model_of
 
 __all__ = [
     "CAPTURE_THE_FLAG",
@@ -230,7 +231,8 @@ def paths_study(
         raise InputError(f"violation: '{violation}' is not one of {', '.join(VIOLATIONS)}")
     specs = [load_spec(m) for m in models]
     for spec in specs:
-        if spec.kind not in ("milestone", "joint"):
+        uses = set(model_of(spec).uses)
+        if MILESTONE_METHOD not in uses or not uses <= {MILESTONE_METHOD, END_TO_END}:
             raise InputError(
                 f"models: {spec.name} fits {spec.kind} evidence; the study needs milestone "
                 "or joint models"
@@ -288,7 +290,7 @@ def _paths_fit(index: int, setup: dict) -> list[dict]:
 
     (strength, truth_p, milestone_rows, e2e_rows, truth), spec = setup["fits"][index]
     with_e2e, seed = setup["with_e2e"], setup["seed"]
-    uses_e2e = spec.kind == "joint"
+    uses_e2e = END_TO_END in model_of(spec).uses
     evidence = pd.concat([milestone_rows, e2e_rows]) if uses_e2e else milestone_rows
     posterior = fit(evidence, spec, seed=seed)
     subsets = {"all": np.ones(with_e2e.size, dtype=bool)}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from bayes_eval.evidence.pairs import PairRows
     from bayes_eval.evidence.table import Evidence
+    from bayes_eval.families.simulation import SimulationSetup
     from bayes_eval.registry import Model
     from bayes_eval.results.posterior import Posterior
     from bayes_eval.settings import FitOptions
@@ -72,3 +73,14 @@ class Family(Protocol):
     def clustered_spec(self, spec: Spec) -> str:
         """A shipped spec of the family that models runs in clusters, for an error that
         names one."""
+
+    def sbc_setup(
+        self, evidence: Evidence, evidence_rows: PairRows, spec: Spec, **options
+    ) -> SimulationSetup:
+        """What every simulation of simulation-based calibration reads
+        (``bayes_eval.checks.sbc``; ``options``: ``form``, ``side``, ``draws``, ``tune``,
+        ``seed``); refused where the family has nothing to calibrate."""
+
+    def sbc_replicate(self, index: int, setup: SimulationSetup) -> dict:
+        """The ranks of simulation ``index``: the truth drawn from the prior, the counts
+        from the model on the design, the model fitted to them."""

@@ -3,7 +3,10 @@ crossed model itself and the one linking milestones to end-to-end runs."""
 
 from __future__ import annotations
 
+from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.errors import InputError
 from bayes_eval.families.base import AgentLevel
+from bayes_eval.registry import LINKED_PRIORS
 
 __all__ = ["CrossedFamily"]
 
@@ -15,6 +18,22 @@ CROSSED_TEXT = (
 )
 CROSSED_MCMC_TEXT = "It is fitted by MCMC, whose diagnostics must pass before a bound is trusted."
 ABILITY_LABEL = "ability θ (log-odds; ratio: odds ratio)"
+# The quantities SBC ranks: the scalars, every coefficient, every agent's ability, and
+# a grader's rates (and the rate of every pair run, drawn back exactly as in a real fit).
+CROSSED_RANKED = (
+    "ability_mean",
+    "ability_scale",
+    "difficulty_scale",
+    "group_scale",
+    "cell_scale",
+    "blocked_share",
+    "kappa_cluster",
+    *LINKED_PRIORS,
+    "agent_coefficient",
+    "task_coefficient",
+    "ability",
+    *GRADER_RATES,
+)
 
 
 class CrossedFamily:
@@ -62,3 +81,75 @@ class CrossedFamily:
 
     def clustered_spec(self, spec):
         return "crossed"
+
+    def sbc_setup(self, evidence, evidence_rows, spec, *, form, side, draws, tune, seed):
+        """What each simulation of SBC reads: the design of the evidence's rows (its side
+        tables' covariates) and the variables ranked (``CROSSED_RANKED``); the crossed
+        models choose their own form (``form`` must be ``chosen``)."""
+        from bayes_eval.crossed.model import design_of
+        from bayes_eval.families.simulation import SimulationSetup
+
+        if form != "chosen":
+            raise InputError(f"sbc: form {form!r} is the pooled models'; {spec.name} is crossed")
+        design = design_of(evidence_rows, spec, evidence, side)
+        return SimulationSetup(
+            spec,
+            evidence_rows,
+            evidence.clusters,
+            design,
+            None,
+            {},
+            CROSSED_RANKED,
+            draws,
+            tune,
+            seed,
+        )
+
+    def sbc_replicate(self, index, setup):
+        """The ranks of simulation ``index``: every parameter drawn from its prior (a
+        grader's rates from their Betas after its audit), the counts from the model on the
+        evidence's design (its pairs, trials, covariates and clusters)."""
+        import dataclasses
+        import warnings
+
+        from bayes_eval.counts.grading import audit_draw
+        from bayes_eval.counts.layout import model_structure
+        from bayes_eval.families.simulation import (
+            ranks,
+            rate_ranks,
+            thinned,
+            with_cluster_counts,
+            with_counts,
+        )
+        from bayes_eval.inference.engines import compile_model, nutpie_compiled
+        from bayes_eval.inference.sweep import replicate_rng
+        from bayes_eval.registry import model_of
+
+        spec, design = setup.spec, setup.design
+        entry = model_of(spec)
+        build_model = entry.build()
+        names = ("draw_rates", "prior_draw", "simulate")
+        draw_rates, prior_draw, simulate = (entry.part(name) for name in names)
+        layout = design.layout
+        rng = replicate_rng(setup.seed, index)
+        truth = prior_draw(design, spec, rng)
+        if layout.grading is not None:  # the grader's rates given its audit, which the fit keeps
+            truth.update(audit_draw(layout.grading, spec.grader, rng))
+        data, p_task = simulate(truth, design, spec, rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if layout.clusters is not None:
+                simulated = with_cluster_counts(setup, spec, layout, data)
+                simulated = dataclasses.replace(design, layout=simulated)
+                model_data = compile_model(build_model(simulated, spec)).with_data()
+            else:  # compiled once per structure in each process, then given the counts
+                simulated = dataclasses.replace(design, layout=with_counts(layout, spec, data))
+                key = ("sbc crossed", *model_structure(layout, spec))
+                compiled = nutpie_compiled(key, lambda: build_model(design, spec))
+                model_data = compiled.with_data(**data)
+            post, keep = thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
+        row = ranks(post, truth, [name for name in setup.ranked if name in truth], keep, rng)
+        positions = zip(layout.pair_agent, design.pair_task, strict=True)
+        rates = draw_rates(post, simulated, spec, rng)["p_task"][1]
+        row.update(rate_ranks(rates, list(positions), p_task, keep, rng))
+        return row

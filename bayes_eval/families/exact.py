@@ -99,6 +99,14 @@ class ExactFamily:
     def report_paragraphs(self, model):
         return [(model.title, model.text)] if model.title else []
 
+    def sbc_setup(self, evidence, evidence_rows, spec, **_):
+        """Refused: an exact posterior is closed-form, with no sampler to calibrate."""
+        raise InputError(
+            f"sbc: model {spec.name} is exact (conjugate): its posterior is closed-form, "
+            "checked against exact references, with no sampler to calibrate; SBC checks "
+            "the pooled and crossed models"
+        )
+
     def clustered_spec(self, spec):
         return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 

@@ -14,9 +14,9 @@ from bayes_eval.constants import (
     AGENT,
     ANY_NEVER_SOLVED,
     CONCENTRATION_SCALE,
-    END_TO_END,
     NEVER_SHARE,
 )
+from bayes_eval.registry import model_of
 from bayes_eval.results.population import (
     crossing,
     never_solved_caution,
@@ -135,7 +135,7 @@ def _spread_of_the_prior(posterior) -> str | None:
     """A warning naming the agents of an end-to-end Beta population whose spread of task
     rates the prior alone decides: those whose tasks each ran once at most (under a
     concentration shared across agents, only where every agent's did)."""
-    if posterior.spec.kind != END_TO_END or "kappa" not in posterior.draws:
+    if model_of(posterior.spec).population != "beta" or not posterior.is_mcmc:
         return None
     trials, most = posterior.values("cp_trials"), {}  # each pair's end-to-end runs
     for agent, _, i, j in posterior.cells():

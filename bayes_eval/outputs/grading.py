@@ -15,6 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from bayes_eval.constants import END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
+from bayes_eval.registry import model_of
 from bayes_eval.results.summary import REFERENCE_PRIOR, format_number
 
 __all__ = ["grader_sections", "grader_table"]
@@ -132,8 +133,9 @@ def _exact_products(posterior, level: float, audited: bool) -> dict:
 
     spec = posterior.spec
     if posterior.is_mcmc:
-        spec = load_spec(OWN_PRODUCT_MODELS[spec.kind])
-        role = OWN_PRODUCT_PRIOR[spec.kind]
+        (method,) = model_of(spec).graded  # a product model's: milestones or expert steps
+        spec = load_spec(OWN_PRODUCT_MODELS[method])
+        role = OWN_PRODUCT_PRIOR[method]
         uniform = Prior("Beta", {"alpha": 1.0, "beta": 1.0}, "own runs: uniform")
         spec = replace(spec, priors={**spec.priors, role: uniform})
     evidence = posterior.evidence if audited else replace(posterior.evidence, audit=None)

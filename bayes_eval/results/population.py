@@ -33,6 +33,7 @@ import pandas as pd
 
 from bayes_eval.constants import AGENT, ALL_SOLVABLE, NEVER_SHARE, NEVER_SOLVABLE
 from bayes_eval.exact.attempts import LogBetaRatio
+from bayes_eval.registry import model_of
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
 from bayes_eval.specs import check_level, check_probability
 
@@ -210,7 +211,7 @@ def _beta_shapes(posterior):
     """``(mu kappa, (1 - mu) kappa)`` per draw and agent of an ``end_to_end_pooled`` fit,
     with the share of tasks never solved (0 without ``never_share``)."""
     spec = posterior.spec
-    if not posterior.is_mcmc or spec.kind != "end_to_end" or spec.pooling != "tasks":
+    if not posterior.is_mcmc or model_of(spec).population != "beta":
         return None
     mu = posterior.draws["mu"].values.reshape(-1, len(posterior.coords[AGENT]))
     kappa = posterior.draws["kappa"].values.reshape(mu.shape)
@@ -227,8 +228,7 @@ def _crossed_new_task(posterior) -> bool:
     spec = posterior.spec
     return (
         posterior.is_mcmc
-        and spec.pooling == "crossed"
-        and spec.kind == "end_to_end"
+        and model_of(spec).population == "logit"
         and not {"task_coefficient", "group"} & set(posterior.draws.data_vars)
     )
 

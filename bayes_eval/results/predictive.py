@@ -31,6 +31,7 @@ from bayes_eval.constants import (
     MILESTONE_METHOD,
     TASK,
 )
+from bayes_eval.registry import model_of
 from bayes_eval.results.factors import by_cell, cell_label
 
 __all__ = [
@@ -76,6 +77,7 @@ def _cells(posterior, post):
     estimated = {(a, t) for a, t, _, _ in posterior.cells()}
     factors = {name: by_cell(post, name) for name in ("p_milestone", "p_step")}
     chances = _graded_chances(post)
+    model = model_of(posterior.spec)
     table = posterior.evidence.table
     out = []
     for row in table.itertuples():
@@ -83,7 +85,7 @@ def _cells(posterior, post):
         if pair not in estimated:
             continue
         i, j = agent_at[row.agent], task_at[row.task]
-        explains_e2e = posterior.spec.kind in ("end_to_end", "joint") or (
+        explains_e2e = (END_TO_END in model.uses and not model.rungs) or (
             posterior.values("method")[i, j] == END_TO_END  # the chain's end-to-end rung
         )
         k, n = int(row.successes), int(row.trials)

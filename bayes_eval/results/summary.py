@@ -52,6 +52,7 @@ from bayes_eval.constants import (
 from bayes_eval.evidence.table import join_distinct
 from bayes_eval.exact.factors import x_cdf, x_ppf
 from bayes_eval.exact.products import beta_product, clopper_pearson_upper, summarise_products
+from bayes_eval.registry import model_of
 from bayes_eval.specs import check_level, check_probability
 
 __all__ = ["THRESHOLD_COLUMNS", "format_number", "summarise"]
@@ -242,7 +243,8 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
         table.loc[rows, name] = values
     trials = np.maximum(posterior.values("cp_trials")[i, j], 0)
     successes = np.maximum(posterior.values("cp_successes")[i, j], 0)
-    floors = _floor_runs(posterior, posterior.values("cp_trials"))
+    shared = model_of(posterior.spec).floor_shared
+    floors = _floor_runs(shared, posterior.values("cp_trials"))
     floors = None if floors is None else floors[i, j]
     provenance = table.loc[rows, "provenance"].to_numpy()
     for n, row in enumerate(rows):
@@ -253,7 +255,7 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
             table.at[row, name] = value
         values.update(context)
         text = note + ("" if ok[n] else unreliable)
-        provenance[n] = provenance[n] + text + _context_note(values, posterior.spec.pooling, floor)
+        provenance[n] = provenance[n] + text + _context_note(values, shared, floor)
     table.loc[rows, "provenance"] = provenance
 
 
@@ -321,27 +323,28 @@ def bound_context(upper: float, k: int, n: int, floor_runs: int | None, level: f
     }
 
 
-def _floor_runs(posterior, trials: np.ndarray) -> np.ndarray | None:
+def _floor_runs(shared: tuple, trials: np.ndarray) -> np.ndarray | None:
     """Per (agent, task): the end-to-end runs that inform it, those sharing its agent
-    (and, in a crossed model, those sharing its task), from the fit's counts. None for a
-    model that reads milestones: their runs inform its bounds too, and no count of
-    end-to-end runs says what they could show."""
-    if posterior.spec.kind != "end_to_end":
+    (and, where ``shared`` names the task too, as in a crossed model, those sharing its
+    task), from the fit's counts. None where ``shared`` is empty (a model that reads
+    milestones: their runs inform its bounds too, and no count of end-to-end runs says
+    what they could show): the registry entry's ``floor_shared``."""
+    if not shared:
         return None
     runs = np.maximum(trials, 0)
     by_agent = runs.sum(axis=1, keepdims=True)
-    if posterior.spec.pooling != "crossed":
+    if TASK not in shared:
         return np.broadcast_to(by_agent, runs.shape)
     return by_agent + runs.sum(axis=0, keepdims=True) - runs
 
 
-def _context_note(row: dict, pooling: str, floor_runs: int | None) -> str:
+def _context_note(row: dict, shared: tuple, floor_runs: int | None) -> str:
     """The provenance's words on a bound below its floor, or below its own mean."""
     note = ""
     if row["extrapolated"] is True:
         shared, rests = (
             ("agent or task", "additivity across agents and tasks")
-            if pooling == "crossed"
+            if TASK in shared
             else ("agent", "the agent's tasks being alike")
         )
         note += (
