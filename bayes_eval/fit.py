@@ -1,9 +1,9 @@
 """Fit a spec to evidence: the package's front door.
 
 ``fit`` reads the evidence and the spec, keeps the rows the model uses (saying which it
-leaves out and why), and hands them to the model's fitter: the exact builders
-(``bayes_eval.exact.builders``), the pooled models (``bayes_eval.pooled``) or the crossed
-model (``bayes_eval.crossed``). ``fit_per_agent`` fits one agent at a time.
+leaves out and why), checks the options (``FitOptions``), and hands them to the model's
+family (``bayes_eval.families``: exact, pooled, crossed or linked), which fits them.
+``fit_per_agent`` fits one agent at a time.
 ``load_posterior`` reads a fit back, refusing one edited since it was written.
 """
 
@@ -136,8 +136,7 @@ def load_posterior(path: PathLike) -> Posterior:
     posterior = read_posterior(path)
     with collected():  # the notes were said when it was fitted
         by_pair = usable_rows(posterior.evidence, posterior.spec)
-    family_of(posterior.spec).read_back(posterior, by_pair, path)
-    return posterior
+    return family_of(posterior.spec).read_back(posterior, by_pair, path)
 
 
 # The models that carry a grader's error into their bounds so far.

@@ -192,6 +192,7 @@ def trials_to_separate(
     sd_b: float,
     margin: float,
     level: float,
+    *,
     max_trials=None,
     seed: int = 0,
 ) -> int | None:
@@ -518,7 +519,9 @@ def next_run(
     if posterior.graded_positions[i, j]:  # more graded runs, or more audited ones
         audit_cost = 1.0 if costs is None else float(costs[0])
         cost = (end_to_end_cost, audit_cost)
-        return _graded_next_run(posterior, i, j, cost, batches, threshold, level, seed)
+        return _graded_next_run(
+            posterior, (i, j), cost, batches, threshold=threshold, level=level, seed=seed
+        )
     alpha = posterior.values("alpha")[i, j, 0]
     beta = posterior.values("beta")[i, j, 0]
     present = ~np.isnan(alpha)
@@ -582,14 +585,17 @@ GRADED_SIMULATIONS = 400
 GRADED_RUNS_ROUTE, AUDIT_ROUTE = "end_to_end (graded)", "audit"
 
 
-def _graded_next_run(posterior, i, j, costs, batches, threshold, level, seed) -> pd.DataFrame:
-    """``next_run`` of a task an audited grader scored: more runs graded by the same grader
-    (``costs[0]`` each), or more of its runs audited (``costs[1]`` each; as many true
-    successes among them, in share, as its audit has), each simulated
-    ``GRADED_SIMULATIONS`` times from the joint posterior of ``p``, ``se`` and ``sp``."""
+def _graded_next_run(
+    posterior, at: tuple, costs, batches, *, threshold, level, seed
+) -> pd.DataFrame:
+    """``next_run`` of the task at ``at`` (agent and task indices) an audited grader
+    scored: more runs graded by the same grader (``costs[0]`` each), or more of its runs
+    audited (``costs[1]`` each; as many true successes among them, in share, as its audit
+    has), each simulated ``GRADED_SIMULATIONS`` times from the joint posterior of ``p``,
+    ``se`` and ``sp``."""
     from bayes_eval.exact.graded import graded_rate
 
-    rate = posterior.graded_at(i, j)
+    rate = posterior.graded_at(*at)
     prior = posterior.spec.priors["end_to_end"]
     prior = (prior.alpha, prior.beta)
     k, n = rate.graded, rate.runs

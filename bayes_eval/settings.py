@@ -16,7 +16,16 @@ from dataclasses import dataclass, field, fields, replace
 from bayes_eval.constants import MCMC_ENGINES, SAMPLER_LIMITS
 from bayes_eval.errors import InputError
 
-__all__ = ["EXACT_ENGINE", "FitOptions", "SamplerInput", "SamplerSettings", "check_seed"]
+__all__ = [
+    "EXACT_ENGINE",
+    "SEED_STREAMS",
+    "FitOptions",
+    "SamplerInput",
+    "SamplerSettings",
+    "check_seed",
+    "stream_rng",
+    "stream_seed",
+]
 
 # The engine of conjugate models: exact posteriors, no MCMC.
 EXACT_ENGINE = "exact"
@@ -110,6 +119,34 @@ class FitOptions:
     sampler: SamplerSettings | None = None
     side: Mapping = field(default_factory=dict)
     predict: tuple = ()
+
+
+# A fit's random numbers, each stream seeded with the fit's seed plus its offset: the
+# rates an MCMC fit draws back from its kept draws, the posterior predictive replicates,
+# the prior's draws and its predictive replicates, the draws the predictive checks and a
+# horizon forecast average over, and the PIT's uniforms. (An exact fit's posterior draws
+# take the seed itself; SBC's simulations theirs, ``inference.sweep.replicate_rng``.)
+SEED_STREAMS = {
+    "rates": 1,
+    "replicates": 2,
+    "prior": 3,
+    "checks": 3,
+    "forecast": 3,
+    "prior replicates": 4,
+    "pit": 5,
+}
+
+
+def stream_rng(seed: int, stream: str):
+    """The generator of the stream ``stream`` of a fit of seed ``seed`` (``SEED_STREAMS``)."""
+    import numpy as np
+
+    return np.random.default_rng(seed + SEED_STREAMS[stream])
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """The seed of the stream ``stream`` of a fit of seed ``seed`` (``SEED_STREAMS``)."""
+    return seed + SEED_STREAMS[stream]
 
 
 def check_seed(value, name: str = "seed") -> int:

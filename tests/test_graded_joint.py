@@ -335,8 +335,8 @@ def test_bypass_true_counts_is_bypass_terms_at_every_count():
     for r in range(n.size):
         one = [x[[r]][:, None] for x in (log_q, log_1mq, a, b)]
         for t in range(n[r] + 1):
-            counts = np.array([[t]]), np.array([[n[r]]]), np.array([[n[r] - t]])
-            reference = bypass_terms(np, *one, *counts, n[r], logsumexp=True)[0]
+            counts = dict(k=np.array([[t]]), n=np.array([[n[r]]]), failures=np.array([[n[r] - t]]))
+            reference = bypass_terms(np, *one, **counts, j_max=n[r], logsumexp=True)[0]
             assert ours[r, t] == pytest.approx(reference, rel=1e-9)
         assert np.exp(ours[r, : n[r] + 1]).sum() == pytest.approx(1.0, abs=1e-12)
         assert np.all(ours[r, n[r] + 1 :] == IMPOSSIBLE)

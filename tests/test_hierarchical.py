@@ -306,10 +306,10 @@ def test_bypass_marginal_and_exact_redraw_match_quadrature():
         np.log([[1 - q]]),
         np.array([[a]]),
         np.array([[b]]),
-        np.array([[k]]),
-        np.array([[n]]),
-        np.array([[n - k]]),
-        n,
+        k=np.array([[k]]),
+        n=np.array([[n]]),
+        failures=np.array([[n - k]]),
+        j_max=n,
         logsumexp=True,
     )[0]
 
@@ -465,7 +465,7 @@ def test_grouped_beta_binomial_matches_scipy():
     k[:2] = [0, n[1]]  # zero-success and all-success cells
     with pm.Model():  # the design enters as the model's data
         total = _beta_binomial(
-            pm, "cell", pt.as_tensor(alpha), pt.as_tensor(beta), group, k, n - k, n
+            pm, "cell", pt.as_tensor(alpha), pt.as_tensor(beta), group, k=k, failures=n - k, n=n
         )
         ours = total.eval()
     expected = stats.betabinom.logpmf(k, n, alpha[group], beta[group]).sum()
@@ -705,10 +705,10 @@ def test_bypass_terms_when_the_milestone_product_underflows():
             np.array([[0.0]]),
             np.array([[a]]),
             np.array([[b]]),
-            np.array([[k]]),
-            np.array([[n]]),
-            np.array([[n - k]]),
-            k,
+            k=np.array([[k]]),
+            n=np.array([[n]]),
+            failures=np.array([[n - k]]),
+            j_max=k,
             logsumexp=False,
         )[0]
     assert np.all(np.isneginf(terms[:k]))

@@ -248,3 +248,18 @@ def test_the_switch_check_finds_comparisons_and_lookups_of_a_models_kind():
         "w = self.kind == 'log density'\n"
     )
     assert [hit.split(":")[0] for hit in model_switches(code)] == ["1", "2", "3"]
+
+
+def test_no_function_takes_more_than_seven_positional_parameters():
+    """Options travel as values (``FitOptions``, a registry entry, a family object) or by
+    name: no function or method of the package takes more than seven parameters by
+    position (``self`` and ``cls`` aside; keyword-only options are free)."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                named = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                positional = [name for name in named if name not in ("self", "cls")]
+                if len(positional) > 7:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
+    assert not long, long

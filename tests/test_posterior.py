@@ -165,6 +165,11 @@ def test_a_fit_read_back_is_the_same_tree_from_a_file_of_what_it_keeps(
     assert not kept & made
     assert ("posterior" in kept) == mcmc and ("sample_stats" in kept) == mcmc
     again = bayes_eval.load_posterior(path)
+    if mcmc:  # the file's own fit has no derivation: load_posterior made a new Posterior
+        from bayes_eval.results.posterior import read_posterior
+
+        with pytest.raises(RuntimeError, match="without its derivation"):
+            _ = read_posterior(path).draws
     read = again.tree
     assert set(read.children) == set(tree.children)
     for name in tree.children:
@@ -200,3 +205,28 @@ def test_a_summary_without_a_threshold_is_the_same_whatever_was_asked_before():
     with_threshold = first.summary(threshold=0.1)
     assert with_threshold["prob_above"].notna().any() and with_threshold["basis"].notna().all()
     pd.testing.assert_frame_equal(first.summary(), bayes_eval.fit(evidence).summary())
+
+
+def test_a_posterior_sets_its_attributes_once_when_it_is_made():
+    """No method of ``Posterior`` assigns an attribute of the fit after ``__init__``: what
+    it makes from what it keeps is cached (``functools.cached_property``, its groups by
+    name) and never replaced, and a fit read back gets its derivation as a new
+    ``Posterior`` (``with_derivation``)."""
+    import ast
+    import inspect
+
+    from bayes_eval.results import posterior
+
+    tree = ast.parse(inspect.getsource(posterior.Posterior))
+    assigned = [
+        f"{method.name}: {ast.unparse(node)}"
+        for method in tree.body[0].body
+        if isinstance(method, ast.FunctionDef) and method.name != "__init__"
+        for node in ast.walk(method)
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    ]
+    assert not assigned, assigned

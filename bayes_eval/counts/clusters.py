@@ -175,7 +175,8 @@ def _log_terms(xp, gammaln, logsumexp, log_a, log_b, log_phi, terms: ClusterTerm
     a, b = xp.exp(log_a), xp.exp(log_b)
     logs = _term_logs(
         xp, gammaln, a[..., None], b[..., None], log_phi[..., None],
-        terms.successes, terms.failures, terms.log_weight, terms.deficit,
+        successes=terms.successes, failures=terms.failures, log_weight=terms.log_weight,
+        deficit=terms.deficit,
     )  # fmt: skip
     log_beta = gammaln(a) + gammaln(b) - gammaln(a + b)
     return logsumexp(logs, axis=-1) - log_beta
@@ -218,7 +219,8 @@ def draw_log_rates(a, b, phi, terms: ClusterTerms, rng) -> np.ndarray:
         ar, br = a[:, r : r + 1], b[:, r : r + 1]
         logs = _term_logs(
             np, special.gammaln, ar, br, np.log(phi[:, r : r + 1]),
-            shift_a, shift_b, terms.log_weight[r][None, :], terms.deficit[r][None, :],
+            successes=shift_a, failures=shift_b, log_weight=terms.log_weight[r][None, :],
+            deficit=terms.deficit[r][None, :],
         )  # fmt: skip
         weights = np.exp(logs - logs.max(axis=-1, keepdims=True))
         cumulative = np.cumsum(weights, axis=-1)
@@ -230,7 +232,7 @@ def draw_log_rates(a, b, phi, terms: ClusterTerms, rng) -> np.ndarray:
     return out
 
 
-def _term_logs(xp, gammaln, a, b, log_phi, successes, failures, log_weight, deficit):
+def _term_logs(xp, gammaln, a, b, log_phi, *, successes, failures, log_weight, deficit):
     """``log (A_R B_S phi^(R + S - N) B(a + R, b + S))`` per term, ``a``, ``b`` and
     ``log_phi`` broadcast against the terms (``B(a, b)`` left to the caller)."""
     total = successes + failures

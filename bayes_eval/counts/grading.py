@@ -405,14 +405,17 @@ def graded_log_likelihood(pm, grading: Grading, priors: dict, alpha, beta, rate_
     for b in np.unique(bucket):
         rows = np.flatnonzero(bucket == b)
         part = _part(grading, rows, int(n[rows].max()) + 1, int(k[rows].max()) + 1)
-        total += _bucket_sum(pm, part, f"graded{b}", se, sp, alpha, beta, rate_group)
+        total += _bucket_sum(pm, part, f"graded{b}", (se, sp), (alpha, beta), rate_group)
     return total
 
 
-def _bucket_sum(pm, part: Grading, name: str, se, sp, alpha, beta, rate_group):
+def _bucket_sum(pm, part: Grading, name: str, grader: tuple, shapes: tuple, rate_group):
     """``sum log P(k | a, b, se, sp)`` over one bucket's pairs (``graded_log_likelihood``),
-    its design as data named ``{name}_...``."""
+    its design as data named ``{name}_...``; ``grader`` is ``(se, sp)``, ``shapes`` the
+    rates' ``(alpha, beta)``."""
     import pytensor.tensor as pt
+
+    (se, sp), (alpha, beta) = grader, shapes
 
     # log Gamma(a + u + t) and log Gamma(b + m - u + n - t) once per group and count, read
     # per rate (u of its m runs the audit scored again true successes: none where m = 0)

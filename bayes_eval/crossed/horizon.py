@@ -31,6 +31,7 @@ from scipy import special
 from bayes_eval.constants import AGENT
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import parse_term
+from bayes_eval.settings import stream_rng
 
 __all__ = ["HorizonResult", "horizons", "success_offset"]
 
@@ -205,7 +206,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
         if shrinking:
             notes.append(f"in {shrinking:.1%} of draws the horizon does not grow with the date")
         records = []
-        rng = np.random.default_rng(posterior.seed + 3)
+        rng = stream_rng(posterior.seed, "forecast")
         for text in forecast:
             year = _year(text)
             line = flat["ability_mean"] + beta_d * (year - centre_d) / scale_d

@@ -16,6 +16,7 @@ from bayes_eval.crossed.groups import covariate_group, estimates_group
 from bayes_eval.crossed.model import CrossedForm
 from bayes_eval.inference.retry import sample_until_diagnosed
 from bayes_eval.registry import model_of
+from bayes_eval.settings import stream_rng
 
 __all__ = ["compact", "derivation_of_fit", "fit_crossed", "rates_of_fit"]
 
@@ -105,12 +106,12 @@ def derivation_of_fit(design: Design, spec, seed):
 
 def rates_of_fit(kept, *, design: Design, spec, seed):
     """The ``posterior`` group of a crossed fit from its kept draws: every (agent, task)'s
-    rate drawn (seeded with ``seed + 1``; ``draw_rates``), the departures dropped (they
+    rate drawn (the ``rates`` stream of ``seed``; ``draw_rates``), the departures dropped (they
     live on in the rates), the abilities with the predicted agents'."""
     from bayes_eval.results.factors import stack_factor_rates
 
     entry = model_of(spec)
-    rates = entry.part("draw_rates")(kept, design, spec, np.random.default_rng(seed + 1))
+    rates = entry.part("draw_rates")(kept, design, spec, stream_rng(seed, "rates"))
     draws = kept.drop_vars(list(entry.part("LATENT")), errors="ignore")
     draws = draws.drop_dims(list(entry.part("LATENT_DIMS")), errors="ignore")
     draws = draws.assign_coords({AGENT: design.agents})

@@ -126,7 +126,7 @@ def _bin_masses(a, b, lo, step, n_bins, known):
     return np.maximum(mass, 0.0), (step, cdf, sf)
 
 
-def _grid_cdf(a, b, step, support, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> GridCdf:
+def _grid_cdf(a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> GridCdf:
     """Discretise each factor's exact bin masses and convolve.
 
     A factor's bin masses sit at the bins' centres, ``lo + (k + 1/2) step``, except
@@ -533,7 +533,13 @@ class _Grid:
         lattices = {}
         return [
             _grid_cdf(
-                a, b, step, support, cap, tilt=min(_tilt(a, b, x), upwards), lattices=lattices
+                a,
+                b,
+                step,
+                support,
+                x_cap=cap,
+                tilt=min(_tilt(a, b, x), upwards),
+                lattices=lattices,
             )
             if a.size
             else None

@@ -55,9 +55,9 @@ class Family(Protocol):
         """The model on the design of ``by_pair`` with no data yet: a ``Posterior`` whose
         ``prior_groups()`` draw the spec's priors through the model."""
 
-    def read_back(self, posterior: Posterior, by_pair: PairRows, path: Path) -> None:
-        """Make ``posterior``, read from ``path``, whole again: what the fit made from what
-        it keeps, from its seed; refuse one that its evidence and spec do not give."""
+    def read_back(self, posterior: Posterior, by_pair: PairRows, path: Path) -> Posterior:
+        """``posterior``, read from ``path``, made whole again: what the fit made from what
+        it keeps, from its seed; refused where its evidence and spec do not give it."""
 
     def agent_level(self, spec: Spec) -> AgentLevel | None:
         """The quantity that ranks an MCMC fit's agents; None where the fit has none (an

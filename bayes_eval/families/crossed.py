@@ -66,7 +66,7 @@ class CrossedFamily:
         design = design_of_fit(
             by_pair, posterior.spec, posterior.evidence, posterior.group("covariates")
         )
-        posterior.attach(derivation_of_fit(design, posterior.spec, posterior.seed))
+        return posterior.with_derivation(derivation_of_fit(design, posterior.spec, posterior.seed))
 
     def agent_level(self, spec):
         return AgentLevel("ability", ABILITY_LABEL, log_odds=True)
@@ -147,7 +147,7 @@ class CrossedFamily:
                 key = ("sbc crossed", *model_structure(layout, spec))
                 compiled = nutpie_compiled(key, lambda: build_model(design, spec))
                 model_data = compiled.with_data(**data)
-            post, keep = thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
+            post, keep = thinned(model_data, setup, index)
         row = ranks(post, truth, [name for name in setup.ranked if name in truth], keep, rng)
         positions = zip(layout.pair_agent, design.pair_task, strict=True)
         rates = draw_rates(post, simulated, spec, rng)["p_task"][1]

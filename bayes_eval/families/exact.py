@@ -89,6 +89,7 @@ class ExactFamily:
                     f"{path}: the stored posterior ({name}) is not the one its evidence and "
                     f"model {posterior.spec.name} give: {why}; fit again"
                 )
+        return posterior
 
     def agent_level(self, spec):
         return None

@@ -40,7 +40,7 @@ class PooledFamily:
     def read_back(self, posterior, by_pair, path):
         from bayes_eval.pooled.sampling import derivation_of_fit
 
-        posterior.attach(
+        return posterior.with_derivation(
             derivation_of_fit(posterior.evidence, by_pair, posterior.spec, posterior.seed)
         )
 
@@ -149,7 +149,7 @@ class PooledFamily:
                     values = {v.name: v.get_value() for v in model.data_vars}
                 compiled = nutpie_compiled(key, lambda: build(layout, spec, setup.form))
                 model_data = compiled.with_data(**(data if simulated is layout else values))
-            post, keep = thinned(model_data, setup.draws, setup.tune, setup.seed + index + 1)
+            post, keep = thinned(model_data, setup, index)
         rates = pooled_rates(post, with_counts(simulated, spec, data), spec, rng)
         row = ranks(post, truth, setup.ranked, keep, rng)
         positions = [(layout.agents.index(a), layout.tasks.index(t)) for a, t in layout.pairs]

@@ -44,10 +44,13 @@ class SimulationSetup:
     seed: int
 
 
-def thinned(model_data, draws, tune, seed):
-    """Two chains of ``5 (draws + 1)`` draws, thinned by 10 to ``draws`` nearly
-    independent ones: the posterior, and the flat indices of the draws kept."""
+def thinned(model_data, setup: SimulationSetup, index: int):
+    """The fit of simulation ``index``: two chains of ``5 (draws + 1)`` draws (their seed
+    ``seed + index + 1``), thinned by 10 to ``draws`` nearly independent ones: the
+    posterior, and the flat indices of the draws kept."""
     import nutpie
+
+    draws, tune, seed = setup.draws, setup.tune, setup.seed + index + 1
 
     trace = nutpie.sample(
         model_data, draws=5 * (draws + 1), tune=tune, chains=2, seed=seed, progress_bar=False

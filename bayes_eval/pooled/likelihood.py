@@ -190,10 +190,10 @@ def _joint(post: xr.Dataset, layout) -> xr.Dataset:
                 np.log(-np.expm1(log_q)).reshape(-1, 1),
                 bypass_a[:, many].reshape(-1, 1),
                 bypass_b[:, many].reshape(-1, 1),
-                np.tile(k_e, len(a))[:, None],
-                np.tile(n_e, len(a))[:, None],
-                np.tile(n_e - k_e, len(a))[:, None],
-                int(n_e.max()),
+                k=np.tile(k_e, len(a))[:, None],
+                n=np.tile(n_e, len(a))[:, None],
+                failures=np.tile(n_e - k_e, len(a))[:, None],
+                j_max=int(n_e.max()),
                 logsumexp=True,
             )
             return terms.reshape(len(a), many.size)

@@ -142,11 +142,12 @@ def end_to_end_model(layout, spec, form=None):
         if ALL_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE_IF_ANY, spec.priors[NEVER_SOLVABLE], AGENT)
             all_solvable = _chance(pm, ALL_SOLVABLE, spec.priors[ALL_SOLVABLE])
-            each = _zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)
+            each = _zero_inflated(a, b, log_pi, log_1pi, group, shared, k=k, failures=f)
             total = _spike(each, all_solvable, group, model.dim_lengths[AGENT])
         elif NEVER_SOLVABLE in spec.priors:
             log_pi, log_1pi = _mean(pm, NEVER_SHARE, spec.priors[NEVER_SOLVABLE], AGENT)
-            total = pt.sum(_zero_inflated(a, b, log_pi, log_1pi, group, shared, k, f)[0])
+            each = _zero_inflated(a, b, log_pi, log_1pi, group, shared, k=k, failures=f)
+            total = pt.sum(each[0])
         else:
             total = _counts_likelihood(
                 pm, layout, spec, (a, b, layout.pair_agent), layout.e2e_k, layout.e2e_n, "pair"
@@ -191,7 +192,7 @@ def _shared_terms(pm, alpha, beta, group, n):
     return per_trials[at]
 
 
-def _zero_inflated(a, b, log_pi, log_1pi, group, shared, k, failures):
+def _zero_inflated(a, b, log_pi, log_1pi, group, shared, *, k, failures):
     """Each pair's log count where a share ``pi`` of the agent's tasks is never solved (rate
     0) and the rest are ``Beta(a, b)``: ``log(pi + (1 - pi) BB(0 | n))`` for a pair without
     a success, ``log(1 - pi) + log BB(k | n)`` (without the binomial coefficient, constant
@@ -356,7 +357,7 @@ def _counts_likelihood(pm, layout, spec, rates, k, n, dim):
     if own.size:
         dims = dim if own.size == k.size else None
         successes, failures = count_data_vars(pm, "k_obs", k[own], n[own], dims)
-        total += _beta_binomial(pm, dim, a, b, group[own], successes, failures, n[own])
+        total += _beta_binomial(pm, dim, a, b, group[own], k=successes, failures=failures, n=n[own])
     return total
 
 
@@ -404,7 +405,7 @@ def _cluster_marginal(pm, log_a, log_b, log_phi, layout):
     pm.Potential("k_clusters", total)
 
 
-def _beta_binomial(pm, name, alpha, beta, group, k, failures, n):
+def _beta_binomial(pm, name, alpha, beta, group, *, k, failures, n):
     """``sum log BetaBinomial(k | n, alpha[group], beta[group])`` over the cells, without
     the binomial coefficients (constant in the parameters); ``failures`` is ``n - k``
     (``count_data``). The design (``group``, ``n``) enters as data named ``{name}_...``
@@ -465,7 +466,9 @@ def joint_model(layout, spec, form):
         kept = np.flatnonzero(~sampled)
         if kept.size:
             a, b, group = pt.exp(log_a), pt.exp(log_b), layout.cell_pair[kept]
-            total = _beta_binomial(pm, "cell", a, b, group, k[kept], f[kept], layout.n[kept])
+            total = _beta_binomial(
+                pm, "cell", a, b, group, k=k[kept], failures=f[kept], n=layout.n[kept]
+            )
             pm.Potential("k_cell", total)
         log_bypass, log_1m_bypass = _mean(pm, "mu_bypass", spec.priors["bypass_mean"], AGENT)
         log_kappa_bypass = _concentration(
@@ -518,8 +521,8 @@ def joint_model(layout, spec, form):
                 e2e_k, e2e_f = count_data_vars(pm, "e2e_k", layout.e2e_k[at], n[plain])
                 log_lik = bypass_terms(
                     pt, log_q[plain][:, None], log_1mq[plain][:, None], bypass_a[at][:, None],
-                    bypass_b[at][:, None], e2e_k[:, None], n[plain][:, None], e2e_f[:, None],
-                    int(n[plain].max()), logsumexp=True,
+                    bypass_b[at][:, None], k=e2e_k[:, None], n=n[plain][:, None],
+                    failures=e2e_f[:, None], j_max=int(n[plain].max()), logsumexp=True,
                 )  # fmt: skip
                 pm.Potential("end_to_end", pt.sum(log_lik))
             if mine.size:  # graded: the sum over the true count t of P(t) P(k | t)

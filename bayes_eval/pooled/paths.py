@@ -91,7 +91,7 @@ def transition(xp, n_max, rising_a, rising_b, rising_ab):
     return xp.where(passed[..., None], terms, IMPOSSIBLE)
 
 
-def bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures):
+def bypass_outcomes(xp, gammaln, survivors, alpha, beta, *, k, n, failures):
     """``log P(c_M = c, k successes)``, ``c = 0..max(n)``: ``c`` trials through the milestones
     (``survivors``, the last array of ``survivor_chain``) and the other ``k - c``
     successes by the bypass, ``C(n - c, k - c) B(alpha + k - c, beta + n - k) / B(alpha,
@@ -118,11 +118,11 @@ def path_likelihood(xp, survivors, alpha, beta, k, n, failures):
     the sum over ``c`` of ``bypass_outcomes``."""
     logsumexp = special.logsumexp if xp is np else xp.logsumexp
     gammaln = special.gammaln if xp is np else xp.gammaln
-    terms = bypass_outcomes(xp, gammaln, survivors, alpha, beta, k, n, failures)
+    terms = bypass_outcomes(xp, gammaln, survivors, alpha, beta, k=k, n=n, failures=failures)
     return logsumexp(terms, axis=0)
 
 
-def bypass_terms(xp, log_q, log_1mq, a, b, k, n, failures, j_max, logsumexp):
+def bypass_terms(xp, log_q, log_1mq, a, b, *, k, n, failures, j_max, logsumexp):
     """``log`` of the terms j = 0..j_max of the marginal above (``-inf`` for j > k);
     ``log_1mq`` is ``log(1 - Q)`` and ``failures`` is ``n - k`` (``count_data``).
 

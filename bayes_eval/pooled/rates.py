@@ -364,8 +364,17 @@ def _bypass(post, layout, rng, shape, log_q, detected):
                 k = _true_count(log_p, detected[p], rng)[:, None]
             j = _categorical(
                 bypass_terms(
-                    np, q, log_1mq, ap, bp, k, np.array([[n]]), n - k, int(k.max()), False
-                ),
+                    np,
+                    q,
+                    log_1mq,
+                    ap,
+                    bp,
+                    k=k,
+                    n=np.array([[n]]),
+                    failures=n - k,
+                    j_max=int(k.max()),
+                    logsumexp=False,
+                ),  # fmt: skip
                 rng,
             )
         bypass[..., p] = rng.beta(ap[:, 0] + j, bp[:, 0] + (n - k[:, 0])).reshape(shape)
@@ -402,8 +411,9 @@ def _marginal_draws(post, layout, rng, shape, detected):
 
         def outcomes(k, chain=chain, ap=ap, bp=bp, n=n, rows=rows):
             return bypass_outcomes(
-                np, special.gammaln, chain[-1], ap, bp, k * rows, n * rows, (n - k) * rows
-            )
+                np, special.gammaln, chain[-1], ap, bp,
+                k=k * rows, n=n * rows, failures=(n - k) * rows,
+            )  # fmt: skip
 
         if p in detected:
             log_p = [special.logsumexp(outcomes(t), axis=0) for t in range(n + 1)]

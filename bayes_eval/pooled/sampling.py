@@ -28,6 +28,7 @@ from bayes_eval.pooled.likelihood import log_likelihood
 from bayes_eval.pooled.prior import log_prior, prior_draws
 from bayes_eval.pooled.rates import by_agent_and_task, pooled_rates
 from bayes_eval.registry import model_of
+from bayes_eval.settings import stream_rng
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -108,10 +109,10 @@ def _derivation(layout, spec, seed):
 
 def _rates(kept, *, layout, spec, seed):
     """The ``posterior`` group of a pooled fit from its kept draws: the rates drawn back
-    (seeded with ``seed + 1``), on the agents' and tasks' coordinates."""
+    (the ``rates`` stream of ``seed``), on the agents' and tasks' coordinates."""
     from bayes_eval.results.factors import stack_factor_rates
 
-    rates = pooled_rates(kept, layout, spec, np.random.default_rng(seed + 1))
+    rates = pooled_rates(kept, layout, spec, stream_rng(seed, "rates"))
     draws = kept.assign(rates).assign_coords({TASK: layout.tasks, **_labels(layout, kept)})
     for dim, name in ((MILESTONE, "p_milestone"), (STEP, "p_step")):
         if name in draws:

@@ -55,6 +55,7 @@ from bayes_eval.files import check_readable
 from bayes_eval.results.exact_draws import exact_draws, exact_log_prior, exact_prior
 from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
+from bayes_eval.settings import stream_seed
 from bayes_eval.specs import Spec, spec_from_toml, spec_text
 
 if TYPE_CHECKING:
@@ -186,22 +187,19 @@ class Posterior:
 
         return f"<pre>{html.escape(repr(self))}</pre>{self._tree._repr_html_()}"
 
-    @property
+    @functools.cached_property
     def diagnostics(self) -> Diagnostics | None:
         """An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
-        posterior and sampler statistics); None for exact fits."""
-        if self._diagnostics is None and self.is_mcmc:
-            from bayes_eval.inference.diagnostics import Diagnostics, diagnose
+        posterior and sampler statistics, where the sampler did not give them); None for
+        exact fits."""
+        if self._diagnostics is not None or not self.is_mcmc:
+            return self._diagnostics
+        from bayes_eval.inference.diagnostics import Diagnostics, diagnose
 
-            if "diagnostics" in self._tree:
-                kept = self._tree["diagnostics"].to_dataset()
-                self._diagnostics = Diagnostics.from_dataset(kept)
-            else:
-                stats = self._tree["sample_stats"].to_dataset()
-                self._diagnostics = diagnose(
-                    xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats})
-                )
-        return self._diagnostics
+        if "diagnostics" in self._tree:
+            return Diagnostics.from_dataset(self._tree["diagnostics"].to_dataset())
+        stats = self._tree["sample_stats"].to_dataset()
+        return diagnose(xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats}))
 
     @property
     def kept(self) -> xr.DataTree:
@@ -265,7 +263,7 @@ class Posterior:
             return self._groups.get(name)
         draws = self.draws
         if name in PREDICTIVE_GROUPS or (name == "log_likelihood" and not self.is_mcmc):
-            self._groups.update(replicate(self, draws, self.seed + 2))
+            self._groups.update(replicate(self, draws, stream_seed(self.seed, "replicates")))
         elif name == "log_likelihood":
             made = None
             if self._derivation is not None and self._derivation.log_likelihood is not None:
@@ -301,8 +299,10 @@ class Posterior:
         make = exact_prior if not self.is_mcmc and self._derivation is None else None
         if make is None:
             make = self._derivation.prior
-        prior = stack_factor_rates(make(self, draws, self.spec.draws, self.seed + 3))
-        groups = replicate(self, prior, self.seed + 4, log_likelihood=False)
+        prior = make(self, draws, self.spec.draws, stream_seed(self.seed, "prior"))
+        prior = stack_factor_rates(prior)
+        seed = stream_seed(self.seed, "prior replicates")
+        groups = replicate(self, prior, seed, log_likelihood=False)
         return {
             "prior": prior,
             "prior_predictive": groups["posterior_predictive"],
@@ -449,10 +449,11 @@ class Posterior:
             conjugate = conjugate.merge(grading_variables(conjugate.coords, i, j, **grading))
         return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
 
-    def attach(self, derivation: Derivation) -> None:
-        """Give an MCMC fit read from a file its family's ``derivation``
-        (``bayes_eval.load_posterior`` does)."""
-        self._derivation = derivation
+    def with_derivation(self, derivation: Derivation) -> Posterior:
+        """This fit, read from a file, with its family's ``derivation`` (a new
+        ``Posterior``: ``bayes_eval.load_posterior`` makes it so)."""
+        kept = (self._tree, self.spec, self.evidence)
+        return type(self)(*kept, derivation=derivation, diagnostics=self._diagnostics)
 
     # ------------------------------------------------------------------ summaries
 

@@ -33,6 +33,7 @@ from bayes_eval.constants import (
 )
 from bayes_eval.registry import model_of
 from bayes_eval.results.factors import by_cell, cell_label
+from bayes_eval.settings import stream_rng
 
 __all__ = [
     "pair_coords",
@@ -150,7 +151,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
         rows = []
         post = posterior.draws
         clusters = _cluster_sizes(posterior, post)
-        rng = np.random.default_rng(posterior.seed + 3)
+        rng = stream_rng(posterior.seed, "checks")
         for method, agent, task, index, k, n, draws in _cells(posterior, post):
             p = np.clip(draws.ravel(), 0.0, 1.0)
             sizes = clusters.get((agent, task, method, index))
@@ -181,7 +182,7 @@ def predictive_checks(posterior) -> pd.DataFrame:
         columns = [cells[name].to_numpy() for name in names] + [mean, above, equal]
     if not columns or not len(columns[0]):
         return pd.DataFrame(columns=COLUMNS)
-    return _checks_table(*columns, rng=np.random.default_rng(posterior.seed + 5))
+    return _checks_table(columns, stream_rng(posterior.seed, "pit"))
 
 
 def beta_binomial_sf(k, n, a, b) -> np.ndarray:
@@ -202,10 +203,12 @@ def beta_binomial_sf(k, n, a, b) -> np.ndarray:
     return out
 
 
-def _checks_table(agent, task, method, index, k, n, rate, above, equal, rng) -> pd.DataFrame:
-    """The checks' table (``COLUMNS``) from its columns, one row per cell: ``above`` and
-    ``equal`` are each cell's ``P(k_rep > k)`` and ``P(k_rep = k)``; ``rng`` draws the
+def _checks_table(columns: list, rng) -> pd.DataFrame:
+    """The checks' table (``COLUMNS``) from its ``columns``, one row per cell: agent, task,
+    method, index, successes ``k``, trials ``n``, the replicated rate, and ``above`` and
+    ``equal``, each cell's ``P(k_rep > k)`` and ``P(k_rep = k)``; ``rng`` draws the
     PIT's uniforms, one per cell in order."""
+    agent, task, method, index, k, n, rate, above, equal = columns
     k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
     above, equal = np.asarray(above, dtype=float), np.asarray(equal, dtype=float)
     value = above + 0.5 * equal
