@@ -8,7 +8,7 @@ command line only translates its flags into these calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from bayes_eval.settings import SamplerInput
 from bayes_eval.specs import ModelSource, check_probability
 
 __all__ = [
+    "Question",
     "Run",
     "conclude",
     "load_or_fit",
@@ -180,34 +181,45 @@ def run(
     def refit(spec):
         return fit(posterior.evidence, spec, predict=predict, **given)
 
-    return conclude(
-        posterior,
-        out=out,
-        threshold=threshold,
-        attempts=attempts,
-        sensitivity=refit if sensitivity else False,
-    )
+    question = Question(threshold, attempts=attempts, sensitivity=refit if sensitivity else False)
+    return conclude(posterior, question, out=out)
 
 
 # Shipped models whose fit describes an agent's task population (a new task's pass@k).
 POPULATION_MODELS = ("end_to_end_shared", "end_to_end_pooled", "crossed")
 
 
-def conclude(posterior, *, out=None, threshold=None, attempts=None, sensitivity=False) -> Run:
-    """What ``run`` does once the fit is made: its summary, its checks (``check_fit``),
-    pass@k and pass^k for ``attempts``, with ``sensitivity`` (True, or a function that
-    refits a spec for the members reweighting cannot reach) the bounds under the prior
-    family, and with ``out`` its run folder (``write_run_folder``)."""
-    summary = posterior.summary(threshold=threshold)
+@dataclass(frozen=True)
+class Question:
+    """What a run asks of a fit besides its bounds: ``threshold``, the ``tau`` of its
+    verdicts ``P < tau``; ``level`` of the bounds (None: the fit's); ``attempts``, the
+    numbers of attempts of pass@k and pass^k; and ``sensitivity``, the bounds under the
+    prior family (True, or a function that refits a spec for the members reweighting
+    cannot reach)."""
+
+    threshold: float | None = None
+    level: float | None = None
+    attempts: Sequence[int] | str | None = None
+    sensitivity: bool | Callable = False
+
+
+def conclude(posterior, question: Question = Question(), *, out=None) -> Run:
+    """What ``run`` does once the fit is made, to answer ``question``: its summary, its
+    checks (``check_fit``), pass@k and pass^k for its attempts, the bounds under the prior
+    family where it asks for them, and with ``out`` its run folder
+    (``write_run_folder``)."""
+    threshold, level, attempts = question.threshold, question.level, question.attempts
+    summary = posterior.summary(level=level, threshold=threshold)
     table = curves = found = None
     if attempts is not None:
-        table = posterior.attempts(attempts, threshold=threshold)
-        curves = posterior.population(attempts)
+        table = posterior.attempts(attempts, level=level, threshold=threshold)
+        curves = posterior.population(attempts, level=level)
         _note_prior_pass_at_k(posterior, curves, max(parse_attempts(attempts)))
     checks = check_fit(posterior)
-    if sensitivity:
+    if question.sensitivity:
+        sensitivity = question.sensitivity
         refit = sensitivity if callable(sensitivity) else refitter(posterior)
-        found = _sensitivity(posterior, threshold, checks, refit)
+        found = _sensitivity(posterior, threshold, checks, refit, level=level)
         if found is not None:
             summary = found.mark(summary)
     written = (

@@ -80,6 +80,7 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     from bayes_eval import pipeline
+    from bayes_eval.pipeline import Question
     from bayes_eval.specs import check_level, check_probability
 
     level = None if args.level is None else check_level(args.level, "--level")
@@ -90,7 +91,7 @@ def run(args) -> int:
     sweep = sweep_options(args)
     out = None if args.out is None else check_out(Path(args.out))
     if args.by is not None:
-        question = dict(threshold=threshold, attempts=attempts, sensitivity=args.sensitivity)
+        question = Question(threshold, attempts=attempts, sensitivity=args.sensitivity)
         options = dict(level=level, seed=seed, sampler=sampler, **sweep)
         return _fit_per_agent(args, options, question, out)
     if sweep["workers"] is not None or sweep["scheduler"] is not None:
@@ -134,11 +135,11 @@ def run(args) -> int:
     return 0
 
 
-def _fit_per_agent(args, options: dict, question: dict, out) -> int:
+def _fit_per_agent(args, options: dict, question, out) -> int:
     """``fit --by agent``: a fit per agent (``options``: ``fit_per_agent``'s level, seed,
-    sampler and sweep), each concluded (``question``: ``pipeline.conclude``'s threshold, attempts
-    and sensitivity) and written to its own run folder in ``out`` as it finishes
-    (``agents.csv`` says which folder is whose), and printed together."""
+    sampler and sweep), each concluded to answer ``question`` (``pipeline.Question``) and
+    written to its own run folder in ``out`` as it finishes (``agents.csv`` says which
+    folder is whose), and printed together."""
     import pandas as pd
 
     from bayes_eval.fit import fit_per_agent
@@ -166,12 +167,12 @@ def _fit_per_agent(args, options: dict, question: dict, out) -> int:
                 command="fit --by agent",
             )
         folder = None if out is None else out / folders[agent]
-        done = concluded[agent] = conclude(posterior, out=folder, **question)
+        done = concluded[agent] = conclude(posterior, question, out=folder)
         lines = check_text(done.checks.predictive, done.checks.assumption)
         verdicts[agent] = verdict_text(posterior, lines, done.checks.failed)
 
     fit_per_agent(evidence, args.model, on_fit=keep, **options)
-    threshold, attempts = question["threshold"], question["attempts"]
+    threshold, attempts = question.threshold, question.attempts
     if args.format != "table":
         for agent in concluded:
             if verdicts[agent]:
