@@ -105,7 +105,8 @@ def fit(
         evidence = with_audit(evidence, audit)
     check_graded(evidence, spec)
     options = fit_options(spec, level, seed, sampler)
-    options = replace(options, side=side_tables(spec, agents, tasks, predict), predict=predict)
+    side = side_tables(spec, agents, tasks, predict)
+    options = replace(options, side=side, predict=tuple(predict))
     _check_clusters(evidence, spec)
     by_pair = usable_rows(evidence, spec)
     if not allow_unfit and model_of(spec).refuses_sparse_shared:

@@ -5,11 +5,11 @@ evidence it reads, the priors it takes, whether it models clustered runs, its bu
 what it predicts, and the words the report uses for it. The spec reader, ``fit``, SBC, the
 report and the command line read this table instead of branching on a model's kind.
 
-A model is named as a spec names it, by its ``kind`` and ``pooling``, and names its family
-(``bayes_eval.families``): ``exact`` (conjugate; pooling ``none``), ``pooled`` (a
+A model is named as a spec names it, by its ``kind`` and ``pooling``, and names its
+family (``bayes_eval.families``): ``exact`` (conjugate; pooling ``none``), ``pooled`` (a
 partially pooled PyMC model), ``crossed`` (agents x tasks) or ``linked`` (agents x tasks,
-milestones linked to end-to-end runs). A builder is a callable or a ``"module:name"`` reference,
-imported only when the model is fitted, so an exact fit never imports PyMC:
+milestones linked to end-to-end runs). A builder is a callable or a ``"module:name"``
+reference, imported only when the model is fitted, so an exact fit never imports PyMC:
 
 * exact: ``builder(agent, task, rows_by_method, spec)`` returns an
   ``bayes_eval.exact.builders.Estimate`` for one (agent, task);

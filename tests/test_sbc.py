@@ -124,3 +124,9 @@ def test_sbc_of_an_exact_model_is_refused_by_its_family():
     (it failed with a KeyError on a pooled prior's role)."""
     with pytest.raises(bayes_eval.InputError, match="sbc: model mats2024 is exact"):
         sbc(design("hierarchical"), "mats2024", simulations=2)
+
+
+def test_a_form_for_a_crossed_model_is_refused():
+    """The crossed models choose their own form: asking for one is refused, not ignored."""
+    with pytest.raises(bayes_eval.InputError, match="form 'centred' is the pooled models'"):
+        sbc(design("end_to_end_pooled"), "crossed", simulations=2, form="centred")

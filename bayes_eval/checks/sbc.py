@@ -87,8 +87,9 @@ def sbc(
         Tuning steps per chain.
     seed : int
     form : {"chosen", "centred", "non-centred"}
-        How the task means (and ``joint``'s milestone rates) are sampled: as ``fit``
-        chooses from the design's trials (``hierarchical.choose_form``), or all in one form.
+        How a pooled model's task means (and ``joint``'s milestone rates) are sampled: as
+        ``fit`` chooses from the design's trials (``bayes_eval.counts.layout.choose_form``),
+        or all in one form (the crossed models choose their own: another form is refused).
     agents, tasks : path or DataFrame, optional
         Crossed models: the covariate side tables, as for ``fit``.
     workers, scheduler : optional

@@ -47,7 +47,7 @@ MARGINAL_END_TO_END = 10
 
 @dataclass
 class Layout:
-    """The evidence of a pooled model as flat arrays.
+    """The evidence of a pooled or crossed model as flat arrays.
 
     ``pairs`` are the (agent, task) estimated; ``pair_agent`` indexes ``agents``.
     Cells are milestone or step counts: ``cell_pair``, ``cell_run`` (0 for

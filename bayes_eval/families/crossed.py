@@ -93,17 +93,9 @@ class CrossedFamily:
             raise InputError(f"sbc: form {form!r} is the pooled models'; {spec.name} is crossed")
         design = design_of(evidence_rows, spec, evidence, side)
         return SimulationSetup(
-            spec,
-            evidence_rows,
-            evidence.clusters,
-            design,
-            None,
-            {},
-            CROSSED_RANKED,
-            draws,
-            tune,
-            seed,
-        )
+            spec, evidence_rows, evidence.clusters, design, form=None, hyper={},
+            ranked=CROSSED_RANKED, draws=draws, tune=tune, seed=seed,
+        )  # fmt: skip
 
     def sbc_replicate(self, index, setup):
         """The ranks of simulation ``index``: every parameter drawn from its prior (a

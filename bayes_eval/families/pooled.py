@@ -99,8 +99,9 @@ class PooledFamily:
         also = ("kappa", "mu_task", *GRADER_RATES)
         ranked += tuple(v for v in also if v in built.named_vars and v not in ranked)
         return SimulationSetup(
-            spec, evidence_rows, evidence.clusters, layout, chosen, hyper, ranked, draws, tune, seed
-        )
+            spec, evidence_rows, evidence.clusters, layout, form=chosen, hyper=hyper,
+            ranked=ranked, draws=draws, tune=tune, seed=seed,
+        )  # fmt: skip
 
     def sbc_replicate(self, index, setup):
         """The ranks of simulation ``index``: the agent-level parameters drawn from their
