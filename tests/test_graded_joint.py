@@ -340,3 +340,24 @@ def test_bypass_true_counts_is_bypass_terms_at_every_count():
             assert ours[r, t] == pytest.approx(reference, rel=1e-9)
         assert np.exp(ours[r, : n[r] + 1]).sum() == pytest.approx(1.0, abs=1e-12)
         assert np.all(ours[r, n[r] + 1 :] == IMPOSSIBLE)
+
+
+def test_bypass_true_counts_in_blocks_is_one_call(monkeypatch):
+    """Held a few rows at a time, the true-count terms are those of one call (to rounding:
+    a block's sums over ``j`` run over its own width), ``IMPOSSIBLE`` past each row's
+    ``n``: the last block here holds only short rows (concatenating the blocks' own widths
+    failed there)."""
+    from bayes_eval.pooled import paths
+
+    rng = np.random.default_rng(1)
+    n = np.array([40, 3, 12, 40, 3, 12, 2])
+    log_q = np.log(rng.uniform(0.01, 0.9, n.size))
+    log_1mq = np.log1p(-np.exp(log_q))
+    a, b = rng.uniform(0.3, 4, n.size), rng.uniform(0.3, 10, n.size)
+    whole = paths.bypass_true_counts(np, log_q, log_1mq, a, b, n)
+    monkeypatch.setattr(paths, "TRUE_COUNT_TERMS", 2 * 41**2)  # two rows a block
+    blocks = paths.bypass_true_counts_in_blocks(log_q, log_1mq, a, b, n)
+    assert blocks.shape == whole.shape
+    possible = np.arange(n.max() + 1) <= n[:, None]
+    assert np.allclose(blocks[possible], whole[possible], rtol=1e-14, atol=0)
+    assert np.all(blocks[~possible] == paths.IMPOSSIBLE)

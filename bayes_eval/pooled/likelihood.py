@@ -52,7 +52,7 @@ from bayes_eval.counts.grading import GRADER_RATES, detection_log, graded_log_ma
 from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
 from bayes_eval.pooled.paths import (
     bypass_terms,
-    bypass_true_counts,
+    bypass_true_counts_in_blocks,
     cells_of,
     path_likelihood,
     survivor_chain,
@@ -198,16 +198,11 @@ def _joint(post: xr.Dataset, layout) -> xr.Dataset:
             )
             return terms.reshape(len(a), many.size)
 
-        def many_true():  # log P(t | Q, bypass) of every many pair, a chunk of rows at a time
+        def many_true():  # log P(t | Q, bypass) of every many pair at every draw
             rows = [x.reshape(-1) for x in (log_q, np.log(-np.expm1(log_q)))]
             rows += [x[:, many].reshape(-1) for x in (bypass_a, bypass_b)]
-            trials = np.tile(n_e, len(a))
-            step = max(1, CHUNK // int(n_e.max() + 1) ** 2)
-            parts = [
-                bypass_true_counts(np, *(x[s : s + step] for x in rows), trials[s : s + step])
-                for s in range(0, trials.size, step)
-            ]
-            return np.concatenate(parts).reshape(len(a), many.size, -1)
+            true = bypass_true_counts_in_blocks(*rows, np.tile(n_e, len(a)))
+            return true.reshape(len(a), many.size, -1)
 
         runs[:, many] += count(many_values, many, true_of=many_true)
     labels = pair_coords(layout.pairs)

@@ -15,6 +15,7 @@ __all__ = [
     "bypass_outcomes",
     "bypass_terms",
     "bypass_true_counts",
+    "bypass_true_counts_in_blocks",
     "cells_of",
     "log_rising",
     "path_likelihood",
@@ -36,6 +37,9 @@ def cells_of(layout, pairs):
 # Below this log probability a path is impossible (finite, unlike -inf, so that a sum of
 # impossible terms has a gradient and no NaN).
 IMPOSSIBLE = -1e10
+# The most terms of ``bypass_true_counts`` held at once by ``bypass_true_counts_in_blocks``
+# (memory: 8 bytes each).
+TRUE_COUNT_TERMS = 4_000_000
 
 
 def survivor_chain(xp, a, b, n, counts, n_max):
@@ -210,3 +214,19 @@ def bypass_true_counts(xp, log_q, log_1mq, a, b, n):
     r_power = xp.where(down > 0, down * log_1mq[:, None, None], 0.0)
     terms = xp.where(possible, choose + q_power + r_power + beta, IMPOSSIBLE)
     return xp.where(t[..., 0] <= n[:, None], logsumexp(terms, axis=2), IMPOSSIBLE)
+
+
+def bypass_true_counts_in_blocks(log_q, log_1mq, a, b, n) -> np.ndarray:
+    """``bypass_true_counts`` (numpy) of many rows, a block of rows at a time so that no
+    block holds more than ``TRUE_COUNT_TERMS`` terms (``(max(n) + 1)^2`` a row), as one
+    ``(rows, max(n) + 1)`` array: a block's columns past its own largest ``n`` are
+    ``IMPOSSIBLE``, as they are within a block."""
+    n = np.asarray(n)
+    width = int(n.max()) + 1
+    rows = max(1, TRUE_COUNT_TERMS // width**2)
+    out = np.full((n.size, width), IMPOSSIBLE)
+    for start in range(0, n.size, rows):
+        block = slice(start, start + rows)
+        part = bypass_true_counts(np, log_q[block], log_1mq[block], a[block], b[block], n[block])
+        out[block, : part.shape[1]] = part
+    return out

@@ -30,7 +30,7 @@ from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.paths import (
     bypass_outcomes,
     bypass_terms,
-    bypass_true_counts,
+    bypass_true_counts_in_blocks,
     log_rising,
     survivor_chain,
     transition,
@@ -48,8 +48,6 @@ __all__ = [
 ]
 
 ALL_DIMS = ("chain", "draw", AGENT, TASK)
-# Most values of a graded pair's true-count terms held at once (memory: 8 bytes each).
-CHUNK = 4_000_000
 
 
 def pooled_rates(post, layout, spec, rng) -> dict:
@@ -325,18 +323,6 @@ def _true_count(log_p, detected, rng) -> np.ndarray:
     return _categorical(log_p + detected[:, : log_p.shape[-1]], rng)
 
 
-def _bypass_true_counts(log_q, log_1mq, a, b, n: int) -> np.ndarray:
-    """``bypass_true_counts`` per draw (``(draws, n + 1)``) of one task's ``n`` runs, the
-    draws a chunk at a time (``CHUNK`` values)."""
-    rows = max(1, CHUNK // (n + 1) ** 2)
-    parts = [
-        bypass_true_counts(np, *(x[start : start + rows] for x in (log_q, log_1mq, a, b)),
-                           np.full(min(rows, log_q.size - start), n))
-        for start in range(0, log_q.size, rows)
-    ]  # fmt: skip
-    return np.concatenate(parts)
-
-
 def _bypass(post, layout, rng, shape, log_q, detected):
     """Exact draws of each task's bypass probability, per posterior draw.
 
@@ -360,7 +346,10 @@ def _bypass(post, layout, rng, shape, log_q, detected):
             log_1mq = np.log(-np.expm1(q))
             k = np.full((ap.size, 1), layout.e2e_k[p])
             if p in detected:
-                log_p = _bypass_true_counts(q[:, 0], log_1mq[:, 0], ap[:, 0], bp[:, 0], n)
+                runs = np.full(q.shape[0], n)  # per draw: the task's runs
+                log_p = bypass_true_counts_in_blocks(
+                    q[:, 0], log_1mq[:, 0], ap[:, 0], bp[:, 0], runs
+                )
                 k = _true_count(log_p, detected[p], rng)[:, None]
             j = _categorical(
                 bypass_terms(
