@@ -47,7 +47,7 @@ from bayes_eval.constants import (
 )
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import GraderCounts
-from bayes_eval.exact.graded import log_choose
+from bayes_eval.exact.graded import graded_success, log_choose
 
 __all__ = [
     "GRADED_MAX_TERMS",
@@ -515,7 +515,7 @@ def draw_graded(grading: Grading, a, b, sensitivity, specificity, rng) -> tuple:
         p[:, g] = rng.beta(a[:, g] + one.true[0, t] + u, b[:, g] + one.failed[0, t] + m - u)
     se = np.asarray(sensitivity)[:, grading.grader]
     sp = np.asarray(specificity)[:, grading.grader]
-    return p, se * p + (1.0 - sp) * (1.0 - p)
+    return p, graded_success(p, se, sp)
 
 
 def _pair(grading: Grading, g: int) -> Grading:

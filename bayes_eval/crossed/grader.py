@@ -17,6 +17,7 @@ import numpy as np
 
 from bayes_eval.counts.clusters import array_add_at
 from bayes_eval.counts.grading import GRADER_RATES, grader_rates
+from bayes_eval.exact.graded import graded_success
 
 if TYPE_CHECKING:
     from bayes_eval.crossed.design import Design
@@ -97,7 +98,7 @@ def graded_pairs(post, design: Design, p) -> np.ndarray:
     se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
     scored = p[..., at[0], at[1]]
     graded = np.full(p.shape, np.nan)
-    graded[..., at[0], at[1]] = se * scored + (1 - sp) * (1 - scored)
+    graded[..., at[0], at[1]] = graded_success(scored, se, sp)
     return graded
 
 
@@ -112,5 +113,5 @@ def graded_cells(post, design: Design, log_p, blocked) -> np.ndarray:
     se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
     p = np.exp(log_p[(..., *at)])
     graded = np.full(log_p.shape, np.nan)
-    graded[(..., *at)] = np.where(blocked[..., pair], 1.0 - sp, se * p + (1.0 - sp) * (1.0 - p))
+    graded[(..., *at)] = np.where(blocked[..., pair], 1.0 - sp, graded_success(p, se, sp))
     return graded

@@ -84,6 +84,7 @@ from bayes_eval.crossed.groups import (
 from bayes_eval.crossed.likelihood import log_likelihood
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import predicted_agents, read_covariates
+from bayes_eval.exact.graded import graded_success
 from bayes_eval.exact.products import log_beta_draws
 
 __all__ = [
@@ -607,7 +608,7 @@ def simulate(truth: dict, design: Design, spec, rng):
         se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
         true = runs_at[grading.pairs]  # a blocked pair's: 0, every graded success a false alarm
         runs_at = runs_at.copy()
-        runs_at[grading.pairs] = se * true + (1 - sp) * (1 - true)
+        runs_at[grading.pairs] = graded_success(true, se, sp)
     if layout.clusters is not None:
         terms = layout.clusters
         p = np.clip(runs_at[terms.cluster_rate], 1e-12, 1 - 1e-12)

@@ -39,6 +39,7 @@ __all__ = [
     "audited_rate",
     "false_alarm_floor",
     "graded_rate",
+    "graded_success",
     "log_choose",
 ]
 
@@ -122,7 +123,7 @@ class GradedRate:
         se = rng.beta(s1 + detected, s2 + true - detected)
         alarms = k - detected
         sp = rng.beta(c1 + (n - true) - alarms, c2 + alarms)
-        return {"p": p, "se": se, "sp": sp, "q": se * p + (1.0 - sp) * (1.0 - p)}
+        return {"p": p, "se": se, "sp": sp, "q": graded_success(p, se, sp)}
 
 
 def graded_rate(
@@ -184,6 +185,12 @@ def _log_split(j, t, k: int, n: int, sensitivity, specificity):
         detected = _log_beta_binomial(j, t, s1, s2)
         alarms = _log_beta_binomial(k - j, n - t, c2, c1)
     return np.where(possible, detected + alarms, -np.inf)
+
+
+def graded_success(p, se, sp):
+    """The chance that a run of true rate ``p`` is graded a success by a grader of
+    sensitivity ``se`` and specificity ``sp``: ``se p + (1 - sp)(1 - p)``, elementwise."""
+    return se * p + (1.0 - sp) * (1.0 - p)
 
 
 def log_choose(n, t):

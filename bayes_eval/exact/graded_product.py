@@ -31,7 +31,7 @@ import numpy as np
 from scipy import fft, linalg, special, stats
 
 from bayes_eval.exact.factors import QUANTILE_TOLERANCE, ProductSummary, x_isf, x_tails
-from bayes_eval.exact.graded import log_choose
+from bayes_eval.exact.graded import graded_success, log_choose
 from bayes_eval.exact.grid import GridCdf
 from bayes_eval.exact.products import log_beta_draws
 
@@ -291,7 +291,7 @@ class GradedProduct:
             for m, f in enumerate(factors):
                 if f.group >= 0:
                     p, (se, sp) = np.exp(log_factors[:, r, m]), grader[:, :, r, f.group]
-                    q[:, r, m] = se * p + (1.0 - sp) * (1.0 - p)
+                    q[:, r, m] = graded_success(p, se, sp)
         return q
 
     def left_out(self, run: int, factor: int) -> float:

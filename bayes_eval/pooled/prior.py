@@ -25,6 +25,7 @@ from bayes_eval.constants import (
     TASK,
 )
 from bayes_eval.counts.grading import GRADER_RATES, graded_chance
+from bayes_eval.exact.graded import graded_success
 from bayes_eval.exact.products import log_beta_draws
 
 __all__ = [
@@ -132,7 +133,7 @@ def _graded(truth, layout, p, rates: str = END_TO_END) -> np.ndarray:
     p = p.copy()
     se, sp = (truth[name][grading.grader] for name in GRADER_RATES)
     true = p[grading.pairs]
-    p[grading.pairs] = se * true + (1 - sp) * (1 - true)
+    p[grading.pairs] = graded_success(true, se, sp)
     return p
 
 

@@ -26,6 +26,7 @@ from bayes_eval.counts.clusters import draw_log_rates
 from bayes_eval.counts.grading import GRADER_RATES, detection_log, draw_graded, graded_chance
 from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
 from bayes_eval.exact.attempts import never_solved
+from bayes_eval.exact.graded import graded_success
 from bayes_eval.exact.products import log_beta_draws
 from bayes_eval.pooled.paths import (
     bypass_outcomes,
@@ -132,7 +133,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             se, sp = (post[name].values[..., graded.grader] for name in GRADER_RATES)
             chance = np.full(p_task.shape, np.nan)
             true = p_task[..., graded.pairs]
-            chance[..., graded.pairs] = se * true + (1 - sp) * (1 - true)
+            chance[..., graded.pairs] = graded_success(true, se, sp)
             out["p_graded"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, chance))
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
     if spec.kind == "expert_completion":  # a new pair's runs and steps are unknown
