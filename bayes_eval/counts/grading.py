@@ -1,4 +1,5 @@
-"""Counts a grader that errs scored, in the pooled models.
+"""Counts a grader that errs scored, in the pooled models (the crossed ones read its
+audits and sample each graded rate: ``bayes_eval.crossed.grader``).
 
 A rate ``p ~ Beta(a, b)`` is marginalised as elsewhere (``bayes_eval.pooled.models``): a
 pair's end-to-end rate around its agent's ``mu kappa``, ``(1 - mu) kappa``, or a milestone
@@ -139,6 +140,12 @@ class Grading:
             for c in self.counts
         ]
         return tuple(np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
+
+    def rows(self, size: int) -> np.ndarray:
+        """Each of the layout's ``size`` rates' row among the graded ones (-1: none)."""
+        row = np.full(size, -1)
+        row[self.pairs] = np.arange(self.pairs.size)
+        return row
 
     def key(self) -> tuple:
         """What a compiled model depends on."""

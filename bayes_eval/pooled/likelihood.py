@@ -136,8 +136,7 @@ def _joint(post: xr.Dataset, layout) -> xr.Dataset:
     if grading is not None:  # each graded pair's P(k | t) per draw
         rates = (post[name].values.reshape(len(a), -1) for name in GRADER_RATES)
         detected = detection_log(grading, *rates)  # (draws, graded pair, t)
-        row = np.full(pairs, -1)
-        row[grading.pairs] = np.arange(grading.pairs.size)
+        row = grading.rows(pairs)
 
     def count(values_of, pairs_at, draws=slice(None), true_of=None):
         """``log P(k)`` of ``pairs_at`` at ``draws``: ``values_of(k)`` at their counts, or

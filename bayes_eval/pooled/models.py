@@ -542,9 +542,7 @@ def _graded_pairs(pm, layout, spec):
         return None
     grading = layout.grading
     se, sp = grader_rates(pm, grading, spec.grader)
-    row = np.full(len(layout.pairs), -1)
-    row[grading.pairs] = np.arange(grading.pairs.size)
-    return detection_graph(pm, grading, se, sp), row
+    return detection_graph(pm, grading, se, sp), grading.rows(len(layout.pairs))
 
 
 def _columns(survivors, index, n):
