@@ -141,7 +141,7 @@ def stream_rng(seed: int, stream: str):
     """The generator of the stream ``stream`` of a fit of seed ``seed`` (``SEED_STREAMS``)."""
     import numpy as np
 
-    return np.random.default_rng(seed + SEED_STREAMS[stream])
+    return np.random.default_rng(stream_seed(seed, stream))
 
 
 def stream_seed(seed: int, stream: str) -> int:

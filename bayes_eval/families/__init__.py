@@ -13,15 +13,15 @@ from bayes_eval.families.base import Family
 from bayes_eval.families.crossed import CrossedFamily
 from bayes_eval.families.exact import ExactFamily
 from bayes_eval.families.pooled import PooledFamily
-from bayes_eval.registry import model_of
+from bayes_eval.registry import CROSSED, EXACT, LINKED, POOLED, model_of
 
 __all__ = ["FAMILIES", "Family", "family_of"]
 
 FAMILIES: dict[str, Family] = {
-    "exact": ExactFamily(),
-    "pooled": PooledFamily(),
-    "crossed": CrossedFamily("crossed"),
-    "linked": CrossedFamily("linked"),
+    EXACT: ExactFamily(),
+    POOLED: PooledFamily(),
+    CROSSED: CrossedFamily(CROSSED),
+    LINKED: CrossedFamily(LINKED),
 }
 
 

@@ -1,4 +1,5 @@
-"""What every family of models gives (``Family``), and the default of what most share."""
+"""What every family of models gives (``Family``), and the agent-level quantity one names
+(``AgentLevel``)."""
 
 from __future__ import annotations
 

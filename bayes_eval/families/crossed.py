@@ -6,7 +6,7 @@ from __future__ import annotations
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.errors import InputError
 from bayes_eval.families.base import AgentLevel
-from bayes_eval.registry import LINKED_PRIORS
+from bayes_eval.registry import LINKED_PRIORS, model_of
 
 __all__ = ["CrossedFamily"]
 
@@ -115,7 +115,6 @@ class CrossedFamily:
         )
         from bayes_eval.inference.engines import compile_model, nutpie_compiled
         from bayes_eval.inference.sweep import replicate_rng
-        from bayes_eval.registry import model_of
 
         spec, design = setup.spec, setup.design
         entry = model_of(spec)

@@ -7,6 +7,7 @@ import numpy as np
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.pairs import note_left_out
 from bayes_eval.messages import collected, note
+from bayes_eval.registry import EXACT, model_of
 
 __all__ = ["ExactFamily"]
 
@@ -14,7 +15,7 @@ __all__ = ["ExactFamily"]
 class ExactFamily:
     """Exact models: each pair's posterior a mixture of products of Betas (``Family``)."""
 
-    name = "exact"
+    name = EXACT
     fits_agents_apart = True
 
     def fit(self, evidence, by_pair, spec, options):
@@ -22,7 +23,6 @@ class ExactFamily:
         entry has a table builder), through the grader where the evidence is audited;
         pairs without an estimate and rows no estimate rests on are noted."""
         from bayes_eval.exact.builders import Estimates, grade
-        from bayes_eval.registry import model_of
         from bayes_eval.results.posterior import Posterior
 
         model = model_of(spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bayes_eval.errors import InputError
 from bayes_eval.families.base import AgentLevel
+from bayes_eval.registry import POOLED, model_of
 
 __all__ = ["PooledFamily"]
 
@@ -24,7 +25,7 @@ DEFAULT_AGENT_LEVEL = "mu_agent"
 class PooledFamily:
     """Partially pooled models, fitted by MCMC (``Family``)."""
 
-    name = "pooled"
+    name = POOLED
     fits_agents_apart = True
 
     def fit(self, evidence, by_pair, spec, options):
@@ -160,6 +161,4 @@ class PooledFamily:
 
 def _builder(layout, spec):
     """The model's builder (for clustered runs where the layout has clusters)."""
-    from bayes_eval.registry import model_of
-
     return model_of(spec).build(clustered=layout.clusters is not None)
