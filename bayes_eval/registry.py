@@ -166,7 +166,7 @@ class Model:
 
     def part(self, name: str):
         """``name`` from the module of a crossed model's builder: its ``draw_rates``,
-        ``prior_draw``, ``simulate``, ``log_likelihood``, ``form_text`` (the provenance's
+        ``simulate``, ``log_likelihood``, ``form_text`` (the provenance's
         words for its other sampled parts), and ``LATENT`` and ``LATENT_DIMS``, what a fit
         drops once its rates are drawn."""
         builder = self.builder

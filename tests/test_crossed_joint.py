@@ -391,3 +391,36 @@ def test_on_the_shipped_pooled_example_it_agrees_with_joint_where_pairs_have_man
             assert low_a <= draws[1].mean() <= high_a and low_b <= draws[0].mean() <= high_b
         else:
             assert low_a <= high_b and low_b <= high_a
+
+
+@pytest.mark.parametrize("model", ["crossed", "crossed_joint"])
+def test_the_prior_is_drawn_through_the_models_own_graph(model):
+    """The prior group of a crossed fit is drawn forward through the model PyMC samples (no
+    numpy copy of its priors): on the sparse design, every scalar follows its spec prior
+    (Kolmogorov-Smirnov against scipy's distribution, the spec's draws), each difficulty is
+    its scale times a zero-sum normal, and every pair's end-to-end rate is a probability."""
+    from scipy import stats
+
+    from bayes_eval.crossed.prior import ROLES
+    from bayes_eval.fit import prior_only
+    from bayes_eval.specs import load_spec
+
+    spec = load_spec(model)
+    with collected():
+        prior = prior_only(_sparse_table(), spec).prior_groups()["prior"]
+    scalars = [name for name in ROLES if name in prior and prior[name].ndim == 2]
+    assert {"ability_mean", "ability_scale", "difficulty_scale", "cell_scale"} <= set(scalars)
+    if model == "crossed_joint":
+        assert {"link", "pair_scale", "milestone_mean", "step_scale"} <= set(scalars)
+    for name in scalars:
+        values = prior[name].values.ravel()
+        assert values.size >= 1_000
+        p = stats.kstest(values, spec.priors[ROLES[name]].distribution().cdf).pvalue
+        assert p > 1e-3, (name, p)
+    z = prior["difficulty_z"].values
+    assert np.abs(z.sum(axis=-1)).max() < 1e-9
+    np.testing.assert_allclose(
+        prior["difficulty"].values, prior["difficulty_scale"].values[..., None] * z, rtol=1e-12
+    )
+    p_task = prior["p_task"].values
+    assert ((p_task >= 0) & (p_task <= 1)).all()

@@ -69,9 +69,6 @@ from bayes_eval.crossed.model import (
     information,
     structure_coords,
 )
-from bayes_eval.crossed.model import (
-    prior_draw as crossed_prior_draw,
-)
 from bayes_eval.errors import InputError
 from bayes_eval.registry import LINKED_PRIORS
 from bayes_eval.results.predictive import pair_coords
@@ -88,7 +85,6 @@ __all__ = [
     "draw_rates",
     "form_text",
     "log_likelihood",
-    "prior_draw",
     "simulate",
     "steps_of",
 ]
@@ -238,32 +234,6 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     }
 
 
-def prior_draw(design: Design, spec, rng) -> dict:
-    """One draw of every sampled parameter from the spec's priors, by model name, with the
-    abilities, difficulties and milestone competences they make."""
-    truth = crossed_prior_draw(design, spec, rng)
-    layout, priors = design.layout, spec.priors
-    for name in MILESTONE_SCALARS:
-        params = priors[name].params
-        if priors[name].dist == "Normal":
-            truth[name] = rng.normal(params["mu"], params["sigma"])
-        else:
-            truth[name] = rng.lognormal(params["mu"], params["sigma"])
-    z = rng.standard_normal(len(layout.tasks))
-    truth["milestone_difficulty_z"] = z - z.mean()
-    z = rng.standard_normal(len(layout.agents))
-    truth["milestone_ability_z"] = z - z.mean()
-    truth["pair_z"] = rng.standard_normal(len(layout.pairs))
-    truth["step_z"] = rng.standard_normal(len(steps_of(design)[1]))
-    truth["milestone_z"] = rng.standard_normal(int((layout.n > 1).sum()))
-    truth["cell_z"] = rng.standard_normal(int((layout.e2e_n > 0).sum()))
-    truth["milestone_ability"] = truth["milestone_ability_scale"] * truth["milestone_ability_z"]
-    truth["milestone_difficulty"] = (
-        truth["milestone_difficulty_scale"] * truth["milestone_difficulty_z"]
-    )
-    return truth
-
-
 def simulate(truth: dict, design: Design, spec, rng):
     """Counts drawn from ``truth`` on the design (the model's data: ``k_obs`` for the
     milestone cells, ``e2e_obs`` for the pairs run end to end) and the true ``P`` of every
@@ -275,7 +245,8 @@ def simulate(truth: dict, design: Design, spec, rng):
     cell = truth["milestone_mean"] + omega[layout.cell_pair]
     cell = cell - truth["step_scale"] * truth["step_z"][steps_of(design)[0]]
     several = layout.n > 1
-    cell[several] += truth["milestone_cell_scale"] * truth["milestone_z"]
+    if several.any():  # a cell of one trial has no departure of its own
+        cell[several] += truth["milestone_cell_scale"] * truth["milestone_z"]
     ran = layout.e2e_n > 0
     e = rng.standard_normal(len(layout.pairs))
     e[ran] = truth["cell_z"]

@@ -100,7 +100,6 @@ __all__ = [
     "form_text",
     "information",
     "log_likelihood",
-    "prior_draw",
     "simulate",
     "structure_coords",
 ]
@@ -524,62 +523,6 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # simulation from the prior (SBC)
 # ---------------------------------------------------------------------------
-
-
-def prior_draw(design: Design, spec, rng) -> dict:
-    """One draw of every sampled parameter from the spec's priors, by model name."""
-    cov, priors = design.covariates, spec.priors
-
-    def draw(role, size=None):
-        prior = priors[role]
-        mu, sigma = prior.params["mu"], prior.params["sigma"]
-        return (
-            rng.lognormal(mu, sigma, size)
-            if prior.dist == "LogNormal"
-            else rng.normal(mu, sigma, size)
-        )
-
-    truth = {
-        "ability_mean": draw("ability_mean"),
-        "ability_scale": draw("ability_scale"),
-        "ability_z": rng.standard_normal(len(design.layout.agents)),
-        "difficulty_scale": draw("difficulty_scale"),
-        "difficulty_z": _zero_sum_draw(rng, len(design.layout.tasks)),
-        "cell_scale": draw("cell_scale"),
-    }
-    if cov.agent_terms:
-        truth["agent_coefficient"] = draw("coefficient", len(cov.agent_terms))
-    if cov.task_terms:
-        truth["task_coefficient"] = draw("coefficient", len(cov.task_terms))
-    if cov.groups:
-        truth["group_scale"] = draw("group_scale")
-        truth["group_z"] = _zero_sum_draw(rng, len(cov.groups))
-    if design.layout.clusters is not None:
-        truth["kappa_cluster"] = draw("cluster_concentration")
-    if design.layout.grading is not None:  # each grader's rates, before its audit
-        for name in GRADER_RATES:
-            prior = spec.grader[name]
-            truth[name] = rng.beta(prior.alpha, prior.beta, len(design.layout.grading.graders))
-    if spec.kind == MILESTONE_METHOD:
-        truth["blocked_share"] = rng.beta(
-            priors["blocked_share"].alpha, priors["blocked_share"].beta
-        )
-    ability = truth["ability_mean"] + truth["ability_scale"] * truth["ability_z"]
-    difficulty = truth["difficulty_scale"] * truth["difficulty_z"]
-    if cov.agent_terms:
-        ability = ability + cov.agent_matrix @ truth["agent_coefficient"]
-    if cov.task_terms:
-        difficulty = difficulty + cov.task_matrix @ truth["task_coefficient"]
-    if cov.groups:
-        difficulty = difficulty + truth["group_scale"] * truth["group_z"][cov.task_group]
-    truth["ability"], truth["difficulty"] = ability, difficulty
-    return truth
-
-
-def _zero_sum_draw(rng, size: int) -> np.ndarray:
-    """A draw of ``ZeroSumNormal(sigma=1)``: independent standard normals less their mean."""
-    z = rng.standard_normal(size)
-    return z - z.mean()
 
 
 def simulate(truth: dict, design: Design, spec, rng):

@@ -10,32 +10,34 @@ import functools
 import numpy as np
 import xarray as xr
 
-from bayes_eval.constants import AGENT, END_TO_END, MILESTONE, TASK
+from bayes_eval.constants import AGENT, MILESTONE, TASK
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.groups import covariate_group, estimates_group
 from bayes_eval.crossed.linked import MILESTONE_SCALARS
-from bayes_eval.crossed.model import (
-    AGENT_TERM,
-    GROUP,
-    TASK_TERM,
-    covariate_coords,
-)
+from bayes_eval.crossed.model import covariate_coords
 from bayes_eval.registry import model_of
 
-__all__ = ["log_prior", "log_prior_of_fit", "prior_crossed", "prior_draws", "prior_of_fit"]
+__all__ = [
+    "graph_draws",
+    "log_prior",
+    "log_prior_of_fit",
+    "prior_crossed",
+    "prior_draws",
+    "prior_of_fit",
+]
 
-# The dims of the parameters over more than one value (the rest are scalars).
-DIMS = {
-    "difficulty_z": (TASK,),
-    "difficulty": (TASK,),
-    "milestone_difficulty_z": (TASK,),
-    "milestone_difficulty": (TASK,),
-    "agent_coefficient": (AGENT_TERM,),
-    "task_coefficient": (TASK_TERM,),
-    "group_z": (GROUP,),
-    **{name: ("grader",) for name in GRADER_RATES},
-}
+# The variables a prior group keeps besides the rates and the parameters of ``ROLES``.
+KEPT = (
+    "difficulty_z",
+    "difficulty",
+    "milestone_difficulty_z",
+    "milestone_difficulty",
+    "agent_coefficient",
+    "task_coefficient",
+    "group_z",
+    *GRADER_RATES,
+)
 # The prior role of each parameter the crossed models sample.
 ROLES = {
     "ability_mean": "ability_mean",
@@ -51,51 +53,55 @@ ROLES = {
 }
 
 
+def graph_draws(design, spec, n_draws: int, rng) -> dict:
+    """``n_draws`` draws of every variable the model of ``design`` samples or derives (the
+    abilities, difficulties, milestone competences), forward through the model's own graph
+    (``pm.draw``): its prior as the fitted model states it, each as ``(dims, values)``, its
+    dims the model's after ``draw``. A grader's rates are drawn before its audit (the
+    audit is their data, not their prior)."""
+    import pymc as pm
+
+    model = model_of(spec).build()(design, spec)
+    variables = model.free_RVs + model.deterministics
+    values = pm.draw(variables, draws=n_draws, random_seed=rng)
+    if n_draws == 1:
+        values = [v[None] for v in values]
+    dims = model.named_vars_to_dims
+    return {
+        v.name: (("draw", *dims.get(v.name, ())), np.asarray(x))
+        for v, x in zip(variables, values, strict=True)
+    }
+
+
 def prior_draws(post: xr.Dataset | None, design, spec, n_draws: int, seed: int) -> xr.Dataset:
     """``n_draws`` draws (one chain) from the prior of the model's variables, those of the
-    posterior ``post`` where given: the parameters from ``prior_draw``, every rate from
-    them as a fit draws it back, with no counts (a pair of failed milestone runs is
-    blocked with the prior's ``blocked_share``)."""
+    posterior ``post`` where given: the parameters from the model's graph
+    (``graph_draws``), every rate from them as a fit draws it back, with no counts (a pair
+    of failed milestone runs is blocked with the prior's ``blocked_share``)."""
     rng = np.random.default_rng(seed)
-    entry = model_of(spec)
-    truths = [entry.part("prior_draw")(design, spec, rng) for _ in range(n_draws)]
-    sample = {"chain": [0], "draw": np.arange(n_draws)}
-    stacked = {name: np.array([t[name] for t in truths])[None] for name in truths[0]}
-    prior = xr.Dataset(
-        {
-            name: (("chain", "draw", *(f"{name}_dim",) * (v.ndim - 2)), v)
-            for name, v in stacked.items()
-        }
-    )
+    drawn = graph_draws(design, spec, n_draws, rng)
+    prior = xr.Dataset({name: (("chain", *dims), v[None]) for name, (dims, v) in drawn.items()})
     layout = design.layout
     unseen = dataclasses.replace(
         layout, k=np.zeros_like(layout.k), n=np.zeros_like(layout.n), clusters=None
     )
-    if "cell_z" not in prior:  # a departure per rate run (per pair end to end, per milestone cell)
-        rates_run = len(layout.pairs) if spec.kind == END_TO_END else layout.cell_pair.size
-        z = rng.standard_normal((1, n_draws, rates_run))
-        prior["cell_z"] = (("chain", "draw", "cell_z_dim"), z)
     unseen = dataclasses.replace(design, layout=unseen)
-    rates = entry.part("draw_rates")(prior, unseen, spec, rng)
+    rates = model_of(spec).part("draw_rates")(prior, unseen, spec, rng)
     # the rates on their rectangle, as draw_rates makes them (stacked as the posterior's
-    # by the caller); the parameters on the posterior's dims
-    names = list(rates) + [n for n in ROLES if n in prior] + list(DIMS)
+    # by the caller); the parameters on the model's dims
+    names = list(rates) + [n for n in (*ROLES, *KEPT) if n in prior]
     if post is not None:
         names = [n for n in post.data_vars if n in names]
     out = {name: rates[name] for name in names if name in rates}
-    out.update(
-        {
-            name: (("chain", "draw", *DIMS.get(name, ())), prior[name].values)
-            for name in names
-            if name not in rates and name in prior
-        }
-    )
+    out.update({name: prior[name].variable for name in names if name not in rates})
     coords = {AGENT: design.agents, TASK: layout.tasks, **covariate_coords(design)}
     if layout.grading is not None:
         coords["grader"] = layout.grading.graders
-    coords = {d: v for d, v in coords.items() if any(d in dims for dims, _ in out.values())}
+    used = {d for value in out.values() for d in getattr(value, "dims", value[0])}
+    coords = {d: v for d, v in coords.items() if d in used}
     if MILESTONE in out.get("p_milestone", ((),))[0]:
         coords[MILESTONE] = np.arange(1, out["p_milestone"][1].shape[-1] + 1)
+    sample = {"chain": [0], "draw": np.arange(n_draws)}
     return xr.Dataset(out, coords={**coords, **sample})
 
 

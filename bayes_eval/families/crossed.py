@@ -98,14 +98,16 @@ class CrossedFamily:
         )  # fmt: skip
 
     def sbc_replicate(self, index, setup):
-        """The ranks of simulation ``index``: every parameter drawn from its prior (a
-        grader's rates from their Betas after its audit), the counts from the model on the
-        evidence's design (its pairs, trials, covariates and clusters)."""
+        """The ranks of simulation ``index``: every parameter drawn from its prior through
+        the model's graph (a grader's rates from their Betas after its audit), the counts
+        from the model on the evidence's design (its pairs, trials, covariates and
+        clusters)."""
         import dataclasses
         import warnings
 
         from bayes_eval.counts.grading import audit_draw
         from bayes_eval.counts.layout import model_structure
+        from bayes_eval.crossed.prior import graph_draws
         from bayes_eval.families.simulation import (
             ranks,
             rate_ranks,
@@ -119,11 +121,10 @@ class CrossedFamily:
         spec, design = setup.spec, setup.design
         entry = model_of(spec)
         build_model = entry.build()
-        names = ("draw_rates", "prior_draw", "simulate")
-        draw_rates, prior_draw, simulate = (entry.part(name) for name in names)
+        draw_rates, simulate = entry.part("draw_rates"), entry.part("simulate")
         layout = design.layout
         rng = replicate_rng(setup.seed, index)
-        truth = prior_draw(design, spec, rng)
+        truth = {name: values[0] for name, (_, values) in graph_draws(design, spec, 1, rng).items()}
         if layout.grading is not None:  # the grader's rates given its audit, which the fit keeps
             truth.update(audit_draw(layout.grading, spec.grader, rng))
         data, p_task = simulate(truth, design, spec, rng)
