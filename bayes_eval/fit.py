@@ -134,10 +134,10 @@ def load_posterior(path: PathLike) -> Posterior:
 
     path = Path(path)
     check_whole(path if path.is_dir() else path.parent)
-    posterior = read_posterior(path)
+    stored = read_posterior(path)
     with collected():  # the notes were said when it was fitted
-        by_pair = usable_rows(posterior.evidence, posterior.spec)
-    return family_of(posterior.spec).read_back(posterior, by_pair, path)
+        by_pair = usable_rows(stored.evidence, stored.spec)
+    return family_of(stored.spec).read_back(stored, by_pair, path)
 
 
 # The models that carry a grader's error into their bounds so far.

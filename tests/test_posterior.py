@@ -165,11 +165,8 @@ def test_a_fit_read_back_is_the_same_tree_from_a_file_of_what_it_keeps(
     assert not kept & made
     assert ("posterior" in kept) == mcmc and ("sample_stats" in kept) == mcmc
     again = bayes_eval.load_posterior(path)
-    if mcmc:  # the file's own fit has no derivation: load_posterior made a new Posterior
-        from bayes_eval.results.posterior import read_posterior
-
-        with pytest.raises(RuntimeError, match="without its derivation"):
-            _ = read_posterior(path).draws
+    # a fit of its own kind, made whole by its family from what the file holds
+    assert type(again) is type(posterior) and again.is_mcmc == mcmc
     read = again.tree
     assert set(read.children) == set(tree.children)
     for name in tree.children:
@@ -208,19 +205,21 @@ def test_a_summary_without_a_threshold_is_the_same_whatever_was_asked_before():
 
 
 def test_a_posterior_sets_its_attributes_once_when_it_is_made():
-    """No method of ``Posterior`` assigns an attribute of the fit after ``__init__``: what
-    it makes from what it keeps is cached (``functools.cached_property``, its groups by
-    name) and never replaced, and a fit read back gets its derivation as a new
-    ``Posterior`` (``with_derivation``)."""
+    """No method of a fit (``Posterior`` and each kind of it) assigns an attribute of the fit
+    after ``__init__``: what it makes from what it keeps is cached
+    (``functools.cached_property``, its groups by name) and never replaced; a fit read
+    back is made whole by its family (``read_back``), with its derivation."""
     import ast
     import inspect
 
-    from bayes_eval.results import posterior
+    from bayes_eval.results import fits, posterior
 
-    tree = ast.parse(inspect.getsource(posterior.Posterior))
+    kinds = (posterior.Posterior, fits.ExactPosterior, fits.McmcPosterior, fits.ModelPrior)
+    assert all(issubclass(kind, posterior.Posterior) for kind in kinds)
     assigned = [
-        f"{method.name}: {ast.unparse(node)}"
-        for method in tree.body[0].body
+        f"{kind.__name__}.{method.name}: {ast.unparse(node)}"
+        for kind in kinds
+        for method in ast.parse(inspect.getsource(kind)).body[0].body
         if isinstance(method, ast.FunctionDef) and method.name != "__init__"
         for node in ast.walk(method)
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)

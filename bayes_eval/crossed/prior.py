@@ -121,16 +121,17 @@ def log_prior(post: xr.Dataset, spec) -> xr.Dataset:
 
 
 def prior_crossed(evidence, design: Design, spec, *, seed):
-    """A crossed spec on ``design`` before any sampling: a ``Posterior`` whose
+    """A crossed spec on ``design`` before any sampling: a ``ModelPrior`` whose
     ``prior_groups`` draw its prior (it has no posterior draws)."""
-    from bayes_eval.results.posterior import Derivation, Posterior
+    from bayes_eval.results.fits import ModelPrior
+    from bayes_eval.results.posterior import Derivation
 
     groups = {
         "conjugate": estimates_group(design, spec, seed, "prior only (no sampling)"),
         "covariates": covariate_group(design),
     }
     derivation = Derivation(prior=functools.partial(prior_of_fit, design=design, spec=spec))
-    return Posterior.build(
+    return ModelPrior.build(
         groups, spec, evidence, level=spec.level, seed=seed, derivation=derivation
     )
 

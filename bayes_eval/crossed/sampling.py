@@ -27,7 +27,7 @@ def fit_crossed(evidence, design: Design, spec, options):
     seed and sampler settings of ``options`` (``FitOptions``). The fit keeps its sampled
     draws, the departures (one per pair or cell: most of its numbers) to float32, and
     draws its rates from them (``derivation``)."""
-    from bayes_eval.results.posterior import Posterior
+    from bayes_eval.results.fits import McmcPosterior
 
     level, seed, sampler = options.level, options.seed, options.sampler
 
@@ -67,7 +67,7 @@ def fit_crossed(evidence, design: Design, spec, options):
     draws = groups.pop("draws")
     groups["conjugate"] = estimates_group(design, spec, seed, run_text)
     groups["covariates"] = covariate_group(design)
-    return Posterior.build(
+    return McmcPosterior.build(
         groups,
         spec,
         evidence,

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from bayes_eval.evidence.table import Evidence
     from bayes_eval.families.simulation import SimulationSetup
     from bayes_eval.registry import Model
-    from bayes_eval.results.posterior import Posterior
+    from bayes_eval.results.posterior import Posterior, StoredFit
     from bayes_eval.settings import FitOptions
     from bayes_eval.specs import Spec
 
@@ -56,9 +56,10 @@ class Family(Protocol):
         """The model on the design of ``by_pair`` with no data yet: a ``Posterior`` whose
         ``prior_groups()`` draw the spec's priors through the model."""
 
-    def read_back(self, posterior: Posterior, by_pair: PairRows, path: Path) -> Posterior:
-        """``posterior``, read from ``path``, made whole again: what the fit made from what
-        it keeps, from its seed; refused where its evidence and spec do not give it."""
+    def read_back(self, stored: StoredFit, by_pair: PairRows, path: Path) -> Posterior:
+        """The fit ``stored`` holds (read from ``path``), made whole again: what the fit
+        made from what it keeps, from its seed; refused where its evidence and spec do not
+        give it."""
 
     def agent_level(self, spec: Spec) -> AgentLevel | None:
         """The quantity that ranks an MCMC fit's agents; None where the fit has none (an

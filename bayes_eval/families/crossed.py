@@ -59,14 +59,15 @@ class CrossedFamily:
         design = design_of(by_pair, spec, evidence, options.side, options.predict)
         return prior_crossed(evidence, design, spec, seed=options.seed)
 
-    def read_back(self, posterior, by_pair, path):
+    def read_back(self, stored, by_pair, path):
         from bayes_eval.crossed.model import design_of_fit
         from bayes_eval.crossed.sampling import derivation_of_fit
+        from bayes_eval.results.fits import McmcPosterior
 
-        design = design_of_fit(
-            by_pair, posterior.spec, posterior.evidence, posterior.group("covariates")
-        )
-        return posterior.with_derivation(derivation_of_fit(design, posterior.spec, posterior.seed))
+        covariates = stored.tree["covariates"].to_dataset()
+        design = design_of_fit(by_pair, stored.spec, stored.evidence, covariates)
+        derivation = derivation_of_fit(design, stored.spec, stored.seed)
+        return McmcPosterior(stored.tree, stored.spec, stored.evidence, derivation=derivation)
 
     def agent_level(self, spec):
         return AgentLevel("ability", ABILITY_LABEL, log_odds=True)

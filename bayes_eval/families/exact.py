@@ -23,7 +23,7 @@ class ExactFamily:
         entry has a table builder), through the grader where the evidence is audited;
         pairs without an estimate and rows no estimate rests on are noted."""
         from bayes_eval.exact.builders import Estimates, grade
-        from bayes_eval.results.posterior import Posterior
+        from bayes_eval.results.fits import ExactPosterior
 
         model = model_of(spec)
         if model.table_builder is not None:
@@ -54,7 +54,7 @@ class ExactFamily:
             evidence.table.index.isin(read.difference(estimates.used)),
             f"{spec.name} rests those tasks on other evidence (see provenance)",
         )
-        return Posterior.from_estimates(
+        return ExactPosterior.from_estimates(
             estimates, spec, evidence, level=options.level, seed=options.seed
         )
 
@@ -62,13 +62,15 @@ class ExactFamily:
         """The fit itself: an exact fit is cheap, and draws its prior from its spec."""
         return self.fit(evidence, by_pair, spec, options)
 
-    def read_back(self, posterior, by_pair, path):
-        """Refuse ``posterior`` where its ``conjugate`` group (each pair's Beta shapes,
-        point values and provenance) is not the one its evidence, spec, level and seed
-        give, fitted again (exact fits are cheap)."""
+    def read_back(self, stored, by_pair, path):
+        """The exact fit ``stored`` holds; refused where its ``conjugate`` group (each
+        pair's Beta shapes, point values and provenance) is not the one its evidence,
+        spec, level and seed give, fitted again (exact fits are cheap)."""
+        from bayes_eval.results.fits import ExactPosterior
         from bayes_eval.results.posterior import package_version
         from bayes_eval.settings import FitOptions
 
+        posterior = ExactPosterior(stored.tree, stored.spec, stored.evidence)
         options = FitOptions(level=posterior.level, seed=posterior.seed)
         with collected():  # the notes were said when it was fitted
             again = self.fit(posterior.evidence, by_pair, posterior.spec, options)

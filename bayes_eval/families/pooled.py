@@ -38,12 +38,12 @@ class PooledFamily:
 
         return prior_pooled(evidence, by_pair, spec, seed=options.seed)
 
-    def read_back(self, posterior, by_pair, path):
+    def read_back(self, stored, by_pair, path):
         from bayes_eval.pooled.sampling import derivation_of_fit
+        from bayes_eval.results.fits import McmcPosterior
 
-        return posterior.with_derivation(
-            derivation_of_fit(posterior.evidence, by_pair, posterior.spec, posterior.seed)
-        )
+        derivation = derivation_of_fit(stored.evidence, by_pair, stored.spec, stored.seed)
+        return McmcPosterior(stored.tree, stored.spec, stored.evidence, derivation=derivation)
 
     def agent_level(self, spec):
         name = AGENT_LEVEL.get(spec.kind, DEFAULT_AGENT_LEVEL)

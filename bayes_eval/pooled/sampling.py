@@ -49,7 +49,7 @@ def fit_pooled(evidence, by_pair, spec, options):
         The level, seed and sampler settings (the spec's, with the fit's overrides in
         place: ``fit``); progress goes to ``bayes_eval.progress``.
     """
-    from bayes_eval.results.posterior import Posterior
+    from bayes_eval.results.fits import McmcPosterior
 
     level, seed, sampler = options.level, options.seed, options.sampler
 
@@ -76,7 +76,7 @@ def fit_pooled(evidence, by_pair, spec, options):
         )
     draws = groups.pop("draws")
     groups["conjugate"] = _estimates(layout, spec, seed, run_text)
-    return Posterior.build(
+    return McmcPosterior.build(
         groups,
         spec,
         evidence,
@@ -130,14 +130,15 @@ def _rates(kept, *, layout, spec, seed):
 
 
 def prior_pooled(evidence, by_pair, spec, *, seed):
-    """A pooled spec on the evidence's design before any sampling: a ``Posterior`` whose
+    """A pooled spec on the evidence's design before any sampling: a ``ModelPrior`` whose
     ``prior_groups`` draw its prior (it has no posterior draws)."""
-    from bayes_eval.results.posterior import Derivation, Posterior
+    from bayes_eval.results.fits import ModelPrior
+    from bayes_eval.results.posterior import Derivation
 
     layout = layout_of(evidence, by_pair, spec)
     groups = {"conjugate": _estimates(layout, spec, seed, "prior only (no sampling)")}
     derivation = Derivation(prior=functools.partial(_prior, layout=layout, spec=spec))
-    return Posterior.build(
+    return ModelPrior.build(
         groups, spec, evidence, level=spec.level, seed=seed, derivation=derivation
     )
 

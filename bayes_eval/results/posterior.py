@@ -40,31 +40,29 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayes_eval.constants import AGENT, END_TO_END, RUN, TASK
+from bayes_eval.constants import AGENT, END_TO_END, TASK
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.audit import Audit
 from bayes_eval.evidence.table import CLUSTER_COLUMNS, TABLE_COLUMNS, Evidence, PathLike
 from bayes_eval.exact.products import BetaProduct, beta_product
 from bayes_eval.files import check_readable
-from bayes_eval.results.exact_draws import exact_draws, exact_log_prior, exact_prior
 from bayes_eval.results.factors import stack_factor_rates
 from bayes_eval.results.predictive import replicate
 from bayes_eval.settings import stream_seed
 from bayes_eval.specs import Spec, spec_from_toml, spec_text
 
 if TYPE_CHECKING:
-    from bayes_eval.exact.builders import Estimates
     from bayes_eval.exact.graded import GradedRate
     from bayes_eval.exact.graded_product import GradedProduct
     from bayes_eval.inference.diagnostics import Diagnostics
 
-__all__ = ["FILE_FORMAT", "Derivation", "Posterior", "read_posterior"]
+__all__ = ["FILE_FORMAT", "Derivation", "Posterior", "StoredFit", "read_posterior"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
@@ -120,7 +118,10 @@ class Derivation:
 
 
 class Posterior:
-    """A fitted model: its ``DataTree``, spec and evidence.
+    """A fitted model: its ``DataTree``, spec and evidence. What every fit answers; each
+    kind of fit is a type of its own (``bayes_eval.results.fits``: ``ExactPosterior``,
+    ``McmcPosterior``, and ``ModelPrior``, an MCMC model before sampling), which says how
+    its groups are made from what it keeps.
 
     Parameters
     ----------
@@ -130,33 +131,26 @@ class Posterior:
         ``sample_stats``.
     spec : Spec
     evidence : Evidence
-    derivation : Derivation, optional
-        An MCMC fit's: how its other groups follow from its kept draws.
     draws : xarray.Dataset, optional
-        The ``posterior`` group where the fit has made it already (``derivation.rates``
-        of the kept draws).
-    diagnostics : Diagnostics, optional
-        An MCMC fit's diagnostics where the sampler made them of the same draws; made
-        when first asked for otherwise.
+        The ``posterior`` group where the fit has made it already.
     """
 
+    # Whether the draws come from MCMC, not from exact posteriors.
+    is_mcmc = False
+    # Whether its prior is drawn through a sampled model's priors (an MCMC model, fitted
+    # or not), not from an exact model's Beta factors.
+    draws_prior_through_model = False
+    # The groups made with the replicates (``bayes_eval.results.predictive.replicate``).
+    REPLICATED = PREDICTIVE_GROUPS
+
     def __init__(
-        self,
-        tree: xr.DataTree,
-        spec: Spec,
-        evidence: Evidence,
-        *,
-        derivation: Derivation | None = None,
-        draws: xr.Dataset | None = None,
-        diagnostics: Diagnostics | None = None,
+        self, tree: xr.DataTree, spec: Spec, evidence: Evidence, *, draws: xr.Dataset | None = None
     ) -> None:
         self._tree = tree
         self.spec = spec
         self.evidence = evidence
         self._arrays: dict[str, np.ndarray] = {}
         self._groups: dict[str, xr.Dataset] = {} if draws is None else {"posterior": draws}
-        self._derivation = derivation
-        self._diagnostics = diagnostics
         self._summaries: dict[tuple, pd.DataFrame] = {}
 
     def __repr__(self) -> str:
@@ -168,14 +162,7 @@ class Posterior:
             f"  evidence {self.evidence.source} (hash {self.evidence.hash[:12]}), "
             f"level {self.level:g}, seed {self.seed}",
         ]
-        if self.is_mcmc:
-            sizes = self._tree["posterior"].sizes
-            verdict = "passed" if self.diagnostics.ok else "FAILED: " + self.diagnostics.messages[0]
-            lines.append(
-                f"  MCMC, {sizes['chain']} chains x {sizes['draw']} draws; diagnostics {verdict}"
-            )
-        else:
-            lines.append(f"  exact (conjugate); {spec.draws} draws made when .tree is read")
+        lines.append(f"  {self._how_made()}")
         groups = [*self._tree.children, *(g for g in DERIVED_GROUPS if g not in self._tree)]
         lines.append(f"  groups: {', '.join(groups)}")
         return "\n".join(lines)
@@ -187,19 +174,36 @@ class Posterior:
 
         return f"<pre>{html.escape(repr(self))}</pre>{self._tree._repr_html_()}"
 
-    @functools.cached_property
-    def diagnostics(self) -> Diagnostics | None:
-        """An MCMC fit's diagnostics (``bayes_eval.inference.diagnostics.diagnose`` of its
-        posterior and sampler statistics, where the sampler did not give them); None for
-        exact fits."""
-        if self._diagnostics is not None or not self.is_mcmc:
-            return self._diagnostics
-        from bayes_eval.inference.diagnostics import Diagnostics, diagnose
+    def _how_made(self) -> str:
+        """One line of ``repr``: how the fit's draws are made."""
+        raise NotImplementedError
 
-        if "diagnostics" in self._tree:
-            return Diagnostics.from_dataset(self._tree["diagnostics"].to_dataset())
-        stats = self._tree["sample_stats"].to_dataset()
-        return diagnose(xr.DataTree.from_dict({"posterior": self.draws, "sample_stats": stats}))
+    def _made_draws(self) -> xr.Dataset:
+        """The ``posterior`` group, made from what the fit keeps."""
+        raise NotImplementedError
+
+    def _log_likelihood(self, draws: xr.Dataset) -> xr.Dataset | None:
+        """The ``log_likelihood`` group at ``draws`` where it is not made with the
+        replicates (``REPLICATED``)."""
+        raise NotImplementedError
+
+    def _prior(self, draws: xr.Dataset | None, n_draws: int, seed: int) -> xr.Dataset:
+        """``n_draws`` draws of the spec's priors (``prior_groups``)."""
+        raise NotImplementedError
+
+    def _log_prior(self, draws: xr.Dataset) -> xr.Dataset | None:
+        """The log prior density of ``draws`` (the ``log_prior`` group)."""
+        raise NotImplementedError
+
+    @property
+    def diagnostics(self) -> Diagnostics | None:
+        """An MCMC fit's diagnostics; None for a fit that was not sampled."""
+        return None
+
+    @property
+    def has_log_likelihood(self) -> bool:
+        """Whether the fit has a pointwise log-likelihood (``log_likelihood``)."""
+        return True
 
     @property
     def kept(self) -> xr.DataTree:
@@ -211,14 +215,7 @@ class Posterior:
         """The ``posterior`` group: an exact fit's draws from its Beta shapes, an MCMC
         fit's kept draws with the rates drawn back; made the first time it is read."""
         if "posterior" not in self._groups:
-            if self.is_mcmc:
-                if self._derivation is None:
-                    raise RuntimeError("an MCMC fit read without its derivation (load_posterior)")
-                self._groups["posterior"] = self._derivation.rates(
-                    self._tree["posterior"].to_dataset()
-                )
-            else:
-                self._groups["posterior"] = exact_draws(self, self.spec.draws, self.seed)
+            self._groups["posterior"] = self._made_draws()
         return self._groups["posterior"]
 
     @property
@@ -250,9 +247,7 @@ class Posterior:
         if name in self._tree.children and name != "posterior":
             return True
         if name == "log_likelihood":
-            return not self.is_mcmc or (
-                self._derivation is not None and self._derivation.log_likelihood is not None
-            )
+            return self.has_log_likelihood
         if name == "log_prior":
             return self._derived("log_prior") is not None
         return name in DERIVED_GROUPS
@@ -262,21 +257,15 @@ class Posterior:
         if name in self._groups or name not in DERIVED_GROUPS:
             return self._groups.get(name)
         draws = self.draws
-        if name in PREDICTIVE_GROUPS or (name == "log_likelihood" and not self.is_mcmc):
+        if name in self.REPLICATED:
             self._groups.update(replicate(self, draws, stream_seed(self.seed, "replicates")))
         elif name == "log_likelihood":
-            made = None
-            if self._derivation is not None and self._derivation.log_likelihood is not None:
-                made = self._derivation.log_likelihood(draws)
-            if made is not None and "cell" in made.dims:  # not a likelihood of whole pairs
-                made = made.sel(cell=self.group("observed_data")["cell"].values)
-            self._groups[name] = made
+            self._groups[name] = self._log_likelihood(draws)
         elif name in ("prior", "prior_predictive"):
             prior = self.prior_groups(draws)
             self._groups.update(prior=prior["prior"], prior_predictive=prior["prior_predictive"])
         elif name == "log_prior":
-            made = self._derivation.log_prior if self.is_mcmc else exact_log_prior
-            made = None if made is None else made(self, draws)
+            made = self._log_prior(draws)
             self._groups[name] = made if made is not None and made.data_vars else None
         return self._groups.get(name)
 
@@ -286,20 +275,12 @@ class Posterior:
         model's pointwise log-likelihood."""
         return self.is_mcmc and self.has_group("log_likelihood")
 
-    def log_likelihood_at(self, draws: xr.Dataset) -> xr.Dataset:
-        """The fit's own pointwise log-likelihood of its data at other draws of its
-        parameters (a refit's, with the same structure); see ``scores_draws``."""
-        return self._derivation.log_likelihood(draws)
-
     def prior_groups(self, draws: xr.Dataset | None = None) -> dict[str, xr.Dataset]:
         """``prior`` and ``prior_predictive`` (as ``prior``, and the predictive's
         ``observed_data`` and ``constant_data``): the spec's priors drawn through the
         model on this fit's design, with no data. ``draws``, the posterior's, name the
         variables a crossed prior holds (all of them without)."""
-        make = exact_prior if not self.is_mcmc and self._derivation is None else None
-        if make is None:
-            make = self._derivation.prior
-        prior = make(self, draws, self.spec.draws, stream_seed(self.seed, "prior"))
+        prior = self._prior(draws, self.spec.draws, stream_seed(self.seed, "prior"))
         prior = stack_factor_rates(prior)
         seed = stream_seed(self.seed, "prior replicates")
         groups = replicate(self, prior, seed, log_likelihood=False)
@@ -311,12 +292,6 @@ class Posterior:
         }
 
     @property
-    def draws_prior_through_model(self) -> bool:
-        """Whether its prior is drawn through a sampled model's priors (an MCMC model,
-        fitted or not), not from an exact model's Beta factors."""
-        return self._derivation is not None
-
-    @property
     def level(self) -> float:
         """Default one-sided credible level of ``summary``."""
         return float(self._tree.attrs["level"])
@@ -325,11 +300,6 @@ class Posterior:
     def seed(self) -> int:
         """Seed of the draws."""
         return int(self._tree.attrs["seed"])
-
-    @property
-    def is_mcmc(self) -> bool:
-        """True when the draws come from MCMC (pooled models), not from exact posteriors."""
-        return "sample_stats" in self._tree
 
     @property
     def coords(self) -> dict[str, list]:
@@ -367,15 +337,13 @@ class Posterior:
         *,
         level: float,
         seed: int,
-        derivation: Derivation | None = None,
-        draws: xr.Dataset | None = None,
-        diagnostics: Diagnostics | None = None,
+        **made: Any,
     ) -> Posterior:
         """Assemble what a fit keeps from its groups, with the evidence and the root
-        attributes. An MCMC fit's ``groups`` hold its kept draws (``posterior``) and
-        ``sample_stats``; ``derivation`` makes the rest (``draws``, its ``posterior``
-        group, where the fit made it already). ``diagnostics``: an MCMC fit's, where the
-        sampler made them (``sample_until_diagnosed``)."""
+        attributes, as a fit of this type (``made``: the rest of its arguments). An MCMC
+        fit's ``groups`` hold its kept draws (``posterior``) and ``sample_stats``, its
+        ``diagnostics`` those the sampler made (``sample_until_diagnosed``), if any."""
+        diagnostics = made.get("diagnostics")
         table = evidence.table.rename_axis("evidence_row")
         groups = {**groups, "evidence": xr.Dataset.from_dataframe(table)}
         if diagnostics is not None:
@@ -398,62 +366,7 @@ class Posterior:
             "level": float(level),
             "seed": int(seed),
         }
-        return cls(
-            tree, spec, evidence, derivation=derivation, draws=draws, diagnostics=diagnostics
-        )
-
-    @classmethod
-    def from_estimates(
-        cls, estimates: Estimates, spec: Spec, evidence: Evidence, *, level: float, seed: int
-    ) -> Posterior:
-        """An exact fit: the pairs' ``Estimates`` laid out as the ``conjugate`` group."""
-        agents = list(dict.fromkeys(estimates.agent.tolist()))
-        tasks = list(dict.fromkeys(estimates.task.tolist()))
-        i = pd.Index(agents).get_indexer(estimates.agent)
-        j = pd.Index(tasks).get_indexer(estimates.task)
-        shape = (len(agents), len(tasks))
-        n_runs, n_factors = estimates.alpha.shape[1:]
-        alpha = np.full(shape + (n_runs, n_factors), np.nan)
-        beta = np.full_like(alpha, np.nan)
-        alpha[i, j], beta[i, j] = estimates.alpha, estimates.beta
-        point_log = np.full(shape, np.nan)
-        point_log[i, j] = estimates.point_log
-        cp = np.full(shape + (2,), -1, dtype=np.int64)
-        cp[i, j] = estimates.cp
-        text = {}
-        for name in ("method", "provenance", "reason"):
-            text[name] = np.full(shape, "", dtype=object)
-            text[name][i, j] = getattr(estimates, name)
-        pair = (AGENT, TASK)
-        conjugate = xr.Dataset(
-            {
-                "alpha": (pair + (RUN, FACTOR), alpha),
-                "beta": (pair + (RUN, FACTOR), beta),
-                "point_log": (pair, point_log),
-                "cp_successes": (pair, cp[..., 0]),
-                "cp_trials": (pair, cp[..., 1]),
-                **{name: (pair, values.astype(str)) for name, values in text.items()},
-            },
-            coords={
-                AGENT: agents,
-                TASK: tasks,
-                RUN: np.arange(1, n_runs + 1),
-                FACTOR: np.arange(1, n_factors + 1),
-            },
-        )
-        if estimates.grader is not None:
-            from bayes_eval.exact.builders import grading_variables
-
-            grading = {"grader": estimates.grader, "shapes": estimates.grader_shapes}
-            grading.update(own=estimates.own_audited, factors=estimates.graded_factors)
-            conjugate = conjugate.merge(grading_variables(conjugate.coords, i, j, **grading))
-        return cls.build({"conjugate": conjugate}, spec, evidence, level=level, seed=seed)
-
-    def with_derivation(self, derivation: Derivation) -> Posterior:
-        """This fit, read from a file, with its family's ``derivation`` (a new
-        ``Posterior``: ``bayes_eval.load_posterior`` makes it so)."""
-        kept = (self._tree, self.spec, self.evidence)
-        return type(self)(*kept, derivation=derivation, diagnostics=self._diagnostics)
+        return cls(tree, spec, evidence, **made)
 
     # ------------------------------------------------------------------ summaries
 
@@ -469,14 +382,8 @@ class Posterior:
     @functools.cached_property
     def exact_positions(self) -> np.ndarray:
         """Agents x tasks, True where a pair's result is an exact posterior (not MCMC, a
-        point value, no estimate or no result row)."""
-        if self.is_mcmc:
-            return np.zeros(self.values("method").shape, dtype=bool)
-        return (
-            (self.values("method") != "")
-            & (self.values("reason") == "")
-            & np.isnan(self.values("point_log"))
-        )
+        point value, no estimate or no result row): none but an exact fit's."""
+        return np.zeros(self.values("method").shape, dtype=bool)
 
     def has_exact_posterior(self, i: int, j: int) -> bool:
         """Whether position ``(i, j)`` holds an exact posterior (``exact_positions``)."""
@@ -620,10 +527,28 @@ def _local_scheduler():
     return dask.config.set(scheduler="synchronous")
 
 
-def read_posterior(path: PathLike) -> Posterior:
-    """Read a ``Posterior`` written by ``to_netcdf``; refuse a file whose evidence hash
-    differs (``bayes_eval.load_posterior`` checks the run folder and an exact fit's
-    posterior too).
+@dataclass(frozen=True)
+class StoredFit:
+    """What a fit's file holds, read and checked: its tree (what the fit kept), spec and
+    evidence. Its fitting family makes the fit of it again (``Family.read_back``)."""
+
+    tree: xr.DataTree
+    spec: Spec
+    evidence: Evidence
+
+    @property
+    def level(self) -> float:
+        return float(self.tree.attrs["level"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.tree.attrs["seed"])
+
+
+def read_posterior(path: PathLike) -> StoredFit:
+    """Read what ``Posterior.to_netcdf`` wrote; refuse a file whose evidence hash differs
+    (``bayes_eval.load_posterior`` checks the run folder and an exact fit's posterior too,
+    and makes the fit again).
 
     ``path`` is the file, or a folder written by ``bayes-eval fit --out`` (its
     ``posterior.nc``).
@@ -669,7 +594,7 @@ def read_posterior(path: PathLike) -> Posterior:
     if evidence.hash != attrs["evidence_hash"]:
         raise InputError(f"{path}: the stored evidence does not match its hash; file altered?")
     spec = spec_from_toml(attrs["spec_toml"], str(attrs["spec_source"]))
-    return Posterior(tree, spec, evidence)
+    return StoredFit(tree, spec, evidence)
 
 
 def _refusal(path: Path, tree: xr.DataTree) -> str:
