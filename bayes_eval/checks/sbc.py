@@ -115,9 +115,8 @@ def sbc(
         )
     family = family_of(spec)
     side = side_tables(spec, agents, tasks, ())
-    setup = family.sbc_setup(
-        evidence, evidence_rows, spec, form=form, side=side, draws=draws, tune=tune, seed=seed
-    )
+    options = {"form": form, "side": side, "draws": draws, "tune": tune, "seed": seed}
+    setup = family.sbc_setup(evidence, evidence_rows, spec, simulations=simulations, **options)
     rows = run_sweep(family.sbc_replicate, simulations, setup, workers=workers, scheduler=scheduler)
     return _result(rows, draws, bins)
 

@@ -80,8 +80,9 @@ class Family(Protocol):
         self, evidence: Evidence, evidence_rows: PairRows, spec: Spec, **options
     ) -> SimulationSetup:
         """What every simulation of simulation-based calibration reads
-        (``bayes_eval.checks.sbc``; ``options``: ``form``, ``side``, ``draws``, ``tune``,
-        ``seed``); refused where the family has nothing to calibrate."""
+        (``bayes_eval.checks.sbc``; ``options``: ``simulations``, ``form``, ``side``,
+        ``draws``, ``tune``, ``seed``); refused where the family has nothing to
+        calibrate."""
 
     def sbc_replicate(self, index: int, setup: SimulationSetup) -> dict:
         """The ranks of simulation ``index``: the truth drawn from the prior, the counts

@@ -83,32 +83,38 @@ class CrossedFamily:
     def clustered_spec(self, spec):
         return "crossed"
 
-    def sbc_setup(self, evidence, evidence_rows, spec, *, form, side, draws, tune, seed):
+    def sbc_setup(
+        self, evidence, evidence_rows, spec, *, simulations, form, side, draws, tune, seed
+    ):
         """What each simulation of SBC reads: the design of the evidence's rows (its side
-        tables' covariates) and the variables ranked (``CROSSED_RANKED``); the crossed
-        models choose their own form (``form`` must be ``chosen``)."""
+        tables' covariates), the variables ranked (``CROSSED_RANKED``) and every
+        simulation's truth, drawn at once through the model's graph (its ``prior`` stream
+        of ``seed``); the crossed models choose their own form (``form`` must be
+        ``chosen``)."""
         from bayes_eval.crossed.model import design_of
+        from bayes_eval.crossed.prior import graph_draws
         from bayes_eval.families.simulation import SimulationSetup
+        from bayes_eval.settings import stream_rng
 
         if form != "chosen":
             raise InputError(f"sbc: form {form!r} is the pooled models'; {spec.name} is crossed")
         design = design_of(evidence_rows, spec, evidence, side)
+        truths = graph_draws(design, spec, simulations, stream_rng(seed, "prior"))
         return SimulationSetup(
             spec, evidence_rows, evidence.clusters, design, form=None, hyper={},
-            ranked=CROSSED_RANKED, draws=draws, tune=tune, seed=seed,
+            ranked=CROSSED_RANKED, draws=draws, tune=tune, seed=seed, truths=truths,
         )  # fmt: skip
 
     def sbc_replicate(self, index, setup):
-        """The ranks of simulation ``index``: every parameter drawn from its prior through
-        the model's graph (a grader's rates from their Betas after its audit), the counts
-        from the model on the evidence's design (its pairs, trials, covariates and
-        clusters)."""
+        """The ranks of simulation ``index``: every parameter its truth (drawn from its prior
+        through the model's graph, ``sbc_setup``; a grader's rates from their Betas after
+        its audit), the counts from the model on the evidence's design (its pairs, trials,
+        covariates and clusters)."""
         import dataclasses
         import warnings
 
         from bayes_eval.counts.grading import audit_draw
         from bayes_eval.counts.layout import model_structure
-        from bayes_eval.crossed.prior import graph_draws
         from bayes_eval.families.simulation import (
             ranks,
             rate_ranks,
@@ -125,7 +131,7 @@ class CrossedFamily:
         draw_rates, simulate = entry.part("draw_rates"), entry.part("simulate")
         layout = design.layout
         rng = replicate_rng(setup.seed, index)
-        truth = {name: values[0] for name, (_, values) in graph_draws(design, spec, 1, rng).items()}
+        truth = {name: values[index] for name, (_, values) in setup.truths.items()}
         if layout.grading is not None:  # the grader's rates given its audit, which the fit keeps
             truth.update(audit_draw(layout.grading, spec.grader, rng))
         data, p_task = simulate(truth, design, spec, rng)

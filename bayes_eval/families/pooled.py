@@ -61,7 +61,7 @@ class PooledFamily:
     def clustered_spec(self, spec):
         return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
 
-    def sbc_setup(self, evidence, evidence_rows, spec, *, form, side, draws, tune, seed):
+    def sbc_setup(self, evidence, evidence_rows, spec, *, form, side, draws, tune, seed, **_):
         """What each simulation of SBC reads: the layout of the evidence's rows with its
         graded pairs' terms, the form sampled (``form``: ``chosen`` as ``fit`` chooses, or
         all ``centred`` or ``non-centred``), the prior roles drawn and the variables

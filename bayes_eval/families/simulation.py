@@ -5,7 +5,7 @@ of the truth among its draws, and a layout given a simulation's counts."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,8 +29,10 @@ __all__ = [
 class SimulationSetup:
     """What every simulation of one SBC run reads (sent to each dask worker once):
     ``design`` is the pooled layout or the crossed design, ``form`` the pooled form,
-    ``hyper`` the prior roles drawn (with their variables) and ``ranked`` the variables
-    ranked."""
+    ``hyper`` the prior roles drawn (with their variables), ``ranked`` the variables
+    ranked, and ``truths`` every simulation's draw of the prior, where the family draws
+    them at once (the crossed models', through their graph: ``(dims, values)`` by name,
+    a simulation's at its index)."""
 
     spec: object
     evidence_rows: dict
@@ -42,6 +44,7 @@ class SimulationSetup:
     draws: int
     tune: int
     seed: int
+    truths: dict = field(default_factory=dict)
 
 
 def thinned(model_data, setup: SimulationSetup, index: int):
