@@ -118,3 +118,9 @@ BASIS_PREDICTION = "prediction"
 # may say below.
 BASIS_MODEL = "model"
 REPORT_BASES = (BASIS_MODEL, BASIS_OWN)
+# The prior role of the concentration of a pooled model's cell rates around their task
+# mean, by the method of its cells (``Model.cell_method``).
+CELL_CONCENTRATION = {
+    MILESTONE_METHOD: "milestone_concentration",
+    EXPERT_COMPLETION: "step_concentration",
+}

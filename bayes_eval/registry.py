@@ -152,6 +152,13 @@ class Model:
     refuses_sparse_shared: bool = False
 
     @property
+    def cell_method(self) -> str:
+        """The evidence method of the rates a pooled or crossed model has per cell
+        (``milestone``, ``expert_completion``: a milestone, or a run's step, of a pair);
+        empty where its rates are the pairs' end-to-end ones."""
+        return next((m for m in (MILESTONE_METHOD, EXPERT_COMPLETION) if m in self.uses), "")
+
+    @property
     def exact(self) -> bool:
         """Whether its posteriors are exact (conjugate: no MCMC)."""
         return self.family == EXACT
@@ -289,6 +296,7 @@ register(
         clustered=True,
         builder="bayes_eval.pooled.models:end_to_end_model",
         clustered_builder="bayes_eval.pooled.models:clustered_end_to_end_model",
+        predicts=(UNRUN_PAIRS,),
         differs=READS_END_TO_END,
     )
 )
@@ -304,6 +312,7 @@ register(
         clustered=True,
         builder="bayes_eval.pooled.models:hierarchy_model",
         clustered_builder="bayes_eval.pooled.models:clustered_hierarchy_model",
+        predicts=(UNRUN_PAIRS,),
         differs=POOLED_MILESTONES,
     )
 )
@@ -331,6 +340,7 @@ register(
         requires=(MILESTONE_METHOD,),
         priors=(*HIERARCHY, "milestone_concentration", "bypass_mean", "bypass_concentration"),
         builder="bayes_eval.pooled.models:joint_model",
+        predicts=(UNRUN_PAIRS,),
         title="Joint milestone and end-to-end model",
         text=(
             "Milestones and end-to-end runs in one model, with a bypass probability per task "

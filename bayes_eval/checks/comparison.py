@@ -32,6 +32,7 @@ import pandas as pd
 
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
+from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import exact_log_predictive, position_of
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ MAX_REFITS = 10
 # A difference smaller than this many standard errors is read as noise.
 NOISE_SE = 2.0
 # What a likelihood of whole pairs scores, by the model's kind.
-PAIR_RUNS = {"milestone": "milestone runs", "joint": "milestone and end-to-end runs"}
+# A method's runs, in the words of a refusal.
+RUN_WORDS = {"milestone": "milestone", "end_to_end": "end-to-end"}
 
 
 @dataclass(frozen=True)
@@ -205,12 +207,16 @@ def _same_unit(fits: Mapping[str, Posterior]) -> None:
         if posterior.has_group("log_likelihood")
     }
     by_pair = [name for name, unit in units.items() if unit == "pair"]
-    kinds = {fits[name].spec.kind: name for name in by_pair}
-    if len(kinds) > 1:  # a pair's milestone runs alone, or with its end-to-end runs
-        (one, first), (other, second) = sorted(kinds.items())[:2]
+    runs = {  # the runs of a pair each scores: its milestone runs alone, or its end-to-end too
+        " and ".join(RUN_WORDS[m] for m in sorted(model_of(fits[name].spec).uses, reverse=True))
+        + " runs": name
+        for name in by_pair
+    }
+    if len(runs) > 1:
+        (one, first), (other, second) = sorted(runs.items(), key=lambda kv: -len(kv[0]))[:2]
         raise InputError(
-            f"fits: {first} ({fits[first].spec.name}) scores each pair's {PAIR_RUNS[one]} "
-            f"and {second} ({fits[second].spec.name}) its {PAIR_RUNS[other]}, so their log "
+            f"fits: {first} ({fits[first].spec.name}) scores each pair's {one} "
+            f"and {second} ({fits[second].spec.name}) its {other}, so their log "
             "scores are of different data; compare them by hold-out (compare --holdout "
             "end_to_end)"
         )

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from bayes_eval.constants import CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION, MILESTONE_METHOD
+from bayes_eval.constants import CELL_CONCENTRATION, CENTRED_MARGIN, END_TO_END, EXPERT_COMPLETION
 from bayes_eval.counts.clusters import ClusterTerms, cluster_terms
 from bayes_eval.counts.grading import Grading, grading_of
 from bayes_eval.registry import model_of
@@ -165,16 +165,17 @@ def choose_form(layout, spec) -> Form:
     where the centred one diverges (``studies/robustness.py``).
     """
     empty = np.zeros(0, dtype=bool)
-    if spec.kind == "end_to_end":
+    entry = model_of(spec)
+    if not entry.cell_method:
         return Form(empty, empty)
-    role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
+    role = CELL_CONCENTRATION[entry.cell_method]
     kappa = np.exp(spec.priors[role].params["mu"])  # LogNormal median
     kappa_agent = np.exp(spec.priors["task_concentration"].params["mu"])
     n = layout.n.astype(float)
     per_cell = n * (kappa + 1) / (n + kappa + 1)  # 1 / (1 / (kappa + 1) + 1 / n), 0 at n = 0
     information = np.bincount(layout.cell_pair, per_cell, minlength=len(layout.pairs))
     pairs = information >= CENTRED_MARGIN * (kappa_agent + 1)
-    if spec.kind != "joint":
+    if not entry.paths:  # the joint model's cells sampled for its many-trial pairs
         return Form(pairs, empty)
     sampled = sampled_cells(layout)  # only the cells it samples
     trials = (layout.n + layout.e2e_n[layout.cell_pair])[sampled]
@@ -191,16 +192,12 @@ def build_layout(by_pair, spec, clusters=None) -> Layout:
     pairs = list(by_pair)
     agents = list(dict.fromkeys(a for a, _ in pairs))
     tasks = list(dict.fromkeys(t for _, t in pairs))
-    cell_method = {
-        "milestone": MILESTONE_METHOD,
-        "expert_completion": EXPERT_COMPLETION,
-        "joint": MILESTONE_METHOD,
-    }.get(spec.kind)
+    cell_method = model_of(spec).cell_method
     cells, e2e, runs = [], [], []
     for p, pair in enumerate(pairs):
         rows = by_pair[pair]
         run_names = []
-        table = rows.get(cell_method) if cell_method is not None else None
+        table = rows.get(cell_method) if cell_method else None
         if table is not None:  # (crossed_joint reads pairs with end-to-end rows alone too)
             run_names = sorted(set(table["run"])) if cell_method == EXPERT_COMPLETION else [""]
             for run, step, k, n in zip(
@@ -240,14 +237,14 @@ def _cluster_terms(clusters, spec, pairs, cells) -> tuple[ClusterTerms, np.ndarr
     """The marginal's terms of every rate of the pairs fitted, a pair's end-to-end rate or
     a milestone cell's rate (``cells``: the layout's rows of pair, run, step, k, n), and
     the rows of ``clusters`` they rest on."""
-    method = END_TO_END if spec.kind == "end_to_end" else MILESTONE_METHOD
+    method = model_of(spec).cell_method or END_TO_END
     rows = clusters[clusters["method"] == method]
     index = {pair: p for p, pair in enumerate(pairs)}
     pair = np.array([index.get(key, -1) for key in zip(rows["agent"], rows["task"], strict=True)])
     rows, pair = rows[pair >= 0], pair[pair >= 0]
     k, n = rows["successes"].to_numpy(np.int64), rows["trials"].to_numpy(np.int64)
     used = rows.index.to_numpy()
-    if spec.kind == "end_to_end":
+    if method == END_TO_END:
         return cluster_terms(pair, k, n, len(pairs)), used
     cell_of = {(c[0], c[2]): i for i, c in enumerate(cells)}
     steps = rows["step"].to_numpy(np.int64)
@@ -282,15 +279,17 @@ def layout_of(evidence, by_pair, spec, terms: bool = True):
     import dataclasses
 
     layout = build_layout(by_pair, spec, evidence.clusters)
-    if spec.kind in (END_TO_END, "joint"):  # joint: its end-to-end runs (check_graded)
+    graded = model_of(spec).graded  # the joint model's: its end-to-end runs (check_graded)
+    if END_TO_END in graded:
         rates, k, n, method = layout.pairs, layout.e2e_k, layout.e2e_n, END_TO_END
-    elif spec.kind in (MILESTONE_METHOD, EXPERT_COMPLETION):  # the rates are cells
+    elif graded:  # the rates are cells
         cells = zip(layout.cell_pair, layout.cell_run, layout.cell_factor, strict=True)
-        expert = spec.kind == EXPERT_COMPLETION
+        (method,) = graded
+        expert = method == EXPERT_COMPLETION
         rates = [
             (*layout.pairs[p], *[layout.runs[p][run]] * expert, step) for p, run, step in cells
         ]
-        k, n, method = layout.k, layout.n, spec.kind
+        k, n = layout.k, layout.n
     else:
         return layout
     grading = grading_of(evidence, rates, k, n, spec, terms, method)

@@ -31,6 +31,7 @@ from scipy import special
 from bayes_eval.constants import AGENT
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import parse_term
+from bayes_eval.registry import model_of
 from bayes_eval.settings import stream_rng
 
 __all__ = ["HorizonResult", "horizons", "success_offset"]
@@ -118,7 +119,8 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
         without a date covariate or with a bad date.
     """
     spec = posterior.spec
-    if spec.pooling != "crossed" or spec.kind != "end_to_end":
+    entry = model_of(spec)  # a logit population of abilities on end-to-end runs
+    if entry.population != "logit" or entry.cell_method:
         raise InputError(
             f"horizon: model {spec.name} is {spec.kind}/{spec.pooling}; horizons need a "
             "crossed end-to-end fit with a length covariate (the shipped time_horizon)"

@@ -65,6 +65,7 @@ from bayes_eval.counts.clusters import (
     log_normaliser,
 )
 from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     sample = {"chain": post["chain"], "draw": post["draw"]}
     if clusters is not None:
         log_phi = np.log(post["kappa_cluster"].values)[..., None]
-    if spec.kind == END_TO_END:
+    if not model_of(spec).cell_method:
         if clusters is None:
             values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
             if layout.grading is not None:

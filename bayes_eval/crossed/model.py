@@ -60,7 +60,6 @@ from bayes_eval.constants import (
     EBFMI_MIN,
     END_TO_END,
     MILESTONE,
-    MILESTONE_METHOD,
     TASK,
 )
 from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
@@ -86,6 +85,7 @@ from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import predicted_agents, read_covariates
 from bayes_eval.exact.graded import graded_success
 from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.registry import model_of
 
 __all__ = [
     "LATENT",
@@ -202,7 +202,7 @@ def _design(layout, spec, covariates, names: tuple, raw) -> Design:
     """The design of ``layout`` with its covariates and the predicted agents."""
     pair_task = layout.pair_task
     milestones = np.zeros(len(layout.tasks), dtype=np.int64)
-    if spec.kind != END_TO_END:
+    if model_of(spec).cell_method:
         np.maximum.at(milestones, pair_task[layout.cell_pair], layout.cell_factor)
     centred = centred_abilities(layout, spec)
     tasks = centred_difficulties(layout, spec, pair_task)
@@ -260,7 +260,7 @@ def information(
     median scale. ``milestones`` chooses the milestone cells (by default, for a spec of
     that kind) or the end-to-end pairs."""
     if milestones is None:
-        milestones = spec.kind == MILESTONE_METHOD
+        milestones = END_TO_END not in model_of(spec).uses
     if not milestones:  # abilities on end-to-end runs (alone, or linked)
         owner, k, n = group, layout.e2e_k, layout.e2e_n
     else:
@@ -300,14 +300,14 @@ def build_model(design: Design, spec):
     import pymc as pm
     import pytensor.tensor as pt
 
-    layout = design.layout
+    layout, cells = design.layout, bool(model_of(spec).cell_method)
     coords = structure_coords(design)
-    coords[RATE] = np.arange(layout.k.size if spec.kind != END_TO_END else len(layout.pairs))
+    coords[RATE] = np.arange(layout.k.size if cells else len(layout.pairs))
     priors = spec.priors
     with pm.Model(coords=coords) as model:
         ability, difficulty = abilities_and_difficulties(pm, pt, design, spec)
         eta = ability[layout.pair_agent] - difficulty[design.pair_task]
-        if spec.kind != END_TO_END:  # the rates are the milestone cells
+        if cells:  # the rates are the milestone cells
             eta = eta[layout.cell_pair]
         cell_scale = _lognormal(pm, "cell_scale", priors["cell_scale"])
         logit = eta + cell_scale * pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
@@ -319,12 +319,12 @@ def build_model(design: Design, spec):
             )
             name, failed = "k_clusters", _failed_cells(layout)
         else:
-            k, n = graded_counts(layout) if spec.kind == END_TO_END else (layout.k, layout.n)
+            k, n = graded_counts(layout) if not cells else (layout.k, layout.n)
             k, f = count_data_vars(pm, "k_obs", k, n)
             if layout.grading is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
                 log_p, log_q, sp = through_grader(pm, pt, layout.grading, spec, log_p, log_q)
             each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
-        if spec.kind == END_TO_END:
+        if not cells:
             pm.Potential(name, pt.sum(each))
             return model
         share = pm.Beta("blocked_share", **priors["blocked_share"].params)
@@ -436,14 +436,14 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     """``ability`` of every agent (the predicted ones drawn anew) and ``p_task`` (with
     ``p_milestone`` for milestone runs) of every (agent, task), per posterior draw: a rate
     that was run from its sampled departure, one never run from a fresh one."""
-    layout = design.layout
+    layout, cells = design.layout, bool(model_of(spec).cell_method)
     ability = every_ability(post, design, rng)
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
     scale = post["cell_scale"].values[..., None, None]
     sampled = post["cell_z"].values
     agents, tasks = layout.pair_agent, design.pair_task
     out = {"ability": (("chain", "draw", AGENT), ability)}
-    if spec.kind == END_TO_END:
+    if not cells:
         z = rng.standard_normal(eta.shape)
         z[..., agents, tasks] = sampled
         out["p_task"] = (("chain", "draw", AGENT, TASK), special.expit(eta + scale * z))
@@ -533,15 +533,15 @@ def simulate(truth: dict, design: Design, spec, rng):
     the product of its milestone rates all the same."""
     from bayes_eval.counts.data import count_data
 
-    layout = design.layout
+    layout, cells = design.layout, bool(model_of(spec).cell_method)
     eta = truth["ability"][layout.pair_agent] - truth["difficulty"][design.pair_task]
-    if spec.kind == END_TO_END:
+    if not cells:
         trials = layout.e2e_n
     else:
         eta, trials = eta[layout.cell_pair], layout.n
     rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
     p_task, runs_at = rate, rate
-    if spec.kind != END_TO_END:
+    if cells:
         log_p = np.log(rate)
         p_task = np.exp(np.bincount(layout.cell_pair, log_p, minlength=len(layout.pairs)))
         blocked = rng.random(len(layout.pairs)) < truth["blocked_share"]

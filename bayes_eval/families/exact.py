@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayes_eval.constants import END_TO_END
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.pairs import note_left_out
 from bayes_eval.messages import collected, note
@@ -111,7 +112,7 @@ class ExactFamily:
         )
 
     def clustered_spec(self, spec):
-        return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
+        return "end_to_end_pooled" if model_of(spec).uses == (END_TO_END,) else "hierarchical"
 
 
 def _refuse_heavy(estimates, evidence) -> None:

@@ -16,10 +16,6 @@ POOLED_TEXT = (
     "diagnostics (R-hat, effective sample size, divergences, E-BFMI) must pass before a "
     "bound is trusted.",
 )
-# The agent-level quantity of each kind of pooled model: its agents' mean rate
-# (``end_to_end``), else the mean of its agents' task means.
-AGENT_LEVEL = {"end_to_end": "mu"}
-DEFAULT_AGENT_LEVEL = "mu_agent"
 
 
 class PooledFamily:
@@ -46,7 +42,9 @@ class PooledFamily:
         return McmcPosterior(stored.tree, stored.spec, stored.evidence, derivation=derivation)
 
     def agent_level(self, spec):
-        name = AGENT_LEVEL.get(spec.kind, DEFAULT_AGENT_LEVEL)
+        """An agent's mean rate (``mu``), or the mean of its task means (``mu_agent``)
+        where the model's rates are cells."""
+        name = "mu_agent" if model_of(spec).cell_method else "mu"
         return AgentLevel(name, name)
 
     def variable_roles(self, spec):
@@ -59,7 +57,7 @@ class PooledFamily:
         return [*own, POOLED_TEXT]
 
     def clustered_spec(self, spec):
-        return "end_to_end_pooled" if spec.kind == "end_to_end" else "hierarchical"
+        return "hierarchical" if model_of(spec).cell_method else "end_to_end_pooled"
 
     def sbc_setup(self, evidence, evidence_rows, spec, *, form, side, draws, tune, seed, **_):
         """What each simulation of SBC reads: the layout of the evidence's rows with its
@@ -75,7 +73,7 @@ class PooledFamily:
         from bayes_eval.families.simulation import SimulationSetup
         from bayes_eval.pooled import prior as pooled_prior
 
-        if evidence.audit is not None and spec.kind == "joint":
+        if evidence.audit is not None and model_of(spec).paths:
             raise InputError(
                 "sbc: the joint model's simulations do not draw graded end-to-end counts "
                 "yet; run its SBC without the audit (the grader's own SBC is "

@@ -12,6 +12,7 @@ import pandas as pd
 
 from bayes_eval.constants import END_TO_END
 from bayes_eval.counts.grading import with_terms
+from bayes_eval.registry import model_of
 
 __all__ = [
     "SimulationSetup",
@@ -119,7 +120,7 @@ def with_counts(layout, spec, data):
     """The layout with the simulated counts in place of the design's."""
     from bayes_eval.counts.layout import end_to_end_groups
 
-    if spec.kind == "end_to_end":
+    if not model_of(spec).cell_method:
         return dataclasses.replace(layout, e2e_k=data.get("k_obs", layout.e2e_k))
     if "e2e_obs" in data:  # a crossed model's end-to-end counts, over the pairs run end to end
         e2e_k = layout.e2e_k.copy()

@@ -41,12 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special, stats
 
-from bayes_eval.constants import (
-    END_TO_END,
-    EXPERT_COMPLETION,
-    MILESTONE_METHOD,
-    NEVER_SHARE,
-)
+from bayes_eval.constants import END_TO_END, MILESTONE_METHOD, NEVER_SHARE
 from bayes_eval.counts.clusters import log_marginal_each
 from bayes_eval.counts.grading import GRADER_RATES, detection_log, graded_log_marginal
 from bayes_eval.counts.layout import end_to_end_groups, sampled_cells
@@ -58,6 +53,7 @@ from bayes_eval.pooled.paths import (
     survivor_chain,
 )
 from bayes_eval.pooled.rates import cell_shapes, zero_inflated_log
+from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
 if TYPE_CHECKING:
@@ -65,8 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["log_likelihood"]
 
-# The evidence of a pooled model's cells, by its kind.
-CELL_METHODS = {"milestone": MILESTONE_METHOD, "expert_completion": EXPERT_COMPLETION}
 # Most values of the end-to-end chain held at once (memory: 8 bytes each).
 CHUNK = 4_000_000
 
@@ -81,9 +75,10 @@ def log_likelihood(post: xr.Dataset, layout, spec) -> xr.Dataset:
     """
     import xarray as xr
 
-    if spec.kind == "joint":
+    entry = model_of(spec)
+    if entry.paths:  # the joint model: its unit the pair
         return _joint(post, layout)
-    if spec.kind == "end_to_end":
+    if not entry.cell_method:
         tiny = np.finfo(float).tiny  # as ``cell_shapes``: a mean of 1 keeps a proper Beta
         mu = post["mu"].values[..., layout.pair_agent]
         kappa = post["kappa"].values[..., layout.pair_agent]
@@ -238,7 +233,7 @@ def _cell_key(layout, spec, c: int) -> tuple[str, str, str, str]:
     predictive groups name it."""
     agent, task = layout.pairs[layout.cell_pair[c]]
     step = int(layout.cell_factor[c])
-    method = CELL_METHODS[spec.kind]
+    method = model_of(spec).cell_method
     if method == MILESTONE_METHOD:
         return method, agent, task, f"milestone {step}"
     run = layout.runs[layout.cell_pair[c]][layout.cell_run[c]]

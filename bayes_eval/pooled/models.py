@@ -48,6 +48,7 @@ import numpy as np
 from bayes_eval.constants import (
     AGENT,
     ALL_SOLVABLE,
+    CELL_CONCENTRATION,
     CONCENTRATION_SCALE,
     NEVER_SHARE,
     NEVER_SHARE_IF_ANY,
@@ -65,6 +66,7 @@ from bayes_eval.pooled.paths import (
     survivor_chain,
     true_count_terms,
 )
+from bayes_eval.registry import model_of
 
 __all__ = [
     "clustered_end_to_end_model",
@@ -222,7 +224,7 @@ def _task_hierarchy(pm, pair_agent, spec, form):
     log_kappa = _concentration(pm, "kappa_agent", spec.priors["task_concentration"], AGENT)
     log_a, log_b = (log_mu + log_kappa)[pair_agent], (log_1mu + log_kappa)[pair_agent]
     log_task, log_1m_task = _beta_parts(pm, "mu_task", log_a, log_b, form.pairs, "pair")
-    role = "step_concentration" if spec.kind == "expert_completion" else "milestone_concentration"
+    role = CELL_CONCENTRATION[model_of(spec).cell_method]
     return log_task, log_1m_task, _concentration(pm, "kappa", spec.priors[role], AGENT)
 
 

@@ -14,8 +14,10 @@ from bayes_eval.constants import (
     AGENT,
     ALL_SOLVABLE,
     ANY_NEVER_SOLVED,
+    CELL_CONCENTRATION,
     CONCENTRATION_SCALE,
     END_TO_END,
+    EXPERT_COMPLETION,
     MILESTONE,
     NEVER_SHARE,
     NEVER_SHARE_IF_ANY,
@@ -27,9 +29,9 @@ from bayes_eval.constants import (
 from bayes_eval.counts.grading import GRADER_RATES, graded_chance
 from bayes_eval.exact.graded import graded_success
 from bayes_eval.exact.products import log_beta_draws
+from bayes_eval.registry import UNRUN_PAIRS, model_of
 
 __all__ = [
-    "HYPER_NAMES",
     "cluster_counts",
     "hyper_roles",
     "hyper_truth",
@@ -40,28 +42,20 @@ __all__ = [
     "variable_roles",
 ]
 
-# The model variable of each prior role, by kind of model (one value per agent, except the
-# concentration the agents share where a spec has a concentration_scale).
-_TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
-_CLUSTERS = {"cluster_concentration": "kappa_cluster"}
-HYPER_NAMES = {
-    "end_to_end": {
-        "mean": "mu",
-        "concentration": "kappa",
-        NEVER_SOLVABLE: NEVER_SHARE,
-        ALL_SOLVABLE: ALL_SOLVABLE,
-        CONCENTRATION_SCALE: "kappa_scale",
-        **_CLUSTERS,
-    },
-    "milestone": {**_TASK_HIERARCHY, "milestone_concentration": "kappa", **_CLUSTERS},
-    "expert_completion": {**_TASK_HIERARCHY, "step_concentration": "kappa"},
-    "joint": {
-        **_TASK_HIERARCHY,
-        "milestone_concentration": "kappa",
-        "bypass_mean": "mu_bypass",
-        "bypass_concentration": "kappa_bypass",
-    },
+# The model variable of each prior role (one value per agent, except the concentration
+# the agents share where a spec has a concentration_scale): an end-to-end model's, or a
+# model of cells' (its cells' concentration, ``CELL_CONCENTRATION``, is ``kappa``), a
+# bypass's, and a clustered model's (``variable_roles``).
+_END_TO_END = {
+    "mean": "mu",
+    "concentration": "kappa",
+    NEVER_SOLVABLE: NEVER_SHARE,
+    ALL_SOLVABLE: ALL_SOLVABLE,
+    CONCENTRATION_SCALE: "kappa_scale",
 }
+_TASK_HIERARCHY = {"task_mean": "mu_agent", "task_concentration": "kappa_agent"}
+_BYPASS = {"bypass_mean": "mu_bypass", "bypass_concentration": "kappa_bypass"}
+_CLUSTERS = {"cluster_concentration": "kappa_cluster"}
 # The concentration the agents share, its scale, and the chance that an agent has no task
 # it never solves: one value per draw, not per agent.
 _SHARED = ("kappa_population", "kappa_scale", ALL_SOLVABLE)
@@ -85,7 +79,8 @@ def simulate(truth, layout, spec, rng):
     from bayes_eval.pooled.rates import mixture_log_product
 
     agent = layout.pair_agent
-    if spec.kind == "end_to_end":
+    entry = model_of(spec)
+    if not entry.cell_method:
         mu, kappa = np.clip(truth["mu"][agent], 1e-12, 1 - 1e-12), truth["kappa"][agent]
         p_task = rng.beta(mu * kappa, (1 - mu) * kappa)
         if NEVER_SHARE in truth:  # tasks never solved
@@ -110,7 +105,7 @@ def simulate(truth, layout, spec, rng):
             "k_obs", rng.binomial(layout.n, _graded(truth, layout, np.exp(log_p), CELLS)), layout.n
         )
     p_task = np.exp(mixture_log_product(log_p, layout, rng))  # drawn as a real fit draws it
-    if spec.kind == "joint":
+    if entry.paths:  # a bypass besides the milestones' path
         a = truth["mu_bypass"][agent] * truth["kappa_bypass"][agent]
         b = truth["kappa_bypass"][agent] - a
         bypass = truth["bypass"] = rng.beta(a, b)
@@ -160,7 +155,13 @@ def hyper_roles(layout, spec) -> dict:
 def variable_roles(spec) -> dict:
     """``{model variable: prior role}`` of every parameter ``spec``'s priors govern (the
     cluster concentration's whether or not the evidence has clusters)."""
-    names = dict(HYPER_NAMES[spec.kind])
+    entry = model_of(spec)
+    if entry.cell_method:
+        names = {**_TASK_HIERARCHY, CELL_CONCENTRATION[entry.cell_method]: "kappa"}
+    else:
+        names = dict(_END_TO_END)
+    names |= _BYPASS if entry.paths else {}
+    names |= _CLUSTERS if entry.clustered else {}
     if CONCENTRATION_SCALE in spec.priors:
         names["concentration"] = "kappa_population"
     if ALL_SOLVABLE in spec.priors:
@@ -201,7 +202,8 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     values = {}
     p_task, mu_task, bypass = (np.full(grid, np.nan) for _ in range(3))
     factor = None
-    if spec.kind != "end_to_end":
+    entry = model_of(spec)
+    if entry.cell_method:
         n_runs = max(len(r) for r in layout.runs)
         factor = np.full(grid + (n_runs, int(layout.cell_factor.max())), np.nan)
     ungraded = dataclasses.replace(layout, grading=None)  # the rates alone: no counts kept
@@ -223,20 +225,20 @@ def prior_draws(layout, spec, n_draws: int, seed: int) -> xr.Dataset:
     coords = {"chain": [0], "draw": np.arange(n_draws), AGENT: agents, TASK: tasks}
     if factor is not None:
         data["mu_task"] = (dims, mu_task[None])
-        if spec.kind == "expert_completion":
+        if entry.cell_method == EXPERT_COMPLETION:
             data["p_step"] = (dims + (RUN, STEP), factor[None])
             coords[RUN] = np.arange(1, factor.shape[-2] + 1)
             coords[STEP] = np.arange(1, factor.shape[-1] + 1)
         else:
             data["p_milestone"] = (dims + (MILESTONE,), factor[None, ..., 0, :])
             coords[MILESTONE] = np.arange(1, factor.shape[-1] + 1)
-    if spec.kind == "joint":
+    if entry.paths:
         data["bypass_task"] = (dims, bypass[None])
     if layout.grading is not None:  # each grader's rates, and the chance of a graded success
         rates = p_task if layout.grading.method == END_TO_END else factor
         data.update(_grader_draws(layout, spec, rates, at, n_draws, rng))
         coords["grader"] = layout.grading.graders
-    if spec.kind != "expert_completion":  # the pairs never run, as a fit predicts them
+    if UNRUN_PAIRS in entry.predicts:  # the pairs never run, as a fit predicts them
         from bayes_eval.pooled.rates import with_unrun
 
         hyper = xr.Dataset({name: (_hyper_dims(name), v[None]) for name, v in values.items()})

@@ -15,6 +15,7 @@ from bayes_eval.constants import (
     AGENT,
     ALL_SOLVABLE,
     ANY_NEVER_SOLVED,
+    EXPERT_COMPLETION,
     MILESTONE,
     NEVER_SHARE,
     NEVER_SHARE_IF_ANY,
@@ -36,6 +37,7 @@ from bayes_eval.pooled.paths import (
     survivor_chain,
     transition,
 )
+from bayes_eval.registry import UNRUN_PAIRS, model_of
 
 __all__ = [
     "any_never_solved",
@@ -59,13 +61,14 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     grid = np.full(shape + (len(agents), len(tasks)), np.nan)
     where = [(agents.index(a), tasks.index(t)) for a, t in layout.pairs]
     # failures are counted before they are added: (tiny + n) - k rounds to 0 when k = n
-    if spec.kind == "end_to_end" and layout.clusters is not None:
+    entry = model_of(spec)
+    if not entry.cell_method and layout.clusters is not None:
         mu, kappa, phi = (
             post[name].values[..., layout.pair_agent] for name in ("mu", "kappa", "kappa_cluster")
         )
         p = np.exp(_clustered_draws(mu * kappa, (1 - mu) * kappa, phi, layout, rng))
         return with_unrun({"p_task": (ALL_DIMS, _gridded(grid, where, p))}, post, layout, rng)
-    if spec.kind == "end_to_end":
+    if not entry.cell_method:
         spike = {}
         if NEVER_SHARE_IF_ANY in post:  # whether each agent has tasks it never solves
             spike = any_never_solved(post, layout, rng)
@@ -92,7 +95,7 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             out.update(_graded_rates(post, layout, rng, p, grid, where))
         return with_unrun(out, post, layout, rng)
     graded_q = None  # the graded cells' chance of a graded success, where a grader errs
-    if spec.kind == "joint":  # a grader's only of its end-to-end runs (``check_graded``)
+    if entry.paths:  # a grader's only of its end-to-end runs (``check_graded``)
         detected = _detected_by_pair(post, layout)
         log_p, bypass_few = _marginal_draws(post, layout, rng, shape, detected)
         cell_p = np.exp(log_p)
@@ -120,9 +123,9 @@ def pooled_rates(post, layout, spec, rng) -> dict:
     if graded_q is not None:
         chance = np.full_like(factor, np.nan)
         chance[at] = graded_q
-        name, dims, values = graded_chance(spec.kind, chance)
+        name, dims, values = graded_chance(entry.cell_method, chance)
         out[name] = (ALL_DIMS + dims, values)
-    if spec.kind == "joint":
+    if entry.paths:
         bypass = _bypass(post, layout, rng, shape, log_q, detected)
         for p, drawn in bypass_few.items():
             bypass[..., p] = drawn
@@ -136,11 +139,12 @@ def pooled_rates(post, layout, spec, rng) -> dict:
             chance[..., graded.pairs] = graded_success(true, se, sp)
             out["p_graded"] = (ALL_DIMS, _gridded(np.full_like(grid, np.nan), where, chance))
     out["p_task"] = (ALL_DIMS, _gridded(grid, where, p_task))
-    if spec.kind == "expert_completion":  # a new pair's runs and steps are unknown
+    if entry.cell_method == EXPERT_COMPLETION:
         out["p_step"] = (ALL_DIMS + (RUN, STEP), factor)
-        return out
-    out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
-    return with_unrun(out, post, layout, rng)
+    else:
+        out["p_milestone"] = (ALL_DIMS + (MILESTONE,), factor[..., 0, :])
+    # a new pair's runs and steps are unknown to the expert-step model
+    return with_unrun(out, post, layout, rng) if UNRUN_PAIRS in entry.predicts else out
 
 
 def _graded_rates(post, layout, rng, p, grid, where) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 
 from bayes_eval.constants import (
     AGENT,
+    END_TO_END,
     MILESTONE,
     RUN,
     STEP,
@@ -192,7 +193,7 @@ def _estimates(layout, spec, seed, run) -> xr.Dataset:
         method[i, j] = spec.kind
         provenance[i, j] = f"{spec.name}; {spec.kind}/{spec.pooling}; {priors}; {run}"
         provenance[i, j] += graders.get(p, "")
-        if layout.e2e_n[p] > 0 and spec.kind in ("end_to_end", "joint"):
+        if layout.e2e_n[p] > 0 and END_TO_END in model_of(spec).uses:
             e2e[i, j] = (layout.e2e_k[p], layout.e2e_n[p])
     pair = (AGENT, TASK)
     conjugate = xr.Dataset(
