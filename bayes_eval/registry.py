@@ -2,8 +2,9 @@
 
 An entry (``Model``) holds what is true of a model wherever the package needs it: the
 evidence it reads, the priors it takes, whether it models clustered runs, its builder,
-what it predicts, and the words the report uses for it. The spec reader, ``fit``, SBC, the
-report and the command line read this table instead of branching on a model's kind.
+what it predicts, and the words the report uses for it. Every other module (the spec
+reader, ``fit``, the families, the pooled and crossed models, SBC, the report, the command
+line) reads this table instead of branching on a model's kind.
 
 A model is named as a spec names it, by its ``kind`` and ``pooling``, and names its
 family (``bayes_eval.families``): ``exact`` (conjugate; pooling ``none``), ``pooled`` (a

@@ -82,6 +82,23 @@ def test_exceedance_agrees_with_the_quantile(pairs, level):
     assert cdf[0] - 1e-9 <= 1.0 - level <= cdf[1] + 1e-9
 
 
+def test_grids_capped_at_other_points_share_their_edges_and_their_numbers():
+    """The grids of one product at one step, capped at different points (a CDF value at
+    each of two points), read the factors' CDFs at the edges the first computed: the
+    same numbers, bit for bit, as grids each made alone."""
+    from bayes_eval.exact.grid import _Grid, _supports
+
+    factors = ((np.array([8.77, 7.38, 0.07]), np.array([3.1, 640.0, 0.9])),)
+    supports = [_supports(a, b) for a, b in factors]
+    shared = _Grid(factors, supports, 3, 1e-3, None)
+    for cap in (2.0, 2.5, 1.5):  # longer, then shorter, than the edges kept
+        alone = _Grid(factors, supports, 3, 1e-3, None)._cdfs(1e-3, cap - 0.1, cap)
+        kept = shared._cdfs(1e-3, cap - 0.1, cap)
+        assert shared.tails, "the shared grid keeps its factors' edges"
+        for one, other in zip(alone, kept, strict=True):
+            assert np.array_equal(one.lower, other.lower) and one.start == other.start
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="known defect: with a strongly singular density of X near 0 (sum of b about "

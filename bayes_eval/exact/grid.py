@@ -12,7 +12,7 @@ closer still from the leading law of the lower tail (``SmallXLaw``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, reduce
 
 import numpy as np
@@ -104,29 +104,45 @@ def _supports(a, b):
     return lo, np.maximum(hi, lo)
 
 
-def _bin_masses(a, b, lo, step, n_bins, known):
+def _bin_masses(a, b, lo, step, n_bins, known, tails=None):
     """Exact masses of bins ``[lo + k step, lo + (k + 1) step]`` of ``-log p``.
 
     Each mass is a difference of the CDF below the median and of the survival function
     above it, so masses far in either tail keep their digits; the masses outside the
     bins join the first and the last bin. ``known`` holds the previous call's
     ``(step, cdf, sf)`` at the bin edges: a call with half the step computes only the
-    new edges. Returns the masses and the new ``known``.
+    new edges. ``tails`` (a dict, or None) keeps the factor's CDF and survival function
+    at the edges of its bins at one step, for the grids of one product capped at
+    different points: an edge computed before is read, not computed again (the same
+    numbers). Returns the masses and the new ``known``.
     """
-    if known is not None and known[0] == 2 * step and known[1].size >= n_bins // 2 + 1:
+    key = (a, b, lo, step)
+    have = None if tails is None else tails.get(key)
+    if have is not None:
+        cdf, sf = have[0][: n_bins + 1], have[1][: n_bins + 1]
+        if cdf.size < n_bins + 1:  # the edges past those computed before
+            more = x_tails(a, b, lo + step * np.arange(cdf.size, n_bins + 1))
+            cdf, sf = np.concatenate([cdf, more[0]]), np.concatenate([sf, more[1]])
+    elif known is not None and known[0] == 2 * step and known[1].size >= n_bins // 2 + 1:
         fresh = lo + step * np.arange(1, n_bins + 1, 2)
         cdf, sf = np.empty(n_bins + 1), np.empty(n_bins + 1)
         cdf[0::2], sf[0::2] = known[1][: n_bins // 2 + 1], known[2][: n_bins // 2 + 1]
         cdf[1::2], sf[1::2] = x_tails(a, b, fresh)
     else:
         cdf, sf = x_tails(a, b, lo + step * np.arange(n_bins + 1))
+    if tails is not None and (have is None or have[0].size < cdf.size):
+        if any(other[3] != step for other in tails):  # one step's edges kept at a time
+            tails.clear()
+        tails[key] = (cdf, sf)
     mass = np.where(cdf[1:] <= 0.5, np.diff(cdf), -np.diff(sf))
     mass[0] += cdf[0]
     mass[-1] += sf[-1]
     return np.maximum(mass, 0.0), (step, cdf, sf)
 
 
-def _grid_cdf(a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattices=None) -> GridCdf:
+def _grid_cdf(
+    a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattices=None, tails=None
+) -> GridCdf:
     """Discretise each factor's exact bin masses and convolve.
 
     A factor's bin masses sit at the bins' centres, ``lo + (k + 1/2) step``, except
@@ -146,7 +162,8 @@ def _grid_cdf(a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattic
     a tail of 1e-12 there keeps its relative precision (on the tilted side only).
     ``lattices`` (a dict shared by the components of one grid) holds each factor's
     lattice, so that factors repeated within or across components (every step at
-    10/10) are discretised once.
+    10/10) are discretised once; ``tails`` keeps their CDFs at their bin edges for other
+    grids of the product at the same step (``_bin_masses``).
     """
     lo, hi = support
     capped = bool(np.isfinite(x_cap))
@@ -157,7 +174,7 @@ def _grid_cdf(a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattic
     masses, scale, start = [], 0.0, 0.0
     for j, key in enumerate(zip(a, b, lo, hi, strict=True)):
         if (key, step, capped) not in lattices:
-            lattices[key, step, capped], edges[j] = _lattice(*key, step, capped, edges[j])
+            lattices[key, step, capped], edges[j] = _lattice(*key, step, capped, edges[j], tails)
         mass, first = lattices[key, step, capped]
         start += first
         if tilt:
@@ -179,12 +196,12 @@ def _grid_cdf(a, b, step, support, *, x_cap=np.inf, edges=None, tilt=0.0, lattic
     return GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
 
 
-def _lattice(a, b, lo, hi, step, capped, known):
+def _lattice(a, b, lo, hi, step, capped, known, tails=None):
     """One factor's masses on its lattice and the lattice's first point, and the new
     ``known`` of ``_bin_masses``: at the bins' centres, or for a factor piled at ``X =
     0`` (``b < 1``) split between the bins' edges (see ``_grid_cdf``)."""
     n_bins = max(1, int(np.ceil((hi - lo) / step)))
-    mass, known = _bin_masses(a, b, lo, step, n_bins, known)
+    mass, known = _bin_masses(a, b, lo, step, n_bins, known, tails)
     if capped:
         mass[-1] -= known[2][-1]  # the mass above the cap is not in the grid
     if b >= 1:
@@ -429,13 +446,16 @@ def _grid_pass(factors, supports, step, probs, edges):
 
 @dataclass(frozen=True)
 class _Grid:
-    """One product's factors, for recomputing single quantiles and CDF values."""
+    """One product's factors, for recomputing single quantiles and CDF values; ``tails``
+    keeps its factors' CDFs at the bin edges of the last step used (``_bin_masses``), so
+    that the grids of several quantiles and CDF values at one step share them."""
 
     factors: tuple
     supports: list
     m: int
     step: float
     law: _SmallXLaw | None
+    tails: dict = field(default_factory=dict, repr=False, compare=False)
 
     def polish(self, q, x, error):
         """The ``q`` quantile, recomputed where the shared grid cannot claim the tolerance.
@@ -540,6 +560,7 @@ class _Grid:
                 x_cap=cap,
                 tilt=min(_tilt(a, b, x), upwards),
                 lattices=lattices,
+                tails=self.tails,
             )
             if a.size
             else None
