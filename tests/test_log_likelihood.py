@@ -323,3 +323,72 @@ def test_the_hand_written_kernels_are_scipys_arithmetic_bit_for_bit():
         values = rng.normal(scale=50.0, size=(300, columns)).round(rng.integers(0, 3))
         values[0] = values[0].max()  # ties at the top
         np.testing.assert_array_equal(log_sum_exp(values), special.logsumexp(values, axis=1))
+
+
+def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
+    """The crossed model samples each pair's departure ``cell_z``; its pointwise
+    log-likelihood integrates it out in numpy. Held to the graph: at random points of the
+    model PyMC samples, a pair's value is ``log integral exp(L(z)) phi(z) dz`` plus its
+    binomial coefficient, ``L(z)`` the pair's own term of the graph's ``k_binomial`` (the
+    vector the potential sums) as its ``cell_z`` moves, by scipy's adaptive quadrature."""
+    import pytensor.tensor as pt
+    import xarray as xr
+
+    from bayes_eval.crossed.likelihood import log_likelihood
+    from bayes_eval.crossed.model import build_model, design_of
+    from bayes_eval.fit import usable_rows
+    from bayes_eval.specs import load_spec
+
+    spec = load_spec("crossed")
+    evidence = bayes_eval.load_evidence(_sparse_end_to_end())
+    with collected():
+        design = design_of(usable_rows(evidence, spec), spec, evidence)
+    model = build_model(design, spec)
+    (total,) = model.replace_rvs_by_values([model["k_binomial"]])
+    assert isinstance(total.owner.op, pt.math.Sum)  # the potential sums one term per pair
+    each = model.compile_fn(
+        total.owner.inputs[0], inputs=model.value_vars, on_unused_input="ignore"
+    )
+    derived = model.compile_fn(
+        model.replace_rvs_by_values([model[v] for v in ("ability", "difficulty", "cell_scale")]),
+        inputs=model.value_vars,
+        on_unused_input="ignore",
+    )
+    layout, rng = design.layout, np.random.default_rng(11)
+    start = model.initial_point()
+    for _ in range(3):
+        point = {name: v + rng.normal(0, 0.7, np.shape(v)) for name, v in start.items()}
+        ability, difficulty, scale = derived(point)
+        draws = xr.Dataset(
+            {
+                "ability": (("chain", "draw", "agent"), ability[None, None]),
+                "difficulty": (("chain", "draw", "task"), difficulty[None, None]),
+                "cell_scale": (("chain", "draw"), np.array([[scale]])),
+            }
+        )
+        twin = log_likelihood(draws, design, spec)["successes"].values[0, 0]
+        for pair in range(len(layout.pairs)):
+            integral = _integrated_departure(each, point, pair)
+            coefficient = _log_binomial_coefficients(layout.e2e_k[pair], layout.e2e_n[pair])
+            expected = integral + coefficient
+            assert twin[pair] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def _integrated_departure(each, point, pair) -> float:
+    """``log integral exp(L(z)) phi(z) dz``, ``L(z)`` the graph's term of ``pair`` (``each``
+    at ``point``, the pair's ``cell_z`` at ``z``), by scipy's adaptive quadrature around
+    the integrand's peak, scaled there so that tiny values keep their digits."""
+    from scipy import integrate, optimize
+
+    def log_f(z):
+        moved = point["cell_z"].copy()
+        moved[pair] = z
+        return float(each({**point, "cell_z": moved})[pair]) + stats.norm.logpdf(z)
+
+    peak = optimize.minimize_scalar(lambda z: -log_f(z), bounds=(-30, 30), method="bounded").x
+    top = log_f(peak)
+    value, _ = integrate.quad(
+        lambda z: np.exp(log_f(z) - top), peak - 12, peak + 12,
+        epsabs=0, epsrel=1e-13, limit=2000,
+    )  # fmt: skip
+    return float(np.log(value) + top)
