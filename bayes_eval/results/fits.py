@@ -202,6 +202,10 @@ class ModelPrior(Posterior):
     def _prior(self, draws, n_draws: int, seed: int) -> xr.Dataset:
         return self._derivation.prior(self, draws, n_draws, seed)
 
+    def _log_prior(self, draws: xr.Dataset) -> None:
+        """None: it has no posterior draws to weigh."""
+        return None
+
     @property
     def has_log_likelihood(self) -> bool:
         return False
