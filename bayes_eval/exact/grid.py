@@ -104,7 +104,7 @@ def _supports(a, b):
     return lo, np.maximum(hi, lo)
 
 
-def _bin_masses(a, b, lo, step, n_bins, known, tails=None):
+def _bin_masses(a, b, lo, step, n_bins, known, *, tails=None):
     """Exact masses of bins ``[lo + k step, lo + (k + 1) step]`` of ``-log p``.
 
     Each mass is a difference of the CDF below the median and of the survival function
@@ -174,7 +174,9 @@ def _grid_cdf(
     masses, scale, start = [], 0.0, 0.0
     for j, key in enumerate(zip(a, b, lo, hi, strict=True)):
         if (key, step, capped) not in lattices:
-            lattices[key, step, capped], edges[j] = _lattice(*key, step, capped, edges[j], tails)
+            lattices[key, step, capped], edges[j] = _lattice(
+                *key, step, capped, edges[j], tails=tails
+            )
         mass, first = lattices[key, step, capped]
         start += first
         if tilt:
@@ -196,12 +198,12 @@ def _grid_cdf(
     return GridCdf(start, step, np.minimum(lower, 1.0), np.minimum(upper, 1.0), capped)
 
 
-def _lattice(a, b, lo, hi, step, capped, known, tails=None):
+def _lattice(a, b, lo, hi, step, capped, known, *, tails=None):
     """One factor's masses on its lattice and the lattice's first point, and the new
     ``known`` of ``_bin_masses``: at the bins' centres, or for a factor piled at ``X =
     0`` (``b < 1``) split between the bins' edges (see ``_grid_cdf``)."""
     n_bins = max(1, int(np.ceil((hi - lo) / step)))
-    mass, known = _bin_masses(a, b, lo, step, n_bins, known, tails)
+    mass, known = _bin_masses(a, b, lo, step, n_bins, known, tails=tails)
     if capped:
         mass[-1] -= known[2][-1]  # the mass above the cap is not in the grid
     if b >= 1:
