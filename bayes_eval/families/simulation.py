@@ -57,7 +57,13 @@ def thinned(model_data, setup: SimulationSetup, index: int):
     draws, tune, seed = setup.draws, setup.tune, setup.seed + index + 1
 
     trace = nutpie.sample(
-        model_data, draws=5 * (draws + 1), tune=tune, chains=2, seed=seed, progress_bar=False
+        model_data,
+        draws=5 * (draws + 1),
+        tune=tune,
+        chains=2,
+        seed=seed,
+        progress_bar=False,
+        save_warmup=False,
     )
     post = trace["posterior"].to_dataset()
     keep = np.linspace(0, post.sizes["chain"] * post.sizes["draw"] - 1, draws).astype(int)

@@ -210,6 +210,7 @@ def sample(model, engine: Engine, settings, seed: int, key):
                     # nutpie's terminal bar (indicatif) draws on stderr, and only on a terminal
                     progress_bar=bar,
                     target_accept=target,
+                    save_warmup=False,  # no group reads the tuning draws
                     blocking=False,
                 )
             )
