@@ -89,10 +89,15 @@ def main() -> None:
     print(f"observed / potential: {times['observed'] / times['potential']:.2f}")
     differences = []
     for _ in range(5):
-        at = [point[v.name] + rng.normal(0, 0.5, np.shape(point[v.name])) for v in potential.value_vars]
+        at = [
+            point[v.name] + rng.normal(0, 0.5, np.shape(point[v.name]))
+            for v in potential.value_vars
+        ]
         differences.append(functions["observed"](*at) - functions["potential"](*at))
     spread = np.ptp(differences)
-    print(f"the two log densities differ by {differences[0]:.6f} (spread {spread:.1e}): one constant")
+    print(
+        f"the two log densities differ by {differences[0]:.6f} (spread {spread:.1e}): one constant"
+    )
 
     mu_logit = rng.normal(-2, 1, (1, args.draws, len(layout.agents)))
     kappa = np.exp(rng.normal(1, 1, (1, args.draws, len(layout.agents))))

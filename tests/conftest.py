@@ -27,6 +27,11 @@ def _temporary_folder(variable: str, prefix: str) -> None:
 # (set before xdist starts its workers, which inherit it), not to the user's.
 _temporary_folder("MPLCONFIGDIR", "mpl-")
 _temporary_folder("XDG_CACHE_HOME", "bayes-eval-cache-")
+# xdist's workers share the cores; a BLAS thread pool in each would oversubscribe them
+# (OpenBLAS's threads spin while they wait): one thread each, set before xdist starts its
+# workers, which read it when they load numpy.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 STUDIES = Path(__file__).parents[1] / "studies"
 
