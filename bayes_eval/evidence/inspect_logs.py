@@ -42,7 +42,7 @@ from bayes_eval.evidence.audit import load_audit, with_audit
 from bayes_eval.evidence.table import Evidence, PathLike, first_line, validate_frame
 from bayes_eval.messages import note
 
-__all__ = ["read_inspect"]
+__all__ = ["read_inspect", "success_flag"]
 
 INSTALL = "reading Inspect logs needs Inspect AI: pip install 'bayes_eval[inspect]'"
 SUFFIXES = (".eval", ".json")
@@ -148,7 +148,7 @@ def read_inspect(
             base = pair | {"cluster": group}
             where = f"{where}, scorer {name}"
             if milestones is None:
-                flag = _flag(score.value, success_threshold, where)
+                flag = success_flag(score.value, success_threshold, where)
                 runs.append(base | {"method": END_TO_END, "step": "", "success": flag})
                 if audit_scorer is not None:
                     runs[-1]["grader"] = name
@@ -164,7 +164,7 @@ def read_inspect(
                 if key not in score.value:
                     keys = ", ".join(map(str, score.value)) or "none"
                     raise InputError(f"{where}: no milestone key '{key}' (its keys: {keys})")
-                flag = _flag(score.value[key], success_threshold, f"{where}, key {key}")
+                flag = success_flag(score.value[key], success_threshold, f"{where}, key {key}")
                 runs.append(base | {"method": MILESTONE_METHOD, "step": step, "success": flag})
         if errors or unscored:
             note(
@@ -202,7 +202,7 @@ def _audited(log, sample, audit_scorer: str, threshold, label: str) -> dict | No
     where = f"{label}: sample {sample.id}, epoch {sample.epoch}, scorer {audit_scorer}"
     run_id = sample.uuid or f"{log.eval.task_id}/{sample.id}/{sample.epoch}"
     return {
-        "truth": _flag(trusted.value, threshold, where),
+        "truth": success_flag(trusted.value, threshold, where),
         "method": END_TO_END,
         "run_id": run_id,
     }
@@ -313,7 +313,7 @@ def _cluster(log, sample, cluster: str, label: str, where: str) -> str:
     return _metadata(log, sample, cluster.removeprefix("metadata:"), where)
 
 
-def _flag(value, threshold: float | None, where: str) -> int:
+def success_flag(value, threshold: float | None, where: str) -> int:
     """A score as success (1) or failure (0); see the module's mapping."""
     if isinstance(value, bool | np.bool_):
         return int(value)
