@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
 from bayes_eval.registry import model_of
@@ -49,9 +50,8 @@ GOOD_K = 0.7
 MAX_REFITS = 10
 # A difference smaller than this many standard errors is read as noise.
 NOISE_SE = 2.0
-# What a likelihood of whole pairs scores, by the model's kind.
-# A method's runs, in the words of a refusal.
-RUN_WORDS = {"milestone": "milestone", "end_to_end": "end-to-end"}
+# A method's runs, in the words of a refusal, in the order it names them.
+RUN_WORDS = {MILESTONE_METHOD: "milestone", END_TO_END: "end-to-end"}
 
 
 @dataclass(frozen=True)
@@ -207,13 +207,15 @@ def _same_unit(fits: Mapping[str, Posterior]) -> None:
         if posterior.has_group("log_likelihood")
     }
     by_pair = [name for name, unit in units.items() if unit == "pair"]
-    runs = {  # the runs of a pair each scores: its milestone runs alone, or its end-to-end too
-        " and ".join(RUN_WORDS[m] for m in sorted(model_of(fits[name].spec).uses, reverse=True))
-        + " runs": name
-        for name in by_pair
+    methods = {  # the runs of a pair each scores: its milestone runs alone, or its end-to-end too
+        name: [m for m in RUN_WORDS if m in model_of(fits[name].spec).uses] for name in by_pair
     }
-    if len(runs) > 1:
-        (one, first), (other, second) = sorted(runs.items(), key=lambda kv: -len(kv[0]))[:2]
+    runs = {
+        " and ".join(RUN_WORDS[m] for m in used) + " runs": name for name, used in methods.items()
+    }
+    if len(runs) > 1:  # the fit of more runs named first
+        ordered = sorted(runs.items(), key=lambda kv: -len(methods[kv[1]]))
+        (one, first), (other, second) = ordered[:2]
         raise InputError(
             f"fits: {first} ({fits[first].spec.name}) scores each pair's {one} "
             f"and {second} ({fits[second].spec.name}) its {other}, so their log "
