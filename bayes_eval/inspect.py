@@ -24,6 +24,7 @@ from __future__ import annotations
 import pandas as pd
 from inspect_ai.scorer import Metric, SampleScore, metric
 
+from bayes_eval.constants import END_TO_END
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.inspect_logs import success_flag
 
@@ -72,7 +73,7 @@ def _summary(scores: list[SampleScore], level: float, prior: str, threshold) -> 
 
     spec = load_spec(prior)
     entry = model_of(spec)
-    if not entry.exact or entry.uses != ("end_to_end",):
+    if not entry.exact or entry.uses != (END_TO_END,):
         raise InputError(
             f"prior: {spec.name} is {spec.kind}/{spec.pooling}; the Inspect metrics take an "
             "exact end-to-end spec (kind end_to_end, pooling none)"
