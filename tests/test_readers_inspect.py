@@ -182,6 +182,9 @@ def test_clusters_from_sample_metadata(logs):
     "args, message",
     [
         (["--scorer", "nope"], "no scorer named 'nope'; the log's scorers: verdict, progress"),
+        (["--scorer", "nope,match"], "no scorer named 'nope', 'match'; the log's scorers: verd"),
+        (["--scorer", "match,verdict,stages"], "several of the scorers named: 'verdict', 'stages'"),
+        (["--scorer", "verdict,"], "--scorer: 'verdict,' has an empty name"),
         (["--scorer", "progress"], "sample 0, epoch 1, scorer progress: numeric score 0.25 ne"),
         (["--scorer", "stages"], "is dict-valued: --milestones, naming its keys in order, re"),
         (["--scorer", "stages", "--milestones", "recon,loot"], "no milestone key 'loot' (its "),
@@ -239,3 +242,68 @@ def test_without_inspect_one_line_says_how_to_install(logs, monkeypatch, capsys)
     assert capsys.readouterr().err == (
         "error: reading Inspect logs needs Inspect AI: pip install 'bayes_eval[inspect]'\n"
     )
+
+
+VAULT_FILE = """
+from pathlib import Path
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput
+from inspect_ai.scorer import match
+from inspect_ai.solver import solver
+
+TRIED = Path(__file__).with_name("tried")
+
+
+@solver
+def flaky():
+    async def solve(state, generate):
+        sample, epoch = int(state.sample_id), state.epoch
+        if (sample, epoch) == (2, 1) and not TRIED.exists():  # the first try only
+            TRIED.write_text("")
+            raise RuntimeError("the sandbox fell over")
+        answer = "yes" if sample * epoch % 3 == 0 else "no"
+        state.output = ModelOutput.from_content(model=str(state.model), content=answer)
+        return state
+
+    return solve
+
+
+@task
+def vault():
+    return Task(
+        dataset=[Sample(input=f"vault {i}", target="yes", id=i) for i in range(4)],
+        solver=flaky(),
+        scorer=match(),
+        epochs=2,
+    )
+"""
+
+
+def test_a_folder_of_several_tasks_models_and_a_retried_eval(logs, tmp_path, capsys):
+    """``bayes-eval fit LOGDIR`` over two models' logs of one task and a second task
+    whose eval failed and was retried (``eval_retry``: a new log of the same eval task,
+    carrying the runs the first try finished): the first try is left out with a note, no
+    run counts twice, and every (model, sample) has the counts of its rule."""
+    from inspect_ai import eval_retry
+
+    folder = tmp_path / "logs"
+    shutil.copytree(logs, folder)
+    (tmp_path / "vault.py").write_text(VAULT_FILE)
+    (first,) = inspect_eval(
+        f"{tmp_path / 'vault.py'}@vault", model="mockllm/weak", log_dir=str(folder), display="none"
+    )
+    assert first.status == "error"
+    (retried,) = eval_retry(first, log_dir=str(folder), display="none")
+    assert retried.status == "success" and retried.eval.task_id == first.eval.task_id
+    summary, err = _fit_csv(capsys, folder, "--scorer", "verdict,match")
+    assert f"{first.location}: left out, an earlier try of the eval task retried in" in err
+    assert "read 36 runs of 2 agent(s) on 9 task(s) from 3 Inspect log(s)" in err
+    expected = _by_hand(solved) | {
+        ("mockllm/weak", f"vault/{s}"): (sum(s * e % 3 == 0 for e in (1, 2)), 2) for s in range(4)
+    }
+    assert len(summary) == len(expected)
+    for row in summary.itertuples():
+        k, n = expected[(row.agent, row.task)]
+        assert row.mean == pytest.approx((k + 1) / (n + 2))

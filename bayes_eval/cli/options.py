@@ -71,7 +71,11 @@ def reading_options(command) -> None:
         "are correlated; end_to_end_pooled and hierarchical model them as over-dispersed",
     )
     inspect = command.add_argument_group("Inspect AI logs (pip install 'bayes_eval[inspect]')")
-    inspect.add_argument("--scorer", help="the scorer whose score is success (default: the only)")
+    inspect.add_argument(
+        "--scorer",
+        help="the scorer whose score is success (default: the only); NAME1,NAME2,...: each "
+        "log's one of these (logs of several tasks)",
+    )
     inspect.add_argument(
         "--success-threshold",
         dest="success_threshold",
@@ -155,10 +159,11 @@ def evidence_of(paths, args):
     if detect_format(paths, given) == "inspect":
         if inspect["success_threshold"] is not None:
             inspect["success_threshold"] = real(args.success_threshold, "--success-threshold")
-        if inspect["milestones"] is not None:
-            inspect["milestones"] = [key.strip() for key in args.milestones.split(",")]
-            if not all(inspect["milestones"]):
-                raise InputError(f"--milestones: '{args.milestones}' has an empty key")
+        for option in ("scorer", "milestones"):
+            if inspect[option] is not None:
+                inspect[option] = [key.strip() for key in inspect[option].split(",")]
+                if not all(inspect[option]):
+                    raise InputError(f"--{option}: '{getattr(args, option)}' has an empty name")
     evidence = read_evidence(
         paths,
         input_format=given,

@@ -56,7 +56,7 @@ CLUSTER_FROM = ("sample", "log")
 def read_inspect(
     paths: PathLike | Sequence[PathLike],
     *,
-    scorer: str | None = None,
+    scorer: str | Sequence[str] | None = None,
     success_threshold: float | None = None,
     milestones: Sequence[str] | None = None,
     agent_from: str = "model",
@@ -70,8 +70,10 @@ def read_inspect(
     ----------
     paths : path or list of paths
         ``.eval`` or ``.json`` log files, or folders searched for them (recursively).
-    scorer : str, optional
-        The scorer whose score is success; optional where a log has only one.
+    scorer : str or list of str, optional
+        The scorer whose score is success; optional where a log has only one. Several
+        (logs of several tasks, each scored its own way): each log's one of them, which
+        it must have, and only one.
     success_threshold : float, optional
         For numeric scores (and partial credit): success is score >= threshold.
     milestones : list of str, optional
@@ -112,16 +114,10 @@ def read_inspect(
     if audit_scorer is not None and milestones is not None:
         raise InputError("audit_scorer: audits end-to-end runs; milestones are read without one")
     runs, seen, audited = [], {}, []
-    files = _log_files(paths)
-    for path in files:
+    files = _latest_tries(_headers(_log_files(paths), read_eval_log))
+    for path, log in files:
         label = str(path)
-        if path.suffix.lower() == ".eval" and not zipfile.is_zipfile(path):
-            raise InputError(
-                f"{label}: not a readable Inspect log (a .eval log is a ZIP archive, and this "
-                "one is truncated or damaged)"
-            )
         try:
-            log = read_eval_log(str(path), header_only=True)
             samples = list(
                 read_eval_log_samples(
                     str(path), all_samples_required=False, exclude_fields=SKIPPED_FIELDS
@@ -214,6 +210,41 @@ def _check_choice(value: str, choices, option: str) -> None:
     raise InputError(f"{option}: '{value}' is not one of {', '.join(choices)} or metadata:KEY")
 
 
+def _headers(files: list[Path], read_eval_log) -> list[tuple[Path, object]]:
+    """Each log file with its header (the eval, its status and results; no sample)."""
+    headers = []
+    for path in files:
+        if path.suffix.lower() == ".eval" and not zipfile.is_zipfile(path):
+            raise InputError(
+                f"{path}: not a readable Inspect log (a .eval log is a ZIP archive, and this "
+                "one is truncated or damaged)"
+            )
+        try:
+            headers.append((path, read_eval_log(str(path), header_only=True)))
+        except Exception as exc:  # bad JSON, a foreign file: many types
+            raise InputError(f"{path}: not a readable Inspect log ({first_line(exc)})") from None
+    return headers
+
+
+def _latest_tries(headers: list[tuple[Path, object]]) -> list[tuple[Path, object]]:
+    """The logs to read: of the tries of one eval task (logs of one eval task id under
+    different eval ids: ``inspect eval-retry`` and ``eval_set`` write each retry as a new
+    log that carries the samples its earlier tries finished), the latest alone, the
+    earlier ones left out with a note."""
+    tries: dict[str, list[tuple[Path, object]]] = {}
+    for path, log in headers:
+        tries.setdefault(log.eval.task_id, []).append((path, log))
+    earlier = set()
+    for logs in tries.values():
+        if len({log.eval.eval_id for _, log in logs}) == 1:
+            continue  # one try (the same log under two names is refused run by run)
+        ordered = sorted(logs, key=lambda item: item[1].eval.created)
+        for path, _ in ordered[:-1]:
+            note(f"{path}: left out, an earlier try of the eval task retried in {ordered[-1][0]}")
+            earlier.add(path)
+    return [(path, log) for path, log in headers if path not in earlier]
+
+
 def _source(paths) -> str:
     return " ".join(str(p) for p in paths)
 
@@ -245,15 +276,23 @@ def _log_files(paths) -> list[Path]:
     return list(unique.values())
 
 
-def _scorer(label: str, samples, scorer: str | None) -> str:
-    """The scorer to read: the one named, which must be in the log, or the log's only one."""
+def _scorer(label: str, samples, scorer: str | Sequence[str] | None) -> str:
+    """The scorer to read: the one named (of several named, the log's one), which must be in
+    the log, or the log's only one."""
     names = list(dict.fromkeys(k for s in samples for k in (s.scores or {})))
+    if isinstance(scorer, str):
+        scorer = [scorer]
     if scorer is not None:
-        if scorer not in names and names:
+        if not names:
+            return scorer[0]
+        found = [name for name in scorer if name in names]
+        if len(found) != 1:
+            named = "no scorer named" if not found else "several of the scorers named:"
             raise InputError(
-                f"{label}: no scorer named '{scorer}'; the log's scorers: {', '.join(names)}"
+                f"{label}: {named} {', '.join(f"'{n}'" for n in (found or scorer))}; the "
+                f"log's scorers: {', '.join(names)}"
             )
-        return scorer
+        return found[0]
     if len(names) == 1:
         return names[0]
     if not names:
