@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bayes_eval.checks.prior import PriorCheck, prior_check
     from bayes_eval.checks.sensitivity import Sensitivity, prior_sensitivity
     from bayes_eval.errors import InputError
-    from bayes_eval.evidence.inspect_logs import read_inspect
+    from bayes_eval.evidence.inspect_logs import read_inspect, read_paired_inspect
     from bayes_eval.evidence.runs import read_runs
     from bayes_eval.evidence.table import Evidence, load_evidence
     from bayes_eval.fit import fit, fit_per_agent, load_posterior
@@ -68,6 +68,7 @@ _WHERE = {
     "PriorCheck": ("bayes_eval.checks.prior", "PriorCheck"),
     "read_evidence": ("bayes_eval.pipeline", "read_evidence"),
     "read_inspect": ("bayes_eval.evidence.inspect_logs", "read_inspect"),
+    "read_paired_inspect": ("bayes_eval.evidence.inspect_logs", "read_paired_inspect"),
     "read_runs": ("bayes_eval.evidence.runs", "read_runs"),
     "report": ("bayes_eval.pipeline", "report"),
     "run": ("bayes_eval.pipeline", "run"),
@@ -107,6 +108,7 @@ __all__ = [
     "prior_sensitivity",
     "read_evidence",
     "read_inspect",
+    "read_paired_inspect",
     "read_runs",
     "report",
     "run",

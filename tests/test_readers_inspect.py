@@ -8,6 +8,7 @@ import shutil
 import sys
 import zipfile
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -307,3 +308,58 @@ def test_a_folder_of_several_tasks_models_and_a_retried_eval(logs, tmp_path, cap
     for row in summary.itertuples():
         k, n = expected[(row.agent, row.task)]
         assert row.mean == pytest.approx((k + 1) / (n + 2))
+
+
+def _beats(b_shapes, a_shapes) -> float:
+    """``P(X_B > X_A)`` of independent Beta variables, by quadrature (scipy)."""
+    from scipy import integrate, stats
+
+    xb, xa = stats.beta(*b_shapes), stats.beta(*a_shapes)
+    return integrate.quad(lambda x: xb.pdf(x) * xa.cdf(x), 0, 1, epsabs=1e-10)[0]
+
+
+def test_compare_agents_pairs_two_models_logs_by_sample(logs, capsys):
+    """``bayes-eval compare-agents LOG_A LOG_B``: the weak model's log against the strong
+    one's, paired by sample. Per sample ``P(P_B > P_A)`` of the two exact Beta(1 + k, 1 +
+    n - k) posteriors (quadrature) and the difference of their means, within four Monte
+    Carlo standard errors of the fit's draws; across samples, the mean difference of the
+    means; the pairing stated."""
+    weak, strong = next(logs.glob("*.eval")), next(logs.glob("*.json"))
+    args = ["compare-agents", str(weak), str(strong), "--scorer", "verdict", "--format", "csv"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert (
+        "note: paired by sample (the eval task's name and the sample id, TASK/ID): 5 task(s) "
+        "with runs of both agents; left out 0 task(s) run only by mockllm/weak and 0 run only by "
+        "mockllm/strong"
+    ) in captured.err
+    table = pd.read_csv(io.StringIO(captured.out))
+    counts = _by_hand(solved)
+    draws = 4000  # the end_to_end spec's exact draws
+    differences = []
+    for row in table[table["quantity"] == "P"].itertuples():
+        ka, na = counts[("mockllm/weak", row.task)]
+        kb, nb = counts[("mockllm/strong", row.task)]
+        beats = _beats((1 + kb, 1 + nb - kb), (1 + ka, 1 + na - ka))
+        assert abs(row.prob_b_greater - beats) < 4 * np.sqrt(beats * (1 - beats) / draws) + 1e-9
+        difference = (1 + kb) / (2 + nb) - (1 + ka) / (2 + na)
+        assert abs(row.diff_mean - difference) < 4 * 0.3 / np.sqrt(draws)
+        differences.append(difference)
+    assert len(differences) == SAMPLES
+    (across,) = table[table["quantity"] != "P"].itertuples()
+    assert abs(across.diff_mean - np.mean(differences)) < 4 * 0.3 / np.sqrt(draws)
+
+
+def test_compare_agents_logs_refusals(logs, capsys):
+    weak = next(logs.glob("*.eval"))
+    scorer = ["--scorer", "verdict"]
+    cases = [
+        ([str(weak), str(weak), *scorer], "both logs' runs are of agent 'mockllm/weak'; name t"),
+        ([str(logs), str(weak), *scorer], "runs of 2 agents (mockllm/weak, mockllm/strong); a "),
+        ([str(weak)], "compare-agents: 1 inputs; give RUN_DIR A B (a fit and two of its agents)"),
+        ([str(logs), "a", "b", *scorer], "--scorer: applies to two agents' logs (LOG_A LOG_B)"),
+    ]
+    for inputs, message in cases:
+        assert main(["compare-agents", *inputs]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.splitlines()) == 1 and message in err, err

@@ -6,7 +6,8 @@ fresh clone of the repository, installing from scratch) or ``<!-- readme-test: s
 -->`` (where something else runs it: the test command is what ``.ci/run`` runs; the
 worked example has its own test). Synopses are ``text`` blocks; a ``toml`` block (a
 spec's fragment) must parse. Shell blocks run under bash with ``bayes-eval`` standing for
-this Python's ``-m bayes_eval``; the shipped ``data/`` folder is linked into the fresh
+this Python's ``-m bayes_eval`` and its environment's commands (``inspect``) on the
+path; the shipped ``data/`` folder is linked into the fresh
 folder, so relative paths work as they do from a clone.
 """
 
@@ -89,7 +90,11 @@ def test_readme_block_runs(language, code, clone, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         exec(compile(code, "README block", "exec"), {"__name__": "readme"})
         return
-    script = f'bayes-eval() {{ "{sys.executable}" -m bayes_eval "$@"; }}\nset -e\n{code}'
+    bin_dir = Path(sys.executable).parent  # the environment's commands (inspect)
+    script = (
+        f'export PATH="{bin_dir}:$PATH"\n'
+        f'bayes-eval() {{ "{sys.executable}" -m bayes_eval "$@"; }}\nset -e\n{code}'
+    )
     done = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=1200
     )

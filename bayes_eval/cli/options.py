@@ -161,9 +161,7 @@ def evidence_of(paths, args):
             inspect["success_threshold"] = real(args.success_threshold, "--success-threshold")
         for option in ("scorer", "milestones"):
             if inspect[option] is not None:
-                inspect[option] = [key.strip() for key in inspect[option].split(",")]
-                if not all(inspect[option]):
-                    raise InputError(f"--{option}: '{getattr(args, option)}' has an empty name")
+                inspect[option] = names_of(inspect[option], f"--{option}")
     evidence = read_evidence(
         paths,
         input_format=given,
@@ -265,6 +263,14 @@ def sweep_options(args) -> dict:
     """``workers`` and ``scheduler`` for ``bayes_eval.inference.sweep.run_sweep``, checked."""
     workers = None if args.workers is None else whole(args.workers, "--workers", 1, MAX_WORKERS)
     return dict(workers=workers, scheduler=args.scheduler)
+
+
+def names_of(text: str, option: str) -> list[str]:
+    """A comma-separated list of names (``--scorer``, ``--milestones``), none empty."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise InputError(f"{option}: '{text}' has an empty name")
+    return names
 
 
 def real(text: str, option: str) -> float:

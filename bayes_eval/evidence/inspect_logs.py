@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -42,7 +43,7 @@ from bayes_eval.evidence.audit import load_audit, with_audit
 from bayes_eval.evidence.table import Evidence, PathLike, first_line, validate_frame
 from bayes_eval.messages import note
 
-__all__ = ["read_inspect", "success_flag"]
+__all__ = ["PairedLogs", "read_inspect", "read_paired_inspect", "success_flag"]
 
 INSTALL = "reading Inspect logs needs Inspect AI: pip install 'bayes_eval[inspect]'"
 SUFFIXES = (".eval", ".json")
@@ -187,6 +188,90 @@ def read_inspect(
         raise InputError(f"{_source(paths)}: no run has a score from audit scorer '{audit_scorer}'")
     label = f"{_source(paths)} (audit scorer {audit_scorer})"
     return with_audit(evidence, load_audit(pd.DataFrame(audited), label))
+
+
+@dataclass(frozen=True)
+class PairedLogs:
+    """Two agents' runs on the tasks both were run on (``read_paired_inspect``).
+
+    Attributes
+    ----------
+    evidence : Evidence
+        Both agents' runs on the common tasks.
+    a, b : str
+        The agents: the one compared against (``log_a``'s) and the one compared.
+    pairing : str
+        How the runs were paired, and what was left out, in a sentence.
+    """
+
+    evidence: Evidence
+    a: str
+    b: str
+    pairing: str
+
+
+def read_paired_inspect(
+    log_a: PathLike | Sequence[PathLike],
+    log_b: PathLike | Sequence[PathLike],
+    *,
+    scorer: str | Sequence[str] | None = None,
+    success_threshold: float | None = None,
+    agent_from: str = "model",
+    task_from: str = "sample",
+) -> PairedLogs:
+    """Two agents' Inspect logs, paired task by task for ``bayes_eval.compare_agents``.
+
+    Each of ``log_a`` and ``log_b`` (files or folders) is read by ``read_inspect`` with
+    the keywords given, as it takes them, and must hold the runs of one agent, a different
+    one in each. A task is a sample by default (``task_from`` ``"sample"``: the eval
+    task's name and the sample id, so that both agents' runs of one sample are paired);
+    the tasks only one agent was run on are left out, counted in ``pairing``.
+    """
+    options = dict(
+        scorer=scorer,
+        success_threshold=success_threshold,
+        agent_from=agent_from,
+        task_from=task_from,
+    )
+    read = {side: read_inspect(logs, **options) for side, logs in (("A", log_a), ("B", log_b))}
+    agents = {}
+    for side, evidence in read.items():
+        names = evidence.table["agent"].unique()
+        if len(names) != 1:
+            raise InputError(
+                f"{evidence.source}: runs of {len(names)} agents ({', '.join(names)}); a "
+                f"paired comparison takes one agent's logs as {side}"
+            )
+        agents[side] = str(names[0])
+    if agents["A"] == agents["B"]:
+        raise InputError(
+            f"agent_from: both logs' runs are of agent '{agents['A']}'; name the agents apart "
+            "(agent_from 'solver' or 'metadata:KEY')"
+        )
+    tasks = {side: set(evidence.table["task"]) for side, evidence in read.items()}
+    common = tasks["A"] & tasks["B"]
+    what = _TASK_WORDS.get(task_from, f"the value of {task_from}")
+    if not common:
+        raise InputError(
+            f"{read['A'].source} and {read['B'].source}: no task in both (paired by {what})"
+        )
+    table = pd.concat(
+        [e.table[e.table["task"].isin(common)] for e in read.values()], ignore_index=True
+    )
+    pairing = (
+        f"paired by {what}: {len(common)} task(s) with runs of both agents; left out "
+        f"{len(tasks['A'] - common)} task(s) run only by {agents['A']} and "
+        f"{len(tasks['B'] - common)} run only by {agents['B']}"
+    )
+    source = f"{read['A'].source} against {read['B'].source}"
+    return PairedLogs(Evidence(table, source), agents["A"], agents["B"], pairing)
+
+
+# A task's meaning, by task_from, in a pairing's sentence.
+_TASK_WORDS = {
+    "sample": "sample (the eval task's name and the sample id, TASK/ID)",
+    "task": "eval task (its samples trials of one task)",
+}
 
 
 def _audited(log, sample, audit_scorer: str, threshold, label: str) -> dict | None:
