@@ -355,7 +355,7 @@ def test_compare_agents_logs_refusals(logs, capsys):
     scorer = ["--scorer", "verdict"]
     cases = [
         ([str(weak), str(weak), *scorer], "both logs' runs are of agent 'mockllm/weak'; name t"),
-        ([str(logs), str(weak), *scorer], "runs of 2 agents (mockllm/weak, mockllm/strong); a "),
+        ([str(logs), str(weak), *scorer], "runs of 2 agents (mockllm/strong, mockllm/weak); a "),
         ([str(weak)], "compare-agents: 1 inputs; give RUN_DIR A B (a fit and two of its agents)"),
         ([str(logs), "a", "b", *scorer], "--scorer: applies to two agents' logs (LOG_A LOG_B)"),
     ]

@@ -239,7 +239,7 @@ def read_paired_inspect(
         names = evidence.table["agent"].unique()
         if len(names) != 1:
             raise InputError(
-                f"{evidence.source}: runs of {len(names)} agents ({', '.join(names)}); a "
+                f"{evidence.source}: runs of {len(names)} agents ({', '.join(sorted(names))}); a "
                 f"paired comparison takes one agent's logs as {side}"
             )
         agents[side] = str(names[0])
