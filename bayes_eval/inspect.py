@@ -106,10 +106,13 @@ def pass_at_k(
     Where the sampler's diagnostics fail, the metric is NaN and a warning says why.
     """
 
-    def at_k(scores: list[SampleScore]) -> float:
-        from bayes_eval.results.population import population_curves
+    from bayes_eval.results.attempts import parse_attempts
+    from bayes_eval.results.population import population_curves
 
-        which = _choice(population, POPULATIONS, "population")
+    which = _choice(population, POPULATIONS, "population")  # refused where the task is made
+    attempts = parse_attempts([k])
+
+    def at_k(scores: list[SampleScore]) -> float:
         fit = _fit(_by_sample(scores, success_threshold), prior, 0.975 if level is None else level)
         if not fit.diagnostics.ok:
             logging.getLogger("bayes_eval").warning(
@@ -117,7 +120,7 @@ def pass_at_k(
                 "; ".join(fit.diagnostics.messages),
             )
             return math.nan
-        curve = population_curves(fit, [k])
+        curve = population_curves(fit, attempts)
         row = curve[curve["population"] == which]
         if row.empty:
             raise InputError(f"population: {prior} has no population of tasks to draw a new one")

@@ -232,3 +232,14 @@ def test_inspect_is_used_through_its_public_api_only():
         if "inspect_ai" in p.read_text()
     ]  # fmt: skip
     assert "inspect.py" in used and "inspect_logs.py" in used
+
+
+def test_pass_at_k_refuses_bad_arguments_where_the_task_is_made():
+    """A population or a number of attempts it cannot use is refused when the metric is
+    made (with the task), not after the eval has run."""
+    from bayes_eval.errors import InputError
+
+    with pytest.raises(InputError, match="population: 'all' is not one of observed, new"):
+        pass_at_k(population="all")
+    with pytest.raises(InputError, match="attempts: 0 is outside 1 to 1,000,000,000"):
+        pass_at_k(k=0)
