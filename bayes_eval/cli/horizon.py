@@ -1,4 +1,6 @@
-"""``bayes-eval horizon RUN_DIR``: time horizons and their trend from a crossed fit."""
+"""``bayes-eval horizon RUN_DIR``: time horizons and their trend from a crossed fit;
+``--method metr``: METR's published method on the same runs
+(``bayes_eval.crossed.metr_method``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMAT_HELP, FORMATS, same_folder
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, real, same_folder, whole
 from bayes_eval.cli.terminal import json_value, show, terminal_table
 from bayes_eval.outputs.runfolder import check_out, write_run
 
@@ -24,7 +26,22 @@ def arguments(commands) -> None:
     horizon.add_argument(
         "--forecast", nargs="+", default=[], metavar="DATE", help="forecast for these ISO dates"
     )
-    horizon.add_argument("--out", help="folder for horizons.csv and horizons.png (RUN_DIR)")
+    horizon.add_argument(
+        "--method",
+        choices=("model", "metr"),
+        default="model",
+        help="model: the fit's horizons (default); metr: METR's per-agent logistic "
+        "regressions on the fit's runs, with its hierarchical bootstrap",
+    )
+    metr = horizon.add_argument_group("--method metr (METR's settings by default)")
+    metr.add_argument("--weighting", choices=("invsqrt", "equal"), default="invsqrt")
+    metr.add_argument("--regularization", default="0.1", help="C = 1 / this; 0 for none")
+    metr.add_argument("--bootstrap", default="1000", help="replicates (0: no intervals)")
+    metr.add_argument("--since", metavar="DATE", help="the trend's first release date (ISO)")
+    metr.add_argument("--seed", default="0", help="the bootstrap's seed")
+    horizon.add_argument(
+        "--out", help="folder for horizons.csv and horizons.png (metr_horizons.csv) (RUN_DIR)"
+    )
     horizon.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     horizon.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -38,6 +55,8 @@ def run(args) -> int:
     interval = check_probability(args.interval, "--interval")
     path = Path(args.run_dir)
     posterior = load_posterior(path)
+    if args.method == "metr":
+        return _metr(args, posterior, interval, path)
     result = horizons(posterior, interval=interval, forecast=args.forecast)
     out = check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
 
@@ -99,6 +118,75 @@ def _horizon_text(result) -> str:
         )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+def _metr(args, posterior, interval: float, path: Path) -> int:
+    """``--method metr``: METR's horizons of the fit's runs, written and shown."""
+    from bayes_eval.crossed.metr_method import cells_of_fit, metr_horizons
+    from bayes_eval.errors import InputError
+    from bayes_eval.evidence.covariates import decimal_year
+
+    if args.forecast:
+        raise InputError("--forecast: forecasts are the fit's (--method model)")
+    cells, dates, notes = cells_of_fit(posterior)
+    since = None if args.since is None else decimal_year(args.since.strip(), "--since")
+    regularization = real(args.regularization, "--regularization")
+    if regularization < 0:
+        raise InputError(f"--regularization: {args.regularization} must be >= 0")
+    result = metr_horizons(
+        cells,
+        dates,
+        weighting=args.weighting,
+        regularization=regularization,
+        bootstrap=whole(args.bootstrap, "--bootstrap", 0),
+        interval=interval,
+        seed=whole(args.seed, "--seed", 0),
+        since=since,
+    )
+    out = check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
+    write_run(
+        out,
+        lambda staging: result.agents.to_csv(staging / "metr_horizons.csv", index=False),
+        command="horizon --method metr",
+        adds_to_run=same_folder(out, path),
+    )
+    if args.format == "csv":
+        sys.stdout.write(result.agents.to_csv(index=False))
+        return 0
+    if args.format == "json":
+        trend = None if result.trend is None else result.trend.iloc[0].to_dict()
+        record = {"agents": result.agents.to_dict("records"), "trend": trend}
+        record |= {"settings": result.settings, "notes": notes + result.notes}
+        print(json.dumps(record, indent=2, default=json_value))
+        return 0
+    settings = result.settings
+    frame = result.agents.copy()
+    for q in ("h50", "h80"):
+        frame[q] = [
+            f"{_length(m)} ({_length(lo)} to {_length(hi)})"
+            for m, lo, hi in zip(frame[q], frame[q + "_lower"], frame[q + "_upper"], strict=True)
+        ]
+    frame["date"] = frame["date"].map(lambda y: f"{y:.2f}")
+    shown = {"agent": "agent", "date": "date", "successes": "successes", "runs": "runs"}
+    shown |= {"h50": "50% horizon", "h80": "80% horizon"}
+    lines = [
+        f"METR's method: per-agent logistic regressions on log2(minutes), {settings['weighting']}"
+        f" task weights, regularisation {settings['regularization']:g}; horizons in minutes "
+        f"({interval:.0%} interval: hierarchical bootstrap, {settings['bootstrap']} replicates)",
+        "",
+        terminal_table(frame[list(shown)].rename(columns=shown), digits=str),
+    ]
+    if result.trend is not None:
+        row = result.trend.iloc[0]
+        lines += [
+            "",
+            f"trend: the 50% horizon doubles every {row['doubling_months']:.3g} months "
+            f"({row['lower']:.3g} to {row['upper']:.3g}), {row['agents']} agents released "
+            f"since {row['since']:.2f}",
+        ]
+    lines += [f"note: {note}" for note in notes + result.notes]
+    show("\n".join(lines) + f"\n\nwrote to {out}: metr_horizons.csv")
+    return 0
 
 
 def _length(value: float) -> str:
