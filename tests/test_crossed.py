@@ -568,6 +568,34 @@ def test_the_horizon_command_writes_its_files_and_refuses_other_fits(recovered, 
     assert "--forecast next year" in capsys.readouterr().err
 
 
+def test_horizon_method_metr_reads_the_fits_runs(recovered, tmp_path, capsys):
+    """``horizon RUN --method metr`` reads the fit's runs, task lengths and release dates
+    back (each task a family of its own: the fit has no groups) and gives METR's horizons
+    of the table the fit was given; an agent without a success has none."""
+    import io
+
+    from bayes_eval.cli.main import main
+    from bayes_eval.crossed.metr_method import metr_horizons
+
+    posterior, table, truth = recovered
+    run = tmp_path / "run"
+    run.mkdir()
+    posterior.to_netcdf(run / "posterior.nc")
+    args = ["horizon", str(run), "--method", "metr", "--bootstrap", "0", "--format", "csv"]
+    assert main([*args, "--out", str(tmp_path / "m")]) == 0
+    got = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("agent")
+    cells = table.assign(family=table["task"]).drop(columns=["method", "release"])
+    dates = pd.Series(truth["release"], index=[f"a{i}" for i in range(len(truth["release"]))])
+    expected = metr_horizons(cells, dates, bootstrap=0).agents.set_index("agent")
+    assert got.index.tolist() == expected.index.tolist()
+    assert np.allclose(got["date"], truth["release"])
+    assert np.allclose(got["h50"], expected["h50"], rtol=1e-9, equal_nan=True)
+    assert np.isnan(got.loc["a0", "h50"]) and got.loc["a0", "successes"] == 0
+    assert (tmp_path / "m" / "metr_horizons.csv").exists()
+    assert main(["horizon", str(run), "--method", "metr", "--forecast", "2026-01-01"]) == 2
+    assert "--forecast: forecasts are the fit's" in capsys.readouterr().err
+
+
 # a crossed fit and its refit; the refit's choice of forms is checked without sampling (below)
 @pytest.mark.slow
 def test_a_failed_fit_is_refitted_with_the_difficulties_in_the_other_form():

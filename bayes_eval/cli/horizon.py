@@ -181,7 +181,7 @@ def _metr(args, posterior, interval: float, path: Path) -> int:
         lines += [
             "",
             f"trend: the 50% horizon doubles every {row['doubling_months']:.3g} months "
-            f"({row['lower']:.3g} to {row['upper']:.3g}), {row['agents']} agents released "
+            f"({row['lower']:.3g} to {row['upper']:.3g}), {int(row['agents'])} agents released "
             f"since {row['since']:.2f}",
         ]
     lines += [f"note: {note}" for note in notes + result.notes]
@@ -190,4 +190,6 @@ def _metr(args, posterior, interval: float, path: Path) -> int:
 
 
 def _length(value: float) -> str:
+    if math.isnan(value):
+        return "none"
     return "inf" if not math.isfinite(value) else f"{value:.3g}"
