@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bayes_eval.cli.options import FORMAT_HELP, FORMATS, names_of, real
+from bayes_eval.cli.options import FORMAT_HELP, FORMATS, log_options, names_of, real
 from bayes_eval.cli.terminal import print_summary, show, terminal_table
 from bayes_eval.errors import InputError
 from bayes_eval.specs import check_level
@@ -40,18 +40,7 @@ def arguments(commands) -> None:
     logs.add_argument(
         "--model", help="the model fitted to both agents' runs (default: end_to_end, exact)"
     )
-    logs.add_argument("--scorer", help="the scorer whose score is success (default: the only)")
-    logs.add_argument(
-        "--success-threshold",
-        dest="success_threshold",
-        help="numeric scores: success is score >= this",
-    )
-    logs.add_argument(
-        "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
-    )
-    logs.add_argument(
-        "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
-    )
+    log_options(logs)
     agents.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
     agents.add_argument("--debug", action="store_true", help="show tracebacks")
 

@@ -34,7 +34,12 @@ def arguments(commands) -> None:
         "regressions on the fit's runs, with its hierarchical bootstrap",
     )
     metr = horizon.add_argument_group("--method metr (METR's settings by default)")
-    metr.add_argument("--weighting", choices=("invsqrt", "equal"), default="invsqrt")
+    metr.add_argument(
+        "--weighting",
+        choices=("invsqrt", "equal"),
+        default="invsqrt",
+        help="task weights: 1 / sqrt(family size) (METR's headline) or equal",
+    )
     metr.add_argument("--regularization", default="0.1", help="C = 1 / this; 0 for none")
     metr.add_argument("--bootstrap", default="1000", help="replicates (0: no intervals)")
     metr.add_argument("--since", metavar="DATE", help="the trend's first release date (ISO)")
@@ -82,11 +87,7 @@ def _horizon_text(result) -> str:
     unit = result.unit
     inside = f"{result.interval:.0%} interval"
     frame = result.agents.copy()
-    for q in ("h50", "h80"):
-        frame[q] = [
-            f"{_length(m)} ({_length(lo)} to {_length(hi)})"
-            for m, lo, hi in zip(frame[q], frame[q + "_lower"], frame[q + "_upper"], strict=True)
-        ]
+    _with_intervals(frame)
     shown = {"agent": "agent"}
     if result.date_column:
         frame[result.date_column] = frame[result.date_column].map(lambda y: f"{y:.2f}")
@@ -122,6 +123,8 @@ def _horizon_text(result) -> str:
 
 def _metr(args, posterior, interval: float, path: Path) -> int:
     """``--method metr``: METR's horizons of the fit's runs, written and shown."""
+    from dataclasses import replace
+
     from bayes_eval.crossed.metr_method import cells_of_fit, metr_horizons
     from bayes_eval.errors import InputError
     from bayes_eval.evidence.covariates import decimal_year
@@ -143,6 +146,7 @@ def _metr(args, posterior, interval: float, path: Path) -> int:
         seed=whole(args.seed, "--seed", 0),
         since=since,
     )
+    result = replace(result, notes=notes + result.notes)
     out = check_out(Path(args.out) if args.out else path if path.is_dir() else path.parent)
     write_run(
         out,
@@ -154,39 +158,26 @@ def _metr(args, posterior, interval: float, path: Path) -> int:
         sys.stdout.write(result.agents.to_csv(index=False))
         return 0
     if args.format == "json":
-        trend = None if result.trend is None else result.trend.iloc[0].to_dict()
-        record = {"agents": result.agents.to_dict("records"), "trend": trend}
-        record |= {"settings": result.settings, "notes": notes + result.notes}
-        print(json.dumps(record, indent=2, default=json_value))
+        print(json.dumps(result.to_dict(), indent=2, default=json_value))
         return 0
-    settings = result.settings
     frame = result.agents.copy()
+    _with_intervals(frame)
+    frame["date"] = frame["date"].map(lambda y: f"{y:.2f}")
+    shown = {"agent": "agent", "date": "date", "successes": "successes", "runs": "runs"}
+    shown |= {"h50": "50% horizon", "h80": "80% horizon"}
+    table = terminal_table(frame[list(shown)].rename(columns=shown), digits=str)
+    show("\n".join([result.heading(), "", table, "", *result.sentences()]))
+    show(f"\nwrote to {out}: metr_horizons.csv")
+    return 0
+
+
+def _with_intervals(frame) -> None:
+    """Each horizon of ``frame`` as text with its interval, in place."""
     for q in ("h50", "h80"):
         frame[q] = [
             f"{_length(m)} ({_length(lo)} to {_length(hi)})"
             for m, lo, hi in zip(frame[q], frame[q + "_lower"], frame[q + "_upper"], strict=True)
         ]
-    frame["date"] = frame["date"].map(lambda y: f"{y:.2f}")
-    shown = {"agent": "agent", "date": "date", "successes": "successes", "runs": "runs"}
-    shown |= {"h50": "50% horizon", "h80": "80% horizon"}
-    lines = [
-        f"METR's method: per-agent logistic regressions on log2(minutes), {settings['weighting']}"
-        f" task weights, regularisation {settings['regularization']:g}; horizons in minutes "
-        f"({interval:.0%} interval: hierarchical bootstrap, {settings['bootstrap']} replicates)",
-        "",
-        terminal_table(frame[list(shown)].rename(columns=shown), digits=str),
-    ]
-    if result.trend is not None:
-        row = result.trend.iloc[0]
-        lines += [
-            "",
-            f"trend: the 50% horizon doubles every {row['doubling_months']:.3g} months "
-            f"({row['lower']:.3g} to {row['upper']:.3g}), {int(row['agents'])} agents released "
-            f"since {row['since']:.2f}",
-        ]
-    lines += [f"note: {note}" for note in notes + result.notes]
-    show("\n".join(lines) + f"\n\nwrote to {out}: metr_horizons.csv")
-    return 0
 
 
 def _length(value: float) -> str:

@@ -71,29 +71,14 @@ def reading_options(command) -> None:
         "are correlated; end_to_end_pooled and hierarchical model them as over-dispersed",
     )
     inspect = command.add_argument_group("Inspect AI logs (pip install 'bayes_eval[inspect]')")
-    inspect.add_argument(
-        "--scorer",
-        help="the scorer whose score is success (default: the only); NAME1,NAME2,...: each "
-        "log's one of these (logs of several tasks)",
-    )
-    inspect.add_argument(
-        "--success-threshold",
-        dest="success_threshold",
-        help="numeric scores: success is score >= this",
-    )
+    log_options(inspect)
     inspect.add_argument(
         "--milestones", help="KEY1,KEY2,...: a dict-valued score's milestone keys, in order"
-    )
-    inspect.add_argument(
-        "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
     )
     inspect.add_argument(
         "--audit-scorer",
         dest="audit_scorer",
         help="a trusted scorer (a human re-score): the runs it scored audit --scorer",
-    )
-    inspect.add_argument(
-        "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
     )
     command.add_argument(
         "--audit",
@@ -112,6 +97,26 @@ def reading_options(command) -> None:
         dest="sum_duplicates",
         action="store_true",
         help="add up count rows of the same cell (batches) instead of refusing them",
+    )
+
+
+def log_options(group) -> None:
+    """How Inspect logs map to runs: the scorer, its threshold, the agent and the task."""
+    group.add_argument(
+        "--scorer",
+        help="the scorer whose score is success (default: the only); NAME1,NAME2,...: each "
+        "log's one of these (logs of several tasks)",
+    )
+    group.add_argument(
+        "--success-threshold",
+        dest="success_threshold",
+        help="numeric scores: success is score >= this",
+    )
+    group.add_argument(
+        "--agent-from", dest="agent_from", help="model (default), solver or metadata:KEY"
+    )
+    group.add_argument(
+        "--task-from", dest="task_from", help="sample (default: TASK/ID), task or metadata:KEY"
     )
 
 

@@ -76,6 +76,33 @@ class MetrHorizons:
     settings: dict
     notes: list
 
+    def to_dict(self) -> dict:
+        """Everything as plain lists and dicts (for JSON)."""
+        trend = None if self.trend is None else self.trend.iloc[0].to_dict()
+        records = self.agents.to_dict("records")
+        return {"agents": records, "trend": trend, "settings": self.settings, "notes": self.notes}
+
+    def heading(self) -> str:
+        """What was computed, in a sentence."""
+        s = self.settings
+        return (
+            f"METR's method: per-agent logistic regressions on log2(minutes), {s['weighting']} "
+            f"task weights, regularisation {s['regularization']:g}; horizons in minutes "
+            f"({s['interval']:.0%} interval: hierarchical bootstrap, {s['bootstrap']} replicates)"
+        )
+
+    def sentences(self) -> list[str]:
+        """The trend, where there is one, and the notes."""
+        lines = []
+        if self.trend is not None:
+            row = self.trend.iloc[0]
+            lines.append(
+                f"trend: the 50% horizon doubles every {row['doubling_months']:.3g} months "
+                f"({row['lower']:.3g} to {row['upper']:.3g}), {int(row['agents'])} agents "
+                f"released since {row['since']:.2f}"
+            )
+        return lines + [f"note: {note}" for note in self.notes]
+
 
 def task_weights(cells: pd.DataFrame, weighting: str = "invsqrt") -> np.ndarray:
     """Each row's task weight, summing to 1 per agent (the module docstring)."""
