@@ -22,6 +22,7 @@ import warnings
 
 from bayes_eval.cli import (
     agents,
+    backtest,
     calibrate,
     check,
     compare,
@@ -89,6 +90,7 @@ COMMAND_MODULES = {
     "report": report,
     "plan": plan,
     "horizon": horizon,
+    "backtest": backtest,
     "example": example,
 }
 COMMANDS = {name: module.run for name, module in COMMAND_MODULES.items()}

@@ -69,12 +69,17 @@ class MetrHorizons:
     settings : dict
         Weighting, regularisation, bootstrap replicates, interval, seed.
     notes : list of str
+    replicates : dict
+        The bootstrap's ``h50``, ``h80`` and ``slope``, each ``(replicates, agents)`` in
+        the order of ``agents`` (NaN where a replicate gives an agent none); empty without
+        a bootstrap.
     """
 
     agents: pd.DataFrame
     trend: pd.DataFrame | None
     settings: dict
     notes: list
+    replicates: dict
 
     def to_dict(self) -> dict:
         """Everything as plain lists and dicts (for JSON)."""
@@ -218,7 +223,7 @@ def metr_horizons(
         "interval": interval,
         "seed": seed,
     }
-    return MetrHorizons(agents, trend, settings, notes)
+    return MetrHorizons(agents, trend, settings, notes, replicates)
 
 
 def cells_of_fit(posterior) -> tuple[pd.DataFrame, pd.Series | None, list]:
@@ -280,8 +285,8 @@ def _checked(cells: pd.DataFrame, regularization: float, bootstrap: int) -> pd.D
 
 
 def _bootstrap(cells, weights, regularization, replicates: int, seed: int) -> dict:
-    """Every replicate's horizons, ``{"h50": (replicates, agents), ...}`` (NaN where an
-    agent's replicate has no success or no failure)."""
+    """Every replicate's horizons and slope, ``{"h50": (replicates, agents), ...,
+    "slope": ...}`` (NaN where an agent's replicate has no success or no failure)."""
     if not replicates:
         return {}
     rng = np.random.default_rng(seed)
@@ -295,7 +300,8 @@ def _bootstrap(cells, weights, regularization, replicates: int, seed: int) -> di
     by_agent = [np.flatnonzero(cells["agent"].to_numpy() == agent) for agent in agents]
     x = np.log2(cells["minutes"].to_numpy(float))
     k, n = cells["successes"].to_numpy(float), cells["trials"].to_numpy(float)
-    out = {f"h{round(100 * q)}": np.full((replicates, len(agents)), np.nan) for q in QUANTITIES}
+    keys = [f"h{round(100 * q)}" for q in QUANTITIES] + ["slope"]
+    out = {key: np.full((replicates, len(agents)), np.nan) for key in keys}
     for r in range(replicates):
         drawn = np.zeros(len(tasks))
         for f in rng.choice(len(names), size=len(names)):
@@ -310,6 +316,7 @@ def _bootstrap(cells, weights, regularization, replicates: int, seed: int) -> di
             if s.sum() == 0 or s.sum() == t.sum():
                 continue
             a, b = logistic_fit(x[rows], s / t, m[rows] * weights[rows], regularization)
+            out["slope"][r, j] = b
             for q in QUANTITIES:
                 out[f"h{round(100 * q)}"][r, j] = _horizon(a, b, q)
     return out
