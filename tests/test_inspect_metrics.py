@@ -148,7 +148,8 @@ from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import accuracy, match
-{imports}
+
+from bayes_eval.inspect import upper_bound
 
 def _answer(i):
     output = ModelOutput.from_content("mockllm/model", "yes" if i % 4 == 1 else "no")
@@ -159,9 +160,9 @@ def _answer(i):
 @task
 def quiz():
     return Task(
-        dataset=[Sample(input=f"question {{i}}", target="yes", id=i) for i in range(4)],
+        dataset=[Sample(input=f"question {i}", target="yes", id=i) for i in range(4)],
         scorer=match(),
-        metrics=[accuracy(){metrics}],
+        metrics=[accuracy(), upper_bound()],
         epochs=5,
         model=get_model("mockllm/model", custom_outputs=[_answer(i) for i in range(20)]),
     )
@@ -183,25 +184,21 @@ def test_inspect_eval_and_inspect_score_show_the_bound(tmp_path):
     """``inspect eval`` of a task file with ``metrics=[accuracy(), upper_bound()]`` prints
     the bound and writes it in the log (5 successes of 20 runs: Beta(6, 16)'s 0.975
     quantile); ``inspect score --metric bayes_eval/upper_bound`` adds it to the log of a
-    task that never named it: Inspect finds the metric by name, through the entry point,
-    in a process that never imported bayes_eval."""
+    task that never named it (the same answers): Inspect finds the metric by name, through
+    the entry point, in a process that never imported bayes_eval."""
     from inspect_ai.log import read_eval_log
 
     bound = stats.beta.ppf(0.975, 1 + 5, 1 + 15)
-    (tmp_path / "with.py").write_text(
-        TASK_FILE.format(
-            imports="from bayes_eval.inspect import upper_bound", metrics=", upper_bound()"
-        )
-    )
+    (tmp_path / "with.py").write_text(TASK_FILE)
     done = _inspect("eval", "with.py", "--log-dir", "with", cwd=tmp_path)
     assert f"upper_bound  {bound:.3f}" in done.stdout
     (path,) = (tmp_path / "with").glob("*.eval")
     assert _metrics(read_eval_log(str(path)))["upper_bound"] == pytest.approx(bound, rel=1e-12)
 
-    (tmp_path / "without.py").write_text(TASK_FILE.format(imports="", metrics=""))
-    _inspect("eval", "without.py", "--log-dir", "without", cwd=tmp_path)
-    (path,) = (tmp_path / "without").glob("*.eval")
-    assert "upper_bound" not in _metrics(read_eval_log(str(path)))
+    answers = ["yes" if i % 4 == 1 else "no" for i in range(SAMPLES * EPOCHS)]
+    without = _log(answers, tmp_path / "without", [])  # a log made in this process
+    assert "upper_bound" not in _metrics(without)
+    path = without.location
     scored = tmp_path / "scored.eval"
     _inspect(
         "score", str(path), "--metric", "bayes_eval/upper_bound", "--action", "append",

@@ -105,26 +105,31 @@ def test_horizons_are_the_fitted_line_at_50_and_80_percent():
 def _run_level_bootstrap(runs, weights, regularization, replicates, rng) -> np.ndarray:
     """METR's bootstrap on run rows (its wrangle/bootstrap.py): families with replacement,
     the tasks of each drawn family with replacement, then each (task, agent)'s runs with
-    replacement; weights kept. The 50% horizon of agent a1 per replicate."""
-    families = runs["family"].unique()
+    replacement (a task drawn twice: its runs pooled and drawn twice as many times);
+    weights kept. The 50% horizon of agent a1 per replicate (the other agents' rows do not
+    change it)."""
+    tasks_of = {f: runs.loc[runs["family"] == f, "task"].unique() for f in runs["family"].unique()}
+    mine = runs[runs["agent"] == "a1"]
+    rows_of = {t: np.flatnonzero((mine["task"] == t).to_numpy()) for t in mine["task"].unique()}
+    x, y = np.log2(mine["minutes"].to_numpy()), mine["success"].to_numpy()
+    w = weights[mine.index]
+    families = list(tasks_of)
     out = []
     for _ in range(replicates):
-        picked = []
-        for family in rng.choice(families, size=len(families)):
-            tasks = runs.loc[runs["family"] == family, "task"].unique()
+        drawn = {}
+        for f in rng.choice(len(families), size=len(families)):
+            tasks = tasks_of[families[f]]
             for task in rng.choice(tasks, size=len(tasks)):
-                picked.append(np.flatnonzero((runs["task"] == task).to_numpy()))
+                drawn[task] = drawn.get(task, 0) + 1
+        picked = []
+        for task, times in drawn.items():
+            pool = np.tile(rows_of.get(task, np.array([], dtype=int)), times)
+            picked.append(pool[rng.integers(0, len(pool), size=len(pool))] if len(pool) else pool)
         rows = np.concatenate(picked)
-        sample = runs.iloc[rows].assign(weight=weights[rows])
-        mine = sample[sample["agent"] == "a1"]
-        resampled = []
-        for _, group in mine.groupby("task"):
-            resampled.append(group.iloc[rng.integers(0, len(group), size=len(group))])
-        mine = pd.concat(resampled)
-        if mine["success"].nunique() < 2:
+        if len(np.unique(y[rows])) < 2:
             out.append(np.nan)
             continue
-        a, b = logistic_fit(np.log2(mine["minutes"]), mine["success"], mine["weight"], 0.1)
+        a, b = logistic_fit(x[rows], y[rows], w[rows], regularization)
         out.append(2 ** (-a / b))
     return np.array(out)
 
