@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     result = backtest(evidence, pd.read_csv(args.dates), bootstrap=args.bootstrap, seed=args.seed)
     seconds = time.perf_counter() - start
-    shown = result.table.assign(cutoff=result.table["cutoff"].round(2))
+    shown = result.table.assign(cutoff=result.table["cutoff"].map(lambda y: f"{y:.2f}"))
     print("| " + " | ".join(shown.columns) + " |")
     print("|" + "---|" * len(shown.columns))
     for row in shown.itertuples(index=False):
