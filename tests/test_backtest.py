@@ -103,7 +103,8 @@ def test_the_command_scores_a_crossed_model_beside_metrs_method(tmp_path, capsys
     per cut-off and method, the model's forecasts from its fit to the earlier agents,
     whose diagnostics are reported; the pairs' file written."""
     evidence, agents = _design()
-    evidence.table.to_csv(tmp_path / "runs.csv", index=False)
+    columns = ["agent", "task", "method", "successes", "trials", "human_minutes", "task_family"]
+    evidence.table[columns].to_csv(tmp_path / "runs.csv", index=False)
     agents.to_csv(tmp_path / "agents.csv", index=False)
     args = ["backtest", str(tmp_path / "runs.csv"), "--agents", str(tmp_path / "agents.csv")]
     args += ["--keep-columns", "--bootstrap", "50", "--format", "csv", "--out", str(tmp_path / "b")]
@@ -115,3 +116,10 @@ def test_the_command_scores_a_crossed_model_beside_metrs_method(tmp_path, capsys
     assert (model["pairs"] == table[table["method"] == "metr"]["pairs"].to_numpy()).all()
     pairs = pd.read_csv(tmp_path / "b" / "backtest_pairs.csv")
     assert len(pairs) == table["pairs"].sum()
+
+
+def test_a_model_that_cannot_predict_a_new_agent_is_refused():
+    evidence, agents = _design()
+    for model in ("crossed", "end_to_end"):
+        with pytest.raises(InputError, match=f"models: {model} cannot predict a later agent"):
+            backtest(evidence, agents, models=(model,), bootstrap=0)

@@ -107,6 +107,7 @@ def backtest(
     """
     from bayes_eval.crossed.metr_method import metr_horizons
 
+    _check_models(models)
     side = _side(agents)
     dates = _dates(side, by)
     runs = _runs(evidence)
@@ -149,6 +150,20 @@ def backtest(
     return Backtest(pd.DataFrame(rows, columns=list(BACKTEST_COLUMNS)), pd.concat(pairs), notes)
 
 
+def _check_models(models) -> None:
+    """Refuse a model that cannot predict a new agent from its covariates."""
+    from bayes_eval.registry import NEW_AGENTS, model_of
+    from bayes_eval.specs import load_spec
+
+    for name in models:
+        spec = load_spec(name)
+        if NEW_AGENTS not in model_of(spec).predicts or not spec.covariates.get("agent"):
+            raise InputError(
+                f"models: {spec.name} cannot predict a later agent from its covariates (a "
+                "crossed spec with agent covariates can, such as time_horizon)"
+            )
+
+
 def _side(agents) -> pd.DataFrame:
     """The agents' side table, indexed by agent (``read_side_table``)."""
     from bayes_eval.evidence.covariates import read_side_table
@@ -183,7 +198,8 @@ def _runs(evidence) -> pd.DataFrame:
         if column not in table.columns:
             raise InputError(
                 f"{evidence.source}: no column {column}: the backtest reads task lengths and "
-                "families from the runs (METR's run files carry them)"
+                "families from the runs (METR's run files carry them; an evidence table keeps "
+                "them with `keep_columns`)"
             )
     cells = table.rename(columns={"human_minutes": "minutes", "task_family": "family"})
     cells = cells.assign(minutes=pd.to_numeric(cells["minutes"]))
