@@ -353,6 +353,7 @@ def report(
     attempts: Sequence[int] | str | None = None,
     sensitivity: bool = True,
     basis: str = BASIS_MODEL,
+    backtest: PathLike | None = None,
 ) -> Report:
     """Fit (or load) and report.
 
@@ -382,12 +383,19 @@ def report(
         What may say below: the model's bounds (default), or only each pair's own runs
         (``outputs.verdicts.on_own_runs``; the others are undecided, with the runs that
         would decide them).
+    backtest : path, optional
+        A backtest's folder or table (``bayes-eval backtest --out``): beside each new
+        agent's forecast, how the model's forecasts held in it.
     """
     threshold = check_probability(threshold, "threshold")
     if basis not in REPORT_BASES:
         raise InputError(f"basis: {basis!r} is not one of {', '.join(REPORT_BASES)}")
     if attempts is not None:
         attempts = parse_attempts(attempts)
+    if backtest is not None:
+        from bayes_eval.checks.backtest import read_backtest
+
+        backtest = read_backtest(backtest)
     posterior = load_or_fit(source, model=model, level=level, seed=seed)
     checks = check_fit(posterior, keep_going=False, others=compare)
     found = (
@@ -404,6 +412,7 @@ def report(
         attempts=attempts,
         sensitivity=found,
         basis=basis,
+        backtest=backtest,
     )
     if out is not None:
         result.write(out)

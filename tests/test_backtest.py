@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
-from bayes_eval.checks.backtest import backtest
+from bayes_eval.checks.backtest import BACKTEST_COLUMNS, backtest, backtest_sentence, read_backtest
 from bayes_eval.cli.main import main
 from bayes_eval.crossed.metr_method import metr_horizons
 from bayes_eval.errors import InputError
@@ -123,3 +123,29 @@ def test_a_model_that_cannot_predict_a_new_agent_is_refused():
     for model in ("crossed", "end_to_end"):
         with pytest.raises(InputError, match=f"models: {model} cannot predict a later agent"):
             backtest(evidence, agents, models=(model,), bootstrap=0)
+
+
+def test_the_reports_sentence_reads_the_backtests_table(tmp_path):
+    """How a model's forecasts held, from the table ``backtest --out`` writes: each
+    interval's coverage from its least to its most across cut-offs, the summed log score
+    beside METR's method's, and the fits that failed their diagnostics."""
+    rows = [
+        (2023.0, "metr", 3, 4, 50, -120.0, 0.3, 0.5, 0.7, 4.0, ""),
+        (2023.0, "time_horizon", 3, 4, 50, -80.0, 0.6, 0.9, 1.0, 1.0, "True"),
+        (2024.0, "metr", 4, 3, 40, -90.5, 0.4, 0.6, 0.8, 3.0, ""),
+        (2024.0, "time_horizon", 4, 3, 40, -60.3, 0.7, 0.9, 0.95, 1.5, "False"),
+    ]
+    pd.DataFrame(rows, columns=list(BACKTEST_COLUMNS)).to_csv(tmp_path / "backtest.csv")
+    text = backtest_sentence(read_backtest(tmp_path), "time_horizon")
+    assert text == (
+        f"How such forecasts have held: in the backtest ({tmp_path / 'backtest.csv'}), "
+        "time_horizon fitted to the agents released before each of 2 cut-off(s) and scored "
+        "on the later agents' runs covered 50% intervals 60% to 70%, 80% intervals 90%, 95% "
+        "intervals 95% to 100% of the held-out pairs' counts (log score -140.3; METR's "
+        "method extrapolated: -210.5, 50% intervals 30% to 40%, 80% intervals 50% to 60%, "
+        "95% intervals 70% to 80%); 1 of its fits failed their diagnostics."
+    )
+    assert "holds no row of crossed" in backtest_sentence(read_backtest(tmp_path), "crossed")
+    (tmp_path / "other.csv").write_text("cutoff,method\n2023,metr\n")
+    with pytest.raises(InputError, match="other.csv: row 1: no column earlier_agents"):
+        read_backtest(tmp_path / "other.csv")

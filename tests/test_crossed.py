@@ -88,6 +88,14 @@ def recovered(tmp_path_factory):
     return posterior, table, truth
 
 
+@pytest.fixture(scope="module")
+def recovered_checks(recovered):
+    """``check_fit`` of the recovered fit, made once for the reports of it."""
+    from bayes_eval.checks.fitted import check_fit
+
+    return check_fit(recovered[0])
+
+
 def test_the_crossed_fit_recovers_a_design_of_known_truth(recovered):
     posterior, table, truth = recovered
     assert posterior.diagnostics.ok, posterior.diagnostics.messages
@@ -148,20 +156,40 @@ def test_every_bound_names_its_floor_and_an_extrapolated_one_says_so(recovered):
 
 
 @pytest.mark.slow  # a report of the crossed fit
-def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverage(recovered):
+def test_the_report_names_the_crossed_models_assumption_and_its_measured_coverage(
+    recovered, recovered_checks
+):
     """The methods section describes the crossed structure (not the pooled models' text)
     with its additivity and extrapolated bounds; the milestone caveat is for milestone
     runs only."""
-    from bayes_eval.checks.fitted import check_fit
     from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
     from bayes_eval.outputs.report import build_report
     from bayes_eval.registry import MODELS
 
-    markdown = build_report(recovered[0], 0.01, checks=check_fit(recovered[0])).markdown
+    markdown = build_report(recovered[0], 0.01, checks=recovered_checks).markdown
     assert "**Crossed agents x tasks.**" in markdown and "Partial pooling" not in markdown
     assert MODELS[END_TO_END, "crossed"].text in markdown
     assert "marked extrapolated and decides no verdict unless asked" in markdown
     assert MODELS[MILESTONE_METHOD, "crossed"].text not in markdown
+
+
+@pytest.mark.slow  # a report of the crossed fit
+def test_a_new_agents_forecast_says_how_the_models_forecasts_held(
+    recovered, recovered_checks, tmp_path
+):
+    """Beside a new agent's predictions the report says how the model's forecasts held in
+    a backtest (``report --backtest``; the sentence itself: tests/test_backtest.py);
+    without one, how to make it."""
+    from bayes_eval.checks.backtest import BACKTEST_COLUMNS, read_backtest
+    from bayes_eval.outputs.report import build_report
+
+    row = (2023.0, "crossed_test", 3, 4, 50, -80.0, 0.6, 0.9, 1.0, 1.0, "True")
+    pd.DataFrame([row], columns=list(BACKTEST_COLUMNS)).to_csv(tmp_path / "backtest.csv")
+    tested = read_backtest(tmp_path)
+    text = build_report(recovered[0], 0.01, checks=recovered_checks, backtest=tested).markdown
+    assert "crossed_test fitted to the agents" in text[text.index("## Predictions for new") :]
+    plain = build_report(recovered[0], 0.01, checks=recovered_checks).markdown
+    assert "report --backtest DIR" in plain[plain.index("## Predictions for new") :]
 
 
 def test_agents_compared_count_the_tasks_both_agents_ran(recovered):

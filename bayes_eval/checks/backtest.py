@@ -35,7 +35,14 @@ from scipy import special, stats
 
 from bayes_eval.errors import InputError
 
-__all__ = ["BACKTEST_COLUMNS", "LEVELS", "Backtest", "backtest"]
+__all__ = [
+    "BACKTEST_COLUMNS",
+    "LEVELS",
+    "Backtest",
+    "backtest",
+    "backtest_sentence",
+    "read_backtest",
+]
 
 LEVELS = (0.5, 0.8, 0.95)
 METR = "metr"
@@ -307,3 +314,56 @@ def _scored(test, pmfs) -> pd.DataFrame:
             row[f"covered_{round(100 * level)}"] = low <= int(k) <= high
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def read_backtest(path) -> pd.DataFrame:
+    """The per cut-off table a backtest wrote (``backtest.csv`` in a folder written by
+    ``bayes-eval backtest --out``, or the file itself)."""
+    from pathlib import Path
+
+    from bayes_eval.evidence.table import first_line
+
+    path = Path(path)
+    path = path / "backtest.csv" if path.is_dir() else path
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a backtest table ({first_line(exc)})") from None
+    missing = [c for c in BACKTEST_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(
+            f"{path}: row 1: no column {missing[0]} (a table bayes-eval backtest wrote)"
+        )
+    return table.assign(source=str(path))
+
+
+def backtest_sentence(table: pd.DataFrame, model: str) -> str:
+    """How ``model``'s forecasts of later agents held in a backtest (``read_backtest``):
+    the coverage of each interval and the log score across cut-offs, beside METR's
+    method's."""
+    mine, metr = table[table["method"] == model], table[table["method"] == METR]
+    source = table["source"].iloc[0] if "source" in table.columns else "the backtest"
+    if mine.empty:
+        return f"The backtest ({source}) holds no row of {model}: its forecasts are untested."
+
+    def ranges(rows) -> str:
+        parts = []
+        for level in LEVELS:
+            name = f"covered_{round(100 * level)}"
+            low, high = rows[name].min(), rows[name].max()
+            parts.append(
+                f"{level:.0%} intervals {low:.0%}" + (f" to {high:.0%}" if high > low else "")
+            )
+        return ", ".join(parts)
+
+    text = (
+        f"How such forecasts have held: in the backtest ({source}), {model} fitted to the "
+        f"agents released before each of {len(mine)} cut-off(s) and scored on the later "
+        f"agents' runs covered {ranges(mine)} of the held-out pairs' counts (log score "
+        f"{mine['log_score'].sum():.1f}"
+    )
+    if not metr.empty:
+        text += f"; METR's method extrapolated: {metr['log_score'].sum():.1f}, {ranges(metr)}"
+    failed = int((mine["diagnostics_ok"].astype(str) == "False").sum())
+    text += ")" + (f"; {failed} of its fits failed their diagnostics" if failed else "")
+    return text + "."

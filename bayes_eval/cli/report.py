@@ -62,6 +62,12 @@ def arguments(commands) -> None:
         default=True,
         help=f"{SENSITIVITY_HELP} (on by default)",
     )
+    report.add_argument(
+        "--backtest",
+        metavar="DIR",
+        help="a folder written by bayes-eval backtest --out: beside each new agent's "
+        "forecast, how the model's forecasts held",
+    )
     reading_options(report)
     report.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     report.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -100,6 +106,7 @@ def run(args) -> int:
         attempts=attempts,
         sensitivity=args.sensitivity,
         basis=args.basis,
+        backtest=args.backtest,
     )
     written = write_run(
         out, result.write, command="report", adds_to_run=same_folder(out, Path(args.source))

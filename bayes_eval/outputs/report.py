@@ -125,6 +125,7 @@ def build_report(
     attempts=None,
     sensitivity=None,
     basis: str = BASIS_MODEL,
+    backtest=None,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
     below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``); with
@@ -135,7 +136,8 @@ def build_report(
     (``verdicts.on_own_runs``); ``"model"``, the model's bounds decide.
 
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
-    report fits nothing itself.
+    report fits nothing itself. ``backtest`` (``checks.backtest.read_backtest``) says, beside
+    each new agent's forecast, how the model's forecasts held in a backtest.
     """
     predictive, assumption = checks.predictive, checks.assumption
     level = posterior.level if level is None else level
@@ -171,7 +173,7 @@ def build_report(
     sections += deployment
     figures.update(drawn)
     if len(predictions):
-        sections += _prediction_sections(posterior, predictions, threshold, level)
+        sections += _prediction_sections(posterior, predictions, threshold, level, backtest)
     return Report(
         table=table,
         markdown=markdown(sections),
@@ -181,7 +183,7 @@ def build_report(
     )
 
 
-def _prediction_sections(posterior, predictions, threshold, level):
+def _prediction_sections(posterior, predictions, threshold, level, backtest=None):
     """Per agent, the crossed model's predictions for the tasks it was never run on, with
     the covariates they rest on."""
     covariates = posterior.group("covariates")
@@ -227,6 +229,8 @@ def _prediction_sections(posterior, predictions, threshold, level):
                 + ".",
             )
         )
+        if agent in predicted_agents:
+            sections.append(("p", _tested(backtest, posterior.spec.name)))
         frame = {
             "task": rows["task"],
             "predicted P (mean)": rows["mean"].map(format_number),
@@ -242,6 +246,18 @@ def _prediction_sections(posterior, predictions, threshold, level):
         frame["status"] = "PREDICTION (not run)"
         sections.append(("table", pd.DataFrame(frame)))
     return sections
+
+
+def _tested(backtest, model: str) -> str:
+    """How the model's forecasts of new agents have held, or how to find out."""
+    if backtest is None:
+        return (
+            "How such forecasts hold is not shown here: bayes-eval backtest fits the agents "
+            "released before each cut-off and scores the later ones (report --backtest DIR)."
+        )
+    from bayes_eval.checks.backtest import backtest_sentence
+
+    return backtest_sentence(backtest, model)
 
 
 def _covariate_text(value: float, is_date: bool) -> str:
