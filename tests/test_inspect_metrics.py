@@ -72,23 +72,16 @@ def test_bounds_in_a_real_inspect_log(tmp_path):
     assert metrics["upper_bound"] == pytest.approx(stats.beta.ppf(0.9, 8, 14), rel=1e-9)
 
 
-def test_the_command_line_reads_the_same_bound_from_the_log(tmp_path):
+def test_the_command_line_reads_the_same_bound_from_the_log(tmp_path, capsys):
     """``bayes-eval fit LOG --model end_to_end --task-from task`` reads the log of a run
     (every epoch a run) and gives the bound the metric wrote in it, to the last digit."""
-    import subprocess
-    import sys
+    from bayes_eval.cli.main import main
 
     answers = ["yes" if i % 4 == 1 else "no" for i in range(SAMPLES * EPOCHS)]
     metrics = _run(answers, tmp_path / "logs", [upper_bound()])
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "bayes_eval", "fit", str(tmp_path / "logs"),
-            "--from", "inspect", "--model", "end_to_end", "--task-from", "task",
-            "--scorer", "match", "--format", "csv",
-        ],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    header, row = done.stdout.splitlines()[:2]
+    args = ["fit", str(tmp_path / "logs"), "--from", "inspect", "--model", "end_to_end"]
+    assert main([*args, "--task-from", "task", "--scorer", "match", "--format", "csv"]) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
     upper = float(row.split(",")[header.split(",").index("upper")])
     assert upper == metrics["upper_bound"]
     assert upper == pytest.approx(stats.beta.ppf(0.975, 1 + 5, 1 + 15), rel=1e-12)
