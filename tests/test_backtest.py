@@ -149,3 +149,12 @@ def test_the_reports_sentence_reads_the_backtests_table(tmp_path):
     (tmp_path / "other.csv").write_text("cutoff,method\n2023,metr\n")
     with pytest.raises(InputError, match="other.csv: row 1: no column earlier_agents"):
         read_backtest(tmp_path / "other.csv")
+
+
+def test_a_task_length_that_is_not_a_number_is_located():
+    evidence, agents = _design()
+    table = evidence.table[["agent", "task", "method", "successes", "trials", "task_family"]]
+    table = table.assign(human_minutes=["ten", *evidence.table["human_minutes"].iloc[1:]])
+    broken = load_evidence(table, keep_columns=True)
+    with pytest.raises(InputError, match="row 2, column human_minutes: 'ten' is not a positive"):
+        backtest(broken, agents, models=(), bootstrap=0)

@@ -209,7 +209,14 @@ def _runs(evidence) -> pd.DataFrame:
                 "them with `keep_columns`)"
             )
     cells = table.rename(columns={"human_minutes": "minutes", "task_family": "family"})
-    cells = cells.assign(minutes=pd.to_numeric(cells["minutes"]))
+    minutes = pd.to_numeric(cells["minutes"], errors="coerce")
+    bad = cells.loc[~(minutes > 0), "minutes"]  # not a number, or not positive
+    if len(bad):
+        raise InputError(
+            f"{evidence.source}: row {cells.loc[bad.index[0], 'row']}, column human_minutes: "
+            f"'{bad.iloc[0]}' is not a positive number of minutes"
+        )
+    cells = cells.assign(minutes=minutes)
     columns = ["agent", "task", "family", "minutes", "successes", "trials"]
     return cells[columns].reset_index(drop=True)
 
