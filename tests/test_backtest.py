@@ -158,3 +158,16 @@ def test_a_task_length_that_is_not_a_number_is_located():
     broken = load_evidence(table, keep_columns=True)
     with pytest.raises(InputError, match="row 2, column human_minutes: 'ten' is not a positive"):
         backtest(broken, agents, models=(), bootstrap=0)
+
+
+@pytest.mark.slow
+def test_a_spec_given_by_path_is_labelled_by_its_name(tmp_path):
+    """The rows of a model given as a spec file carry the spec's own name, the name
+    ``report --backtest`` looks for."""
+    import bayes_eval
+
+    path = tmp_path / "mine.toml"
+    path.write_text(bayes_eval.shipped_specs()["time_horizon"].read_text())
+    evidence, agents = _design()
+    result = backtest(evidence, agents, models=(str(path),), min_later=4, bootstrap=0)
+    assert set(result.table["method"]) == {"metr", "time_horizon"}

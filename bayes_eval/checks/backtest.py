@@ -114,7 +114,7 @@ def backtest(
     """
     from bayes_eval.crossed.metr_method import metr_horizons
 
-    _check_models(models)
+    specs = _specs(models)
     side = _side(agents)
     dates = _dates(side, by)
     runs = _runs(evidence)
@@ -133,9 +133,9 @@ def backtest(
             )
         metr = metr_horizons(train, dates, bootstrap=bootstrap, seed=seed)
         predictions = {METR: _metr_predictions(metr, test, dates)}
-        for model in models:
-            predictions[model] = _model_predictions(
-                evidence, model, (earlier, later), test, side, seed=seed, sampler=sampler
+        for spec in specs:  # each labelled by its spec's own name, as its fits are
+            predictions[spec.name] = _model_predictions(
+                evidence, spec, (earlier, later), test, side, seed=seed, sampler=sampler
             )
         for method, (pmfs, horizons, ok) in predictions.items():
             scored = _scored(test, pmfs).assign(cutoff=cutoff, method=method)
@@ -157,18 +157,19 @@ def backtest(
     return Backtest(pd.DataFrame(rows, columns=list(BACKTEST_COLUMNS)), pd.concat(pairs), notes)
 
 
-def _check_models(models) -> None:
-    """Refuse a model that cannot predict a new agent from its covariates."""
+def _specs(models) -> list:
+    """The models' specs; one that cannot predict a new agent from covariates refused."""
     from bayes_eval.registry import NEW_AGENTS, model_of
     from bayes_eval.specs import load_spec
 
-    for name in models:
-        spec = load_spec(name)
+    specs = [load_spec(name) for name in models]
+    for spec in specs:
         if NEW_AGENTS not in model_of(spec).predicts or not spec.covariates.get("agent"):
             raise InputError(
                 f"models: {spec.name} cannot predict a later agent from its covariates (a "
                 "crossed spec with agent covariates can, such as time_horizon)"
             )
+    return specs
 
 
 def _side(agents) -> pd.DataFrame:
@@ -255,22 +256,20 @@ def _metr_predictions(metr, test, dates):
     return pmfs, horizons, np.nan
 
 
-def _model_predictions(evidence, model, agents, test, side, *, seed, sampler):
-    """Per held-out pair the predictive pmf of ``model`` fitted to the earlier agents'
+def _model_predictions(evidence, spec, agents, test, side, *, seed, sampler):
+    """Per held-out pair the predictive pmf of ``spec`` fitted to the earlier agents'
     runs (``agents``: the earlier and the later), each later agent predicted from its
     covariates alone; their median 50% horizons; whether the diagnostics passed."""
     import bayes_eval
     from bayes_eval.crossed.horizon import horizons
     from bayes_eval.evidence.table import load_evidence
     from bayes_eval.messages import collected
-    from bayes_eval.specs import load_spec
 
     earlier, later = agents
-    spec = load_spec(model)
     columns = [term.column for term in spec.covariates.get("agent", ())]
     missing = [c for c in columns if c not in side.columns]
     if missing:
-        raise InputError(f"{side.attrs['source']}: row 1: no column '{missing[0]}' ({model})")
+        raise InputError(f"{side.attrs['source']}: row 1: no column '{missing[0]}' ({spec.name})")
     table = evidence.table
     kept = table[table["agent"].isin(earlier)]
     names = ["agent", "task", "method", "successes", "trials", *evidence.kept]
