@@ -92,6 +92,12 @@ def test_bad_input_is_one_located_line(tmp_path, capsys):
         backtest(evidence, agents.iloc[:5], models=(), bootstrap=0)
     with pytest.raises(InputError, match="no column 'released' \\(--by\\)"):
         backtest(evidence, agents, by="released", models=(), bootstrap=0)
+    mixed = agents.astype({"release_date": object})
+    mixed.loc[2, "release_date"] = "soon"
+    with pytest.raises(
+        InputError, match="row 4, column release_date: 'soon' is not a decimal number or an ISO"
+    ):
+        backtest(evidence, mixed, models=(), bootstrap=0)
     plain = load_evidence(evidence.table[["agent", "task", "method", "successes", "trials"]])
     with pytest.raises(InputError, match="no column human_minutes"):
         backtest(plain, agents, models=(), bootstrap=0)

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
+from bayes_eval.crossed.metr_method import CELL_COLUMNS
 from bayes_eval.errors import InputError
 
 __all__ = [
@@ -180,22 +181,16 @@ def _side(agents) -> pd.DataFrame:
 
 
 def _dates(table: pd.DataFrame, by: str) -> pd.Series:
-    """Each agent's ``by`` value as a number (an ISO date as a decimal year)."""
-    from bayes_eval.evidence.covariates import DATE, decimal_year
+    """Each agent's ``by`` value as a number (ISO dates as decimal years), read as a
+    covariate is (``parse_values``)."""
+    from bayes_eval.evidence.covariates import parse_values
 
     if by not in table.columns:
         raise InputError(f"{table.attrs['source']}: row 1: no column '{by}' (--by)")
-    values = {}
-    for agent, text in table[by].astype(str).str.strip().items():
-        where = f"{table.attrs['source']}: row {table.attrs['rows'][agent]}, column {by}"
-        if DATE.fullmatch(text):
-            values[agent] = decimal_year(text, where)
-            continue
-        try:
-            values[agent] = float(text)
-        except ValueError:
-            raise InputError(f"{where}: '{text}' is not an ISO date or a number") from None
-    return pd.Series(values, dtype=float)
+    texts = table[by].astype(str).str.strip()
+    located = [(text, f"row {table.attrs['rows'][agent]}") for agent, text in texts.items()]
+    numbers, _ = parse_values(table.attrs["source"], by, located)
+    return pd.Series(numbers, index=texts.index, dtype=float)
 
 
 def _runs(evidence) -> pd.DataFrame:
@@ -217,9 +212,7 @@ def _runs(evidence) -> pd.DataFrame:
             f"{evidence.source}: row {cells.loc[bad.index[0], 'row']}, column human_minutes: "
             f"'{bad.iloc[0]}' is not a positive number of minutes"
         )
-    cells = cells.assign(minutes=minutes)
-    columns = ["agent", "task", "family", "minutes", "successes", "trials"]
-    return cells[columns].reset_index(drop=True)
+    return cells.assign(minutes=minutes)[list(CELL_COLUMNS)].reset_index(drop=True)
 
 
 def _cutoffs(runs, dates, min_later: int):

@@ -30,6 +30,7 @@ __all__ = [
     "Term",
     "decimal_year",
     "parse_term",
+    "parse_values",
     "predicted_agents",
     "read_covariates",
     "read_side_table",
@@ -295,7 +296,7 @@ def predicted_agents(texts, covariates: Covariates) -> tuple[list[str], np.ndarr
         missing = [c for c in columns if c not in values]
         if missing:
             raise InputError(f"{where}: give {', '.join(f'{c}=...' for c in missing)}")
-        parsed = {c: _parse_values(where, c, [(values[c], where)]) for c in columns}
+        parsed = {c: parse_values(where, c, [(values[c], where)]) for c in columns}
         rows.append([_apply(t, parsed[t.column][0][0], where)[0] for t in covariates.agent_terms])
         names.append(name)
     return names, np.array(rows, dtype=float).reshape(len(names), len(covariates.agent_terms))
@@ -307,7 +308,7 @@ def _terms(terms, key, names, evidence, side, sources) -> tuple[np.ndarray, tupl
     dates = []
     for index, term in enumerate(terms):
         values = _column(term.column, key, names, evidence, side, sources)
-        numbers, is_date = _parse_values(sources[term.column], term.column, values)
+        numbers, is_date = parse_values(sources[term.column], term.column, values)
         out[:, index] = [
             _apply(term, number, f"{sources[term.column]}: {where}")[0]
             for number, (_, where) in zip(numbers, values, strict=True)
@@ -366,7 +367,9 @@ def _present(values, source, column):
     return values
 
 
-def _parse_values(source, column, values) -> tuple[list[float], bool]:
+def parse_values(
+    source: str, column: str, values: list[tuple[str, str]]
+) -> tuple[list[float], bool]:
     """Numbers of ``(text, where)`` values: all decimal numbers or, where any value is an
     ISO date, all dates (as decimal years)."""
     from bayes_eval.evidence.source_row import as_real
