@@ -38,6 +38,11 @@ NEVER_SHARE = "never_share"
 ALL_SOLVABLE = "all_solvable"
 NEVER_SHARE_IF_ANY = "never_share_if_any"
 ANY_NEVER_SOLVED = "any_never_solved"
+# The crossed end-to-end model's optional prior roles (time_horizon_2pl): the spread of
+# tasks' discriminations (the slope of success in ability, one per task), and the error of
+# the recorded task length around the true one, in units of the length term.
+DISCRIMINATION_SCALE = "discrimination_scale"
+LENGTH_ERROR = "length_error_scale"
 
 # end_to_end_pooled's optional prior role of how far the agents' concentrations spread
 # around one they share (the standard deviation of log kappa across agents); with it, the

@@ -12,7 +12,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bayes_eval.constants import ALL_SOLVABLE, DEFAULT_LEVEL, MCMC_ENGINES, NEVER_SOLVABLE
+from bayes_eval.constants import (
+    ALL_SOLVABLE,
+    DEFAULT_LEVEL,
+    LENGTH_ERROR,
+    MCMC_ENGINES,
+    NEVER_SOLVABLE,
+)
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
 from bayes_eval.registry import MODELS, NEW_AGENTS
@@ -340,6 +346,11 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             raise InputError(f"{source}: missing prior [priors.{role}] for {kind}/{pooling}")
         table = _get(f"{source} [priors]", priors_table, role, dict)
         priors[role] = _prior(f"{source} [priors.{role}]", table, role, exact=entry.exact)
+    if LENGTH_ERROR in priors and not covariates.get("length"):
+        raise InputError(
+            f"{source}: [priors.{LENGTH_ERROR}] is the error of the recorded task length: "
+            "it needs [covariates] length (one of the task terms)"
+        )
     if ALL_SOLVABLE in priors and NEVER_SOLVABLE not in priors:
         raise InputError(
             f"{source}: [priors.{ALL_SOLVABLE}] needs [priors.{NEVER_SOLVABLE}]: it is the "

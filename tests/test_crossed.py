@@ -277,6 +277,14 @@ def test_success_offset_against_quadrature():
         assert mean == pytest.approx(0.8, abs=1e-8)
 
 
+def test_a_horizon_quantile_among_unbounded_draws_is_unbounded():
+    from bayes_eval.crossed.horizon import _quantiles
+
+    draws = np.r_[np.arange(10.0), np.full(3, np.inf)]  # 13 draws, 3 of them unbounded
+    # positions 0.3, 6 and 11.7 (of 0..12): the last between two infinite draws
+    assert list(_quantiles(draws, (0.025, 0.5, 0.975))) == pytest.approx([0.3, 6.0, np.inf])
+
+
 def test_sbc_of_the_crossed_model(tmp_path):
     table, _ = _design(seed=5, agents=4, tasks=8, missing=0.3, zero_agent=False)
     evidence = load_evidence(table, keep_columns=True)

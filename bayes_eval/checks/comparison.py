@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_eval.constants import END_TO_END, MILESTONE_METHOD
+from bayes_eval.crossed.groups import side_tables_of_group
 from bayes_eval.errors import InputError
 from bayes_eval.messages import collected
 from bayes_eval.registry import model_of
@@ -257,8 +258,14 @@ def _left_out(posterior, log_lik: xr.DataArray, c: int) -> float:
     evidence = dataclasses.replace(posterior.evidence, table=hidden)
     draws = posterior.draws
     sampler = {"chains": draws.sizes["chain"], "draws": draws.sizes["draw"]}
+    side = {}  # a crossed fit's covariates, as it was given them (its side tables or columns)
+    if posterior.has_group("covariates"):
+        group = posterior.group("covariates")
+        side = {
+            f"{k}s": v for k, v in side_tables_of_group(group, posterior.spec.covariates).items()
+        }
     with collected():  # the refit's notes are the fit's own, said once already
-        refit = fit(evidence, posterior.spec, seed=posterior.seed, sampler=sampler)
+        refit = fit(evidence, posterior.spec, seed=posterior.seed, sampler=sampler, **side)
     (scored,) = posterior.log_likelihood_at(refit.draws).data_vars.values()
     values = scored.isel({scored.dims[-1]: c}).values.ravel()
     return float(_logmeanexp(values[:, None])[0])

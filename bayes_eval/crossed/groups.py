@@ -16,7 +16,7 @@ from bayes_eval.counts.grading import grader_provenance, with_graders
 if TYPE_CHECKING:
     from bayes_eval.crossed.design import Design
 
-__all__ = ["covariate_group", "covariates_of_group", "estimates_group"]
+__all__ = ["covariate_group", "covariates_of_group", "estimates_group", "side_tables_of_group"]
 
 AGENT_TERM, TASK_TERM = "agent_covariate", "task_covariate"
 
@@ -141,3 +141,27 @@ def covariates_of_group(group, spec_covariates: dict):
         sources=json.loads(attrs["sources"]),
     )
     return covariates, predicted, raw[fitted:]
+
+
+def side_tables_of_group(group, spec_covariates: dict) -> dict:
+    """The side tables (``{"agent": DataFrame, "task": DataFrame}``) that give a refit of
+    the fitted agents and tasks the covariates of a fit's ``covariates`` group: each
+    term's column at the value the term took (a date as its decimal year, which
+    standardises alike), the task groups by name."""
+    import pandas as pd
+
+    predicted = len(json.loads(group.attrs["predicted"]))
+    agents = group[AGENT].values[: group.sizes[AGENT] - predicted]
+    out = {}
+    for key, names, values in (
+        ("agent", agents, group["agent_value"].values),
+        ("task", group[TASK].values, group["task_value"].values),
+    ):
+        table = pd.DataFrame({key: [str(name) for name in names]})
+        for at, term in enumerate(spec_covariates.get(key, ())):
+            table[term.column] = term.inverse(values[: len(names), at])
+        out[key] = table
+    groups, column = json.loads(group.attrs["groups"]), group.attrs["group_column"]
+    if column:
+        out["task"][column] = [groups[g] for g in group["task_group"].values]
+    return out

@@ -4,12 +4,16 @@ An agent's ``q`` time horizon is the task length at which its predicted success 
 the success of a new task of that length, averaged over what the fit says about tasks'
 other differences (its own difficulty and, where tasks are grouped, a new group's) and
 over the agent's departure on it (``cell_scale``), other task covariates at their means.
-With ``u ~ N(0, difficulty_scale^2 + group_scale^2 + cell_scale^2)`` and
+With ``u ~ N(0, difficulty_scale^2 + group_scale^2)``, ``e ~ N(0, 1)`` and
 the length term's coefficient ``beta`` (per standard deviation ``s`` of the term, centred
-at ``m``), success at term value ``x`` is ``E_u[logistic(theta - beta (x - m) / s - u)]``;
-it equals ``q`` at ``x = m + s (theta - c_q) / beta``, where ``E_u[logistic(c_q - u)] =
-q`` (``c_0.5 = 0`` by symmetry). Each posterior draw gives one horizon, so an agent with
-few or no successes gets the wide, finite interval its ability's posterior implies.
+at ``m``), success at term value ``x`` is ``E[logistic(a (theta - beta (x - m) / s - u) +
+cell_scale e)]``, ``a`` the new task's discrimination (1, or ``log a ~ N(0,
+discrimination_scale^2)`` in 2PL); it equals ``q`` at ``x = m + s (theta - c_q) / beta``,
+where ``E[logistic(a (c_q - u) + cell_scale e)] = q`` (``c_0.5 = 0`` by symmetry). Where
+the recorded lengths carry an error (``length_error_scale``), ``x`` is a true length:
+``difficulty_scale`` is the spread among tasks of one true length, the error aside. Each
+posterior draw gives one horizon, so an agent with few or no successes gets the wide,
+finite interval its ability's posterior implies.
 
 Where an agent covariate is a date and the length term is a log, the horizon doubles
 every ``12 s_d beta / (s beta_d k)`` months (``beta_d``, ``s_d``: the date's coefficient
@@ -28,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from bayes_eval.constants import AGENT
+from bayes_eval.constants import AGENT, DISCRIMINATION_SCALE, LENGTH_ERROR
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import parse_term
 from bayes_eval.registry import model_of
@@ -41,6 +45,10 @@ QUANTITIES = (0.5, 0.8)
 # within 1e-9 for sigma <= 4 and 4e-6 at sigma = 8 (the logistic's poles slow it there)
 NODES, WEIGHTS = np.polynomial.hermite_e.hermegauss(200)
 WEIGHTS = WEIGHTS / WEIGHTS.sum()
+# N(0, 1) quadrature of a 2PL task's log discrimination, and the draws solved at once
+SLOPE_NODES, SLOPE_WEIGHTS = np.polynomial.hermite_e.hermegauss(24)
+SLOPE_WEIGHTS = SLOPE_WEIGHTS / SLOPE_WEIGHTS.sum()
+OFFSET_CHUNK, OFFSET_STEPS = 256, 40
 
 
 @dataclass(frozen=True)
@@ -88,17 +96,40 @@ class HorizonResult:
         }
 
 
-def success_offset(q: float, sigma: np.ndarray) -> np.ndarray:
-    """``c`` with ``E[logistic(c - u)] = q``, ``u ~ N(0, sigma^2)``, per ``sigma``: by
-    bisection on Gauss-Hermite quadrature (the mean is increasing in ``c``)."""
-    sigma = np.asarray(sigma, dtype=float)
-    low, high = np.full(sigma.shape, -60.0), np.full(sigma.shape, 60.0)
-    for _ in range(80):
-        middle = (low + high) / 2
-        mean = special.expit(middle[..., None] - sigma[..., None] * NODES) @ WEIGHTS
-        below = mean < q
-        low, high = np.where(below, middle, low), np.where(below, high, middle)
-    return (low + high) / 2
+def success_offset(
+    q: float, sigma: np.ndarray, cell: np.ndarray | float = 0.0, spread: np.ndarray | float = 0.0
+) -> np.ndarray:
+    """``c`` with ``E[logistic(a (c - u) + s e)] = q`` per draw: ``u ~ N(0, sigma^2)`` the
+    new task's difficulty around its length's, ``e ~ N(0, 1)`` the departure with scale
+    ``s = cell``, ``log a ~ N(0, spread^2)`` its discrimination (2PL; 1 where ``spread``
+    is 0). Given ``a``, ``a (c - u) + s e`` is normal, so the mean is Gauss-Hermite
+    quadrature over ``log a`` (one node where every spread is 0) of the module's
+    ``N(0, 1)`` rule; ``c`` by Newton's steps kept within a bisection's bracket (the mean
+    is increasing in ``c``)."""
+    sigma, cell, spread = np.broadcast_arrays(
+        *(np.asarray(x, float) for x in (sigma, cell, spread))
+    )
+    out = np.empty(sigma.shape)
+    flat = [x.reshape(-1) for x in (sigma, cell, spread)]
+    nodes, weights = (SLOPE_NODES, SLOPE_WEIGHTS) if flat[2].any() else (np.zeros(1), np.ones(1))
+    for start in range(0, flat[0].size, OFFSET_CHUNK):
+        part = slice(start, start + OFFSET_CHUNK)
+        slope = np.exp(flat[2][part, None] * nodes)  # (draws, slope nodes)
+        width = np.hypot(slope * flat[0][part, None], flat[1][part, None])
+        low, high = np.full(slope.shape[0], -60.0), np.full(slope.shape[0], 60.0)
+        c = np.zeros(slope.shape[0])
+        for _ in range(OFFSET_STEPS):
+            p = special.expit(slope[..., None] * c[:, None, None] - width[..., None] * NODES)
+            mean = (p @ WEIGHTS) @ weights
+            if np.all(np.abs(mean - q) < 1e-12):
+                break
+            rise = ((p * (1 - p)) @ WEIGHTS * slope) @ weights
+            below = mean < q
+            low, high = np.where(below, c, low), np.where(below, high, c)
+            step = c - (mean - q) / np.maximum(rise, 1e-300)
+            c = np.where((step > low) & (step < high), step, (low + high) / 2)
+        out.reshape(-1)[part] = c
+    return out
 
 
 def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult:
@@ -135,7 +166,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     term = parse_term(length, "length")
     draws = posterior.draws
     used = ("ability", "ability_mean", "ability_scale", "difficulty_scale", "group_scale")
-    used += ("cell_scale", "agent_coefficient", "task_coefficient")
+    used += ("cell_scale", "agent_coefficient", "task_coefficient", DISCRIMINATION_SCALE)
     flat = {  # the parameters horizons need, one row per draw (not the rates)
         name: draws[name].values.reshape(-1, *draws[name].shape[2:])
         for name in used
@@ -145,10 +176,18 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     at = task_terms.index(length)
     beta = flat["task_coefficient"][:, at]
     centre, scale = float(cov["task_centre"].values[at]), float(cov["task_scale"].values[at])
-    spread = flat["difficulty_scale"] ** 2 + flat.get("group_scale", 0.0) ** 2
-    sigma = np.sqrt(spread + flat["cell_scale"] ** 2)
-    offsets = {q: success_offset(q, sigma) for q in QUANTITIES}
+    sigma = np.hypot(flat["difficulty_scale"], flat.get("group_scale", 0.0))
+    slopes = flat.get(DISCRIMINATION_SCALE, 0.0)
+    offsets = {q: success_offset(q, sigma, flat["cell_scale"], slopes) for q in QUANTITIES}
     notes = []
+    if LENGTH_ERROR in draws:
+        error = np.median(draws[LENGTH_ERROR].values)
+        notes.append(
+            f"the horizons are at true lengths: the fit takes each recorded {length} to "
+            f"err by a standard deviation of {error:.2g} (posterior median) around the "
+            "task's true one, a scale its prior sets (counts cannot tell a length's error "
+            "from a task's own difficulty)"
+        )
     flat_share = float(np.mean(beta <= 0))
     if flat_share:
         notes.append(
@@ -178,7 +217,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
         for q in QUANTITIES:
             values = horizon(flat["ability"][:, i], q)
             name = f"h{round(100 * q)}"
-            row[name + "_lower"], row[name], row[name + "_upper"] = np.quantile(values, tails)
+            row[name + "_lower"], row[name], row[name + "_upper"] = _quantiles(values, tails)
         rows.append(row)
     table = pd.DataFrame(rows)
     lengths = term.inverse(cov["task_value"].values[:, at])
@@ -201,7 +240,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
             per_year = term.doublings * scale * beta_d / (scale_d * beta)
             months = np.where(per_year > 0, 12 / per_year, np.inf)
         trend = pd.DataFrame(
-            [dict(zip(("lower", "median", "upper"), np.quantile(months, tails), strict=True))],
+            [dict(zip(("lower", "median", "upper"), _quantiles(months, tails), strict=True))],
             index=["doubling time (months)"],
         )
         shrinking = float(np.mean(per_year <= 0))
@@ -214,7 +253,7 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
             line = flat["ability_mean"] + beta_d * (year - centre_d) / scale_d
             new = line + flat["ability_scale"] * rng.standard_normal(line.shape)
             for what, ability in (("trend", line), ("new agent", new)):
-                lower, median, upper = np.quantile(horizon(ability, 0.5), tails)
+                lower, median, upper = _quantiles(horizon(ability, 0.5), tails)
                 records.append(
                     {
                         "date": text,
@@ -231,6 +270,15 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     return HorizonResult(
         table, trend, forecasts, term.column, interval, notes, date_column, (shortest, longest)
     )
+
+
+def _quantiles(values: np.ndarray, tails: tuple) -> np.ndarray:
+    """``np.quantile`` of draws some of which may be infinite (an unbounded horizon): a
+    quantile interpolated towards an infinite draw is infinite (numpy's interpolation
+    gives NaN there)."""
+    with np.errstate(invalid="ignore"):
+        out = np.quantile(values, tails)
+    return np.where(np.isnan(out), np.inf, out)
 
 
 def _year(text: str) -> float:

@@ -4,7 +4,7 @@ ArviZ's ``loo`` and ``compare``.
 A pair's departure ``e_at`` is informed by that pair's counts alone, so a binomial given
 the sampled rate would make PSIS fail on most pairs. The likelihood is instead the one
 that integrates the departure out, given the draw of the pair's additive logit
-``eta = theta_a - b_t`` and of ``cell_scale`` ``s``::
+``eta = a_t (theta_a - b_t)`` (``a_t`` 1 but in 2PL) and of ``cell_scale`` ``s``::
 
     L(k | eta, s) = integral of Binomial(k | n, expit(eta + s e)) phi(e) de
 
@@ -98,6 +98,8 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     layout, clusters = design.layout, design.layout.clusters
     ability = post["ability"].values[..., layout.pair_agent]
     eta = ability - post["difficulty"].values[..., design.pair_task]  # (chain, draw, pair)
+    if "discrimination" in post:  # 2PL: each task's slope in ability
+        eta = post["discrimination"].values[..., design.pair_task] * eta
     scale = post["cell_scale"].values[..., None]
     sample = {"chain": post["chain"], "draw": post["draw"]}
     if clusters is not None:

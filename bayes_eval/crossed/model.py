@@ -5,7 +5,7 @@ both partially pooled (item-response style)::
 
     theta_a = ability_mean + x_a . beta_agent + ability_scale z_a
     b_t     = x_t . beta_task + group_scale u_(g(t)) + difficulty_scale z_t
-    logit P_at = theta_a - b_t + cell_scale e_at
+    logit P_at = a_t (theta_a - b_t) + cell_scale e_at
 
 with ``x`` the standardised covariates (``bayes_eval.evidence.covariates``), ``z_a`` and
 ``e_at`` standard normal, and ``z_t``, ``u`` zero-sum normal: the difficulties average
@@ -16,6 +16,23 @@ departure on the logit scale. A small additive mean never turns into a spike at 
 pair's rate stays within ``cell_scale`` log-odds of it, whatever the mean. (A Beta cell
 level, ``Beta(mu kappa, (1 - mu) kappa)``, made the rate of a weak agent on a hard task a
 spike whose 97.5% quantile was as low as 1e-128.)
+
+``a_t`` is 1 unless the spec gives a ``discrimination_scale`` (2PL): then each task has
+its own slope of success in ability, ``log a_t = discrimination_scale w_t`` with ``w``
+zero-sum normal (the discriminations' geometric mean is 1 over the design's tasks, so
+they cannot trade scale with the abilities), ``discrimination`` in the posterior.
+
+Where the spec gives a ``length_error_scale`` ``tau`` (in units of the length term, e.g.
+doublings of ``log2(human_minutes)``), the recorded length ``x_t`` is the true one plus an
+error: ``true_t = x_t + tau v_t``, ``v_t`` standard normal around the recorded value
+(the Berkson form, a true length scattered around the one recorded), and the
+difficulty follows the true length. ``v_t`` is summed out: it adds ``beta tau v_t / s``
+(``beta`` the length's coefficient, ``s`` its standard deviation) to a difficulty, a
+normal term of the same form as ``difficulty_scale z_t``, so the residual is sampled with
+scale ``sqrt(difficulty_scale^2 + (beta tau / s)^2)`` and ``difficulty_scale`` is the
+spread of difficulties among tasks of one true length. Counts alone cannot tell the two
+apart (each moves every count of a task alike): ``tau`` is set by its prior, and it moves
+the horizons, which are read at a true length (``bayes_eval.crossed.horizon``).
 
 Milestone runs may be blocked. A pair whose every milestone run failed is, with
 probability ``blocked_share`` (learned, Beta prior), one whose milestone runs do not bear
@@ -57,8 +74,10 @@ from scipy import special
 from bayes_eval.constants import (
     AGENT,
     CENTRED_MARGIN,
+    DISCRIMINATION_SCALE,
     EBFMI_MIN,
     END_TO_END,
+    LENGTH_ERROR,
     MILESTONE,
     TASK,
 )
@@ -307,6 +326,9 @@ def build_model(design: Design, spec):
     with pm.Model(coords=coords) as model:
         ability, difficulty = abilities_and_difficulties(pm, pt, design, spec)
         eta = ability[layout.pair_agent] - difficulty[design.pair_task]
+        if DISCRIMINATION_SCALE in priors:
+            slope = pt.exp(_zero_sum(pm, "discrimination", priors[DISCRIMINATION_SCALE], TASK))
+            eta = pm.Deterministic("discrimination", slope, dims=TASK)[design.pair_task] * eta
         if cells:  # the rates are the milestone cells
             eta = eta[layout.cell_pair]
         cell_scale = _lognormal(pm, "cell_scale", priors["cell_scale"])
@@ -346,13 +368,21 @@ def abilities_and_difficulties(pm, pt, design: Design, spec):
         mean = mean + pt.dot(cov.agent_matrix, beta)
     scale = _lognormal(pm, "ability_scale", priors["ability_scale"])
     ability = pm.Deterministic("ability", _abilities(pm, pt, mean, scale, design), dims=AGENT)
+    beta = None  # the task terms' coefficients, sampled first where the length's error needs them
+    if LENGTH_ERROR in priors:
+        beta = _normal(pm, "task_coefficient", priors["coefficient"], TASK_TERM)
     spread = _lognormal(pm, "difficulty_scale", priors["difficulty_scale"])
+    if beta is not None:  # the true length's error, summed out (the module's docstring)
+        at = [term.text for term in cov.task_terms].index(spec.covariates["length"])
+        error = _lognormal(pm, LENGTH_ERROR, priors[LENGTH_ERROR])
+        spread = pt.sqrt(spread**2 + (beta[at] * error / cov.task_scale[at]) ** 2)
     if design.centred_tasks:
         difficulty = pm.ZeroSumNormal("difficulty_offset", sigma=spread, dims=TASK)
     else:
         difficulty = spread * pm.ZeroSumNormal("difficulty_z", sigma=1.0, dims=TASK)
     if cov.task_terms:
-        beta = _normal(pm, "task_coefficient", priors["coefficient"], TASK_TERM)
+        if beta is None:
+            beta = _normal(pm, "task_coefficient", priors["coefficient"], TASK_TERM)
         difficulty = difficulty + pt.dot(cov.task_matrix, beta)
     if cov.groups:
         group = _zero_sum(pm, "group", priors["group_scale"], GROUP)
@@ -439,6 +469,8 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     layout, cells = design.layout, bool(model_of(spec).cell_method)
     ability = every_ability(post, design, rng)
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
+    if "discrimination" in post:
+        eta = post["discrimination"].values[..., None, :] * eta
     scale = post["cell_scale"].values[..., None, None]
     sampled = post["cell_z"].values
     agents, tasks = layout.pair_agent, design.pair_task
@@ -535,6 +567,8 @@ def simulate(truth: dict, design: Design, spec, rng):
 
     layout, cells = design.layout, bool(model_of(spec).cell_method)
     eta = truth["ability"][layout.pair_agent] - truth["difficulty"][design.pair_task]
+    if "discrimination" in truth:
+        eta = truth["discrimination"][design.pair_task] * eta
     if not cells:
         trials = layout.e2e_n
     else:

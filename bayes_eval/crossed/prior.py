@@ -10,7 +10,7 @@ import functools
 import numpy as np
 import xarray as xr
 
-from bayes_eval.constants import AGENT, MILESTONE, TASK
+from bayes_eval.constants import AGENT, DISCRIMINATION_SCALE, LENGTH_ERROR, MILESTONE, TASK
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.groups import covariate_group, estimates_group
@@ -36,6 +36,7 @@ KEPT = (
     "agent_coefficient",
     "task_coefficient",
     "group_z",
+    "discrimination",
     *GRADER_RATES,
 )
 # The prior role of each parameter the crossed models sample.
@@ -49,6 +50,8 @@ ROLES = {
     "group_scale": "group_scale",
     "kappa_cluster": "cluster_concentration",
     "blocked_share": "blocked_share",
+    DISCRIMINATION_SCALE: DISCRIMINATION_SCALE,
+    LENGTH_ERROR: LENGTH_ERROR,
     **{name: name for name in MILESTONE_SCALARS},
 }
 

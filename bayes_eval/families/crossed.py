@@ -3,6 +3,7 @@ crossed model itself and the one linking milestones to end-to-end runs."""
 
 from __future__ import annotations
 
+from bayes_eval.constants import DISCRIMINATION_SCALE, LENGTH_ERROR
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.errors import InputError
 from bayes_eval.families.base import AgentLevel
@@ -28,6 +29,8 @@ CROSSED_RANKED = (
     "cell_scale",
     "blocked_share",
     "kappa_cluster",
+    DISCRIMINATION_SCALE,
+    LENGTH_ERROR,
     *LINKED_PRIORS,
     "agent_coefficient",
     "task_coefficient",

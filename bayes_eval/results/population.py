@@ -224,12 +224,13 @@ def _beta_shapes(posterior):
 
 
 def _crossed_new_task(posterior) -> bool:
-    """A crossed end-to-end fit whose tasks have no covariates or groups."""
+    """A crossed end-to-end fit whose tasks have no covariates, groups or discriminations
+    (a 2PL task's rate is not logit-normal around the ability)."""
     spec = posterior.spec
     return (
         posterior.is_mcmc
         and model_of(spec).population == "logit"
-        and not {"task_coefficient", "group"} & set(posterior.draws.data_vars)
+        and not {"task_coefficient", "group", "discrimination"} & set(posterior.draws.data_vars)
     )
 
 
