@@ -87,6 +87,7 @@ HEAVIEST_FILES = (
     "test_runfolder.py",
     "test_exact_properties.py",
     "test_crossed.py",
+    "test_crossed_2pl.py",
     "test_exact_reference.py",
     "test_report.py",
     "test_graded_crossed_milestones.py",

@@ -83,6 +83,29 @@ def test_a_cell_psis_cannot_estimate_is_refitted_exactly():
     assert result.pointwise.at[outlier, "elpd_loo pooled"] == pytest.approx(independent, abs=0.25)
 
 
+def test_no_refit_leaves_a_cell_psis_cannot_estimate_to_high_k(tmp_path, capsys):
+    """The outlier of the refit test above, from run folders, with ``--no-refit``: no fit
+    is made, the cell is counted in ``high_k``; ``--no-refit`` with ``--holdout`` is
+    refused."""
+    from bayes_eval.cli.main import main
+
+    rows = [("a", f"t{t}", 0, 12) for t in range(8)] + [("a", "t8", 12, 12)]
+    table = pd.DataFrame(rows, columns=["agent", "task", "successes", "trials"])
+    table = table.assign(method="end_to_end")
+    sampler = {"draws": 2000, "tune": 1000, "chains": 2}
+    bayes_eval.run(table, "end_to_end_pooled", sampler=sampler, seed=1, out=tmp_path / "pooled")
+    bayes_eval.run(table, "end_to_end", out=tmp_path / "exact")
+    runs = [str(tmp_path / "pooled"), str(tmp_path / "exact")]
+    assert main(["compare", *runs, "--no-refit", "--format", "csv"]) == 0
+    ranked = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("model")
+    assert ranked.at["pooled", "refits"] == 0 and ranked.at["pooled", "high_k"] == 1
+    csv = tmp_path / "table.csv"
+    table.to_csv(csv, index=False)
+    args = ["compare", str(csv), "--holdout", "end_to_end", "--no-refit"]
+    assert main([*args, "--models", "end_to_end", "end_to_end_pooled"]) == 2
+    assert "--no-refit: applies to the leave-one-out comparison" in capsys.readouterr().err
+
+
 def test_fits_of_different_evidence_share_no_cell_and_are_refused():
     example = bayes_eval.shipped_datasets()["example_evidence"]
     fits = {"a": bayes_eval.fit(example, "mats2024"), "b": bayes_eval.fit(example, "end_to_end")}

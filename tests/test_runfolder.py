@@ -133,8 +133,8 @@ def test_an_interrupt_at_any_moment_leaves_one_whole_run(tmp_path):
     subprocess.run(_command(*new), capture_output=True)
     duration = time.perf_counter() - start
     subprocess.run(_command(*old), check=True, capture_output=True)
-    delays = np.random.default_rng(2).uniform(0.3, 1.1 * duration, (2, 3))
-    signals = np.repeat([signal.SIGINT, signal.SIGTERM], 3)
+    delays = np.random.default_rng(2).uniform(0.3, 1.1 * duration, (2, 2))
+    signals = np.repeat([signal.SIGINT, signal.SIGTERM], 2)
     for signum, delay in zip(signals, delays.ravel(), strict=True):
         process = subprocess.Popen(_command(*new), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(delay)

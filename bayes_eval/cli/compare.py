@@ -61,6 +61,12 @@ def arguments(commands) -> None:
     )
     compare.add_argument("--folds", default="5", help="K of --holdout (default 5)")
     compare.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="leave the cells whose Pareto k exceeds 0.7 to PSIS, counted in high_k, instead "
+        "of refitting up to 10 per model exactly (each refit is a whole fit)",
+    )
+    compare.add_argument(
         "--seed", help="seed of every fit, and of --holdout's folds (default: each spec's)"
     )
     compare.add_argument("--format", default="table", choices=FORMATS, help=FORMAT_HELP)
@@ -77,11 +83,13 @@ def run(args) -> int:
         option = "--workers" if sweep["workers"] is not None else "--scheduler"
         raise InputError(f"{option}: applies to --holdout's fits")
     if args.holdout:
+        if args.no_refit:
+            raise InputError("--no-refit: applies to the leave-one-out comparison, not --holdout")
         result, shown = _holdout(args), HOLDOUT_SHOWN
     else:
         from bayes_eval.checks.comparison import compare
 
-        result, shown = compare(_fits(args)), SHOWN
+        result, shown = compare(_fits(args), refit=not args.no_refit), SHOWN
     table = result.table.rename_axis("model").reset_index()
     if args.format != "table":
         print_summary(table, args.format)
