@@ -43,6 +43,11 @@ ANY_NEVER_SOLVED = "any_never_solved"
 # the recorded task length around the true one, in units of the length term.
 DISCRIMINATION_SCALE = "discrimination_scale"
 LENGTH_ERROR = "length_error_scale"
+# Its optional pair of prior roles for surprising pairs: the share of pairs whose departure
+# from the additive prediction is wider, and how much wider (their scale is cell_scale
+# times 1 + surprise_width).
+SURPRISE_SHARE = "surprise_share"
+SURPRISE_WIDTH = "surprise_width"
 
 # end_to_end_pooled's optional prior role of how far the agents' concentrations spread
 # around one they share (the standard deviation of log kappa across agents); with it, the
@@ -103,6 +108,7 @@ SUMMARY_COLUMNS = (
     "diagnostics_ok",
     "observed",
     "own_runs",
+    "own_successes",
     "own_lower",
     "own_upper",
     "worth_runs",

@@ -18,6 +18,8 @@ from bayes_eval.constants import (
     LENGTH_ERROR,
     MCMC_ENGINES,
     NEVER_SOLVABLE,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
 )
 from bayes_eval.errors import InputError
 from bayes_eval.files import read_text
@@ -351,6 +353,16 @@ def _validate(data: dict, source: str, text: str) -> Spec:
             f"{source}: [priors.{LENGTH_ERROR}] is the error of the recorded task length: "
             "it needs [covariates] length (one of the task terms)"
         )
+    if (SURPRISE_SHARE in priors) != (SURPRISE_WIDTH in priors):
+        given, missing = (
+            (SURPRISE_SHARE, SURPRISE_WIDTH)
+            if SURPRISE_SHARE in priors
+            else (SURPRISE_WIDTH, SURPRISE_SHARE)
+        )
+        raise InputError(
+            f"{source}: [priors.{given}] needs [priors.{missing}]: surprising pairs are a "
+            "share of the pairs and the scale of their extra departure, both or neither"
+        )
     if ALL_SOLVABLE in priors and NEVER_SOLVABLE not in priors:
         raise InputError(
             f"{source}: [priors.{ALL_SOLVABLE}] needs [priors.{NEVER_SOLVABLE}]: it is the "
@@ -442,7 +454,7 @@ def _covariates(source: str, data: dict, takes_covariates: bool) -> dict:
 def _prior(where: str, table: dict, role: str, exact: bool) -> Prior:
     dist = _get(where, table, "dist", str)
     wanted = "Beta"
-    if role.endswith(("concentration", "scale")):
+    if role.endswith(("concentration", "scale", "width")):
         wanted = "LogNormal"
     elif role in NORMAL_ROLES:
         wanted = "Normal"

@@ -16,14 +16,15 @@ def test_the_families_have_the_tails_they_promise(study):
     sd 1 about the additive mean, the Beta truth has the additive mean, a third of the
     zero-inflated cells are unsolvable and the rest are logit-normal."""
     rng = np.random.default_rng(0)
-    rates, ability, difficulty = study.truth("logit_normal", 10, 4000, rng)
+    rates, ability, difficulty, surprising = study.truth("logit_normal", 10, 4000, rng)
+    assert not surprising.any()
     additive = ability[:, None] - difficulty[None, :]
     assert np.allclose(ability, np.linspace(-7, 1, 10))
     departure = special.logit(rates) - additive
     assert abs(departure.std() - 1.0) < 0.02 and abs(departure.mean()) < 0.02
     assert abs(difficulty.std() - 1.5) < 0.05
 
-    rates, ability, difficulty = study.truth("beta", 10, 4000, rng)
+    rates, ability, difficulty, _ = study.truth("beta", 10, 4000, rng)
     mean = special.expit(ability[:, None] - difficulty[None, :])
     relative = (rates - mean).mean(axis=1) / mean.mean(axis=1)
     assert np.all(np.abs(relative) < 0.15)
@@ -31,8 +32,15 @@ def test_the_families_have_the_tails_they_promise(study):
     weakest = rates[0] / mean[0]
     assert np.median(weakest) < 0.01 and np.quantile(weakest, 0.99) > 3
 
-    rates, _, _ = study.truth("zero_inflated", 10, 4000, rng)
+    rates, _, _, _ = study.truth("zero_inflated", 10, 4000, rng)
     assert abs((rates == 0).mean() - 1 / 3) < 0.01
+
+    # 3% of the cells 3 log-odds higher, the rest logit-normal
+    rates, ability, difficulty, surprising = study.truth("surprising", 10, 4000, rng)
+    departure = special.logit(rates) - (ability[:, None] - difficulty[None, :])
+    assert abs(surprising.mean() - 0.03) < 0.003
+    assert abs(departure[surprising].mean() - 3.0) < 0.1
+    assert abs(departure[~surprising].std() - 1.0) < 0.02
 
     with pytest.raises(ValueError, match="unknown family"):
         study.truth("gamma", 2, 2, rng)
@@ -107,16 +115,67 @@ def test_the_worst_table_is_reported_beside_the_pooled_share(study):
 def test_the_families_shape_can_be_changed(study):
     """--unsolvable sets the share of cells never solvable, --concentration the Beta's k
     (the spread of a cell's rate about its additive mean shrinks as k grows)."""
-    rates, _, _ = study.truth("zero_inflated", 10, 4000, np.random.default_rng(4), unsolvable=0.5)
+    rates, *_ = study.truth("zero_inflated", 10, 4000, np.random.default_rng(4), unsolvable=0.5)
     assert abs((rates == 0).mean() - 0.5) < 0.01
     for k in (1.0, 30.0):
-        rates, ability, difficulty = study.truth(
+        rates, ability, difficulty, _ = study.truth(
             "beta", 10, 4000, np.random.default_rng(5), concentration=k
         )
         m = special.expit(ability[:, None] - difficulty[None, :])
         # Beta(m k, (1 - m) k) has variance m (1 - m) / (k + 1)
         ratio = ((rates - m) ** 2).mean() / (m * (1 - m) / (k + 1)).mean()
         assert abs(ratio - 1) < 0.05
+
+
+def test_where_decisions_are_made_each_verdict_is_counted_by_what_carries_it(study):
+    """The decisions table of the exact model's fit of a surprising table (every verdict
+    carried by the pair's own runs, 80 runs per pair so that some are below 0.05): the
+    surprising cells' misses with and without a success, the below-threshold verdicts by
+    basis and the surprising ones among them, counted by hand from the cells."""
+    rng = np.random.default_rng(6)
+    table = study.simulate_table("surprising", 10, 40, 80, rng, surprise_share=0.2)
+    cells = study.one_fit("end_to_end", table, seed=1, level=0.975, threshold=0.05)
+    row = study.decisions(cells.assign(family="surprising", table=0)).iloc[0]
+    surprising = cells[cells["surprising"]]
+    seen = surprising["successes"] > 0
+    assert row["surprising"] == len(surprising) > 0
+    assert row["seen"] == seen.sum()
+    assert row["seen_missed"] == pytest.approx(surprising.loc[seen, "missed"].mean())
+    below = cells[cells["verdict"] == "below threshold"]
+    expected = stats.beta.ppf(0.975, 1 + cells["successes"], 81 - cells["successes"]) < 0.05
+    assert len(below) == expected.sum() > 0 and (below["basis"] == "own").all()
+    assert row["below_own"] == len(below) and row["below_pooled"] == 0
+    assert row["below_own_missed"] == pytest.approx(below["missed"].mean())
+    assert row["surprising_below"] == len(below[below["surprising"]])
+    assert row["disagree"] == 0
+
+
+def test_the_oracle_bound_is_the_true_laws_posterior_quantile(study):
+    """The oracle's bound of a cell: the 0.975 quantile of its departure's posterior under
+    the true law (0.97 N(0, 1) + 0.03 N(3, 1)) given its runs, from its true additive
+    logit; checked against scipy's quadrature of that posterior and a root finder, on
+    cells with 0, 1 and 8 successes of 8."""
+    from scipy import integrate, optimize
+
+    table = study.simulate_table("surprising", 4, 6, 8, np.random.default_rng(3))
+    bounds = study.oracle_bounds(table, 0.975)
+    cells = table["truth"]
+
+    def density(e, eta, k):
+        law = 0.97 * stats.norm.pdf(e) + 0.03 * stats.norm.pdf(e, 3.0)
+        return law * stats.binom.pmf(k, 8, special.expit(eta + e))
+
+    for at in [cells["successes"].idxmin(), cells["successes"].idxmax(), 7, 15]:
+        eta, k = cells.at[at, "additive"], cells.at[at, "successes"]
+        whole = integrate.quad(density, -20, 25, args=(eta, k), limit=400)[0]
+
+        def below(x, eta=eta, k=k, whole=whole):
+            return integrate.quad(density, -20, x, args=(eta, k), limit=400)[0] / whole - 0.975
+
+        expected = special.expit(eta + optimize.brentq(below, -20, 25, xtol=1e-10))
+        assert bounds[at] == pytest.approx(expected, rel=0.006)  # a grid step: 0.005 log-odds
+    with pytest.raises(ValueError, match="the oracle knows the logit families' laws"):
+        study.oracle_bounds(study.simulate_table("beta", 2, 2, 2, np.random.default_rng(0)), 0.975)
 
 
 def test_a_small_study_of_the_crossed_model(study):

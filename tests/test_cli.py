@@ -306,8 +306,11 @@ def test_pooled_fit_and_check(capsys, tmp_path):
     first = "nutpie (cpu) 2 chains x 40 draws (tune 40, target_accept 0.95), task means"
     assert first in provenance
     assert "kept attempt " in provenance  # refitted, and says which attempt it kept
-    # the first fit, the refit with twice the draws, then the other form: all three fail
-    assert fit_attempts(provenance) == 3
+    # the first fit, the refit with twice the draws, then the other form, then the best
+    # form with 160 and 320 draws (8 times the 40 asked for: the refit budget): all fail
+    assert fit_attempts(provenance) == 5
+    assert "x 320 draws" in provenance and "x 640 draws" not in provenance
+    assert "no longer refit: the refit budget is 8 times the spec's 40 draws" in provenance
     # each refit starts its chains afresh: the CLI's default seed, plus the attempt
     assert "8 non-centred, seed 20240902:" in provenance
     assert "x 80 draws (tune 40, target_accept 0.95), task means non-centred, seed 20240903:" in (

@@ -195,14 +195,15 @@ def test_a_new_agents_forecast_says_how_the_models_forecasts_held(
 def test_agents_compared_count_the_tasks_both_agents_ran(recovered):
     """The report's "tasks compared" of two agents is the tasks both were run on, counted
     from the summary's ``observed``, not every task the crossed model predicts; the agents
-    come most able first (posterior mean of the ability), each against the one above."""
+    come most capable first (the mean over the design's tasks of each pair's posterior
+    mean, the pairs never run predicted), each against the one above."""
     from bayes_eval.checks.agents import capability_order
     from bayes_eval.outputs.defence import agent_sections
 
     posterior = recovered[0]
     order = capability_order(posterior, posterior.summary())
-    ability = posterior.draws["ability"].mean(("chain", "draw")).to_series()
-    ran = ability[ability.index.isin(posterior.evidence.table["agent"])]  # not "new"
+    success = posterior.summary().groupby("agent")["mean"].mean()
+    ran = success[success.index.isin(posterior.evidence.table["agent"])]  # not "new"
     assert order == list(ran.sort_values(ascending=False).index)
     summary = posterior.summary().set_index(["agent", "task"])
     assert not summary["observed"].all()  # the design leaves pairs unrun
@@ -221,10 +222,12 @@ def test_agents_compared_count_the_tasks_both_agents_ran(recovered):
 
 
 def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recovered):
-    """Given each draw's ability, difficulty and cell scale, a pair never run is
-    ``logistic(theta - b + cell_scale e)`` with ``e`` a fresh standard normal: the draws'
-    ``e`` pass a Kolmogorov-Smirnov test against N(0, 1), and they are independent of the
-    draw's own additive mean."""
+    """Given each draw's ability, difficulty and scales, a pair never run is
+    ``logistic(theta - b + s e)`` with ``e`` a fresh standard normal and ``s`` the usual
+    pairs' ``cell_scale``, or with the share ``surprise_share`` a surprising pair's
+    ``cell_scale (1 + surprise_width)``: the draws' ``e / cell_scale`` through that
+    mixture's CDF pass a Kolmogorov-Smirnov test against the uniform, and they are
+    independent of the draw's own additive mean."""
     posterior, _, _ = recovered
     draws = posterior.draws
     summary = posterior.summary()
@@ -234,7 +237,11 @@ def test_a_pair_never_run_departs_from_its_additive_mean_as_a_fresh_normal(recov
     ).ravel()
     p = draws["p_task"].sel(agent=agent, task=task).values.ravel()
     e = (special.logit(p) - eta) / draws["cell_scale"].values.ravel()
-    assert stats.kstest(e, "norm").pvalue > 0.001
+    share = draws["surprise_share"].values.ravel()
+    wide = 1 + draws["surprise_width"].values.ravel()
+    u = (1 - share) * stats.norm.cdf(e) + share * stats.norm.cdf(e / wide)
+    assert stats.kstest(u, "uniform").pvalue > 0.001
+    assert stats.kstest(e, "norm").pvalue < 0.001  # not one normal: the surprising share
     assert abs(stats.pearsonr(e, eta).statistic) < 4 / math.sqrt(e.size)
 
 

@@ -424,3 +424,40 @@ def test_the_prior_is_drawn_through_the_models_own_graph(model):
     )
     p_task = prior["p_task"].values
     assert ((p_task >= 0) & (p_task <= 1)).all()
+
+
+def test_the_most_capable_agent_is_the_one_that_succeeds_end_to_end():
+    """ "Most capable first" follows end-to-end success, never the bypass ability of the
+    joint model. On three easy and three hard tasks, ``guided`` passes most milestone runs
+    (5 and 3 of 5) and half its end-to-end runs (6 and 2 of 8); ``bypasser`` passes few
+    (2 and 0 of 5), yet 3 in 8 of its end-to-end runs (5 and 1 of 8): the end-to-end rate
+    rises with the milestones within each agent (the link), and ``bypasser`` does better
+    than its milestones say, so its bypass ability is the higher. The report's order puts
+    ``guided`` first, as its end-to-end successes do, and says so."""
+    from bayes_eval.checks.agents import capability_order
+    from bayes_eval.outputs.defence import agent_sections
+
+    rows = []
+    for t in range(6):
+        easy = t < 3
+        for agent, milestone, unguided in (
+            ("bypasser", (2, 0), (5, 1)),
+            ("guided", (5, 3), (6, 2)),
+        ):
+            k = milestone[0] if easy else milestone[1]
+            rows += [(agent, f"t{t}", "milestone", m, k, 5) for m in (1, 2, 3)]
+            rows.append((agent, f"t{t}", "end_to_end", np.nan, unguided[0 if easy else 1], 8))
+    table = pd.DataFrame(rows, columns=["agent", "task", "method", "step", "successes", "trials"])
+    with collected():
+        posterior = bayes_eval.fit(table, "crossed_joint", seed=1, sampler=SMALL)
+    ability = posterior.draws["ability"].mean(("chain", "draw")).to_series()
+    assert ability["bypasser"] > ability["guided"]  # the bypass: the joint model's one part
+    successes = posterior.draws["p_task"].mean(("chain", "draw", "task")).to_series()
+    assert successes["guided"] > successes["bypasser"]
+    order = capability_order(posterior, posterior.summary())
+    assert order == ["guided", "bypasser"]
+    sections = agent_sections(posterior, 0.975, order)
+    text = next(payload for kind, payload in sections if kind == "p")
+    assert "by their end-to-end success on the table's tasks" in text
+    table = next(payload for kind, payload in sections if kind == "table")
+    assert table["across tasks"].iloc[0] == "mean P over 6 tasks"

@@ -121,17 +121,25 @@ def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
 
 def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
     """At the fit's own draws, the graded pairs' log-likelihood is the graded integral
-    and the trusted pairs' the plain one, each with the pair's sampled additive logit."""
+    and the trusted pairs' the plain one, each with the pair's sampled additive logit, and
+    each the mixture of the usual departure and a surprising pair's wider one."""
     audited, _ = fits
     post, tree = audited.draws, audited.tree
     values = tree["log_likelihood"]["successes"].values
     eta = post["ability"].values[..., :, None] - post["difficulty"].values[..., None, :]
     scale = post["cell_scale"].values[..., None]
+    share = post["surprise_share"].values[..., None]
+    wide = scale * (1 + post["surprise_width"].values[..., None])
+
+    def mixed(integral):  # log((1 - share) L(scale) + share L(wide))
+        return np.logaddexp(np.log1p(-share) + integral(scale), np.log(share) + integral(wide))
+
     k, n = TABLE["successes"].to_numpy(), TABLE["trials"].to_numpy()
     graded = np.flatnonzero(TABLE["grader"] == "judge")
     trusted = np.flatnonzero(TABLE["grader"] == "")
     agent, task = np.repeat([0, 1], 6), np.tile(np.arange(6), 2)
-    plain = log_marginal(eta[..., agent[trusted], task[trusted]], scale, k[trusted], n[trusted])
+    at = eta[..., agent[trusted], task[trusted]]
+    plain = mixed(lambda s: log_marginal(at, s, k[trusted], n[trusted]))
     assert np.allclose(values[..., trusted], plain, rtol=1e-12)
     grading = SimpleNamespace(
         graded=k[graded],
@@ -139,8 +147,9 @@ def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
         grader=np.zeros(graded.size, int),
         trusted=np.zeros((graded.size, 3)),
     )
-    rates = (post[name].values for name in ("sensitivity", "specificity"))
-    through = log_marginal_graded(eta[..., agent[graded], task[graded]], scale, grading, *rates)
+    rates = [post[name].values for name in ("sensitivity", "specificity")]
+    at = eta[..., agent[graded], task[graded]]
+    through = mixed(lambda s: log_marginal_graded(at, s, grading, *rates))
     assert np.allclose(values[..., graded], through, rtol=1e-12)
     assert np.isfinite(values).all()
 

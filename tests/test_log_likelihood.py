@@ -330,7 +330,8 @@ def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
     log-likelihood integrates it out in numpy. Held to the graph: at random points of the
     model PyMC samples, a pair's value is ``log integral exp(L(z)) phi(z) dz`` plus its
     binomial coefficient, ``L(z)`` the pair's own term of the graph's ``k_binomial`` (the
-    vector the potential sums) as its ``cell_z`` moves, by scipy's adaptive quadrature."""
+    vector the potential sums: the mixture of the usual and the surprising departure) as
+    its ``cell_z`` moves, by scipy's adaptive quadrature."""
     import pytensor.tensor as pt
     import xarray as xr
 
@@ -349,8 +350,11 @@ def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
     each = model.compile_fn(
         total.owner.inputs[0], inputs=model.value_vars, on_unused_input="ignore"
     )
+    scalars = ["cell_scale", "surprise_share", "surprise_width"]  # the shipped spec's mixture
+    assert set(scalars) <= set(model.named_vars)
+    names = ["ability", "difficulty", *scalars]
     derived = model.compile_fn(
-        model.replace_rvs_by_values([model[v] for v in ("ability", "difficulty", "cell_scale")]),
+        model.replace_rvs_by_values([model[v] for v in names]),
         inputs=model.value_vars,
         on_unused_input="ignore",
     )
@@ -358,12 +362,15 @@ def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
     start = model.initial_point()
     for _ in range(3):
         point = {name: v + rng.normal(0, 0.7, np.shape(v)) for name, v in start.items()}
-        ability, difficulty, scale = derived(point)
+        ability, difficulty, *values = derived(point)
         draws = xr.Dataset(
             {
                 "ability": (("chain", "draw", "agent"), ability[None, None]),
                 "difficulty": (("chain", "draw", "task"), difficulty[None, None]),
-                "cell_scale": (("chain", "draw"), np.array([[scale]])),
+                **{
+                    name: (("chain", "draw"), np.array([[value]]))
+                    for name, value in zip(scalars, values, strict=True)
+                },
             }
         )
         twin = log_likelihood(draws, design, spec)["successes"].values[0, 0]

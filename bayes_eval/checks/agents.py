@@ -12,8 +12,10 @@ marked (``observed`` false).
 
 Across tasks, the model's agent-level quantity: ``mu`` (``end_to_end`` pooled), the mean
 ``mu_agent`` of an agent's task means (the other pooled models) or the ability ``theta``
-(crossed models, log-odds; its ratio is the odds ratio). An exact fit has none: it
-compares the mean of ``P`` over the tasks both agents have a posterior for.
+(crossed models, log-odds; its ratio is the odds ratio). An exact fit has none, nor has
+a crossed model linking milestones to end-to-end runs (its ability is that of the bypass,
+one part of the end-to-end rate): they compare the mean of ``P`` over the tasks both
+agents have a posterior for.
 
 With a margin ``M``, each row gets a verdict at the level: ``more capable by more than
 M`` where the lower bound of the difference exceeds ``M``, ``not more capable by more
@@ -163,10 +165,12 @@ def compare_agents(
 
 
 def capability_order(posterior: Posterior, summary: pd.DataFrame) -> list[str]:
-    """The fit's agents, most capable first: by the posterior mean of the model's
-    agent-level quantity (the module docstring), or, for an exact fit, by the mean of its
-    pairs' posterior means (``summary``'s rows run, with a bound). Agents without one
-    follow in the evidence's order."""
+    """The fit's agents, most capable first: by their end-to-end success on the table's
+    tasks, the mean over tasks of each pair's posterior mean of ``P`` (every task of the
+    design for a crossed fit, which predicts the pairs never run; the tasks an agent ran
+    otherwise, ``summary``'s rows with a bound for an exact fit), never by a latent of one
+    part of a model (the bypass ability of a joint model). Agents without one follow in
+    the evidence's order."""
     agents = list(dict.fromkeys(posterior.evidence.table["agent"]))
     if not posterior.is_mcmc:
         rated = summary[summary["upper"].notna()]
@@ -174,8 +178,8 @@ def capability_order(posterior: Posterior, summary: pd.DataFrame) -> list[str]:
             rated = rated[rated["observed"].astype(bool)]
         value = rated.groupby("agent")["mean"].mean()
     else:
-        name = family_of(posterior.spec).agent_level(posterior.spec).name
-        value = posterior.draws[name].mean(("chain", "draw")).to_series()
+        mean = posterior.draws["p_task"].mean(("chain", "draw"))
+        value = mean.mean("task", skipna=True).to_series().dropna()
     known = sorted((a for a in agents if a in value.index), key=lambda a: -value[a])
     return known + [a for a in agents if a not in value.index]
 
@@ -241,10 +245,10 @@ def _observed(summary, a, b, task) -> bool:
 def _across(posterior, p, a, b, common, level) -> dict:
     """The agent-level comparison: the model's quantity, or the mean over common tasks."""
     draws = posterior.draws
-    if not posterior.is_mcmc:
+    quantity = family_of(posterior.spec).agent_level(posterior.spec)
+    if quantity is None:
         xa, xb = (p.sel(agent=agent, task=common).mean("task").values.ravel() for agent in (a, b))
         return _row(ACROSS_TASKS, f"mean P over {len(common)} tasks", xa, xb, level)
-    quantity = family_of(posterior.spec).agent_level(posterior.spec)
     xa, xb = (draws[quantity.name].sel(agent=agent).values.ravel() for agent in (a, b))
     odds = np.exp(xb - xa) if quantity.log_odds else None
     return _row(ACROSS_TASKS, quantity.label, xa, xb, level, odds)

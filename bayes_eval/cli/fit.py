@@ -123,7 +123,7 @@ def run(args) -> int:
     else:
         show(summary_table(summary, posterior, threshold))
         if threshold is not None:
-            show(f"\n{verdicts_text(summary, checks, threshold)}")
+            show(f"\n{verdicts_text(summary, checks, threshold, posterior.diagnostics)}")
         if done.attempts is not None:
             show(f"\n{attempts_table(done.attempts, threshold)}")
             if len(done.population):

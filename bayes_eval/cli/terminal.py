@@ -163,13 +163,14 @@ def summary_table(summary, posterior, threshold) -> str:
     return "\n".join([header, "", *text, "", "provenance:", *notes])
 
 
-def verdicts_text(summary, checks, threshold: float) -> str:
+def verdicts_text(summary, checks, threshold: float, diagnostics=None) -> str:
     """The verdict line of the pairs run (``outputs.verdicts.verdict_line``), as the
-    report counts them."""
+    report counts them (``diagnostics``: the fit's, where MCMC ran)."""
     from bayes_eval.outputs.verdicts import verdict_line, verdicts
 
     run = summary[summary["observed"].astype(bool)]
-    table = run.join(verdicts(run, checks.assumption, threshold, checks.predictive))
+    verdict = verdicts(run, checks.assumption, threshold, checks.predictive, False, diagnostics)
+    table = run.join(verdict)
     return f"verdicts at {threshold:g}: {verdict_line(table, threshold)}"
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayes_eval.counts.clusters import array_add_at
-from bayes_eval.counts.grading import GRADER_RATES, grader_rates
+from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.exact.graded import graded_success
 
 if TYPE_CHECKING:
@@ -26,31 +26,55 @@ __all__ = [
     "false_alarms",
     "graded_cells",
     "graded_counts",
+    "graded_logs",
+    "graded_pair_rates",
     "graded_pairs",
     "graded_rates",
     "through_grader",
 ]
 
 
-def through_grader(pm, pt, grading, spec, log_p, log_q):
+def through_grader(pt, grading, se, sp, log_p, log_q):
     """``log q`` and ``log (1 - q)`` in place of ``log P`` and ``log (1 - P)`` at the rates
-    (pairs, or milestone cells) an audited grader scored, in the model being built: each
-    grader's sensitivity and specificity sampled, its audit their data; the pair's runs
-    the audit scored again add their true counts, binomial in ``P``. Returns the two and
-    ``sp`` per graded rate."""
-    se, sp = grader_rates(pm, grading, spec.grader)
+    (pairs, or milestone cells) an audited grader scored, in the model being built (``se``
+    and ``sp``: each grader's sensitivity and specificity, ``grader_rates``). Returns the
+    two, ``sp`` per graded rate, and per graded rate the log-likelihood of its runs the
+    audit scored again (their true counts, binomial in ``P``; 0 where none)."""
     se, sp = se[grading.grader], sp[grading.grader]
     p, q = log_p[grading.pairs], log_q[grading.pairs]
-    if grading.trusted.any():  # the runs audited again: their truth, through P
-        runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
-        pm.Potential("own_audited", pt.sum(true * p + (runs - true) * q))
-    graded = pt.logaddexp(pt.log(se) + p, pt.log1p(-sp) + q)
-    cleared = pt.logaddexp(pt.log1p(-se) + p, pt.log(sp) + q)
+    runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
+    graded, cleared = graded_logs(pt, se, sp, p, q)
     return (
         pt.set_subtensor(log_p[grading.pairs], graded),
         pt.set_subtensor(log_q[grading.pairs], cleared),
         sp,
+        true * p + (runs - true) * q,
     )
+
+
+def graded_logs(xp, se, sp, log_p, log_q) -> tuple:
+    """``log q`` and ``log (1 - q)``, ``q = se P + (1 - sp)(1 - P)``, from ``log P`` and
+    ``log (1 - P)`` (``xp``: numpy or PyTensor)."""
+    return (
+        xp.logaddexp(xp.log(se) + log_p, xp.log1p(-sp) + log_q),
+        xp.logaddexp(xp.log1p(-se) + log_p, xp.log(sp) + log_q),
+    )
+
+
+def graded_pair_rates(post, layout, log_p, log_q) -> tuple:
+    """``through_grader``'s numpy form for end-to-end pairs at the posterior draws ``post``
+    (``log_p``, ``log_q``: ``(chain, draw, pair)``): the two at the graded pairs through
+    their grader, and per pair the log-likelihood of its runs the audit scored again."""
+    grading = layout.grading
+    at = grading.pairs
+    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
+    p, q = log_p[..., at], log_q[..., at]
+    runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
+    own = np.zeros(log_p.shape)
+    own[..., at] = true * p + (runs - true) * q
+    log_p, log_q = log_p.copy(), log_q.copy()
+    log_p[..., at], log_q[..., at] = graded_logs(np, se, sp, p, q)
+    return log_p, log_q, own
 
 
 def graded_rates(post, layout, log_p, log_q) -> tuple:
@@ -61,8 +85,7 @@ def graded_rates(post, layout, log_p, log_q) -> tuple:
     se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
     p, q = log_p[..., grading.pairs], log_q[..., grading.pairs]
     log_p, log_q = log_p.copy(), log_q.copy()
-    log_p[..., grading.pairs] = np.logaddexp(np.log(se) + p, np.log1p(-sp) + q)
-    log_q[..., grading.pairs] = np.logaddexp(np.log1p(-se) + p, np.log(sp) + q)
+    log_p[..., grading.pairs], log_q[..., grading.pairs] = graded_logs(np, se, sp, p, q)
     return log_p, log_q, false_alarms(array_add_at, k, f, np.log1p(-sp), np.log(sp), layout)
 
 

@@ -3,7 +3,8 @@
 An agent's ``q`` time horizon is the task length at which its predicted success is ``q``:
 the success of a new task of that length, averaged over what the fit says about tasks'
 other differences (its own difficulty and, where tasks are grouped, a new group's) and
-over the agent's departure on it (``cell_scale``), other task covariates at their means.
+over the agent's departure on it (``cell_scale``; a surprising pair's wider one with its
+share, where the fit has one), other task covariates at their means.
 With ``u ~ N(0, difficulty_scale^2 + group_scale^2)``, ``e ~ N(0, 1)`` and
 the length term's coefficient ``beta`` (per standard deviation ``s`` of the term, centred
 at ``m``), success at term value ``x`` is ``E[logistic(a (theta - beta (x - m) / s - u) +
@@ -32,7 +33,14 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from bayes_eval.constants import AGENT, DISCRIMINATION_SCALE, LENGTH_ERROR
+from bayes_eval.constants import (
+    AGENT,
+    DISCRIMINATION_SCALE,
+    LENGTH_ERROR,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
+)
+from bayes_eval.crossed.likelihood import surprising_scale
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import parse_term
 from bayes_eval.registry import model_of
@@ -101,33 +109,44 @@ class HorizonResult:
 
 
 def success_offset(
-    q: float, sigma: np.ndarray, cell: np.ndarray | float = 0.0, spread: np.ndarray | float = 0.0
+    q: float,
+    sigma: np.ndarray,
+    cell: np.ndarray | float = 0.0,
+    spread: np.ndarray | float = 0.0,
+    wide: np.ndarray | float = 0.0,
+    share: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """``c`` with ``E[logistic(a (c - u) + s e)] = q`` per draw: ``u ~ N(0, sigma^2)`` the
     new task's difficulty around its length's, ``e ~ N(0, 1)`` the departure with scale
-    ``s = cell``, ``log a ~ N(0, spread^2)`` its discrimination (2PL; 1 where ``spread``
-    is 0). Given ``a``, ``a (c - u) + s e`` is normal, so the mean is Gauss-Hermite
-    quadrature over ``log a`` (one node where every spread is 0) of the module's
-    ``N(0, 1)`` rule; ``c`` by Newton's steps kept within a bisection's bracket (the mean
-    is increasing in ``c``)."""
-    sigma, cell, spread = np.broadcast_arrays(
-        *(np.asarray(x, float) for x in (sigma, cell, spread))
+    ``s = cell`` (or, with probability ``share``, a surprising pair's ``s = wide``),
+    ``log a ~ N(0, spread^2)`` its discrimination (2PL; 1 where ``spread`` is 0). Given
+    ``a`` and ``s``, ``a (c - u) + s e`` is normal, so the mean is Gauss-Hermite quadrature
+    over ``log a`` (one node where every spread is 0) of the module's ``N(0, 1)`` rule,
+    weighted over the two scales; ``c`` by Newton's steps kept within a bisection's
+    bracket (the mean is increasing in ``c``)."""
+    sigma, cell, spread, wide, share = np.broadcast_arrays(
+        *(np.asarray(x, float) for x in (sigma, cell, spread, wide, share))
     )
     out = np.empty(sigma.shape)
-    flat = [x.reshape(-1) for x in (sigma, cell, spread)]
+    flat = [x.reshape(-1) for x in (sigma, cell, spread, wide, share)]
     nodes, weights = (SLOPE_NODES, SLOPE_WEIGHTS) if flat[2].any() else (np.zeros(1), np.ones(1))
     for start in range(0, flat[0].size, OFFSET_CHUNK):
         part = slice(start, start + OFFSET_CHUNK)
         slope = np.exp(flat[2][part, None] * nodes)  # (draws, slope nodes)
-        width = np.hypot(slope * flat[0][part, None], flat[1][part, None])
+        departures = [(1.0 - flat[4][part], flat[1][part])]  # weight and scale of each
+        if flat[4].any():
+            departures.append((flat[4][part], flat[3][part]))
+        widths = [(w, np.hypot(slope * flat[0][part, None], s[:, None])) for w, s in departures]
         low, high = np.full(slope.shape[0], -60.0), np.full(slope.shape[0], 60.0)
         c = np.zeros(slope.shape[0])
         for _ in range(OFFSET_STEPS):
-            p = special.expit(slope[..., None] * c[:, None, None] - width[..., None] * NODES)
-            mean = (p @ WEIGHTS) @ weights
+            mean, rise = np.zeros(c.shape), np.zeros(c.shape)
+            for w, width in widths:
+                p = special.expit(slope[..., None] * c[:, None, None] - width[..., None] * NODES)
+                mean += w * ((p @ WEIGHTS) @ weights)
+                rise += w * (((p * (1 - p)) @ WEIGHTS * slope) @ weights)
             if np.all(np.abs(mean - q) < 1e-12):
                 break
-            rise = ((p * (1 - p)) @ WEIGHTS * slope) @ weights
             below = mean < q
             low, high = np.where(below, c, low), np.where(below, high, c)
             step = c - (mean - q) / np.maximum(rise, 1e-300)
@@ -182,7 +201,13 @@ def horizons(posterior, *, interval: float = 0.95, forecast=()) -> HorizonResult
     centre, scale = float(cov["task_centre"].values[at]), float(cov["task_scale"].values[at])
     sigma = np.hypot(flat["difficulty_scale"], flat.get("group_scale", 0.0))
     slopes = flat.get(DISCRIMINATION_SCALE, 0.0)
-    offsets = {q: success_offset(q, sigma, flat["cell_scale"], slopes) for q in QUANTITIES}
+    wide = share = 0.0
+    if SURPRISE_SHARE in draws:  # a share of the pairs depart with a wider scale
+        share = draws[SURPRISE_SHARE].values.reshape(-1)
+        wide = surprising_scale(flat["cell_scale"], draws[SURPRISE_WIDTH].values.reshape(-1))
+    offsets = {
+        q: success_offset(q, sigma, flat["cell_scale"], slopes, wide, share) for q in QUANTITIES
+    }
     notes = []
     if LENGTH_ERROR in draws:
         error = np.median(draws[LENGTH_ERROR].values)

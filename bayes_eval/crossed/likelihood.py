@@ -18,6 +18,10 @@ relative error is below 1e-12 against scipy's adaptive quadrature from ``s`` = 0
 ``eta`` from -15 to 15 and up to 200 trials (``tests/test_log_likelihood.py`` checks fitted
 draws). The values are whole log probabilities, binomial coefficients included.
 
+Where a share of the pairs surprise (``surprise_share``: their departure has the wider
+scale ``cell_scale (1 + surprise_width)``), a pair's value is ``log((1 - share) L(k | eta,
+s) + share L(k | eta, s_wide))``, each integral by the rule above.
+
 Where an audited grader scored a pair's runs, its graded count ``k`` is seen through the
 grader's sensitivity and specificity, ``q = se P + (1 - sp)(1 - P)``, and ``log(c + d
 expit(x))`` is not concave in ``x``: the integrand may have two modes, and no one mode
@@ -56,7 +60,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-from bayes_eval.constants import END_TO_END
+from bayes_eval.constants import END_TO_END, SURPRISE_SHARE, SURPRISE_WIDTH
 from bayes_eval.counts.clusters import (
     ABSENT,
     ClusterTerms,
@@ -77,6 +81,7 @@ __all__ = [
     "log_marginal",
     "log_marginal_clusters",
     "log_marginal_graded",
+    "surprising_scale",
 ]
 
 # The trapezoid rule's spacing, as a share of the integrand's narrowest feature, and the
@@ -105,16 +110,14 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     if clusters is not None:
         log_phi = np.log(post["kappa_cluster"].values)[..., None]
     if not model_of(spec).cell_method:
-        if clusters is None:
-            values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
-            if layout.grading is not None:
-                rates = [post[name].values for name in GRADER_RATES]
-                graded = layout.grading.pairs
-                values[..., graded] = log_marginal_graded(
-                    eta[..., graded], scale, layout.grading, *rates
-                )
-        else:
-            values = log_marginal_clusters(eta, scale, log_phi, clusters)
+        values = _pair_marginal(post, eta, scale, layout)
+        if SURPRISE_SHARE in post:  # a share of the pairs depart with a wider scale
+            wide = surprising_scale(scale, post[SURPRISE_WIDTH].values[..., None])
+            share = post[SURPRISE_SHARE].values[..., None]
+            values = np.logaddexp(
+                np.log1p(-share) + values,
+                np.log(share) + _pair_marginal(post, eta, wide, layout),
+            )
         keys = [(END_TO_END, agent, task, "") for agent, task in layout.pairs]
         return xr.Dataset(
             {"successes": (("chain", "draw", "cell"), values)},
@@ -137,6 +140,27 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     runs = np.where(failed, np.logaddexp(np.log(share) + blocked, runs), runs)
     pairs = pair_coords(layout.pairs)
     return xr.Dataset({"runs": (("chain", "draw", "pair"), runs)}, coords={**sample, **pairs})
+
+
+def surprising_scale(cell_scale, width):
+    """The scale of a surprising pair's departure: ``cell_scale (1 + width)``, wider than
+    any other pair's whatever the two (numpy or PyTensor)."""
+    return cell_scale * (1.0 + width)
+
+
+def _pair_marginal(post, eta, scale, layout) -> np.ndarray:
+    """``(chain, draw, pair)``: each pair's end-to-end counts' likelihood with its departure
+    of ``scale`` integrated out, as the model reads them (through an audited grader, or in
+    clusters)."""
+    if layout.clusters is not None:
+        log_phi = np.log(post["kappa_cluster"].values)[..., None]
+        return log_marginal_clusters(eta, scale, log_phi, layout.clusters)
+    values = log_marginal(eta, scale, layout.e2e_k, layout.e2e_n)
+    if layout.grading is not None:
+        rates = [post[name].values for name in GRADER_RATES]
+        graded = layout.grading.pairs
+        values[..., graded] = log_marginal_graded(eta[..., graded], scale, layout.grading, *rates)
+    return values
 
 
 def _graded_cells(post, eta, scale, each, layout) -> tuple:

@@ -17,6 +17,17 @@ pair's rate stays within ``cell_scale`` log-odds of it, whatever the mean. (A Be
 level, ``Beta(mu kappa, (1 - mu) kappa)``, made the rate of a weak agent on a hard task a
 spike whose 97.5% quantile was as low as 1e-128.)
 
+Where the spec gives a ``surprise_share`` (the shipped ``crossed`` does), a share of the
+pairs surprise: an agent unexpectedly good, or bad, at one task departs further than the
+others, with scale ``cell_scale (1 + surprise_width)`` where the rest have ``cell_scale``
+(a scale mixture of normals: a departure law whose tail the data widen). The pair's one
+``e_at`` serves both: the likelihood of its runs is ``(1 - share) L(cell_scale) + share
+L(wide)`` at its ``e_at``, the choice summed out; each posterior draw then draws whether
+the pair surprises from its probability given that draw, and a pair never run surprises
+with probability ``share``. With normal departures alone the one scale had to fit the
+surprising pairs too, and shrank the others' bounds toward the additive prediction
+hardest exactly where a pair's own runs contradicted it (docs/coverage.md).
+
 ``a_t`` is 1 unless the spec gives a ``discrimination_scale`` (2PL): then each task has
 its own slope of success in ability, ``log a_t = discrimination_scale w_t`` with ``w``
 zero-sum normal (the discriminations' geometric mean is 1 over the design's tasks, so
@@ -79,17 +90,20 @@ from bayes_eval.constants import (
     END_TO_END,
     LENGTH_ERROR,
     MILESTONE,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
     TASK,
 )
 from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
 from bayes_eval.counts.data import count_data_vars
-from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.counts.grading import GRADER_RATES, grader_rates
 from bayes_eval.counts.layout import Layout, centred_text, layout_of
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import (
     false_alarms,
     graded_cells,
     graded_counts,
+    graded_pair_rates,
     graded_pairs,
     graded_rates,
     through_grader,
@@ -99,7 +113,7 @@ from bayes_eval.crossed.groups import (
     TASK_TERM,
     covariates_of_group,
 )
-from bayes_eval.crossed.likelihood import log_likelihood
+from bayes_eval.crossed.likelihood import log_likelihood, surprising_scale
 from bayes_eval.errors import InputError
 from bayes_eval.evidence.covariates import predicted_agents, read_covariates
 from bayes_eval.exact.graded import graded_success
@@ -332,29 +346,67 @@ def build_model(design: Design, spec):
         if cells:  # the rates are the milestone cells
             eta = eta[layout.cell_pair]
         cell_scale = _lognormal(pm, "cell_scale", priors["cell_scale"])
-        logit = eta + cell_scale * pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
-        log_p, log_q = -pt.softplus(-logit), -pt.softplus(logit)  # log P, log (1 - P)
-        if layout.clusters is not None:
-            log_phi = pt.log(_lognormal(pm, "kappa_cluster", priors["cluster_concentration"]))
-            each = log_given_each_rate(
-                pt, pt.logsumexp, log_p, log_q, log_phi, layout.clusters, _tensor_add_at
-            )
-            name, failed = "k_clusters", _failed_cells(layout)
-        else:
-            k, n = graded_counts(layout) if not cells else (layout.k, layout.n)
-            k, f = count_data_vars(pm, "k_obs", k, n)
-            if layout.grading is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
-                log_p, log_q, sp = through_grader(pm, pt, layout.grading, spec, log_p, log_q)
-            each, name, failed = k * log_p + f * log_q, "k_binomial", pt.eq(k, 0)
+        z = pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
+        given = _rate_likelihood(pm, pt, layout, spec, cells)
+        logit = eta + cell_scale * z
+        each, sp = given(-pt.softplus(-logit), -pt.softplus(logit))
+        if SURPRISE_SHARE in priors:  # a share of the rates depart further (the module's docstring)
+            share = pm.Beta(SURPRISE_SHARE, **priors[SURPRISE_SHARE].params)
+            width = _lognormal(pm, SURPRISE_WIDTH, priors[SURPRISE_WIDTH])
+            logit = eta + surprising_scale(cell_scale, width) * z
+            wide, _ = given(-pt.softplus(-logit), -pt.softplus(logit))
+            each = pt.logaddexp(pt.log1p(-share) + each, pt.log(share) + wide)
         if not cells:
-            pm.Potential(name, pt.sum(each))
+            pm.Potential(given.name, pt.sum(each))
             return model
         share = pm.Beta("blocked_share", **priors["blocked_share"].params)
         blocked = 0.0  # were the pair blocked, every run fails: a graded success a false alarm
         if layout.grading is not None:
+            k, f = given.counts
             blocked = false_alarms(_tensor_add_at, k, f, pt.log1p(-sp), pt.log(sp), layout)
-        pm.Potential(name, _blocked_mixture(pt, each, failed, share, layout, blocked))
+        pm.Potential(given.name, _blocked_mixture(pt, each, given.failed, share, layout, blocked))
     return model
+
+
+def _rate_likelihood(pm, pt, layout: Layout, spec, cells: bool):
+    """In the model being built: the data of the counts (and a grader's rates, a cluster's
+    concentration), and a function of the rates' logits giving each rate's log-likelihood
+    and ``sp`` per graded rate (None where no grader). The function carries the
+    likelihood's ``name``, per rate whether it ``failed`` (no success), and the ``counts``
+    (successes and failures, as data; None for clustered runs).
+
+    The runs a grader's audit scored again are part of their pair's end-to-end likelihood;
+    of a milestone cell, a term of their own (a blocked pair's mixture leaves them out)."""
+    if layout.clusters is not None:
+        log_phi = pt.log(_lognormal(pm, "kappa_cluster", spec.priors["cluster_concentration"]))
+        counts, name, failed = None, "k_clusters", _failed_cells(layout)
+    else:
+        k, n = graded_counts(layout) if not cells else (layout.k, layout.n)
+        counts = count_data_vars(pm, "k_obs", k, n)
+        name, failed = "k_binomial", pt.eq(counts[0], 0)
+    grader = None
+    if layout.grading is not None:
+        grader = grader_rates(pm, layout.grading, spec.grader)
+    audited = []  # the milestone cells' audited runs, once
+
+    def given(log_p, log_q):
+        if layout.clusters is not None:
+            each = log_given_each_rate(
+                pt, pt.logsumexp, log_p, log_q, log_phi, layout.clusters, _tensor_add_at
+            )
+            return each, None
+        sp = own = None
+        if grader is not None:  # a run is graded a success with se P + (1 - sp)(1 - P)
+            log_p, log_q, sp, own = through_grader(pt, layout.grading, *grader, log_p, log_q)
+        each = counts[0] * log_p + counts[1] * log_q
+        if own is not None and not cells:
+            each = pt.inc_subtensor(each[layout.grading.pairs], own)
+        elif own is not None and not audited and layout.grading.trusted.any():
+            audited.append(pm.Potential("own_audited", pt.sum(own)))
+        return each, sp
+
+    given.name, given.failed, given.counts = name, failed, counts
+    return given
 
 
 def abilities_and_difficulties(pm, pt, design: Design, spec):
@@ -478,6 +530,8 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     if not cells:
         z = rng.standard_normal(eta.shape)
         z[..., agents, tasks] = sampled
+        if SURPRISE_SHARE in post:  # a surprising pair's departure is the wider one
+            scale = _surprise_scales(post, eta, z, design, rng)
         out["p_task"] = (("chain", "draw", AGENT, TASK), special.expit(eta + scale * z))
         if layout.grading is not None:
             out["p_graded"] = (
@@ -508,6 +562,52 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     return out
 
 
+def _surprise_scales(post, eta, z, design: Design, rng) -> np.ndarray:
+    """``(chain, draw, agent, task)``: the scale of each pair's departure per draw,
+    ``cell_scale``, or ``cell_scale (1 + surprise_width)`` where the pair is drawn
+    surprising: a pair run with its posterior probability given the draw, ``share L_w /
+    (share L_w + (1 - share) L)`` (``L``, ``L_w``: its runs' likelihood at the two
+    departures of its sampled ``z``), a pair never run with ``surprise_share``."""
+    layout = design.layout
+    narrow = post["cell_scale"].values[..., None, None]
+    wide = surprising_scale(narrow, post[SURPRISE_WIDTH].values[..., None, None])
+    share = post[SURPRISE_SHARE].values[..., None, None]
+    surprising = rng.random(eta.shape) < share
+    at = (..., layout.pair_agent, design.pair_task)
+    run_eta, run_z = eta[at], z[at]
+    usual = _pair_log_likelihood(post, run_eta + narrow[..., 0] * run_z, layout)
+    departed = _pair_log_likelihood(post, run_eta + wide[..., 0] * run_z, layout)
+    odds = np.log(share[..., 0]) + departed - np.log1p(-share[..., 0]) - usual
+    surprising[at] = rng.random(odds.shape) < special.expit(odds)
+    return np.where(surprising, wide, narrow)
+
+
+def _pair_log_likelihood(post, logit, layout: Layout) -> np.ndarray:
+    """``(chain, draw, pair)``: the log-likelihood of each pair's end-to-end runs given its
+    logit rate per draw (binomial coefficients dropped), as the model reads them: through
+    an audited grader (its runs audited again binomial in the rate), or in clusters."""
+    log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+    if layout.clusters is not None:
+        return _clustered(post, log_p, log_q, layout.clusters)
+    k, n = graded_counts(layout)
+    own = 0.0
+    if layout.grading is not None:
+        log_p, log_q, own = graded_pair_rates(post, layout, log_p, log_q)
+    return k * log_p + (n - k) * log_q + own
+
+
+def _clustered(post, log_p, log_q, clusters) -> np.ndarray:
+    """``(chain, draw, rate)``: the log-likelihood of each rate's clustered runs given its
+    ``log p`` and ``log (1 - p)`` per draw (``log_given_each_rate``), a chain at a time."""
+    log_phi = np.log(post["kappa_cluster"].values)
+    return np.stack(
+        [
+            log_given_each_rate(np, special.logsumexp, p, q, phi, clusters, array_add_at)
+            for p, q, phi in zip(log_p, log_q, log_phi, strict=True)
+        ]
+    )
+
+
 def every_ability(post, design: Design, rng) -> np.ndarray:
     """``(chain, draw, agent)``: the fitted agents' abilities, then the predicted agents',
     drawn anew per posterior draw from the agents' trend and spread."""
@@ -536,13 +636,7 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
         each = layout.k * log_p + (layout.n - layout.k) * log_q
         failed = layout.k == 0
     else:
-        log_phi = np.log(post["kappa_cluster"].values)
-        each = np.concatenate(
-            [
-                log_given_each_rate(np, special.logsumexp, p, q, phi, layout.clusters, array_add_at)
-                for p, q, phi in zip(log_p, log_q, log_phi, strict=True)  # one chain at a time
-            ]
-        ).reshape(log_p.shape)
+        each = _clustered(post, log_p, log_q, layout.clusters)
         failed = _failed_cells(layout)
     can_block = _may_be_blocked(np, array_add_at, failed, layout)
     described = array_add_at(each, layout.cell_pair, len(layout.pairs))
@@ -573,7 +667,11 @@ def simulate(truth: dict, design: Design, spec, rng):
         trials = layout.e2e_n
     else:
         eta, trials = eta[layout.cell_pair], layout.n
-    rate = special.expit(eta + truth["cell_scale"] * rng.standard_normal(eta.size))
+    scale = truth["cell_scale"]
+    if SURPRISE_SHARE in truth:  # a surprising rate departs with the wider scale
+        wide = surprising_scale(scale, truth[SURPRISE_WIDTH])
+        scale = np.where(rng.random(eta.size) < truth[SURPRISE_SHARE], wide, scale)
+    rate = special.expit(eta + scale * rng.standard_normal(eta.size))
     p_task, runs_at = rate, rate
     if cells:
         log_p = np.log(rate)

@@ -10,7 +10,15 @@ import functools
 import numpy as np
 import xarray as xr
 
-from bayes_eval.constants import AGENT, DISCRIMINATION_SCALE, LENGTH_ERROR, MILESTONE, TASK
+from bayes_eval.constants import (
+    AGENT,
+    DISCRIMINATION_SCALE,
+    LENGTH_ERROR,
+    MILESTONE,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
+    TASK,
+)
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.groups import covariate_group, estimates_group
@@ -52,6 +60,8 @@ ROLES = {
     "blocked_share": "blocked_share",
     DISCRIMINATION_SCALE: DISCRIMINATION_SCALE,
     LENGTH_ERROR: LENGTH_ERROR,
+    SURPRISE_SHARE: SURPRISE_SHARE,
+    SURPRISE_WIDTH: SURPRISE_WIDTH,
     **{name: name for name in MILESTONE_SCALARS},
 }
 

@@ -21,9 +21,9 @@ __all__ = ["AgentLevel", "Family"]
 
 @dataclass(frozen=True)
 class AgentLevel:
-    """The variable that ranks an MCMC fit's agents (``name``), its ``label`` in a
-    comparison, and whether it is on the log-odds scale (a difference of two is then a
-    log odds ratio, and its ratio the odds ratio)."""
+    """The variable that compares an MCMC fit's agents across tasks (``name``), its
+    ``label`` in a comparison, and whether it is on the log-odds scale (a difference of
+    two is then a log odds ratio, and its ratio the odds ratio)."""
 
     name: str
     label: str
@@ -62,8 +62,8 @@ class Family(Protocol):
         give it."""
 
     def agent_level(self, spec: Spec) -> AgentLevel | None:
-        """The quantity that ranks an MCMC fit's agents; None where the fit has none (an
-        exact fit: its agents are ranked by their pairs' means)."""
+        """The quantity that compares an MCMC fit's agents across tasks; None where the
+        fit has none (an exact fit: its agents are compared by their pairs' means)."""
 
     def variable_roles(self, spec: Spec) -> dict[str, str]:
         """``{posterior variable: prior role}`` of the parameters the spec's priors govern."""

@@ -3,11 +3,11 @@ crossed model itself and the one linking milestones to end-to-end runs."""
 
 from __future__ import annotations
 
-from bayes_eval.constants import DISCRIMINATION_SCALE, LENGTH_ERROR
+from bayes_eval.constants import DISCRIMINATION_SCALE, LENGTH_ERROR, SURPRISE_SHARE, SURPRISE_WIDTH
 from bayes_eval.counts.grading import GRADER_RATES
 from bayes_eval.errors import InputError
 from bayes_eval.families.base import AgentLevel
-from bayes_eval.registry import LINKED_PRIORS, model_of
+from bayes_eval.registry import LINKED, LINKED_PRIORS, model_of
 
 __all__ = ["CrossedFamily"]
 
@@ -31,6 +31,8 @@ CROSSED_RANKED = (
     "kappa_cluster",
     DISCRIMINATION_SCALE,
     LENGTH_ERROR,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
     *LINKED_PRIORS,
     "agent_coefficient",
     "task_coefficient",
@@ -73,6 +75,11 @@ class CrossedFamily:
         return McmcPosterior(stored.tree, stored.spec, stored.evidence, derivation=derivation)
 
     def agent_level(self, spec):
+        """The ability, where it is the agents' place on the end-to-end logit scale; none
+        where milestones are linked to the end-to-end runs (the ability is then the
+        bypass's, one part of the end-to-end rate)."""
+        if self.name == LINKED:
+            return None
         return AgentLevel("ability", ABILITY_LABEL, log_odds=True)
 
     def variable_roles(self, spec):

@@ -100,21 +100,74 @@ class Diagnostics:
             str(attrs["advice"]),
         )
 
-    def cell_ok(self, label: str) -> bool:
-        """The global checks and those of one table row (e.g. ``p_task[a, t]``).
+    def cell_ok(self, agent: str, task: str) -> bool:
+        """Whether every check the bound of ``(agent, task)`` rests on passed
+        (``failed_for``)."""
+        return bool(self.cells_ok([(agent, task)])[0])
 
-        False when no row has that label: a quantity that was not checked did not pass.
-        """
-        return bool(self.cells_ok([label])[0])
+    def cells_ok(self, pairs) -> np.ndarray:
+        """``cell_ok`` of each ``(agent, task)`` of ``pairs``, at once."""
+        return np.array([not text for text in self.failed_for(pairs)], dtype=bool)
 
-    def cells_ok(self, labels) -> np.ndarray:
-        """``cell_ok`` of each of ``labels``, at once."""
-        table = self.table
-        global_ok = self.divergences == 0 and min(self.ebfmi, default=1.0) >= EBFMI_MIN
-        hyper_ok = table.loc[~table["variable"].str.startswith("p_task["), "ok"].all()
-        passed = table.groupby("variable", sort=False)["ok"].all()
-        found = passed.reindex(list(labels), fill_value=False).to_numpy(dtype=bool)
-        return found & bool(global_ok and hyper_ok)
+    def failed_for(self, pairs) -> list[str]:
+        """Per ``(agent, task)`` of ``pairs``: the failed checks its bound rests on, in
+        words ('' where none failed). A bound rests on the sampler as a whole (its
+        divergences and E-BFMI), on its own ``p_task`` (a pair whose ``p_task`` was not
+        checked did not pass), and on every quantity of its agent, its task or the pair,
+        and of the model as a whole (one whose label names no agent, task or pair: a
+        scale, a mean, a coefficient); not on another agent's or task's."""
+        pairs = list(pairs)
+        sampler = []
+        if self.divergences:
+            sampler.append(f"{self.divergences} divergent transitions")
+        low = [i for i, e in enumerate(self.ebfmi) if e < EBFMI_MIN]
+        if low:
+            sampler.append(f"E-BFMI below {EBFMI_MIN} in chain(s) {', '.join(map(str, low))}")
+        agents, tasks = {a for a, _ in pairs}, {t for _, t in pairs}
+        own = {f"{a}, {t}" for a, t in pairs}
+        whole, by_agent, by_task, by_pair, checked = [], {}, {}, {}, set()
+        for row in self.table.itertuples():
+            name, _, inner = row.variable.partition("[")
+            inner = inner[:-1] if inner.endswith("]") else inner
+            if name == "p_task":
+                checked.add(inner)
+            if row.ok:
+                continue
+            text = _failed_text(row)
+            if inner in own:
+                by_pair.setdefault(inner, []).append(text)
+            elif inner in agents:
+                by_agent.setdefault(inner, []).append(text)
+            elif inner in tasks:
+                by_task.setdefault(inner, []).append(text)
+            else:
+                whole.append(text)
+        out = []
+        for agent, task in pairs:
+            key = f"{agent}, {task}"
+            texts = sampler + whole + by_agent.get(agent, []) + by_task.get(task, [])
+            texts = texts + by_pair.get(key, [])
+            if key not in checked:
+                texts.append(f"p_task[{key}] (not checked)")
+            out.append(_listed(texts))
+        return out
+
+
+def _failed_text(row) -> str:
+    """A failed quantity and the checks it failed, ``ability[a] (bulk ESS 357)``."""
+    failed = []
+    if not row.r_hat <= RHAT_MAX:
+        failed.append(f"R-hat {row.r_hat:.3f}")
+    for value, what in ((row.ess_bulk, "bulk"), (row.ess_tail, "tail")):
+        if not value >= ESS_MIN:
+            failed.append(f"{what} ESS {value:.0f}")
+    return f"{row.variable} ({', '.join(failed)})"
+
+
+def _listed(texts: list[str], shown: int = 3) -> str:
+    """Up to ``shown`` of ``texts``, and how many more."""
+    more = f" and {len(texts) - shown} more" if len(texts) > shown else ""
+    return "; ".join(texts[:shown]) + more
 
 
 # The free variables behind a parameter sampled in parts (``{name}_{form}``); where

@@ -1,14 +1,18 @@
 """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
 A fit that fails is refitted with a higher target_accept (and more draws where the ESS
-is short), then in the other form (centred or non-centred); the best fit by its
-diagnostics is kept, and the provenance names every attempt and which one was kept and
-why. The pooled and crossed models share it.
+is short), then in the other form (centred or non-centred); a fit still short only of
+draws (an ESS or R-hat short, no divergence) is refitted with twice the draws of the best
+so far, again and again within the refit budget (``REFIT_DRAWS`` times the spec's draws,
+``REFIT_SECONDS`` of sampling). The best fit by its diagnostics is kept, and the
+provenance names every attempt, which one was kept and why, and where the budget ended
+the refits. The pooled and crossed models share it.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import replace
 
 from bayes_eval.constants import (
@@ -21,7 +25,12 @@ from bayes_eval.constants import (
 from bayes_eval.inference.diagnostics import diagnose
 from bayes_eval.messages import progress
 
-__all__ = ["fit_attempts", "sample_until_diagnosed"]
+__all__ = ["REFIT_DRAWS", "REFIT_SECONDS", "fit_attempts", "sample_until_diagnosed"]
+
+# The refit budget of a fit short only of draws: its draws doubled up to this many times
+# the spec's, and sampling (all its attempts together) within these seconds.
+REFIT_DRAWS = 8
+REFIT_SECONDS = 1200.0
 
 
 def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
@@ -79,11 +88,13 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         return {"posterior": kept, "sample_stats": stats, "draws": draws}, diagnostics
 
     plans = [(form, settings)]
-    fits, attempts = [], []
+    fits, attempts, seconds = [], [], []
     while plans:
         form, tried = plans.pop(0)
         attempt = len(fits)
+        start = time.perf_counter()
         fits.append((*run(form, tried, attempt), form, tried))
+        seconds.append(time.perf_counter() - start)
         failed = fits[-1][1].messages
         reseeded = f", seed {seed + attempt}" if attempt else ""
         attempts.append(
@@ -99,6 +110,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
                 for other in form.refits(fits[0][1])
                 if other.key() != form.key() or retry != settings
             ]
+        if not plans:  # a fit short only of draws: twice as many, within the budget
+            plans = _longer(fits, seconds, settings)
         if plans:
             progress(
                 f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
@@ -112,8 +125,51 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
+        if not diagnostics.ok and _short_of_draws(diagnostics):
+            record += f"; {_budget_text(fits, seconds, settings)}"
     chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
     return groups, _attempt(form, tried, engine) + record + chosen, diagnostics
+
+
+def _short_of_draws(diagnostics) -> bool:
+    """Whether a fit failed only for want of draws: an ESS or R-hat short, with no
+    divergence and every chain exploring the energy well."""
+    return (
+        not diagnostics.ok
+        and not diagnostics.divergences
+        and min(diagnostics.ebfmi, default=1.0) >= EBFMI_MIN
+    )
+
+
+def _longer(fits, seconds, settings) -> list:
+    """The next refit of a fit short of draws (``_short_of_draws``): the best fit so far,
+    in its form and settings with twice the most draws any fit had, where that stays
+    within ``REFIT_DRAWS`` times the spec's draws and its sampling, projected from the
+    longest fit's time (warm-up and draws alike), within ``REFIT_SECONDS`` of sampling in
+    all; none otherwise."""
+    best = min(range(len(fits)), key=lambda i: _badness(fits[i][1]))
+    _, diagnostics, form, tried = fits[best]
+    longest = max(range(len(fits)), key=lambda i: fits[i][3].draws)
+    most = fits[longest][3]
+    longer = replace(tried, draws=2 * most.draws)
+    projected = seconds[longest] * (longer.tune + longer.draws) / (most.tune + most.draws)
+    if (
+        not _short_of_draws(diagnostics)
+        or longer.draws > REFIT_DRAWS * settings.draws
+        or longer.draws > SAMPLER_LIMITS["draws"][1]
+        or sum(seconds) + projected > REFIT_SECONDS
+    ):
+        return []
+    return [(form, longer)]
+
+
+def _budget_text(fits, seconds, settings) -> str:
+    """Why a fit short of draws was not refitted with more: the refit budget."""
+    return (
+        f"no longer refit: the refit budget is {REFIT_DRAWS} times the spec's "
+        f"{settings.draws} draws per chain and {REFIT_SECONDS / 60:g} minutes of sampling "
+        f"({sum(seconds):.0f} s spent); run longer with --draws"
+    )
 
 
 def _attempt(form, settings, engine) -> str:

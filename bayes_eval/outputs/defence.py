@@ -95,8 +95,8 @@ def agent_sections(posterior, level: float, order: list[str]) -> list:
             }
         )
     text = (
-        "The agents from the most capable down, by the posterior mean of the model's "
-        "agent-level quantity (an exact fit: the mean of its tasks' estimates), each (A) "
+        "The agents from the most capable down, by their end-to-end success on the "
+        "table's tasks (the mean over tasks of each pair's posterior mean), each (A) "
         "against the one ranked next above it (B), within this one fit: P(B > A) and the "
         "one-sided bounds of the difference across tasks, and, of the tasks both agents "
         f"ran, those where either is ahead with probability above {level:g}. bayes-eval "

@@ -148,7 +148,7 @@ def build_report(
     table = summary.copy()
     table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
     table[["verdict", "reason"]] = verdicts(
-        summary, assumption, threshold, predictive, allow_extrapolated
+        summary, assumption, threshold, predictive, allow_extrapolated, posterior.diagnostics
     )
     if basis == BASIS_OWN:
         evidence = posterior.evidence.table

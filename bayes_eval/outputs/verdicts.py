@@ -41,6 +41,7 @@ from bayes_eval.results.summary import format_number
 __all__ = [
     "ABOVE",
     "BELOW",
+    "DISAGREE",
     "UNDECIDED",
     "UNRELIABLE",
     "VERDICTS",
@@ -59,6 +60,10 @@ BELOW, ABOVE, UNDECIDED, UNRELIABLE = (
     "unreliable",
 )
 VERDICTS = (BELOW, ABOVE, UNDECIDED, UNRELIABLE)
+# The reason of a pair left undecided where pooling would certify it below the threshold
+# against its own runs (``verdicts``), and the verdict line's words for such pairs.
+DISAGREE = "the model and the pair's own runs disagree"
+DISAGREE_COUNTED = "where the model and the pair's own runs disagree"
 # verdicts.csv: each pair's verdict, what carries it, its bound and its own runs' bound.
 VERDICT_COLUMNS = (
     "agent",
@@ -87,6 +92,7 @@ def verdicts(
     threshold: float,
     checks=None,
     allow_extrapolated: bool = False,
+    diagnostics=None,
 ) -> pd.DataFrame:
     """The verdict per summary row (see the module docstring) and, for ``unreliable``
     rows and rows without a bound, the one reason (columns ``verdict``, ``reason``).
@@ -97,19 +103,28 @@ def verdicts(
 
     ``assumption`` is ``assumption.milestone_assumption`` (its ``doubtful`` rows), and
     ``checks`` ``ppc.predictive_checks`` of the same fit (its flagged end-to-end cells
-    count for rows of a model in ``PATH_MODELS``).
+    count for rows of a model in ``PATH_MODELS``, and keep any pooled row from ``below``).
+
+    A row whose diagnostics failed is ``unreliable``, naming the quantities that failed
+    among those its bound rests on (``diagnostics``, the fit's ``Diagnostics``), unless its
+    own runs carry its verdict (``basis`` ``own``): that verdict stands, and says so.
     """
-    why = {}
+    failing = {}
+    if diagnostics is not None:
+        pairs = list(zip(summary["agent"], summary["task"], strict=True))
+        failing = dict(zip(pairs, diagnostics.failed_for(pairs), strict=True))
+    why, flags = {}, {}
     if checks is not None and len(checks):
         flagged = checks[checks["flagged"] & (checks["evidence"] == END_TO_END)]
         modelled = summary[summary["method"].isin(PATH_MODELS)]
         paths = set(zip(modelled["agent"], modelled["task"], strict=True))
         for row in flagged.itertuples():
+            flags[(row.agent, row.task)] = (
+                f"the fit's posterior predictive check flags its end-to-end count "
+                f"({row.successes}/{row.trials}, p = {format_number(row.p_value)})"
+            )
             if (row.agent, row.task) in paths:
-                why[(row.agent, row.task)] = (
-                    f"the fit's posterior predictive check flags its end-to-end count "
-                    f"({row.successes}/{row.trials}, p = {format_number(row.p_value)})"
-                )
+                why[(row.agent, row.task)] = flags[(row.agent, row.task)]
     if len(assumption):
         for row in assumption[assumption["doubtful"]].itertuples():
             why[(row.agent, row.task)] = (
@@ -119,7 +134,15 @@ def verdicts(
     out = []
     for row in summary.itertuples():
         failed = pd.notna(row.diagnostics_ok) and not row.diagnostics_ok
-        reason = "the MCMC diagnostics failed" if failed else why.get((row.agent, row.task))
+        reason = why.get((row.agent, row.task))
+        if failed and not reason:
+            what = failing.get((row.agent, row.task))
+            failure = "the MCMC diagnostics failed" + (f" for {what}" if what else "")
+            side = _own_side(row, threshold)
+            if side:  # its own runs decide it alike: the verdict does not rest on the fit
+                out.append((side, f"its own runs carry it: {failure}, which they do not rest on"))
+                continue
+            reason = failure
         if reason:
             out.append((UNRELIABLE, reason))
         elif pd.isna(row.upper):
@@ -139,6 +162,10 @@ def verdicts(
                         "structure, not on runs (--allow-extrapolated to decide on it)",
                     )
                 )
+        elif row.upper < threshold and (
+            disagree := _disagreement(row, threshold, flags.get((row.agent, row.task)))
+        ):
+            out.append((UNDECIDED, disagree))
         elif row.upper < threshold:
             out.append((BELOW, ""))
         elif pd.notna(row.lower) and row.lower > threshold:
@@ -146,6 +173,37 @@ def verdicts(
         else:
             out.append((UNDECIDED, ""))
     return pd.DataFrame(out, index=summary.index, columns=["verdict", "reason"])
+
+
+def _own_side(row, threshold: float) -> str:
+    """``below`` or ``above`` where a row's own runs carry that verdict (``basis`` own);
+    empty otherwise."""
+    if getattr(row, "basis", None) != BASIS_OWN:
+        return ""
+    if row.upper < threshold:
+        return BELOW
+    return ABOVE if row.lower > threshold else ""
+
+
+def _disagreement(row, threshold: float, flag: str | None) -> str:
+    """Why a pair's own runs contradict the model that would certify it below
+    ``threshold`` on pooling: its observed rate above ``threshold``, or ``flag`` (its
+    end-to-end count flagged by the predictive check); empty where they do not, or where
+    its own runs carry the verdict."""
+    if getattr(row, "basis", None) != BASIS_POOLED:
+        return ""
+    runs, successes = getattr(row, "own_runs", math.nan), getattr(row, "own_successes", math.nan)
+    seen = []
+    if pd.notna(runs) and runs > 0 and successes / runs > threshold:
+        seen.append(
+            f"{successes:,.0f} of its own {runs:,.0f} runs succeeded, an observed rate of "
+            f"{_share(successes / runs)}, above {_share(threshold)}"
+        )
+    if flag:
+        seen.append(flag)
+    if not seen:
+        return ""
+    return f"{DISAGREE}: {' and '.join(seen)}; pooling does not certify a pair against its own runs"
 
 
 def on_own_runs(table: pd.DataFrame, threshold: float, level: float, successes) -> pd.DataFrame:
@@ -181,10 +239,18 @@ def on_own_runs(table: pd.DataFrame, threshold: float, level: float, successes) 
 
 
 def verdict_line(table: pd.DataFrame, threshold: float) -> str:
-    """The count per verdict, how many are prior-sensitive (where the table says), and
-    how many rows rest on an extrapolated bound below ``threshold`` (``below`` when asked
-    for, else ``undecided``)."""
+    """The count per verdict, how many are undecided because the model and the pair's own
+    runs disagree, how many are prior-sensitive (where the table says), and how many rows
+    rest on an extrapolated bound below ``threshold`` (``below`` when asked for, else
+    ``undecided``)."""
     line = "; ".join(_count(table[table["verdict"] == v], v) for v in VERDICTS)
+    reasons = table["reason"].fillna("") if "reason" in table else pd.Series("", table.index)
+    disagree = int(reasons.str.startswith(DISAGREE).sum())
+    if disagree:
+        line += (
+            f"; {disagree} of the undecided {DISAGREE_COUNTED} (the model's bound is below "
+            f"{threshold:g}, its own runs say otherwise)"
+        )
     if "prior_sensitive" in table:  # the report's prior family was asked for
         sensitive = int(table["prior_sensitive"].fillna(False).sum())
         line += f"; {sensitive} prior-sensitive (the verdict changes within the prior family)"

@@ -115,7 +115,7 @@ def summarise_attempts(
     else:
         columns = _exact(posterior, cells, ks, level, tau)
     cells_ok = (
-        posterior.diagnostics.cells_ok([f"p_task[{agent}, {task}]" for agent, task, _, _ in cells])
+        posterior.diagnostics.cells_ok([(agent, task) for agent, task, _, _ in cells])
         if posterior.is_mcmc
         else np.ones(len(cells), dtype=bool)
     )

@@ -31,7 +31,14 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from bayes_eval.constants import AGENT, ALL_SOLVABLE, NEVER_SHARE, NEVER_SOLVABLE
+from bayes_eval.constants import (
+    AGENT,
+    ALL_SOLVABLE,
+    NEVER_SHARE,
+    NEVER_SOLVABLE,
+    SURPRISE_SHARE,
+    SURPRISE_WIDTH,
+)
 from bayes_eval.exact.attempts import LogBetaRatio
 from bayes_eval.registry import model_of
 from bayes_eval.results.attempts import MAX_ATTEMPTS, parse_attempts
@@ -235,25 +242,41 @@ def _crossed_new_task(posterior) -> bool:
 
 
 def _crossed_logit(posterior):
-    """Per draw (``CROSSED_DRAWS`` of them) and agent: the centre and scale of a new
-    task's logit rate."""
+    """Per draw (``CROSSED_DRAWS`` of them) and agent: the centre of a new task's logit
+    rate, and its normal components, each a weight and a scale: one, or, where a share of
+    the pairs depart with a wider scale (``surprise_share``), two."""
     draws = posterior.draws
     ability = draws["ability"].values.reshape(-1, len(posterior.coords[AGENT]))
-    spread = np.hypot(draws["difficulty_scale"].values, draws["cell_scale"].values)
     kept = np.linspace(0, len(ability) - 1, min(CROSSED_DRAWS, len(ability))).astype(int)
-    return ability[kept], spread.reshape(-1, 1)[kept]
+    difficulty = draws["difficulty_scale"].values.reshape(-1, 1)[kept]
+    cell = draws["cell_scale"].values.reshape(-1, 1)[kept]
+    if SURPRISE_SHARE not in draws:
+        return ability[kept], [(1.0, np.hypot(difficulty, cell))]
+    share = draws[SURPRISE_SHARE].values.reshape(-1, 1)[kept]
+    wide = cell * (1.0 + draws[SURPRISE_WIDTH].values.reshape(-1, 1)[kept])
+    return ability[kept], [
+        (1.0 - share, np.hypot(difficulty, cell)),
+        (share, np.hypot(difficulty, wide)),
+    ]
 
 
 def _crossed_new_tasks(posterior) -> tuple[int, Iterator[NewTask]]:
     """The number of draws of a crossed fit's new task (``_crossed_logit``) and its
     ``NewTask`` a block of ``NEW_TASK_BLOCK`` draws at a time, on one rule for all (a
     block's nodes x draws x agents are 10 MB; a fit's, 200 MB)."""
-    centre, scale = _crossed_logit(posterior)
-    rule = _normal_rule(float(np.max(scale)))
-    blocks = range(0, len(centre), NEW_TASK_BLOCK)
-    return len(centre), (
-        NewTask(centre[b : b + NEW_TASK_BLOCK], scale[b : b + NEW_TASK_BLOCK], rule) for b in blocks
-    )
+    centre, parts = _crossed_logit(posterior)
+    rule = _normal_rule(max(float(np.max(scale)) for _, scale in parts))
+
+    def block(b):
+        at = slice(b, b + NEW_TASK_BLOCK)
+        return NewTask(
+            centre[at],
+            [scale[at] for _, scale in parts],
+            rule,
+            [np.asarray(w)[at] for w, _ in parts],
+        )
+
+    return len(centre), (block(b) for b in range(0, len(centre), NEW_TASK_BLOCK))
 
 
 def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -273,20 +296,40 @@ class NewTask:
     """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)`` (per draw and
     agent), on the rule ``_normal_rule`` gives (or ``rule``, its nodes and weights);
     ``log P`` and ``log (1 - P)`` at its nodes are computed once, for every ``k`` asked
-    for."""
+    for. With a list of scales and one of ``weights`` (each per draw, summing to 1), the
+    logit is that mixture of normals about ``centre``."""
 
-    def __init__(self, centre, scale, rule=None):
-        nodes, self.weights = _normal_rule(float(np.max(scale))) if rule is None else rule
-        logit = np.asarray(centre)[..., None] + np.asarray(scale)[..., None] * nodes
-        self.log_p, self.log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
+    def __init__(self, centre, scale, rule=None, weights=None):
+        scales = scale if isinstance(scale, list) else [scale]
+        self.parts = [1.0] if weights is None else weights
+        largest = max(float(np.max(s)) for s in scales)
+        nodes, self.weights = _normal_rule(largest) if rule is None else rule
+        logits = [np.asarray(centre)[..., None] + np.asarray(s)[..., None] * nodes for s in scales]
+        self.log_p = [-np.logaddexp(0.0, -logit) for logit in logits]
+        self.log_q = [-np.logaddexp(0.0, logit) for logit in logits]
 
     def at_least_one(self, k):
         """``E[pass@k]``; ``k`` one for all, or per draw and agent."""
-        return -np.expm1(np.asarray(k, dtype=float)[..., None] * self.log_q) @ self.weights
+        k = np.asarray(k, dtype=float)[..., None]
+        return self._mixed(-np.expm1(k * log_q) for log_q in self.log_q)
 
     def every(self, k):
         """``E[pass^k]``; ``k`` one for all, or per draw and agent."""
-        return np.exp(np.asarray(k, dtype=float)[..., None] * self.log_p) @ self.weights
+        k = np.asarray(k, dtype=float)[..., None]
+        return self._mixed(np.exp(k * log_p) for log_p in self.log_p)
+
+    def _mixed(self, values):
+        """The components' expectations on the rule, weighted."""
+        return sum(
+            part * (value @ self.weights) for part, value in zip(self.parts, values, strict=True)
+        )
+
+
+def _surprise_words(posterior) -> str:
+    """How a crossed fit's new task departs where a share of pairs depart wider."""
+    if SURPRISE_SHARE not in posterior.draws:
+        return ""
+    return " (or, with the share surprise_share, with the wider scale of a surprising pair)"
 
 
 def never_solved_caution(spec) -> str:
@@ -333,8 +376,9 @@ def _new_task(posterior, ks):
     if _crossed_new_task(posterior):
         draws, tasks = _crossed_new_tasks(posterior)
         note = (
-            "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw: "
-            f"composite Gauss-Legendre quadrature over the normal, on {draws} draws"
+            "a new task, logit P ~ Normal(ability, difficulty and cell scales) per draw"
+            f"{_surprise_words(posterior)}: composite Gauss-Legendre quadrature over the "
+            f"normal, on {draws} draws"
         )
         blocks = [
             (np.stack([task.at_least_one(k) for k in ks]), np.stack([task.every(k) for k in ks]))

@@ -10,6 +10,7 @@ A pooled or crossed bound borrows from other cells; where the pair has end-to-en
 in the fit, the summary says how much (``bound_context``):
 
 * ``own_runs``: the pair's end-to-end runs in the fit, ``n`` (empty where none);
+* ``own_successes``: their successes, ``k`` (as graded, where a grader scored them);
 * ``own_upper``, ``own_lower``: the exact bounds of the pair's own runs under the
   reference prior (``REFERENCE_PRIOR``, uniform), ``Beta(1 + k, 1 + n - k)``;
 * ``worth_runs``: how many runs of the pair, with its ``k`` successes, would bring its own
@@ -103,6 +104,8 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
     successes = posterior.values("cp_successes")[at][runs]
     table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes, trials[runs], level)
     table["own_runs"] = pd.Series(trials).where(trials > 0).astype("Int64")
+    own_successes = posterior.values("cp_successes")[at]
+    table["own_successes"] = pd.Series(own_successes).where(trials > 0).astype("Int64")
     if tau is not None:
         table["basis"] = _basis(table, tau, posterior.spec.exact)
     return _with_kept(table, posterior.evidence)
@@ -228,16 +231,13 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
         "upper_mcse": _quantile_mcse(posterior, level)[i, j],
     }
     columns["log10_upper"] = [math.log10(u) if u > 0 else -math.inf for u in upper]
-    labels = [
-        f"p_task[{a}, {t}]"
-        for a, t in zip(
-            table["agent"].to_numpy()[estimated], table["task"].to_numpy()[estimated], strict=True
-        )
-    ]
-    ok = posterior.diagnostics.cells_ok(labels)
+    pairs = zip(
+        table["agent"].to_numpy()[estimated], table["task"].to_numpy()[estimated], strict=True
+    )
+    failed = posterior.diagnostics.failed_for(pairs)
+    ok = np.array([not text for text in failed], dtype=bool)
     columns["diagnostics_ok"] = ok
     note = f"; quantiles from {count} MCMC draws"
-    unreliable = "; UNRELIABLE: diagnostics failed (bayes-eval check RUN_DIR)"
     rows = table.index[estimated]
     for name, values in columns.items():
         table.loc[rows, name] = values
@@ -254,7 +254,7 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
         for name, value in context.items():
             table.at[row, name] = value
         values.update(context)
-        text = note + ("" if ok[n] else unreliable)
+        text = note + ("" if ok[n] else f"; UNRELIABLE: diagnostics failed for {failed[n]}")
         provenance[n] = provenance[n] + text + _context_note(values, shared, floor)
     table.loc[rows, "provenance"] = provenance
 

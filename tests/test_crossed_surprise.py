@@ -1,0 +1,160 @@
+"""The crossed model's surprising pairs: a learned share of the pairs whose departure from
+the additive prediction has a wider scale (``surprise_share``, ``surprise_width``). The
+draw of whether a pair surprises, the simulation, a new task's pass@k and the horizons'
+offsets against their closed forms and scipy's quadrature; the likelihood is held to the
+graph in tests/test_log_likelihood.py and the model to its prior by SBC in
+tests/test_crossed.py (the shipped spec's priors)."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from bayes_eval import InputError
+from bayes_eval.crossed.horizon import success_offset
+from bayes_eval.results.population import NewTask
+from bayes_eval.specs import load_spec, spec_from_toml
+
+ROOT_2PI = math.sqrt(2 * math.pi)
+
+
+def _post(**values):
+    """Posterior draws as the draw-back reads them: ``name.values`` per (chain, draw)."""
+    return {name: SimpleNamespace(values=v) for name, v in values.items()}
+
+
+def test_a_pair_is_drawn_surprising_with_its_posterior_probability():
+    """A pair run is drawn surprising with probability ``s L_w / (s L_w + (1 - s) L)``,
+    ``L`` and ``L_w`` the binomial likelihood of its runs at its logit under each scale
+    (its sampled ``z`` alike); a pair never run with the share ``s``; a surprising pair's
+    departure has scale ``cell_scale (1 + surprise_width)``."""
+    from bayes_eval.crossed.model import _surprise_scales
+
+    draws = 200_000
+    layout = SimpleNamespace(
+        pair_agent=np.array([0, 0]),
+        pairs=[("a", "t0"), ("a", "t1")],
+        e2e_k=np.array([3, 0]),
+        e2e_n=np.array([8, 8]),
+        grading=None,
+        clusters=None,
+    )
+    design = SimpleNamespace(layout=layout, pair_task=np.array([0, 1]))
+    post = _post(
+        cell_scale=np.full((1, draws), 0.9),
+        surprise_share=np.full((1, draws), 0.1),
+        surprise_width=np.full((1, draws), 2.0),
+    )
+    eta = np.broadcast_to(np.array([[-4.0, -4.0, 1.0]]), (1, draws, 1, 3)).copy()
+    z = np.broadcast_to(np.array([[1.2, 0.3, 0.0]]), (1, draws, 1, 3)).copy()
+    scales = _surprise_scales(post, eta, z, design, np.random.default_rng(0))
+    narrow, wide = 0.9, 0.9 * 3.0
+    assert set(np.unique(scales)) == {narrow, wide}
+    for pair, (k, n) in enumerate(((3, 8), (0, 8))):
+        usual = stats.binom.pmf(k, n, special.expit(-4.0 + narrow * z[0, 0, 0, pair]))
+        surprising = stats.binom.pmf(k, n, special.expit(-4.0 + wide * z[0, 0, 0, pair]))
+        expected = 0.1 * surprising / (0.1 * surprising + 0.9 * usual)
+        observed = (scales[..., 0, pair] == wide).mean()
+        assert abs(observed - expected) < 4 * math.sqrt(expected * (1 - expected) / draws)
+    assert (scales[..., 0, 0] == wide).mean() > 0.5  # 3 of 8 where 0.06 was expected
+    never = (scales[..., 0, 2] == wide).mean()  # the third task was never run
+    assert abs(never - 0.1) < 4 * math.sqrt(0.09 / draws)
+
+
+def test_the_simulated_departures_are_the_mixture_of_two_normals():
+    """``simulate`` (SBC's counts) departs from the additive logit by ``N(0, s)`` or, with
+    the share, ``N(0, s (1 + w))``: Kolmogorov-Smirnov against the mixture's CDF."""
+    from bayes_eval.crossed.model import simulate
+
+    pairs = 20_000
+    layout = SimpleNamespace(
+        pair_agent=np.zeros(pairs, dtype=int),
+        e2e_n=np.full(pairs, 3),
+        grading=None,
+        clusters=None,
+    )
+    design = SimpleNamespace(layout=layout, pair_task=np.zeros(pairs, dtype=int))
+    truth = {
+        "ability": np.array([0.5]),
+        "difficulty": np.array([0.0]),
+        "cell_scale": 0.8,
+        "surprise_share": 0.15,
+        "surprise_width": 2.5,
+    }
+    spec = load_spec("crossed")
+    data, p_task = simulate(truth, design, spec, np.random.default_rng(1))
+    departure = special.logit(p_task) - 0.5
+
+    def mixture(x):
+        return 0.85 * stats.norm.cdf(x, 0, 0.8) + 0.15 * stats.norm.cdf(x, 0, 0.8 * 3.5)
+
+    assert stats.kstest(departure, mixture).pvalue > 0.01
+    assert stats.kstest(departure, stats.norm(0, 0.8).cdf).pvalue < 1e-6
+    assert data["k_obs"].shape == (pairs,) and (data["k_obs"] <= 3).all()
+
+
+@pytest.mark.parametrize("k", [1, 10**3, 10**9])
+def test_a_new_tasks_pass_at_k_averages_the_two_departures(k):
+    """A new task of a crossed fit with surprising pairs: its logit is ``N(c, a)`` or,
+    with the share, ``N(c, b)``; ``NewTask`` of the two weighted against scipy."""
+    centre, narrow, wide, share = -3.0, 1.3, 3.9, 0.12
+
+    def expected(power):
+        def rate(z, scale):
+            log_p = -np.logaddexp(0.0, -(centre + scale * z))
+            log_q = -np.logaddexp(0.0, centre + scale * z)
+            value = -np.expm1(k * log_q) if power == "at" else np.exp(k * log_p)
+            return value * np.exp(-z * z / 2) / ROOT_2PI
+
+        parts = [
+            integrate.quad(rate, -40, 40, args=(s,), points=[0.0], limit=400, epsabs=0)[0]
+            for s in (narrow, wide)
+        ]
+        return (1 - share) * parts[0] + share * parts[1]
+
+    task = NewTask(np.array(centre), [np.array(narrow), np.array(wide)], None, [1 - share, share])
+    assert float(task.at_least_one(k)) == pytest.approx(expected("at"), rel=1e-6, abs=1e-40)
+    assert float(task.every(k)) == pytest.approx(expected("all"), rel=1e-6, abs=1e-40)
+
+
+def test_the_horizons_offset_averages_the_two_departures():
+    """``c`` with ``(1 - s) E[logistic(c - u + a e)] + s E[logistic(c - u + b e)] = 0.8``,
+    ``u ~ N(0, sigma^2)``: each expectation by scipy's quadrature over one normal of
+    scale ``hypot(sigma, a)`` (and ``b``)."""
+    for sigma, cell, width, share in ((1.3, 0.8, 2.0, 0.1), (3.3, 1.2, 2.2, 0.12)):
+        wide = cell * (1 + width)
+        c = success_offset(0.8, np.array([sigma]), cell, 0.0, wide, share)[0]
+
+        def mean(scale, c=c, sigma=sigma):
+            width = math.hypot(sigma, scale)
+            return integrate.quad(
+                lambda v: special.expit(c - width * v) * np.exp(-v * v / 2) / ROOT_2PI,
+                -30,
+                30,
+                epsabs=1e-13,
+                limit=200,
+            )[0]
+
+        assert (1 - share) * mean(cell) + share * mean(wide) == pytest.approx(0.8, abs=1e-8)
+        # no share: the one-scale rule
+        assert success_offset(0.8, sigma, cell, 0.0, wide, 0.0) == pytest.approx(
+            success_offset(0.8, np.hypot(sigma, cell))
+        )
+
+
+@pytest.mark.parametrize(
+    "given, missing", [("surprise_share", "surprise_width"), ("surprise_width", "surprise_share")]
+)
+def test_one_of_the_two_roles_without_the_other_is_refused(given, missing):
+    shipped = load_spec("crossed").text
+    start = shipped.index(f"[priors.{missing}]")
+    end = shipped.index("[priors.", start + 1)
+    text = shipped[:start] + shipped[end:]
+    with pytest.raises(InputError) as raised:
+        spec_from_toml(text, "mine.toml")
+    assert str(raised.value) == (
+        f"mine.toml: [priors.{given}] needs [priors.{missing}]: surprising pairs are a "
+        "share of the pairs and the scale of their extra departure, both or neither"
+    )
