@@ -274,7 +274,7 @@ def _oracle_cells(table: dict, level: float, threshold: float, assumed) -> pd.Da
     given): below the threshold where its bound is, a pooled verdict (it reads what every
     other cell says of the cell's law)."""
     upper = oracle_bounds(table, level, assumed)
-    cells = table["truth"].assign(upper=upper, extrapolated=False)
+    cells = table["truth"].assign(upper=upper, extrapolated=False, **dict.fromkeys(SCALARS, np.nan))
     below = cells["upper"] < threshold
     return cells.assign(
         diagnostics_ok=True,
@@ -303,7 +303,8 @@ def one_fit(
     milestone without a success), and its verdict at ``threshold`` with what carries it
     (``outputs.verdicts.verdicts``, with the fit's posterior predictive and
     milestone-assumption checks, as the report decides them), with the posterior median
-    of each departure scalar the model has (``SCALARS``). ``assumed`` is the oracle's law
+    of each departure scalar the model has (``SCALARS``; empty where it has none).
+    ``assumed`` is the oracle's law
     (``oracle_bounds``)."""
     if model == ORACLE:
         return _oracle_cells(table, level, threshold, assumed)
@@ -326,10 +327,11 @@ def one_fit(
     columns = ["agent", "task", "upper", "extrapolated", "diagnostics_ok", "basis", "verdict"]
     columns.append("verdict_reason")
     cells = table["truth"].merge(judged[columns], on=["agent", "task"], how="left")
-    scalars = {
+    scalars = {  # every fit's rows have the same columns (they are appended to one file)
         name: float(np.median(posterior.draws[name].values))
-        for name in SCALARS
         if posterior.is_mcmc and name in posterior.draws
+        else np.nan
+        for name in SCALARS
     }
     return cells.assign(
         **scalars,
