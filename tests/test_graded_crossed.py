@@ -120,12 +120,13 @@ def test_a_judge_that_misses_a_quarter_raises_the_zero_success_bounds(fits):
 
 
 def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
-    """At the fit's own draws, the graded pairs' log-likelihood is the graded integral
-    and the trusted pairs' the plain one, each with the pair's sampled additive logit, and
-    each the mixture of the usual departure and a surprising pair's wider one."""
+    """At the fit's own draws (every 20th: the integrals are the subject, not the draws),
+    the graded pairs' log-likelihood is the graded integral and the trusted pairs' the
+    plain one, each with the pair's sampled additive logit, and each the mixture of the
+    usual departure and a surprising pair's wider one."""
     audited, _ = fits
-    post, tree = audited.draws, audited.tree
-    values = tree["log_likelihood"]["successes"].values
+    post = audited.draws.isel(draw=slice(None, None, 20))
+    values = audited.log_likelihood_at(post)["successes"].values
     eta = post["ability"].values[..., :, None] - post["difficulty"].values[..., None, :]
     scale = post["cell_scale"].values[..., None]
     share = post["surprise_share"].values[..., None]
@@ -152,6 +153,7 @@ def test_the_log_likelihood_reads_each_pair_through_its_grader(fits):
     through = mixed(lambda s: log_marginal_graded(at, s, grading, *rates))
     assert np.allclose(values[..., graded], through, rtol=1e-12)
     assert np.isfinite(values).all()
+    assert values.shape[-1] == audited.group("observed_data")["successes"].size
 
 
 def test_the_audited_fits_groups_carry_the_grader(fits):
@@ -252,4 +254,5 @@ def test_a_pairs_runs_audited_again_carry_their_truth():
     exact = bayes_eval.fit(TABLE, "end_to_end", audit=audit).summary().set_index(["agent", "task"])
     for pair in (("a", "t0"), ("a", "t1")):
         assert summary.loc[pair, "own_upper"] == pytest.approx(exact.loc[pair, "upper"], rel=1e-9)
-    assert np.isfinite(fit.tree["log_likelihood"]["successes"].values).all()
+    scored = fit.log_likelihood_at(fit.draws.isel(draw=slice(None, None, 20)))
+    assert np.isfinite(scored["successes"].values).all()

@@ -69,6 +69,7 @@ from bayes_eval.counts.clusters import (
     log_normaliser,
 )
 from bayes_eval.counts.grading import GRADER_RATES
+from bayes_eval.crossed.grader import graded_logs
 from bayes_eval.registry import model_of
 from bayes_eval.results.predictive import cell_coords, pair_coords
 
@@ -187,49 +188,46 @@ def log_marginal(eta, scale, k, n, slope: bool = False):
     ``eta`` is ``(..., pairs)``, ``scale`` broadcasts against it, ``k`` and ``n`` are
     ``(pairs,)``. With ``slope``, also its derivative in ``eta``, the mean of
     ``k - n expit(eta + s e)`` under the normalised integrand.
+
+    Each value (a draw's pair) has its own spacing, ``SPACING`` times its own integrand's
+    narrowest feature, and its own window around its mode (``_by_nodes`` groups the
+    values of about as many nodes): a draw of a wide scale costs no other draw its nodes.
     """
     eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
     k, n = np.asarray(k, float), np.asarray(n, float)
     mode = departure_mode(eta, scale, k, n)
     p = special.expit(eta + scale * mode)
     width = 1.0 / np.sqrt(1.0 + scale**2 * n * p * (1.0 - p))
-    narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), width)
-    flat = narrowest.reshape(-1, eta.shape[-1])
-    spacing = SPACING * flat.min(axis=0)  # per pair, over the draws
-    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-    out, rise = np.empty(eta.shape), np.empty(eta.shape)
-    # pairs of about the same number of nodes together, the draws in chunks
-    half = np.ceil(HALF_WIDTH / spacing).astype(int)
-    half = (np.ceil(half / 16) * 16).astype(int)
-    for size in np.unique(half):
-        pairs = np.flatnonzero(half == size)
-        offsets = np.arange(-size, size + 1) * spacing[pairs][:, None]  # (pairs, nodes)
-        e_all, m_all = eta[..., pairs].reshape(-1, pairs.size), mode[..., pairs]
-        s_all = scale[..., pairs].reshape(-1, pairs.size)
-        m_all = m_all.reshape(-1, pairs.size)
-        rows = max(1, CHUNK // (pairs.size * offsets.shape[1]))
-        target = out[..., pairs].reshape(-1, pairs.size)
-        target_rise = rise[..., pairs].reshape(-1, pairs.size)
-        for start in range(0, e_all.shape[0], rows):
-            chunk = slice(start, start + rows)
-            e = m_all[chunk, :, None] + offsets  # (draws, pairs, nodes)
-            x = e_all[chunk, :, None] + s_all[chunk, :, None] * e
-            log_f = (
-                k[pairs, None] * -np.logaddexp(0.0, -x)
-                + (n - k)[pairs, None] * -np.logaddexp(0.0, x)
-                - 0.5 * e**2
-            )
+    spacing = SPACING * np.minimum(1.0 / np.maximum(scale, 1.0), width)
+    pair = np.broadcast_to(np.arange(eta.shape[-1]), eta.shape).reshape(-1)
+    e_flat, s_flat, m_flat, h_flat = (x.reshape(-1) for x in (eta, scale, mode, spacing))
+    out, rise = np.empty(e_flat.size), np.empty(e_flat.size)
+    half = np.ceil(HALF_WIDTH / h_flat)
+    for size, members in _by_nodes(half):
+        steps = np.arange(-size, size + 1)
+        for at in np.array_split(members, max(1, members.size * steps.size // CHUNK)):
+            e = m_flat[at, None] + steps * h_flat[at, None]  # (values, nodes)
+            x = e_flat[at, None] + s_flat[at, None] * e
+            kk, nn = k[pair[at], None], n[pair[at], None]
+            log_f = kk * -np.logaddexp(0.0, -x) + (nn - kk) * -np.logaddexp(0.0, x) - 0.5 * e**2
             top = log_f.max(axis=-1, keepdims=True)  # scipy's logsumexp, without its dispatch
             weight = np.exp(log_f - top)
             total = weight.sum(axis=-1)
-            target[chunk] = top[..., 0] + np.log(total)
+            out[at] = top[:, 0] + np.log(total)
             if slope:
-                gap = k[pairs, None] - n[pairs, None] * special.expit(x)
-                target_rise[chunk] = (weight * gap).sum(axis=-1) / total
-        out[..., pairs] = target.reshape(eta.shape[:-1] + (pairs.size,))
-        rise[..., pairs] = target_rise.reshape(eta.shape[:-1] + (pairs.size,))
-    out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
+                rise[at] = (weight * (kk - nn * special.expit(x))).sum(axis=-1) / total
+    log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    out += np.log(h_flat) - 0.5 * np.log(2 * np.pi) + log_choose[pair]
+    out, rise = out.reshape(eta.shape), rise.reshape(eta.shape)
     return (out, rise) if slope else out
+
+
+def _by_nodes(half: np.ndarray):
+    """The values grouped by their nodes' count, each half-count ``half`` rounded up to a
+    power of two (16 at least): ``(half-count, the values' flat indices)`` per group."""
+    size = 2.0 ** np.ceil(np.log2(np.maximum(half, 16.0)))
+    for value in np.unique(size):
+        yield int(value), np.flatnonzero(size == value)
 
 
 def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.ndarray:
@@ -238,7 +236,7 @@ def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.nda
     grid that holds every true count's integrand), times ``Binomial(t | m, P)`` of its
     ``m`` runs the audit scored again with ``t`` true successes (``grading.trusted``).
     ``eta`` is ``(..., graded pairs)``, ``scale`` broadcasts against it, the rates are
-    ``(..., graders)``."""
+    ``(..., graders)``. Each value has its own grid (``log_marginal``)."""
     eta, scale = np.broadcast_arrays(np.asarray(eta, float), np.asarray(scale, float))
     k, n = grading.graded.astype(float), grading.runs.astype(float)
     m, t = grading.trusted[:, :2].T.astype(float)
@@ -250,28 +248,30 @@ def log_marginal_graded(eta, scale, grading, sensitivity, specificity) -> np.nda
     # the narrowest any true count's integrand can be: its log's curvature is at most
     # 1 + s^2 n / 4
     narrowest = np.minimum(1.0 / np.maximum(scale, 1.0), 1.0 / np.sqrt(1.0 + scale**2 * whole / 4))
-    flat = [x.reshape(-1, eta.shape[-1]) for x in (eta, scale, se, sp, low, high, narrowest)]
-    spacing = SPACING * flat[6].min(axis=0)  # per pair, over the draws
-    nodes = np.ceil((flat[5] - flat[4]).max(axis=0) / spacing).astype(int) + 1
-    out = np.empty(flat[0].shape)
-    for g in range(eta.shape[-1]):
-        rows = max(1, CHUNK // nodes[g])
-        offsets = np.arange(nodes[g]) * spacing[g]
-        for start in range(0, out.shape[0], rows):
-            chunk = slice(start, start + rows)
-            e = flat[4][chunk, g, None] + offsets  # (draws, nodes)
-            x = flat[0][chunk, g, None] + flat[1][chunk, g, None] * e
+    spacing = SPACING * narrowest
+    shape = eta.shape
+    pair = np.broadcast_to(np.arange(shape[-1]), shape).reshape(-1)
+    e_flat, s_flat, se, sp, l_flat, h_flat = (
+        np.broadcast_to(x, shape).reshape(-1) for x in (eta, scale, se, sp, low, spacing)
+    )
+    out = np.empty(e_flat.size)
+    span = (high - low).reshape(-1)
+    for size, members in _by_nodes(np.ceil(span / h_flat) / 2):
+        steps = np.arange(2 * size + 1)
+        for at in np.array_split(members, max(1, members.size * steps.size // CHUNK)):
+            e = l_flat[at, None] + steps * h_flat[at, None]  # (values, nodes)
+            x = e_flat[at, None] + s_flat[at, None] * e
             log_p, log_1mp = -np.logaddexp(0.0, -x), -np.logaddexp(0.0, x)
-            se, sp = flat[2][chunk, g, None], flat[3][chunk, g, None]
-            log_q = np.logaddexp(np.log(se) + log_p, np.log1p(-sp) + log_1mp)
-            log_1mq = np.logaddexp(np.log1p(-se) + log_p, np.log(sp) + log_1mp)
+            log_q, log_1mq = graded_logs(np, se[at, None], sp[at, None], log_p, log_1mp)
+            g = pair[at, None]
             log_f = k[g] * log_q + (n[g] - k[g]) * log_1mq - 0.5 * e**2
             log_f += t[g] * log_p + (m[g] - t[g]) * log_1mp  # the audited runs' truth
-            out[chunk, g] = special.logsumexp(log_f, axis=-1)
+            top = log_f.max(axis=-1, keepdims=True)
+            out[at] = top[:, 0] + np.log(np.exp(log_f - top).sum(axis=-1))
     log_choose = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
     log_choose += special.gammaln(m + 1) - special.gammaln(t + 1) - special.gammaln(m - t + 1)
-    out += np.log(spacing) - 0.5 * np.log(2 * np.pi) + log_choose
-    return out.reshape(eta.shape)
+    out += np.log(h_flat) - 0.5 * np.log(2 * np.pi) + log_choose[pair]
+    return out.reshape(shape)
 
 
 def log_marginal_clusters(
