@@ -53,7 +53,8 @@ threshold`` verdict may rest on by default); the largest of the first two shares
 table; then the bounds below 1e-7, the rows marked ``extrapolated`` and the median
 seconds per fit. Then, where decisions are made (``decisions``), each fit's verdicts at
 ``--threshold`` as the report gives them (with the fit's predictive checks): the misses
-among the surprising cells (with and without an end-to-end success), among the ``below
+among the surprising cells (with and without an end-to-end success, and those with one
+whose truth is below 0.5, where a threshold a decision uses can fall), among the ``below
 threshold`` verdicts by what carries them (own runs, pooling), among the surprising cells
 with such a verdict, and the pairs left undecided because the model and their own runs
 disagree. Writes one row per cell and model to ``coverage.csv`` as each fit
@@ -114,6 +115,9 @@ LOW_BOUND = 1e-7
 SURPRISE_SHARE = 0.03
 SURPRISE_SIZE = 3.0
 THRESHOLD = 0.05
+# Truths below this are where a threshold a safety decision uses can fall; a miss above it
+# (a bound of 0.994 where the truth is 0.997) turns no such decision.
+DECIDING = 0.5
 LAW_DEFAULTS = dict(surprise_share=SURPRISE_SHARE, surprise_size=SURPRISE_SIZE)
 # Not a model: the bound each cell would get from the true law of its family's departures
 # and its true additive logit, given its own runs (``oracle_bounds``): what the best pooling
@@ -443,8 +447,9 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
 
 def decisions(results: pd.DataFrame) -> pd.DataFrame:
     """Per family and model, where decisions are made: the share of bounds missed among
-    the surprising cells, those of them with at least one end-to-end success and those
-    without; the ``below threshold`` verdicts with the share missed, by what carries them
+    the surprising cells, those of them with at least one end-to-end success (and of
+    those, the ones whose truth is below ``DECIDING``, where a threshold a decision uses
+    can fall) and those without; the ``below threshold`` verdicts with the share missed, by what carries them
     (``own`` runs, ``pooled``); the surprising cells with such a verdict and the share
     missed; and the pairs left ``undecided`` because the model and their own runs
     disagree."""
@@ -460,6 +465,9 @@ def decisions(results: pd.DataFrame) -> pd.DataFrame:
             surprising_missed=surprising["missed"].mean(),
             seen=int(seen.sum()),
             seen_missed=surprising.loc[seen, "missed"].mean(),
+            seen_deciding_missed=surprising.loc[
+                seen & (surprising["truth"] < DECIDING), "missed"
+            ].mean(),
             unseen_missed=surprising.loc[~seen, "missed"].mean(),
             below=len(below),
         )

@@ -141,6 +141,9 @@ def test_where_decisions_are_made_each_verdict_is_counted_by_what_carries_it(stu
     assert row["surprising"] == len(surprising) > 0
     assert row["seen"] == seen.sum()
     assert row["seen_missed"] == pytest.approx(surprising.loc[seen, "missed"].mean())
+    deciding = seen & (surprising["truth"] < 0.5)
+    assert deciding.sum() > 0
+    assert row["seen_deciding_missed"] == pytest.approx(surprising.loc[deciding, "missed"].mean())
     below = cells[cells["verdict"] == "below threshold"]
     expected = stats.beta.ppf(0.975, 1 + cells["successes"], 81 - cells["successes"]) < 0.05
     assert len(below) == expected.sum() > 0 and (below["basis"] == "own").all()
