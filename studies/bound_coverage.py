@@ -449,10 +449,10 @@ def decisions(results: pd.DataFrame) -> pd.DataFrame:
     """Per family and model, where decisions are made: the share of bounds missed among
     the surprising cells, those of them with at least one end-to-end success (and of
     those, the ones whose truth is below ``DECIDING``, where a threshold a decision uses
-    can fall) and those without; the ``below threshold`` verdicts with the share missed, by what carries them
-    (``own`` runs, ``pooled``); the surprising cells with such a verdict and the share
-    missed; and the pairs left ``undecided`` because the model and their own runs
-    disagree."""
+    can fall) and those without; the ``below threshold`` verdicts with the share
+    missed, by what carries them (``own`` runs, ``pooled``); the surprising cells with
+    such a verdict and the share missed; and the pairs left ``undecided`` because the
+    model and their own runs disagree."""
     rows = []
     for (family, model), cells in results.groupby(["family", "model"], sort=False):
         surprising = cells[cells["surprising"].astype(bool)]

@@ -6,7 +6,6 @@ message per failed check that says what to do next.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,12 +227,14 @@ def diagnose(tree) -> Diagnostics:
 
 def _checked(data) -> pd.DataFrame:
     """R-hat and bulk and tail ESS of every scalar of ``data`` (labelled as
-    ``arviz_stats.summary`` labels them, ``p_task[a, t]``), all at once by ArviZ's array
-    functions; elements with no draws (cells without evidence) are skipped."""
+    ``arviz_stats.summary`` labels them, ``p_task[a, t]``), each variable's elements at
+    once (``chain_stats.convergence``: arviz_stats' statistics over whole arrays);
+    elements with no draws (cells without evidence) are skipped."""
     from arviz_base import rcParams
     from arviz_base.labels import BaseLabeller
     from arviz_base.sel_utils import xarray_sel_iter
-    from arviz_stats.base import array_stats
+
+    from bayes_eval.inference.chain_stats import convergence
 
     labeller = BaseLabeller()
     tables = []
@@ -247,22 +248,18 @@ def _checked(data) -> pd.DataFrame:
         flat = variable.values.reshape(*variable.shape[:2], -1)
         values = np.moveaxis(flat[..., at], -1, 0)  # (scalar, chain, draw)
         present = ~np.isnan(values).all(axis=(1, 2))
-        values = values[present]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tables.append(
-                pd.DataFrame(
-                    {
-                        "variable": np.array(labels, dtype=object)[present],
-                        "r_hat": array_stats.rhat(values),
-                        "ess_bulk": array_stats.ess(values, method="bulk"),
-                        # as arviz_stats.summary's tail ESS: the quantiles of its interval
-                        "ess_tail": array_stats.ess(
-                            values, method="tail", prob=rcParams["stats.ci_prob"]
-                        ),
-                    }
-                )
+        # as arviz_stats.summary's tail ESS: the quantiles of its interval
+        r_hat, ess_bulk, ess_tail = convergence(values[present], rcParams["stats.ci_prob"])
+        tables.append(
+            pd.DataFrame(
+                {
+                    "variable": np.array(labels, dtype=object)[present],
+                    "r_hat": r_hat,
+                    "ess_bulk": ess_bulk,
+                    "ess_tail": ess_tail,
+                }
             )
+        )
     if not tables:
         empty = np.zeros(0)
         return pd.DataFrame(
