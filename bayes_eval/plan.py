@@ -179,10 +179,19 @@ def trials_to_decide(
     def chance(n):
         k_below = last(below, n)
         k_above = last(lambda k, m: not above(k, m), n) + 1
-        decided = stats.betabinom.cdf(k_below, n, a, b) if k_below >= 0 else 0.0
-        return decided + (stats.betabinom.sf(k_above - 1, n, a, b) if k_above <= n else 0.0)
+        mass = _beta_binomial_mass(n, a, b)
+        return float(mass[: k_below + 1].sum() + mass[k_above:].sum())
 
     return _probably_decided(chance, limit)
+
+
+def _beta_binomial_mass(n: int, a: float, b: float) -> np.ndarray:
+    """``P(k successes in n)`` for ``k = 0 .. n`` when the rate is Beta(a, b): the
+    Beta-Binomial's mass, as ``scipy.stats.betabinom.pmf`` computes it, without its
+    distribution machinery (a call's overhead was most of a report's trial counts)."""
+    k = np.arange(n + 1)
+    log_choose = -np.log(n + 1.0) - special.betaln(n - k + 1, k + 1)
+    return np.exp(log_choose + special.betaln(k + a, n - k + b) - special.betaln(a, b))
 
 
 def trials_to_separate(

@@ -272,3 +272,17 @@ def test_a_rate_above_the_threshold_is_said_in_words(capsys):
     assert main(["plan", "--threshold", "0.01", "--rate", "0.02"]) == 0
     out = capsys.readouterr().out
     assert "expected_trials: None" in out and "certifying is unlikely" in out
+
+
+@pytest.mark.parametrize(("n", "a", "b"), [(0, 2.0, 3.0), (7, 0.5, 0.5), (5000, 1.2, 300.0)])
+def test_the_beta_binomial_mass_is_scipys(n, a, b):
+    """The planner's Beta-Binomial mass is scipy's ``betabinom.pmf`` and sums to 1."""
+    from scipy import stats
+
+    from bayes_eval.plan import _beta_binomial_mass
+
+    k = np.arange(n + 1)
+    np.testing.assert_allclose(
+        _beta_binomial_mass(n, a, b), stats.betabinom.pmf(k, n, a, b), rtol=1e-14
+    )
+    assert _beta_binomial_mass(n, a, b).sum() == pytest.approx(1.0, abs=1e-11)
