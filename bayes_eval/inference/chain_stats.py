@@ -7,14 +7,14 @@ step for step) over a whole ``(element, chain, draw)`` array: the ranks by one s
 each element's draws, the autocovariances by one FFT along the draws, and Geyer's initial
 positive and monotone sequences as a first non-positive pair and a running minimum, not a
 loop; the bulk's ranks serve R-hat and ESS alike. On METR's crossed fit (1,096
-quantities, 4 x 2000 draws) that is 1.6 times as fast (``benchmarks/diagnostics_speed.py``):
+quantities, 4 x 2000 draws) that is 2.3 times as fast (``benchmarks/diagnostics_speed.py``):
 sorting the draws is most of the work either way. The results equal ``arviz_stats``' to
 rounding (``tests/test_chain_stats.py`` compares every element of random chains,
 autocorrelated, tied, constant and with NaN, and the gate's table of a real fit with
 ``arviz_stats.summary``).
 
 An element with a NaN draw gets NaN, as in ``arviz_stats``. Elements are taken
-``BLOCK`` at a time, so the FFT's work space stays near 100 MB whatever the table.
+``BLOCK`` at a time, so the work space stays near 100 MB whatever the table.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from scipy import special
 
 __all__ = ["convergence"]
 
-# Elements per block: 4 chains of 2,000 draws take about 100 MB of FFT work space.
-BLOCK = 1024
+# Elements per block: 128 elements of 4 chains x 2,000 draws take about 100 MB of work
+# space (ranks, FFTs); 1,024 took 750 MB and were slower (benchmarks/diagnostics_speed.py).
+BLOCK = 128
 # Blom's fractional offset of the ranks' normal scores (as arviz_stats).
 BLOM = 3 / 8
 
