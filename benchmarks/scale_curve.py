@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crossed_tables import SIZES, crossed_table  # noqa: E402
+from real_scale import folder_mb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = (
@@ -80,7 +81,7 @@ def read_run(out: Path) -> dict:
     provenance = posterior.summary()["provenance"].iloc[0]
     device = next((part for part in provenance.split("; ") if " chains x " in part), "")
     return dict(
-        folder=sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20,
+        folder=folder_mb(out),
         report=(out / "report.html").stat().st_size / 2**20,
         passed=("passed" if diagnostics.ok else "failed") + f" ({fit_attempts(provenance)} fits)",
         ess=float(diagnostics.table["ess_bulk"].min()),
@@ -104,10 +105,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         where = Path(args.keep or scratch)
         where.mkdir(parents=True, exist_ok=True)
-        tables = {}
+        tables, pairs_of = {}, {}
         for size in sorted(args.pairs):
             tables[size] = where / f"table_{size}.csv"
-            crossed_table(*SIZES[size], seed=args.seed).to_csv(tables[size], index=False)
+            table = crossed_table(*SIZES[size], seed=args.seed)
+            table.to_csv(tables[size], index=False)
+            pairs_of[size] = len(table)
         smallest = min(tables)
         # a fit of the smallest table first, so that every timed fit finds its compile warm
         for engine in args.engines:
@@ -119,7 +122,7 @@ def main() -> None:
             for size, table in tables.items():
                 out = where / f"run_{engine}_{size}"
                 wall, peak, status, error = run_fit(table, out, engine, args.seed, args.timeout)
-                pairs = len(crossed_table(*SIZES[size], seed=args.seed))
+                pairs = pairs_of[size]
                 if status != 0:
                     what = "timed out" if status is None else f"exit {status}: {error}"
                     print(

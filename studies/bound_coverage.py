@@ -76,10 +76,11 @@ from scipy import special, stats
 
 from bayes_eval import fit
 from bayes_eval.checks.assumption import milestone_assumption
+from bayes_eval.constants import BASIS_OWN, BASIS_POOLED
 from bayes_eval.inference.retry import fit_attempts
 from bayes_eval.inference.sweep import place_arguments, run_sweep
 from bayes_eval.messages import collected
-from bayes_eval.outputs.verdicts import BELOW, DISAGREE, verdicts
+from bayes_eval.outputs.verdicts import BELOW, DISAGREE, UNDECIDED, verdicts
 from bayes_eval.results.predictive import predictive_checks
 
 FAMILIES = ("logit_normal", "beta", "zero_inflated", "surprising")
@@ -282,8 +283,8 @@ def _oracle_cells(table: dict, level: float, threshold: float, assumed) -> pd.Da
     below = cells["upper"] < threshold
     return cells.assign(
         diagnostics_ok=True,
-        basis="pooled",
-        verdict=np.where(below, BELOW, "undecided"),
+        basis=BASIS_POOLED,
+        verdict=np.where(below, BELOW, UNDECIDED),
         verdict_reason="",
         model=ORACLE,
         missed=(cells["truth"] > cells["upper"]).astype("boolean"),
@@ -328,8 +329,8 @@ def one_fit(
     )
     judged = summary.join(verdicts(summary, checks[1], threshold, checks[0], False, diagnostics))
     judged = judged.rename(columns={"reason": "verdict_reason"})
-    columns = ["agent", "task", "upper", "extrapolated", "diagnostics_ok", "basis", "verdict"]
-    columns.append("verdict_reason")
+    columns = ["agent", "task", "upper", "extrapolated", "diagnostics_ok", "basis"]
+    columns += ["verdict", "verdict_reason"]
     cells = table["truth"].merge(judged[columns], on=["agent", "task"], how="left")
     scalars = {  # every fit's rows have the same columns (they are appended to one file)
         name: float(np.median(posterior.draws[name].values))
@@ -471,7 +472,7 @@ def decisions(results: pd.DataFrame) -> pd.DataFrame:
             unseen_missed=surprising.loc[~seen, "missed"].mean(),
             below=len(below),
         )
-        for basis in ("own", "pooled"):
+        for basis in (BASIS_OWN, BASIS_POOLED):
             on = below[below["basis"] == basis]
             row[f"below_{basis}"] = len(on)
             row[f"below_{basis}_missed"] = on["missed"].mean()

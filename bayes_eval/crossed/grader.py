@@ -66,14 +66,11 @@ def graded_pair_rates(post, layout, log_p, log_q) -> tuple:
     (``log_p``, ``log_q``: ``(chain, draw, pair)``): the two at the graded pairs through
     their grader, and per pair the log-likelihood of its runs the audit scored again."""
     grading = layout.grading
-    at = grading.pairs
-    se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
-    p, q = log_p[..., at], log_q[..., at]
+    p, q = log_p[..., grading.pairs], log_q[..., grading.pairs]
     runs, true = grading.trusted[:, 0], grading.trusted[:, 1]
     own = np.zeros(log_p.shape)
-    own[..., at] = true * p + (runs - true) * q
-    log_p, log_q = log_p.copy(), log_q.copy()
-    log_p[..., at], log_q[..., at] = graded_logs(np, se, sp, p, q)
+    own[..., grading.pairs] = true * p + (runs - true) * q
+    log_p, log_q, _ = _through_grader_at(post, grading, log_p, log_q)
     return log_p, log_q, own
 
 
@@ -81,12 +78,19 @@ def graded_rates(post, layout, log_p, log_q) -> tuple:
     """``through_grader``'s numpy form at the posterior draws ``post`` (``log_p``,
     ``log_q``: ``(chain, draw, cell)``), for milestone cells, with ``false_alarms`` per
     pair: returns the three."""
-    grading, k, f = layout.grading, layout.k, layout.n - layout.k
+    k, f = layout.k, layout.n - layout.k
+    log_p, log_q, sp = _through_grader_at(post, layout.grading, log_p, log_q)
+    return log_p, log_q, false_alarms(array_add_at, k, f, np.log1p(-sp), np.log(sp), layout)
+
+
+def _through_grader_at(post, grading, log_p, log_q) -> tuple:
+    """Copies of ``log_p`` and ``log_q`` with the graded rates' seen through their grader
+    at the posterior draws ``post``, and ``sp`` per graded rate."""
     se, sp = (post[name].values[..., grading.grader] for name in GRADER_RATES)
     p, q = log_p[..., grading.pairs], log_q[..., grading.pairs]
     log_p, log_q = log_p.copy(), log_q.copy()
     log_p[..., grading.pairs], log_q[..., grading.pairs] = graded_logs(np, se, sp, p, q)
-    return log_p, log_q, false_alarms(array_add_at, k, f, np.log1p(-sp), np.log(sp), layout)
+    return log_p, log_q, sp
 
 
 def graded_counts(layout) -> tuple:

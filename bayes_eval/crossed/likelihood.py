@@ -108,8 +108,6 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
         eta = post["discrimination"].values[..., design.pair_task] * eta
     scale = post["cell_scale"].values[..., None]
     sample = {"chain": post["chain"], "draw": post["draw"]}
-    if clusters is not None:
-        log_phi = np.log(post["kappa_cluster"].values)[..., None]
     if not model_of(spec).cell_method:
         values = _pair_marginal(post, eta, scale, layout)
         if SURPRISE_SHARE in post:  # a share of the pairs depart with a wider scale
@@ -128,6 +126,7 @@ def log_likelihood(post: xr.Dataset, design, spec) -> xr.Dataset:
     if clusters is None:
         each, k, cell = log_marginal(eta, scale, layout.k, layout.n), layout.k, layout.cell_pair
     else:
+        log_phi = np.log(post["kappa_cluster"].values)[..., None]
         each = log_marginal_clusters(eta, scale, log_phi, clusters)
         k, cell = clusters.cluster_successes, layout.cell_pair[clusters.cluster_rate]
     blocked = 0.0  # the log-likelihood of a blocked pair's counts: every run failed

@@ -125,7 +125,7 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         record = f"; kept attempt {best + 1} of {len(fits)} ({why}): " + "; ".join(
             f"attempt {i + 1} {text}" for i, text in enumerate(attempts)
         )
-        if not diagnostics.ok and _short_of_draws(diagnostics):
+        if _short_of_draws(diagnostics):
             record += f"; {_budget_text(fits, seconds, settings)}"
     chosen = f"; engine chosen by auto: {engine.reason}" if engine.reason else ""
     return groups, _attempt(form, tried, engine) + record + chosen, diagnostics

@@ -101,11 +101,10 @@ def summarise(posterior, level: float, threshold: float | None = None) -> pd.Dat
         _exact_columns(posterior, table, at, estimated, level, tau)
     trials = values["cp_trials"][at]
     runs = np.flatnonzero(trials > 0)
-    successes = posterior.values("cp_successes")[at][runs]
-    table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes, trials[runs], level)
+    successes = posterior.values("cp_successes")[at]
+    table.loc[runs, "cp_upper"] = clopper_pearson_upper(successes[runs], trials[runs], level)
     table["own_runs"] = pd.Series(trials).where(trials > 0).astype("Int64")
-    own_successes = posterior.values("cp_successes")[at]
-    table["own_successes"] = pd.Series(own_successes).where(trials > 0).astype("Int64")
+    table["own_successes"] = pd.Series(successes).where(trials > 0).astype("Int64")
     if tau is not None:
         table["basis"] = _basis(table, tau, posterior.spec.exact)
     return _with_kept(table, posterior.evidence)
