@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -378,6 +379,68 @@ def test_terminal_tables_fit_the_terminal(capsys, monkeypatch, columns):
             if pd.notna(u)
         }
         assert len(ends) == 1
+
+
+def test_a_piped_table_is_the_table_rich_draws_unfolded(monkeypatch):
+    """Piped, the table is drawn without rich (a minute at 50,000 rows otherwise), to the
+    character the table rich draws on a terminal too wide to fold it: names, numbers
+    right-aligned, a missing value, a name wider than its head, an empty table."""
+    from bayes_eval.cli.terminal import terminal_table
+
+    frame = pd.DataFrame(
+        {
+            "agent": ["agent-a", "a much longer agent name", "b"],
+            "p": [0.125, float("nan"), 3.2e-07],
+            "n": [1, 20, 300],
+            "ok": [True, False, True],
+        }
+    )
+    monkeypatch.setenv("COLUMNS", "1000")
+    drawn = []
+    for table in (frame, frame.head(0)):
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+        drawn.append(terminal_table(table))
+        monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+        assert terminal_table(table) == drawn[-1]
+    assert "a much longer agent name" in drawn[0] and "   3.2e-07   " in drawn[0]
+
+
+def test_a_terminal_shows_a_digest_of_many_pairs_and_a_pipe_every_row(
+    capsys, monkeypatch, tmp_path
+):
+    """Of more than 200 pairs a terminal shows one row per agent: its pairs, how many
+    bounds lie below the threshold and its highest bound with the task, as pandas counts
+    them; piped, every pair's row."""
+    from bayes_eval.cli.terminal import SUMMARY_SHOWN
+
+    rng = np.random.default_rng(5)
+    agents, tasks = 3, 90
+    table = pd.DataFrame(
+        {
+            "agent": np.repeat([f"agent-{a}" for a in range(agents)], tasks),
+            "task": np.tile([f"task-{t:02d}" for t in range(tasks)], agents),
+            "method": "end_to_end",
+            "successes": 0,
+            "trials": rng.integers(1, 200, agents * tasks),
+        }
+    )
+    assert len(table) > SUMMARY_SHOWN
+    table.to_csv(tmp_path / "t.csv", index=False)
+    args = ["fit", str(tmp_path / "t.csv"), "--model", "end_to_end", "--threshold", "0.05"]
+    status, piped, _ = run(capsys, *args)
+    assert status == 0 and sum(line.startswith("agent-") for line in piped.splitlines()) == 270
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    status, shown, _ = run(capsys, *args)
+    assert status == 0 and "270 pairs, a digest per agent" in shown
+    summary = bayes_eval.fit(tmp_path / "t.csv", model="end_to_end").summary(threshold=0.05)
+    lines = [line.split() for line in shown.splitlines() if line.startswith("agent-")]
+    assert len(lines) == agents
+    for agent, pairs, _median, below, highest, task in lines:
+        rows = summary[summary["agent"] == agent]
+        worst = rows.loc[rows["upper"].idxmax()]
+        assert int(pairs) == len(rows) == tasks
+        assert int(below) == (rows["upper"] < 0.05).sum() > 0
+        assert highest == format_number(worst["upper"]) and task == worst["task"]
 
 
 @pytest.mark.parametrize(

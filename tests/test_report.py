@@ -24,6 +24,7 @@ from bayes_eval.outputs.verdicts import (
     verdicts,
 )
 from bayes_eval.resources import example_evidence
+from bayes_eval.results.summary import format_number
 
 EXAMPLE = str(example_evidence())
 PLANNING = Path(__file__).resolve().parents[1] / "docs" / "planning.md"
@@ -257,6 +258,28 @@ def test_a_report_of_a_thousand_pairs_stays_small_and_decision_first(thousand_pa
         assert f"<td>{nearest}: " in row
 
 
+def test_the_provenance_names_fifty_pairs_and_counts_the_rest(thousand_pairs):
+    """Each distinct provenance once: the pairs that share it named up to 50, the others
+    counted, so that every pair is accounted for once and the section does not grow with
+    a programme's pairs."""
+    result, out = thousand_pairs
+    markdown = (out / "report.md").read_text()
+    section = markdown.split("## Provenance\n")[1].split("\n## ")[0]
+    items = [line[2:] for line in section.splitlines() if line.startswith("- ")]
+    counts = result.table["provenance"].value_counts()
+    assert len(items) == len(counts) and counts.max() > 50
+    accounted = 0
+    for item in items:
+        text = next(t for t in counts.index if item.endswith(f": {t}"))
+        named = item[: -len(text) - 2]
+        more = re.search(r" and ([\d,]+) more pairs \(summary.csv names each pair's\)$", named)
+        names = named[: more.start()] if more else named
+        assert len(names.split(", ")) == min(counts[text], 50)
+        accounted += len(names.split(", ")) + (int(more.group(1).replace(",", "")) if more else 0)
+        assert (more is not None) == (counts[text] > 50)
+    assert accounted == len(result.table)
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
 def test_the_table_of_a_thousand_pairs_sorts_filters_and_searches_in_chromium(
     thousand_pairs, tmp_path
@@ -271,6 +294,7 @@ def test_the_table_of_a_thousand_pairs_sorts_filters_and_searches_in_chromium(
     rows = "Array.from(document.querySelectorAll('.pairs tbody tr')).filter(r => !r.hidden)"
     cells = f"{rows}.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
     with Browser(CHROMIUM, (out / "report.html").as_uri()) as page:
+        page.evaluate("window.pairsReady")
         assert page.evaluate(f"{rows}.length") == len(table) == 1000
         assert page.evaluate("document.querySelector('.pairs .count').textContent") == (
             "1000 of 1000 pairs shown"
@@ -321,6 +345,97 @@ def test_the_table_of_a_thousand_pairs_sorts_filters_and_searches_in_chromium(
         assert is_open and text == found["sentence"].iloc[0]
         page.screenshot(tmp_path / "filtered.png")
     assert (tmp_path / "filtered.png").stat().st_size > 10_000
+
+
+def programme_pairs(agents: int, tasks: int, seed: int):
+    """A pairs payload (``report._pairs``'s shape) of ``agents`` x ``tasks`` rows, with
+    varied numbers and sentences, as a programme's report holds them."""
+    rng = np.random.default_rng(seed)
+    n = agents * tasks
+    upper = np.where(rng.random(n) < 0.02, np.nan, rng.beta(0.5, 3, n))
+    own_runs = rng.integers(1, 6, n).astype(float)
+    numbers = pd.DataFrame({"upper (0.975)": upper, "own runs": own_runs})
+    shown = pd.DataFrame(
+        {
+            "agent": np.repeat([f"agent-{a:03d}" for a in range(agents)], tasks),
+            "task": np.tile([f"task-{t:03d}" for t in range(tasks)], agents),
+            "verdict": rng.choice([BELOW, ABOVE, UNDECIDED, UNRELIABLE], n),
+            "basis": rng.choice(["own", "pooled"], n),
+            "upper (0.975)": [format_number(u) for u in upper],
+            "own runs": [f"{r:,.0f}" for r in own_runs],
+        }
+    )
+    shown["sentence"] = [
+        f"{a}, {t}: at most {u:.2%} (97.5% credible); {v} on {r:.0f} runs."
+        for a, t, u, v, r in zip(
+            shown["agent"], shown["task"], upper, shown["verdict"], own_runs, strict=True
+        )
+    ]
+    return shown, numbers
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed")
+def test_the_table_of_fifty_thousand_pairs_pages_sorts_filters_and_searches_in_chromium(
+    tmp_path,
+):
+    """50,000 rows in a page that stays small: the first page written as HTML, every row
+    in the compressed data; in Chromium the count, sorting, filters, search and paging
+    reach every row, each checked against pandas."""
+    from bayes_eval.outputs.pages import PAGE_ROWS, html_page
+    from tests.browser import Browser
+
+    shown, numbers = programme_pairs(100, 500, seed=3)
+    summary = pd.DataFrame({"provenance": ["p"] * len(shown)})
+    page_html = html_page([("pairs", (shown, numbers))], {}, summary)
+    assert len(page_html.encode()) < 2e6
+    assert page_html.count("<tr><td") == PAGE_ROWS  # the first page, as HTML
+    assert "not embedded in this page" in page_html
+    (tmp_path / "r.html").write_text(page_html)
+    rows = "Array.from(document.querySelectorAll('.pairs tbody tr'))"
+    cells = f"{rows}.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+    text = "document.querySelector('.pairs {}').textContent"
+    choose = "(s => {{ s.value = {value!r}; s.dispatchEvent(new Event('change')); }})({s})"
+    pick = "document.querySelector('.pairs select[aria-label={}]')"
+    pairs_of = lambda frame: list(zip(frame["agent"], frame["task"], strict=True))  # noqa: E731
+    with Browser(CHROMIUM, (tmp_path / "r.html").as_uri()) as page:
+        page.evaluate("window.pairsReady")
+        assert page.evaluate(text.format(".count")) == "50000 of 50000 pairs shown"
+        assert page.evaluate(text.format(".page")) == "page 1 of 50"
+        assert [tuple(r) for r in page.evaluate(cells)] == pairs_of(shown.head(PAGE_ROWS))
+        # sort by the bound, highest first (a pair without one last), and turn a page
+        head = "Array.from(document.querySelectorAll('.pairs th')).find(h => "
+        upper = f"{head}h.textContent.startsWith('upper'))"
+        page.evaluate(f"{upper}.click()")
+        page.evaluate(f"{upper}.click()")
+        page.evaluate("document.querySelectorAll('.pairs .paging button')[1].click()")
+        key = numbers["upper (0.975)"].map(lambda u: float(f"{u:.6g}"))
+        descending = shown.assign(key=key).sort_values("key", ascending=False, kind="stable")
+        assert page.evaluate(text.format(".page")) == "page 2 of 50"
+        assert [tuple(r) for r in page.evaluate(cells)] == pairs_of(
+            descending.iloc[PAGE_ROWS : 2 * PAGE_ROWS]
+        )
+        # filter by agent and verdict: the rows and the count, in the sorted order
+        page.evaluate(choose.format(value="agent-042", s=pick.format("agent")))
+        page.evaluate(choose.format(value=BELOW, s=pick.format("verdict")))
+        chosen = descending[(descending["agent"] == "agent-042") & (descending["verdict"] == BELOW)]
+        assert [tuple(r) for r in page.evaluate(cells)] == pairs_of(chosen)
+        assert page.evaluate(text.format(".count")) == f"{len(chosen)} of 50000 pairs shown"
+        # search every cell and the sentence, the filters cleared
+        page.evaluate(choose.format(value="", s=pick.format("agent")))
+        page.evaluate(choose.format(value="", s=pick.format("verdict")))
+        words = "task-417: at most 1"
+        page.evaluate(
+            f"(i => {{ i.value = {words!r}; i.dispatchEvent(new Event('input')); }})"
+            "(document.querySelector('.pairs input'))"
+        )
+        found = descending[descending["sentence"].str.lower().str.contains(words.lower())]
+        assert 0 < len(found) < 100
+        assert [tuple(r) for r in page.evaluate(cells)] == pairs_of(found)
+        opened = (
+            "(r => { r.querySelector('summary').click(); "
+            f"return r.querySelector('details p').textContent; }})({rows}[0])"
+        )
+        assert page.evaluate(opened) == found["sentence"].iloc[0]
 
 
 def test_verdict_rules():

@@ -11,6 +11,7 @@ import json
 import math
 import sys
 from decimal import Decimal
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 from bayes_eval.constants import PLAN_MAX_TRIALS
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
 
 # More pass@k rows than the terminal shows one by one (fit --attempts): a digest per agent.
 ATTEMPTS_SHOWN = 200
+# More pairs than a terminal shows one by one: a digest per agent (piped, every row).
+SUMMARY_SHOWN = 200
+# Distinct provenances the digest lists, with their counts of pairs.
+PROVENANCES_SHOWN = 5
 
 
 def show(text: str = "", file=None) -> None:
@@ -69,7 +74,8 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     ``digits``, whole and right-aligned, so their figures line up; names fold, every
     character that would act on a terminal written as its escape; no colour. Where
     standard output is not a terminal (a pipe, a file), nothing folds: each row is one
-    line, however wide, for a script to read."""
+    line, however wide, for a script to read (``_plain_table``, rich's layout without
+    its per-cell rendering, which takes a minute at 50,000 rows)."""
     import io
     import shutil
 
@@ -79,18 +85,19 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    piped = not sys.stdout.isatty()
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and frame[c].dtype != bool for c in frame]
     cells = [
         [digits(v) if right else _cell(v) for v in frame[column]]
         for column, right in zip(frame.columns, numeric, strict=True)
     ]
+    if not sys.stdout.isatty():
+        return _plain_table([escape_controls(str(c)) for c in frame.columns], cells, numeric)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column, right, values in zip(frame.columns, numeric, cells, strict=True):
         # numbers and short words keep their width; names fold where the terminal is too
         # narrow for them
-        longest = max(*map(len, values), 1)
-        whole = piped or right or longest <= 8
+        longest = max([*map(len, values), 1])
+        whole = right or longest <= 8
         table.add_column(
             escape_controls(str(column)),
             justify="right" if right else "left",
@@ -115,6 +122,21 @@ def terminal_table(frame: pd.DataFrame, digits=format_number) -> str:
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
 
 
+def _plain_table(heads: list[str], cells: list[list[str]], right: list[bool]) -> str:
+    """The table rich draws unfolded (``terminal_table``): each column as wide as its
+    widest cell, three spaces between columns, numbers right-aligned, a rule under the
+    heads, no trailing spaces."""
+    widths = [max([len(h), *map(len, c)]) for h, c in zip(heads, cells, strict=True)]
+
+    def line(values) -> str:
+        return "   ".join(
+            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+        ).rstrip()
+
+    rule = "─" * (sum(widths) + 3 * (len(widths) - 1))
+    return "\n".join([line(heads), rule, *map(line, zip(*cells, strict=True))])
+
+
 def _cell(value) -> str:
     import pandas as pd
 
@@ -124,9 +146,17 @@ def _cell(value) -> str:
 
 
 def summary_table(summary, posterior, threshold) -> str:
+    """The summary for the terminal: every pair's row and the provenance, or on a terminal
+    of more than ``SUMMARY_SHOWN`` pairs a digest per agent (``_summary_digest``)."""
     import pandas as pd
 
     level = summary["level"].iloc[0] if len(summary) else posterior.level
+    header = (
+        f"model {posterior.spec.name} on {posterior.evidence.source} "
+        f"(one-sided bounds at level {level:g})"
+    )
+    if len(summary) > SUMMARY_SHOWN and sys.stdout.isatty():
+        return _summary_digest(summary, header, level, threshold)
     shown = {
         "agent": "agent",
         "task": "task",
@@ -148,10 +178,6 @@ def summary_table(summary, posterior, threshold) -> str:
     if "ok" in frame:
         frame["ok"] = frame["ok"].map(lambda ok: "-" if pd.isna(ok) else str(bool(ok)).lower())
     text = [terminal_table(frame)]
-    header = (
-        f"model {posterior.spec.name} on {posterior.evidence.source} "
-        f"(one-sided bounds at level {level:g})"
-    )
     shared: dict[str, list[str]] = {}  # identical provenance is printed once
     for r in summary.to_dict("records"):
         name = f"{escape_controls(r['task'])} ({escape_controls(r['agent'])})"
@@ -161,6 +187,46 @@ def summary_table(summary, posterior, threshold) -> str:
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         notes.append(f"  {shown}: {provenance}")
     return "\n".join([header, "", *text, "", "provenance:", *notes])
+
+
+def _summary_digest(summary, header: str, level: float, threshold) -> str:
+    """Per agent: its pairs, the median of their estimates, how many bounds lie below
+    ``threshold``, and the highest upper bound with its task; then each distinct
+    provenance with its count of pairs (the first ``PROVENANCES_SHOWN``)."""
+    import pandas as pd
+
+    rows = []
+    for agent, group in summary.groupby("agent", sort=False):
+        bounded = group[group["upper"].notna()]
+        worst = bounded.loc[bounded["upper"].idxmax()] if len(bounded) else None
+        row = {"agent": agent, "pairs": len(group), "median mean": group["mean"].median()}
+        if threshold is not None:
+            row[f"upper < {threshold:g}"] = int((group["upper"] < threshold).sum())
+        row[f"highest upper ({level:g})"] = math.nan if worst is None else worst["upper"]
+        row["its task"] = "-" if worst is None else worst["task"]
+        rows.append(row)
+    counts = summary["provenance"].value_counts(sort=False)
+    notes = [f"  {n:,} pairs: {text}" for text, n in counts.head(PROVENANCES_SHOWN).items()]
+    if len(counts) > PROVENANCES_SHOWN:
+        notes.append(f"  and {len(counts) - PROVENANCES_SHOWN:,} more (summary.csv)")
+    return "\n".join(
+        [
+            f"{header}; {len(summary):,} pairs, a digest per agent: every pair's row with "
+            "--format csv, or in summary.csv with --out",
+            "",
+            terminal_table(pd.DataFrame(rows), digits=_digest_number),
+            "",
+            "provenance:",
+            *notes,
+        ]
+    )
+
+
+def _digest_number(value) -> str:
+    """A count whole, any other number to four figures."""
+    if isinstance(value, Integral):
+        return f"{value:,}"
+    return format_number(value)
 
 
 def verdicts_text(summary, checks, threshold: float, diagnostics=None) -> str:

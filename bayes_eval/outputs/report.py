@@ -477,9 +477,21 @@ def _pairs(posterior, table, threshold, level):
     return pd.DataFrame(shown), pd.DataFrame(numbers)
 
 
+# Pairs named beside a provenance they share; the others are counted (summary.csv).
+PROVENANCE_NAMES = 50
+
+
 def _provenance(table) -> list[str]:
-    """Each distinct provenance once, with the rows that share it."""
+    """Each distinct provenance once, with the rows that share it (of more than
+    ``PROVENANCE_NAMES``, the first named and the others counted)."""
     shared: dict[str, list[str]] = {}
-    for row in table.itertuples():
-        shared.setdefault(row.provenance, []).append(f"{row.agent} / {row.task}")
-    return [f"{', '.join(rows)}: {text}" for text, rows in shared.items()]
+    for agent, task, text in zip(table["agent"], table["task"], table["provenance"], strict=True):
+        shared.setdefault(text, []).append(f"{agent} / {task}")
+    out = []
+    for text, rows in shared.items():
+        more = len(rows) - PROVENANCE_NAMES
+        named = ", ".join(rows[:PROVENANCE_NAMES])
+        if more > 0:
+            named += f" and {more:,} more pairs (summary.csv names each pair's)"
+        out.append(f"{named}: {text}")
+    return out

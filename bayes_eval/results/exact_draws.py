@@ -59,22 +59,27 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
     coords = result.coords
     agents, tasks = coords[AGENT], coords[TASK]
     n_runs, n_factors = len(coords[RUN]), len(coords[FACTOR])
-    log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
-    log_factor = np.full((n_draws, len(agents), len(tasks), n_runs, n_factors), np.nan)
     methods = result.values("method")
+    log_task = np.full((n_draws, len(agents), len(tasks)), np.nan)
+    # the factor rates are kept of milestone and expert-completion cells alone (an
+    # end-to-end rate is p_task): none kept, none made, for a table of end-to-end runs
+    factor_cells = (methods == MILESTONE_METHOD) | (methods == EXPERT_COMPLETION)
+    factor_shape = (n_draws, len(agents), len(tasks), n_runs, n_factors)
+    log_factor = np.full(factor_shape, np.nan) if factor_cells.any() else None
     alpha = result.values("alpha") if shapes is None else shapes[0]
     beta = result.values("beta") if shapes is None else shapes[1]
     cells = np.argwhere(result.exact_positions & ~np.isnan(alpha).all(axis=(-2, -1)))
     # cells in chunks, so that one chunk's draws stay within memory however many cells
     for start in range(0, len(cells), DRAW_CHUNK_CELLS):
         i, j = cells[start : start + DRAW_CHUNK_CELLS].T
-        factors, task = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
-        log_factor[:, i, j], log_task[:, i, j] = factors, task
+        factors, log_task[:, i, j] = _cell_draws(alpha[i, j], beta[i, j], n_draws, rng)
+        if log_factor is not None:
+            log_factor[:, i, j] = factors
     graded = result.graded_positions & (shapes is None)  # the prior's draws: none graded
     graded_end_to_end = graded & (methods == END_TO_END)
     p_graded = np.full(log_task.shape, np.nan) if graded_end_to_end.any() else None
     products = graded & (methods != END_TO_END)  # graded milestones, expert steps
-    graded_factor = np.full(log_factor.shape, np.nan) if products.any() else None
+    graded_factor = np.full(factor_shape, np.nan) if products.any() else None
     for i, j in np.argwhere(graded):  # drawn with the grader's rates (exact.graded)
         if methods[i, j] != END_TO_END:  # a product (exact.graded_product)
             joint = result.graded_product_at(i, j).log_draws(n_draws, rng)
@@ -84,7 +89,7 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
             log_task[:, i, j] = joint["log_p"]
             continue
         joint = result.graded_at(i, j).joint_draws(n_draws, rng)
-        log_factor[:, i, j, 0, 0] = log_task[:, i, j] = np.log(joint["p"])
+        log_task[:, i, j] = np.log(joint["p"])
         p_graded[:, i, j] = joint["q"]
     # independent draws dealt in order into chains, so that R-hat (about 1) is defined
     chains = next(c for c in (EXACT_CHAINS, 2, 1) if n_draws % c == 0)
@@ -101,7 +106,7 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
     data = {
         "p_task": (
             ("chain", "draw", AGENT, TASK),
-            chained(np.exp(log_task)),
+            chained(np.exp(log_task, out=log_task)),
             {"description": P_TASK_DESCRIPTION},
         )
     }
@@ -111,7 +116,7 @@ def exact_draws(result, n_draws: int, seed: int, shapes=None) -> xr.Dataset:
             chained(p_graded),
             {"description": P_GRADED_DESCRIPTION},
         )
-    factor_rates = {"p": np.exp(log_factor)}
+    factor_rates = {} if log_factor is None else {"p": np.exp(log_factor, out=log_factor)}
     if graded_factor is not None:
         factor_rates["p_graded"] = graded_factor  # a graded count's chance (graded_product)
     for prefix, rates in factor_rates.items():
