@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -137,6 +138,7 @@ def trials_to_certify(
     return hi
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pairs of equal counts share one posterior
 def trials_to_decide(
     mean: float, sd: float, threshold: float, level: float, max_trials=None
 ) -> int | None:
