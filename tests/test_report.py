@@ -407,7 +407,11 @@ def test_the_table_of_fifty_thousand_pairs_pages_sorts_filters_and_searches_in_c
         upper = f"{head}h.textContent.startsWith('upper'))"
         page.evaluate(f"{upper}.click()")
         page.evaluate(f"{upper}.click()")
+        scroll = "document.querySelector('.pairs .scroll')"
+        page.evaluate(f"{scroll}.scrollTop = 5000")
+        assert page.evaluate(f"{scroll}.scrollTop") > 0
         page.evaluate("document.querySelectorAll('.pairs .paging button')[1].click()")
+        assert page.evaluate(f"{scroll}.scrollTop") == 0  # a new page from its first row
         key = numbers["upper (0.975)"].map(lambda u: float(f"{u:.6g}"))
         descending = shown.assign(key=key).sort_values("key", ascending=False, kind="stable")
         assert page.evaluate(text.format(".page")) == "page 2 of 50"

@@ -63,6 +63,7 @@ async function pairs(box) {
     page = Math.min(page, pages - 1);
     const shown = rows.slice(page * size, (page + 1) * size);
     body.innerHTML = shown.map(n => `<tr>${columns.map(c => cell(c, n)).join('')}</tr>`).join('');
+    table.parentElement.scrollTop = 0;  // a new page from its first row
     count.textContent = `${rows.length} of ${total} pairs shown`;
     where.textContent = `page ${page + 1} of ${pages}`;
     back.disabled = page === 0;
