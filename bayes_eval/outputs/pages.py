@@ -7,9 +7,9 @@ pair's verdict in words: in Markdown, the table and then the sentences; in HTML,
 that sorts (a click on a column's head), filters (by agent, verdict and basis) and
 searches (every cell and the sentence) in the browser over every row, shown a page of
 ``PAGE_ROWS`` at a time, with its sentence behind a click on the row's ``why``. Its rows
-travel compressed in the page (50,000 pairs in about 1 MB); the page runs a few lines of
-inline script, needs no network and no server, and reads without the script (the first
-page of rows, in the report's order).
+travel compressed in the page (an exact fit's 50,063 pairs in 0.75 MB); the page runs a
+few lines of inline script, needs no network and no server, and reads without the script
+(the first page of rows, in the report's order).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ async function pairs(box) {
   };
   const show = () => {
     const words = search.value.toLowerCase();
-    const words_of = n => columns.map(c => text(c, n)).join(' ').toLowerCase();
-    if (words && haystack === null) haystack = Array.from({length: total}, (_, n) => words_of(n));
+    const wordsOf = n => columns.map(c => text(c, n)).join(' ').toLowerCase();
+    if (words && haystack === null) haystack = Array.from({length: total}, (_, n) => wordsOf(n));
     const chosen = picks.filter(p => p.value);
     rows = sorted.filter(n => chosen.every(p => data.cells[p.dataset.column][n] === p.value)
       && (!words || haystack[n].includes(words)));
