@@ -262,17 +262,18 @@ def _crossed_logit(posterior):
 
 def _crossed_new_tasks(posterior) -> tuple[int, Iterator[NewTask]]:
     """The number of draws of a crossed fit's new task (``_crossed_logit``) and its
-    ``NewTask`` a block of ``NEW_TASK_BLOCK`` draws at a time, on one rule for all (a
-    block's nodes x draws x agents are 10 MB; a fit's, 200 MB)."""
+    ``NewTask`` a block of ``NEW_TASK_BLOCK`` draws at a time, each component on one rule
+    for all its draws, sized by its own largest scale (a block's nodes x draws x agents
+    are 10 MB; a fit's, 200 MB; the narrow component's rule is the shorter)."""
     centre, parts = _crossed_logit(posterior)
-    rule = _normal_rule(max(float(np.max(scale)) for _, scale in parts))
+    rules = [_normal_rule(float(np.max(scale))) for _, scale in parts]
 
     def block(b):
         at = slice(b, b + NEW_TASK_BLOCK)
         return NewTask(
             centre[at],
             [scale[at] for _, scale in parts],
-            rule,
+            rules,
             [np.asarray(w)[at] for w, _ in parts],
         )
 
@@ -294,17 +295,21 @@ def _normal_rule(largest_scale: float) -> tuple[np.ndarray, np.ndarray]:
 
 class NewTask:
     """``E[pass@k]`` and ``E[pass^k]`` of ``logit P ~ Normal(centre, scale)`` (per draw and
-    agent), on the rule ``_normal_rule`` gives (or ``rule``, its nodes and weights);
-    ``log P`` and ``log (1 - P)`` at its nodes are computed once, for every ``k`` asked
-    for. With a list of scales and one of ``weights`` (each per draw, summing to 1), the
-    logit is that mixture of normals about ``centre``."""
+    agent), on the rule ``_normal_rule`` gives for the scale (or ``rules``, one pair of
+    nodes and weights per scale); ``log P`` and ``log (1 - P)`` at its nodes are computed
+    once, for every ``k`` asked for. With a list of scales and one of ``weights`` (each
+    per draw, summing to 1), the logit is that mixture of normals about ``centre``."""
 
-    def __init__(self, centre, scale, rule=None, weights=None):
+    def __init__(self, centre, scale, rules=None, weights=None):
         scales = scale if isinstance(scale, list) else [scale]
         self.parts = [1.0] if weights is None else weights
-        largest = max(float(np.max(s)) for s in scales)
-        nodes, self.weights = _normal_rule(largest) if rule is None else rule
-        logits = [np.asarray(centre)[..., None] + np.asarray(s)[..., None] * nodes for s in scales]
+        if rules is None:
+            rules = [_normal_rule(float(np.max(s))) for s in scales]
+        self.weights = [w for _, w in rules]
+        logits = [
+            np.asarray(centre)[..., None] + np.asarray(s)[..., None] * nodes
+            for s, (nodes, _) in zip(scales, rules, strict=True)
+        ]
         self.log_p = [-np.logaddexp(0.0, -logit) for logit in logits]
         self.log_q = [-np.logaddexp(0.0, logit) for logit in logits]
 
@@ -319,9 +324,10 @@ class NewTask:
         return self._mixed(np.exp(k * log_p) for log_p in self.log_p)
 
     def _mixed(self, values):
-        """The components' expectations on the rule, weighted."""
+        """The components' expectations, each on its rule, weighted."""
         return sum(
-            part * (value @ self.weights) for part, value in zip(self.parts, values, strict=True)
+            part * (value @ weights)
+            for part, value, weights in zip(self.parts, values, self.weights, strict=True)
         )
 
 
