@@ -158,3 +158,40 @@ def test_one_of_the_two_roles_without_the_other_is_refused(given, missing):
         f"mine.toml: [priors.{given}] needs [priors.{missing}]: surprising pairs are a "
         "share of the pairs and the scale of their extra departure, both or neither"
     )
+
+
+def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
+    """The new task of a crossed fit with surprising pairs, from 300 draws of 3 agents:
+    each component on its own rule, so that blocks of 7 draws give the blocks of 100's
+    numbers bit for bit, and each draw's pass@k is its own two-component integral (on
+    rules sized for that draw alone, to 1e-9 relative)."""
+    from bayes_eval.results import population
+
+    rng = np.random.default_rng(8)
+    n, agents = 300, 3
+    draws = {
+        "ability": rng.normal(-2.0, 1.5, (n, agents)),
+        "difficulty_scale": rng.lognormal(0.5, 0.3, n),
+        "cell_scale": rng.lognormal(0.0, 0.3, n),
+        "surprise_share": rng.beta(2, 18, n),
+        "surprise_width": rng.lognormal(0.7, 0.5, n),
+    }
+    posterior = SimpleNamespace(draws=_post(**draws), coords={"agent": ["a", "b", "c"]})
+
+    def pass_at(k):
+        count, tasks = population._crossed_new_tasks(posterior)
+        assert count == n
+        return np.concatenate([task.at_least_one(k) for task in tasks])
+
+    k = 1000
+    whole = pass_at(k)
+    monkeypatch.setattr(population, "NEW_TASK_BLOCK", 7)
+    np.testing.assert_array_equal(pass_at(k), whole)
+    narrow = np.hypot(draws["difficulty_scale"], draws["cell_scale"])
+    wide = np.hypot(draws["difficulty_scale"], draws["cell_scale"] * (1 + draws["surprise_width"]))
+    for d in (0, 151, 299):
+        share = draws["surprise_share"][d]
+        own = NewTask(
+            draws["ability"][d], [np.array(narrow[d]), np.array(wide[d])], None, [1 - share, share]
+        )
+        np.testing.assert_allclose(whole[d], own.at_least_one(k), rtol=1e-9)
