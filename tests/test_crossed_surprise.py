@@ -114,7 +114,7 @@ def test_a_new_tasks_pass_at_k_averages_the_two_departures(k):
         ]
         return (1 - share) * parts[0] + share * parts[1]
 
-    task = NewTask(np.array(centre), [np.array(narrow), np.array(wide)], None, [1 - share, share])
+    task = NewTask(np.array(centre), [np.array(narrow), np.array(wide)], [1 - share, share])
     assert float(task.at_least_one(k)) == pytest.approx(expected("at"), rel=1e-6, abs=1e-40)
     assert float(task.every(k)) == pytest.approx(expected("all"), rel=1e-6, abs=1e-40)
 
@@ -162,9 +162,11 @@ def test_one_of_the_two_roles_without_the_other_is_refused(given, missing):
 
 def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     """The new task of a crossed fit with surprising pairs, from 300 draws of 3 agents:
-    each component on its own rule, so that blocks of 7 draws give the blocks of 100's
-    numbers bit for bit, and each draw's pass@k is its own two-component integral (on
-    rules sized for that draw alone, to 1e-9 relative)."""
+    every block on the one grid of logits, so that blocks of 7 draws give the blocks of
+    100's numbers bit for bit, and each draw's pass@k is its own two-component integral
+    (on a grid sized for that draw alone, to 1e-9 relative); its curves over several
+    ``k`` at once are each ``k``'s, and its least ``k`` is the bisection's over the whole
+    range."""
     from bayes_eval.results import population
 
     rng = np.random.default_rng(8)
@@ -192,6 +194,19 @@ def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     for d in (0, 151, 299):
         share = draws["surprise_share"][d]
         own = NewTask(
-            draws["ability"][d], [np.array(narrow[d]), np.array(wide[d])], None, [1 - share, share]
+            draws["ability"][d], [np.array(narrow[d]), np.array(wide[d])], [1 - share, share]
         )
         np.testing.assert_allclose(whole[d], own.at_least_one(k), rtol=1e-9)
+    task = next(population._crossed_new_tasks(posterior)[1])
+    ks = [1, 37, 10**6]
+    at, every = task.curves(ks)
+    for n, each in enumerate(ks):
+        np.testing.assert_allclose(at[n], task.at_least_one(each), rtol=1e-12)
+        np.testing.assert_allclose(every[n], task.every(each), rtol=1e-12)
+    for tau in (0.05, 0.5, 0.999):
+        found = task.least_k(tau)
+        np.testing.assert_array_equal(found, population._least_k(task.at_least_one, tau))
+    hopeless = NewTask(np.array([-40.0, 0.0, 2.0]), np.array([1.0, 1.0, 1.0]))
+    found = hopeless.least_k(0.5)
+    np.testing.assert_array_equal(found, population._least_k(hopeless.at_least_one, 0.5))
+    assert np.isinf(found[0]) and found[2] == 1
