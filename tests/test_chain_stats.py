@@ -1,4 +1,5 @@
-"""R-hat and ESS of many quantities at once equal arviz_stats' element by element."""
+"""R-hat, ESS and the quantiles' MCSE of many quantities at once equal arviz_stats' element
+by element."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 from arviz_stats.base import array_stats
 
-from bayes_eval.inference.chain_stats import convergence
+from bayes_eval.inference.chain_stats import convergence, quantile_mcse
 
 PROB = 0.89  # arviz_stats.summary's interval (rcParams["stats.ci_prob"])
 
@@ -80,15 +81,30 @@ def test_every_element_is_arviz_stats_own(kind):
     assert_same(convergence(values, PROB), per_element(values))
 
 
+@pytest.mark.parametrize(
+    "kind",
+    ["autocorrelated", "disagreeing", "tied", "rare", "short", "one_chain", "constant_and_nan"],
+)
+@pytest.mark.parametrize("prob", [0.5, 0.975, 0.999])
+def test_every_quantiles_mcse_is_arviz_stats_own(kind, prob):
+    values = chains_of(kind, np.random.default_rng(len(kind)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = array_stats.mcse(values, method="quantile", prob=prob)
+    assert_same([quantile_mcse(values, prob)], [want])
+
+
 def test_blocks_change_nothing(monkeypatch):
     """More elements than a block: the same numbers as in one block."""
     import bayes_eval.inference.chain_stats as chain_stats
 
     values = ar1(np.random.default_rng(3), 50, 4, 200, np.full(50, 0.7))
     whole = convergence(values, PROB)
+    mcse = quantile_mcse(values, 0.975)
     monkeypatch.setattr(chain_stats, "BLOCK", 7)
     for one, other in zip(convergence(values, PROB), whole, strict=True):
         assert np.array_equal(one, other)
+    assert np.array_equal(quantile_mcse(values, 0.975), mcse)
 
 
 @pytest.fixture(scope="module")

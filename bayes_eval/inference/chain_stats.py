@@ -1,4 +1,5 @@
-"""Rank-normalised split R-hat and bulk and tail ESS of many quantities at once.
+"""Rank-normalised split R-hat, bulk and tail ESS and the quantiles' Monte Carlo standard
+errors of many quantities at once.
 
 ``arviz_stats``' array functions compute each quantity's diagnostics in a Python loop over
 its elements (``make_ufunc``), ranking each element's draws afresh for every statistic.
@@ -20,15 +21,18 @@ An element with a NaN draw gets NaN, as in ``arviz_stats``. Elements are taken
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 
-__all__ = ["convergence"]
+__all__ = ["convergence", "quantile_mcse"]
 
 # Elements per block: 128 elements of 4 chains x 2,000 draws take about 100 MB of work
 # space (ranks, FFTs); 1,024 took 750 MB and were slower (benchmarks/diagnostics_speed.py).
 BLOCK = 128
 # Blom's fractional offset of the ranks' normal scores (as arviz_stats).
 BLOM = 3 / 8
+# The normal's probabilities one standard deviation either side of its mean, as
+# arviz_stats' quantile MCSE writes them.
+SIGMA_PROBS = np.array([[0.1586553], [0.8413447]])
 
 
 def convergence(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,6 +63,36 @@ def convergence(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray
         out[1][start : start + BLOCK][valid] = _ess(scaled)
         tails = [_quantile_ess(split, block, p) for p in (low, high)]
         out[2][start : start + BLOCK][valid] = np.minimum(*tails)
+    return out
+
+
+def quantile_mcse(values: np.ndarray, prob: float) -> np.ndarray:
+    """The Monte Carlo standard error of each ``(chain, draw)`` row's ``prob`` quantile
+    (``values`` is ``(element, chain, draw)``), as ``arviz_stats``' ``mcse`` with
+    ``method="quantile"`` gives it: half the distance between the order statistics at
+    the Beta quantiles of one standard deviation around ``prob``, for the ESS of the
+    indicator of the draws at most the quantile. NaN where an element has a NaN draw, or
+    with fewer than 4 draws."""
+    values = np.asarray(values, dtype=float)
+    elements, _, draws = values.shape
+    out = np.full(elements, np.nan)
+    if draws < 4:
+        return out
+    for start in range(0, elements, BLOCK):
+        block = values[start : start + BLOCK]
+        valid = ~np.isnan(block).any(axis=(1, 2))
+        if not valid.any():
+            continue
+        block = block[valid]
+        ess = _quantile_ess(_split_chains(block), block, prob)
+        with np.errstate(invalid="ignore"):
+            ppf = stats.beta.ppf(SIGMA_PROBS, ess * prob + 1, ess * (1 - prob) + 1)
+        ordered = np.sort(block.reshape(len(block), -1), axis=1)
+        size = ordered.shape[1]
+        low = np.floor(np.fmax(ppf[0] * size - 1, 0)).astype(int)
+        high = np.ceil(np.fmin(ppf[1] * size - 1, size - 1)).astype(int)
+        rows = np.arange(len(block))
+        out[start : start + BLOCK][valid] = (ordered[rows, high] - ordered[rows, low]) / 2
     return out
 
 

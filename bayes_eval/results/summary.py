@@ -35,7 +35,6 @@ other pairs, ``extrapolated`` where the bound below the threshold lies below its
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -53,6 +52,7 @@ from bayes_eval.constants import (
 from bayes_eval.evidence.table import join_distinct
 from bayes_eval.exact.factors import x_cdf, x_ppf
 from bayes_eval.exact.products import beta_product, clopper_pearson_upper, summarise_products
+from bayes_eval.inference.chain_stats import quantile_mcse
 from bayes_eval.registry import model_of
 from bayes_eval.specs import check_level, check_probability
 
@@ -227,7 +227,7 @@ def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
         "lower": lower,
         "upper": upper,
         "prob_above": np.nan if tau is None else (flat > tau).mean(axis=1),
-        "upper_mcse": _quantile_mcse(posterior, level)[i, j],
+        "upper_mcse": quantile_mcse(flat.reshape(estimated.size, *p_task.shape[:2]), level),
     }
     columns["log10_upper"] = [math.log10(u) if u > 0 else -math.inf for u in upper]
     pairs = zip(
@@ -368,16 +368,6 @@ def _with_kept(table: pd.DataFrame, evidence) -> pd.DataFrame:
         keys = zip(table["agent"], table["task"], strict=True)
         table[column] = [merged.get(key, "") for key in keys]
     return table
-
-
-def _quantile_mcse(posterior, level: float) -> np.ndarray:
-    """ArviZ's Monte Carlo standard error of each cell's ``level`` quantile of ``p_task``."""
-    import arviz_stats
-
-    draws = posterior.draws["p_task"].fillna(0.0)  # absent cells: not reported
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return arviz_stats.mcse(draws, method="quantile", prob=level).values
 
 
 def format_number(value) -> str:
