@@ -9,8 +9,8 @@ tail ESS both ways in one run: ``bayes_eval.inference.chain_stats.convergence`` 
 arrays, in blocks) and ``arviz_stats``' array functions (a Python loop over elements,
 as the gate computed them before), and the Monte Carlo standard error of each one's 0.975
 quantile (the summary's ``upper_mcse``) both ways. Prints the elements, each route's
-seconds, the ratio and the largest relative difference. ``--elements`` repeats the fit's elements (with
-fresh noise added) up to N, for a programme's size.
+seconds, the ratio and the largest relative difference. ``--elements`` repeats the fit's
+elements (with fresh noise added) up to N, for a programme's size.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
 
 # The quantile whose Monte Carlo standard error is timed: the shipped specs' bound.
 UPPER = 0.975

@@ -162,8 +162,8 @@ def test_one_of_the_two_roles_without_the_other_is_refused(given, missing):
 
 def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     """The new task of a crossed fit with surprising pairs, from 300 draws of 3 agents:
-    every block on the one grid of logits, so that blocks of 7 draws give the blocks of
-    100's numbers bit for bit, and each draw's pass@k is its own two-component integral
+    every block on the one grid of logits, so that blocks of 7 draws, or of one, give the
+    blocks of 100's numbers bit for bit, and each draw's pass@k is its own two-component integral
     (on a grid sized for that draw alone, to 1e-9 relative); its curves over several
     ``k`` at once are each ``k``'s, and its least ``k`` is the bisection's over the whole
     range."""
@@ -188,6 +188,8 @@ def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     k = 1000
     whole = pass_at(k)
     monkeypatch.setattr(population, "NEW_TASK_BLOCK", 7)
+    np.testing.assert_array_equal(pass_at(k), whole)
+    monkeypatch.setattr(population, "NEW_TASK_VALUES", 1)  # a draw a block
     np.testing.assert_array_equal(pass_at(k), whole)
     narrow = np.hypot(draws["difficulty_scale"], draws["cell_scale"])
     wide = np.hypot(draws["difficulty_scale"], draws["cell_scale"] * (1 + draws["surprise_width"]))

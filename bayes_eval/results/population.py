@@ -77,9 +77,11 @@ MAX_SPACING = 0.25
 # Draws (evenly spaced) of a crossed fit over which its new task is integrated (each
 # draw on the rule above) and the crossing k solved.
 CROSSED_DRAWS = 1000
-# Draws whose new task is integrated at once (memory, not the numbers: each draw's
-# integral is the same whatever the block).
+# Draws whose new task is integrated at once, and the most values of their densities
+# (draws x agents x nodes, 8 bytes each) a block holds: memory, not the numbers (each
+# draw's integral is the same whatever the block).
 NEW_TASK_BLOCK = 100
+NEW_TASK_VALUES = 4_000_000
 
 
 def population_curves(
@@ -262,18 +264,20 @@ def _crossed_logit(posterior):
 
 def _crossed_new_tasks(posterior) -> tuple[int, Iterator[NewTask]]:
     """The number of draws of a crossed fit's new task (``_crossed_logit``) and its
-    ``NewTask`` a block of ``NEW_TASK_BLOCK`` draws at a time, every block on the one grid
-    of logits that holds every draw (``logit_grid``)."""
+    ``NewTask`` a block of draws at a time (``NEW_TASK_BLOCK``, fewer where their
+    densities would pass ``NEW_TASK_VALUES``), every block on the one grid of logits that
+    holds every draw (``logit_grid``)."""
     centre, parts = _crossed_logit(posterior)
     grid = logit_grid(centre, [scale for _, scale in parts])
+    size = max(1, min(NEW_TASK_BLOCK, NEW_TASK_VALUES // (centre.shape[1] * grid[0].size)))
 
     def block(b):
-        at = slice(b, b + NEW_TASK_BLOCK)
+        at = slice(b, b + size)
         scales = [np.broadcast_to(scale, centre.shape)[at] for _, scale in parts]
         weights = [np.broadcast_to(w, centre.shape)[at] for w, _ in parts]
         return NewTask(centre[at], scales, weights, grid)
 
-    return len(centre), (block(b) for b in range(0, len(centre), NEW_TASK_BLOCK))
+    return len(centre), (block(b) for b in range(0, len(centre), size))
 
 
 def logit_grid(centre, scales: list) -> tuple[np.ndarray, float]:
