@@ -212,3 +212,56 @@ def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     found = hopeless.least_k(0.5)
     np.testing.assert_array_equal(found, population._least_k(hopeless.at_least_one, 0.5))
     assert np.isinf(found[0]) and found[2] == 1
+
+
+def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
+    """Every pair's rate, drawn a block of draws at a time (``RATE_VALUES``; here also one
+    draw a block): the same numbers from the same generator; a pair run departs by its
+    sampled ``z`` at the narrow or the wide scale; a pair never run by a fresh departure
+    of each block's own generator, the two-normal mixture (mean 0, variance ``(1 - s) a^2
+    + s b^2``) and never the same in two draws."""
+    import xarray as xr
+
+    from bayes_eval.crossed import model
+
+    chains, draws = 2, 4000
+    rng = np.random.default_rng(3)
+    ability = rng.normal(0.0, 1.0, (chains, draws, 2))
+    post = xr.Dataset(
+        {
+            "difficulty": (("chain", "draw", "task"), rng.normal(0.0, 1.0, (chains, draws, 3))),
+            "cell_scale": (("chain", "draw"), np.full((chains, draws), 0.8)),
+            "surprise_share": (("chain", "draw"), np.full((chains, draws), 0.2)),
+            "surprise_width": (("chain", "draw"), np.full((chains, draws), 2.0)),
+            "cell_z": (("chain", "draw", "rate"), rng.normal(0.0, 1.0, (chains, draws, 4))),
+        }
+    )
+    layout = SimpleNamespace(
+        pair_agent=np.array([0, 0, 1, 1]),
+        pairs=[("a", "t0"), ("a", "t1"), ("b", "t0"), ("b", "t2")],
+        e2e_k=np.array([3, 0, 1, 2]),
+        e2e_n=np.array([8, 8, 2, 5]),
+        grading=None,
+        clusters=None,
+    )
+    design = SimpleNamespace(layout=layout, pair_task=np.array([0, 1, 0, 2]))
+    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
+
+    def rates():
+        return model._pair_rates(post, ability, design, np.random.default_rng(11))
+
+    for values in (model.RATE_VALUES, 1):
+        monkeypatch.setattr(model, "RATE_VALUES", values)
+        p = rates()
+        np.testing.assert_array_equal(p, rates())
+        departure = special.logit(p) - eta
+        ran = departure[..., layout.pair_agent, design.pair_task] / post["cell_z"].values
+        assert np.all(np.isclose(ran, 0.8) | np.isclose(ran, 2.4))
+        fresh = departure[..., 0, 2].ravel()  # agent a never ran task t2
+        variance = 0.8 * 0.8**2 + 0.2 * 2.4**2
+        kurtosis = 3 * (0.8 * 0.8**4 + 0.2 * 2.4**4) / variance**2
+        assert abs(fresh.mean()) < 4 * math.sqrt(variance / fresh.size)
+        # the sample variance's relative standard error is sqrt((kurtosis - 1) / n)
+        spread = 4 * math.sqrt((kurtosis - 1) / fresh.size)
+        assert fresh.var() == pytest.approx(variance, rel=spread)
+        assert len(np.unique(fresh)) == fresh.size

@@ -140,6 +140,9 @@ __all__ = [
 GROUP = "task_group"
 RATE = "rate"  # the rates that depart from the additive mean: pairs, or milestone cells
 CENTRED, NON_CENTRED = "agent_centred", "agent_non_centred"  # the abilities, as sampled
+# The most values (chains x draws x agents x tasks, 8 bytes each) of the pairs' rates drawn
+# at once: memory, not the numbers.
+RATE_VALUES = 2_000_000
 # What a fit drops once the rates are drawn (they live on in the rates), and its dims.
 LATENT, LATENT_DIMS = ("ability", "cell_z"), (AGENT, RATE, CENTRED, NON_CENTRED)
 
@@ -520,25 +523,19 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     that was run from its sampled departure, one never run from a fresh one."""
     layout, cells = design.layout, bool(model_of(spec).cell_method)
     ability = every_ability(post, design, rng)
-    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
-    if "discrimination" in post:
-        eta = post["discrimination"].values[..., None, :] * eta
-    scale = post["cell_scale"].values[..., None, None]
-    sampled = post["cell_z"].values
-    agents, tasks = layout.pair_agent, design.pair_task
     out = {"ability": (("chain", "draw", AGENT), ability)}
     if not cells:
-        z = rng.standard_normal(eta.shape)
-        z[..., agents, tasks] = sampled
-        if SURPRISE_SHARE in post:  # a surprising pair's departure is the wider one
-            scale = _surprise_scales(post, eta, z, design, rng)
-        out["p_task"] = (("chain", "draw", AGENT, TASK), special.expit(eta + scale * z))
+        out["p_task"] = (("chain", "draw", AGENT, TASK), _pair_rates(post, ability, design, rng))
         if layout.grading is not None:
             out["p_graded"] = (
                 ("chain", "draw", AGENT, TASK),
                 graded_pairs(post, design, out["p_task"][1]),
             )
         return out
+    eta = _additive(post, ability)
+    scale = post["cell_scale"].values[..., None, None]
+    sampled = post["cell_z"].values
+    agents, tasks = layout.pair_agent, design.pair_task
     width = int(design.milestones.max())
     z = rng.standard_normal(eta.shape + (width,))
     pair_of_cell, steps = layout.cell_pair, layout.cell_factor - 1
@@ -559,6 +556,38 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     if layout.grading is not None:
         graded = graded_cells(post, design, log_p, blocked)
         out["p_graded_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), graded)
+    return out
+
+
+def _additive(post, ability) -> np.ndarray:
+    """``(chain, draw, agent, task)``: every pair's additive logit per draw of ``post``,
+    ``a_t (theta_a - b_t)``."""
+    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
+    if "discrimination" in post:
+        eta = post["discrimination"].values[..., None, :] * eta
+    return eta
+
+
+def _pair_rates(post, ability, design: Design, rng) -> np.ndarray:
+    """``(chain, draw, agent, task)``: every pair's rate per draw, a pair run from its
+    sampled departure, one never run from a fresh one (the wider for a surprising pair,
+    ``_surprise_scales``). Drawn a block of draws at a time, at most ``RATE_VALUES``
+    values, each block from its own generator spawned from ``rng``: the same numbers
+    every time, and the memory of a block, not of the fit."""
+    chains, draws, agents = ability.shape
+    size = max(1, RATE_VALUES // (chains * agents * post.sizes[TASK]))
+    starts = range(0, draws, size)
+    out = np.empty((chains, draws, agents, post.sizes[TASK]))
+    for start, block_rng in zip(starts, rng.spawn(len(starts)), strict=True):
+        at = slice(start, start + size)
+        part = post.isel(draw=at)
+        eta = _additive(part, ability[:, at])
+        scale = part["cell_scale"].values[..., None, None]
+        z = block_rng.standard_normal(eta.shape)
+        z[..., design.layout.pair_agent, design.pair_task] = part["cell_z"].values
+        if SURPRISE_SHARE in part:  # a surprising pair's departure is the wider one
+            scale = _surprise_scales(part, eta, z, design, block_rng)
+        out[:, at] = special.expit(eta + scale * z)
     return out
 
 

@@ -15,7 +15,7 @@ autocorrelated, tied, constant and with NaN, and the gate's table of a real fit 
 ``arviz_stats.summary``).
 
 An element with a NaN draw gets NaN, as in ``arviz_stats``. Elements are taken
-``BLOCK`` at a time, so the work space stays near 100 MB whatever the table.
+``BLOCK`` at a time, so the work space stays near 25 MB whatever the table.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from scipy import special, stats
 
 __all__ = ["convergence", "quantile_mcse"]
 
-# Elements per block: 128 elements of 4 chains x 2,000 draws take about 100 MB of work
-# space (ranks, FFTs); 1,024 took 750 MB and were slower (benchmarks/diagnostics_speed.py).
-BLOCK = 128
+# Elements per block: 32 elements of 4 chains x 2,000 draws take about 25 MB of work
+# space (ranks, FFTs); 128 took about 100 MB and were no faster (2.2 s against 2.0 s on
+# METR's crossed fit), 1,024 took 750 MB and were slower (benchmarks/diagnostics_speed.py).
+BLOCK = 32
 # Blom's fractional offset of the ranks' normal scores (as arviz_stats).
 BLOM = 3 / 8
 # The normal's probabilities one standard deviation either side of its mean, as
