@@ -30,7 +30,7 @@ def test_a_pair_is_drawn_surprising_with_its_posterior_probability():
     ``L`` and ``L_w`` the binomial likelihood of its runs at its logit under each scale
     (its sampled ``z`` alike); a pair never run with the share ``s``; a surprising pair's
     departure has scale ``cell_scale (1 + surprise_width)``."""
-    from bayes_eval.crossed.model import _surprise_scales
+    from bayes_eval.crossed.departures import surprise_scales
 
     draws = 200_000
     layout = SimpleNamespace(
@@ -49,7 +49,7 @@ def test_a_pair_is_drawn_surprising_with_its_posterior_probability():
     )
     eta = np.broadcast_to(np.array([[-4.0, -4.0, 1.0]]), (1, draws, 1, 3)).copy()
     z = np.broadcast_to(np.array([[1.2, 0.3, 0.0]]), (1, draws, 1, 3)).copy()
-    scales = _surprise_scales(post, eta, z, design, np.random.default_rng(0))
+    scales = surprise_scales(post, eta, z, design, np.random.default_rng(0))
     narrow, wide = 0.9, 0.9 * 3.0
     assert set(np.unique(scales)) == {narrow, wide}
     for pair, (k, n) in enumerate(((3, 8), (0, 8))):
@@ -222,7 +222,7 @@ def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
     + s b^2``) and never the same in two draws."""
     import xarray as xr
 
-    from bayes_eval.crossed import model
+    from bayes_eval.crossed import departures
 
     chains, draws = 2, 4000
     rng = np.random.default_rng(3)
@@ -248,10 +248,10 @@ def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
 
     def rates():
-        return model._pair_rates(post, ability, design, np.random.default_rng(11))
+        return departures.pair_rates(post, ability, design, np.random.default_rng(11))
 
-    for values in (model.RATE_VALUES, 1):
-        monkeypatch.setattr(model, "RATE_VALUES", values)
+    for values in (departures.RATE_VALUES, 1):
+        monkeypatch.setattr(departures, "RATE_VALUES", values)
         p = rates()
         np.testing.assert_array_equal(p, rates())
         departure = special.logit(p) - eta

@@ -98,12 +98,12 @@ from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
 from bayes_eval.counts.data import count_data_vars
 from bayes_eval.counts.grading import GRADER_RATES, grader_rates
 from bayes_eval.counts.layout import Layout, centred_text, layout_of
+from bayes_eval.crossed.departures import additive, clustered, pair_rates
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import (
     false_alarms,
     graded_cells,
     graded_counts,
-    graded_pair_rates,
     graded_pairs,
     graded_rates,
     through_grader,
@@ -140,9 +140,6 @@ __all__ = [
 GROUP = "task_group"
 RATE = "rate"  # the rates that depart from the additive mean: pairs, or milestone cells
 CENTRED, NON_CENTRED = "agent_centred", "agent_non_centred"  # the abilities, as sampled
-# The most values (chains x draws x agents x tasks, 8 bytes each) of the pairs' rates drawn
-# at once: memory, not the numbers.
-RATE_VALUES = 2_000_000
 # What a fit drops once the rates are drawn (they live on in the rates), and its dims.
 LATENT, LATENT_DIMS = ("ability", "cell_z"), (AGENT, RATE, CENTRED, NON_CENTRED)
 
@@ -525,14 +522,14 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
     ability = every_ability(post, design, rng)
     out = {"ability": (("chain", "draw", AGENT), ability)}
     if not cells:
-        out["p_task"] = (("chain", "draw", AGENT, TASK), _pair_rates(post, ability, design, rng))
+        out["p_task"] = (("chain", "draw", AGENT, TASK), pair_rates(post, ability, design, rng))
         if layout.grading is not None:
             out["p_graded"] = (
                 ("chain", "draw", AGENT, TASK),
                 graded_pairs(post, design, out["p_task"][1]),
             )
         return out
-    eta = _additive(post, ability)
+    eta = additive(post, ability)
     scale = post["cell_scale"].values[..., None, None]
     sampled = post["cell_z"].values
     agents, tasks = layout.pair_agent, design.pair_task
@@ -557,84 +554,6 @@ def draw_rates(post, design: Design, spec, rng) -> dict:
         graded = graded_cells(post, design, log_p, blocked)
         out["p_graded_milestone"] = (("chain", "draw", AGENT, TASK, MILESTONE), graded)
     return out
-
-
-def _additive(post, ability) -> np.ndarray:
-    """``(chain, draw, agent, task)``: every pair's additive logit per draw of ``post``,
-    ``a_t (theta_a - b_t)``."""
-    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
-    if "discrimination" in post:
-        eta = post["discrimination"].values[..., None, :] * eta
-    return eta
-
-
-def _pair_rates(post, ability, design: Design, rng) -> np.ndarray:
-    """``(chain, draw, agent, task)``: every pair's rate per draw, a pair run from its
-    sampled departure, one never run from a fresh one (the wider for a surprising pair,
-    ``_surprise_scales``). Drawn a block of draws at a time, at most ``RATE_VALUES``
-    values, each block from its own generator spawned from ``rng``: the same numbers
-    every time, and the memory of a block, not of the fit."""
-    chains, draws, agents = ability.shape
-    size = max(1, RATE_VALUES // (chains * agents * post.sizes[TASK]))
-    starts = range(0, draws, size)
-    out = np.empty((chains, draws, agents, post.sizes[TASK]))
-    for start, block_rng in zip(starts, rng.spawn(len(starts)), strict=True):
-        at = slice(start, start + size)
-        part = post.isel(draw=at)
-        eta = _additive(part, ability[:, at])
-        scale = part["cell_scale"].values[..., None, None]
-        z = block_rng.standard_normal(eta.shape)
-        z[..., design.layout.pair_agent, design.pair_task] = part["cell_z"].values
-        if SURPRISE_SHARE in part:  # a surprising pair's departure is the wider one
-            scale = _surprise_scales(part, eta, z, design, block_rng)
-        out[:, at] = special.expit(eta + scale * z)
-    return out
-
-
-def _surprise_scales(post, eta, z, design: Design, rng) -> np.ndarray:
-    """``(chain, draw, agent, task)``: the scale of each pair's departure per draw,
-    ``cell_scale``, or ``cell_scale (1 + surprise_width)`` where the pair is drawn
-    surprising: a pair run with its posterior probability given the draw, ``share L_w /
-    (share L_w + (1 - share) L)`` (``L``, ``L_w``: its runs' likelihood at the two
-    departures of its sampled ``z``), a pair never run with ``surprise_share``."""
-    layout = design.layout
-    narrow = post["cell_scale"].values[..., None, None]
-    wide = surprising_scale(narrow, post[SURPRISE_WIDTH].values[..., None, None])
-    share = post[SURPRISE_SHARE].values[..., None, None]
-    surprising = rng.random(eta.shape) < share
-    at = (..., layout.pair_agent, design.pair_task)
-    run_eta, run_z = eta[at], z[at]
-    usual = _pair_log_likelihood(post, run_eta + narrow[..., 0] * run_z, layout)
-    departed = _pair_log_likelihood(post, run_eta + wide[..., 0] * run_z, layout)
-    odds = np.log(share[..., 0]) + departed - np.log1p(-share[..., 0]) - usual
-    surprising[at] = rng.random(odds.shape) < special.expit(odds)
-    return np.where(surprising, wide, narrow)
-
-
-def _pair_log_likelihood(post, logit, layout: Layout) -> np.ndarray:
-    """``(chain, draw, pair)``: the log-likelihood of each pair's end-to-end runs given its
-    logit rate per draw (binomial coefficients dropped), as the model reads them: through
-    an audited grader (its runs audited again binomial in the rate), or in clusters."""
-    log_p, log_q = -np.logaddexp(0.0, -logit), -np.logaddexp(0.0, logit)
-    if layout.clusters is not None:
-        return _clustered(post, log_p, log_q, layout.clusters)
-    k, n = graded_counts(layout)
-    own = 0.0
-    if layout.grading is not None:
-        log_p, log_q, own = graded_pair_rates(post, layout, log_p, log_q)
-    return k * log_p + (n - k) * log_q + own
-
-
-def _clustered(post, log_p, log_q, clusters) -> np.ndarray:
-    """``(chain, draw, rate)``: the log-likelihood of each rate's clustered runs given its
-    ``log p`` and ``log (1 - p)`` per draw (``log_given_each_rate``), a chain at a time."""
-    log_phi = np.log(post["kappa_cluster"].values)
-    return np.stack(
-        [
-            log_given_each_rate(np, special.logsumexp, p, q, phi, clusters, array_add_at)
-            for p, q, phi in zip(log_p, log_q, log_phi, strict=True)
-        ]
-    )
 
 
 def every_ability(post, design: Design, rng) -> np.ndarray:
@@ -665,7 +584,7 @@ def _blocked_draws(post, logit, layout, rng) -> np.ndarray:
         each = layout.k * log_p + (layout.n - layout.k) * log_q
         failed = layout.k == 0
     else:
-        each = _clustered(post, log_p, log_q, layout.clusters)
+        each = clustered(post, log_p, log_q, layout.clusters)
         failed = _failed_cells(layout)
     can_block = _may_be_blocked(np, array_add_at, failed, layout)
     described = array_add_at(each, layout.cell_pair, len(layout.pairs))
