@@ -42,6 +42,16 @@ def checked_values(run: Path) -> np.ndarray:
     return values[~np.isnan(values).all(axis=(1, 2))]
 
 
+def timed(compute):
+    """``compute()``'s result and its seconds, its warnings silenced (arviz_stats warns of
+    the constant elements)."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = compute()
+    return result, time.perf_counter() - start
+
+
 def main() -> None:
     from arviz_base import rcParams
     from arviz_stats.base import array_stats
@@ -60,31 +70,21 @@ def main() -> None:
             [values + (rng.normal(0, 1e-3, values.shape) if i else 0) for i in range(copies)]
         )[: args.elements]
     prob = rcParams["stats.ci_prob"]
-    start = time.perf_counter()
-    ours = convergence(values, prob)
-    whole = time.perf_counter() - start
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = (
+    ours, whole = timed(lambda: convergence(values, prob))
+    theirs, loop = timed(
+        lambda: (
             array_stats.rhat(values),
             array_stats.ess(values, method="bulk"),
             array_stats.ess(values, method="tail", prob=prob),
         )
-    loop = time.perf_counter() - start
+    )
     differences = [np.nanmax(np.abs(a - b) / np.abs(b)) for a, b in zip(ours, theirs, strict=True)]
     print(f"elements: {len(values):,} ({values.shape[1]} chains x {values.shape[2]} draws)")
     print(f"whole arrays (chain_stats): {whole:.1f} s")
     print(f"element loop (arviz_stats): {loop:.1f} s")
     print(f"ratio: {loop / whole:.1f}x; largest relative difference {max(differences):.1e}")
-    start = time.perf_counter()
-    ours = quantile_mcse(values, UPPER)
-    whole = time.perf_counter() - start
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs = array_stats.mcse(values, method="quantile", prob=UPPER)
-    loop = time.perf_counter() - start
+    ours, whole = timed(lambda: quantile_mcse(values, UPPER))
+    theirs, loop = timed(lambda: array_stats.mcse(values, method="quantile", prob=UPPER))
     difference = np.nanmax(np.abs(ours - theirs) / np.abs(theirs))
     print(f"MCSE of the {UPPER} quantile: whole arrays {whole:.1f} s, element loop {loop:.1f} s")
     print(f"ratio: {loop / whole:.1f}x; largest relative difference {difference:.1e}")

@@ -49,21 +49,16 @@ def convergence(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray
     if draws < 4:
         return out
     low, high = sorted((prob, 1.0 - prob))
-    for start in range(0, elements, BLOCK):
-        block = values[start : start + BLOCK]
-        valid = ~np.isnan(block).any(axis=(1, 2))
-        if not valid.any():
-            continue
-        block = block[valid]
+    for at, block in _blocks(values):
         split = _split_chains(block)
         scaled = _z_scale(split)  # the bulk's ranks serve R-hat and ESS alike
         if chains >= 2:
             median = np.median(split.reshape(len(split), -1), axis=1)
             folded = _z_scale(np.abs(split - median[:, None, None]))
-            out[0][start : start + BLOCK][valid] = np.maximum(_rhat(scaled), _rhat(folded))
-        out[1][start : start + BLOCK][valid] = _ess(scaled)
+            out[0][at] = np.maximum(_rhat(scaled), _rhat(folded))
+        out[1][at] = _ess(scaled)
         tails = [_quantile_ess(split, block, p) for p in (low, high)]
-        out[2][start : start + BLOCK][valid] = np.minimum(*tails)
+        out[2][at] = np.minimum(*tails)
     return out
 
 
@@ -79,12 +74,7 @@ def quantile_mcse(values: np.ndarray, prob: float) -> np.ndarray:
     out = np.full(elements, np.nan)
     if draws < 4:
         return out
-    for start in range(0, elements, BLOCK):
-        block = values[start : start + BLOCK]
-        valid = ~np.isnan(block).any(axis=(1, 2))
-        if not valid.any():
-            continue
-        block = block[valid]
+    for at, block in _blocks(values):
         ess = _quantile_ess(_split_chains(block), block, prob)
         with np.errstate(invalid="ignore"):
             ppf = stats.beta.ppf(SIGMA_PROBS, ess * prob + 1, ess * (1 - prob) + 1)
@@ -93,8 +83,18 @@ def quantile_mcse(values: np.ndarray, prob: float) -> np.ndarray:
         low = np.floor(np.fmax(ppf[0] * size - 1, 0)).astype(int)
         high = np.ceil(np.fmin(ppf[1] * size - 1, size - 1)).astype(int)
         rows = np.arange(len(block))
-        out[start : start + BLOCK][valid] = (ordered[rows, high] - ordered[rows, low]) / 2
+        out[at] = (ordered[rows, high] - ordered[rows, low]) / 2
     return out
+
+
+def _blocks(values: np.ndarray):
+    """``values`` ``BLOCK`` elements at a time, those with a NaN draw left out: per block,
+    its elements' indices and their draws."""
+    for start in range(0, len(values), BLOCK):
+        block = values[start : start + BLOCK]
+        valid = ~np.isnan(block).any(axis=(1, 2))
+        if valid.any():
+            yield start + np.flatnonzero(valid), block[valid]
 
 
 def _split_chains(block: np.ndarray) -> np.ndarray:
