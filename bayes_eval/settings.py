@@ -43,13 +43,17 @@ class SamplerSettings:
         ``exact`` for conjugate models; else one of ``nutpie``, ``pymc``, ``numpyro`` or
         ``auto`` (``bayes_eval.inference.engines.choose_engine``).
     draws : int
-        Draws kept per chain (MCMC), or from an exact posterior.
+        Draws per chain after the warm-up (MCMC), or from an exact posterior.
     tune : int
         Warm-up draws per chain (MCMC).
     chains : int
         Chains (MCMC).
     target_accept : float
         NUTS's target acceptance rate, strictly between 0 and 1.
+    thin : int
+        Every how many of a chain's draws one is kept (MCMC; the last of each ``thin``):
+        where successive draws are correlated, the kept ones lose little of their
+        effective size and every later step reads a ``thin``-th of the numbers.
 
     Raises
     ------
@@ -64,19 +68,29 @@ class SamplerSettings:
     tune: int = 1000
     chains: int = 4
     target_accept: float = 0.9
+    thin: int = 1
 
     def __post_init__(self) -> None:
         engines = (EXACT_ENGINE, *MCMC_ENGINES)
         if self.engine not in engines:
             raise InputError(f"engine: '{self.engine}' is not one of {', '.join(engines)}")
-        for name in ("draws", "tune", "chains"):
+        for name in ("draws", "tune", "chains", "thin"):
             object.__setattr__(self, name, _whole(getattr(self, name), name))
+        if self.thin > 1 and self.engine == EXACT_ENGINE:
+            raise InputError("thin: exact draws are independent; thin applies to MCMC only")
+        if self.thin > self.draws:
+            raise InputError(f"thin: {self.thin} is more than the {self.draws} draws")
         target = self.target_accept
         if isinstance(target, bool) or not isinstance(target, numbers.Real):
             raise InputError(f"target_accept: {target!r} is not a number")
         if not 0 < target < 1:  # nan too
             raise InputError(f"target_accept: {target:g} must lie strictly between 0 and 1")
         object.__setattr__(self, "target_accept", float(target))
+
+    @property
+    def kept(self) -> slice:
+        """The draws of a chain that are kept: the last of every ``thin``."""
+        return slice(self.thin - 1, None, self.thin)
 
     @classmethod
     def from_table(cls, table: Mapping, where: str, defaults: Mapping = ()) -> SamplerSettings:

@@ -56,7 +56,7 @@ TOP_KEYS = (
     "covariates",
     "grader",
 )
-SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "seed")
+SAMPLER_KEYS = ("engine", "draws", "tune", "chains", "target_accept", "thin", "seed")
 REPORT_KEYS = ("level",)
 COVARIATE_KEYS = ("agent", "task", "task_group", "length")
 # The priors of a grader's sensitivity and specificity (``[grader]``), before its audit.
@@ -152,8 +152,8 @@ class Spec:
 
     @property
     def draws(self) -> int:
-        """Posterior draws to keep."""
-        return self.sampler.draws
+        """Posterior draws kept per chain (one in ``thin`` of those sampled)."""
+        return self.sampler.draws // self.sampler.thin
 
     @property
     def exact(self) -> bool:
@@ -230,6 +230,8 @@ def _toml(spec: Spec) -> str:
         ]
         lines.append(f"reason = {_toml_value(prior.reason)}")
     sampler = {key: getattr(spec.sampler, key) for key in SAMPLER_KEYS if key != "seed"}
+    if spec.sampler.thin == 1:  # written only where a spec thins
+        del sampler["thin"]
     if spec.exact:
         sampler = {"engine": spec.sampler.engine, "draws": spec.sampler.draws}
     lines += ["", "[sampler]"]

@@ -32,6 +32,9 @@ def test_defaults_and_numpy_numbers_are_plain_python():
         (dict(target_accept=1), "target_accept: 1 must lie strictly between 0 and 1"),
         (dict(target_accept=float("nan")), "target_accept: nan must lie strictly between 0"),
         (dict(target_accept="0.9"), "target_accept: '0.9' is not a number"),
+        (dict(thin=0), "thin: 0 must lie between 1 and 1000"),
+        (dict(draws=10, thin=11), "thin: 11 is more than the 10 draws"),
+        (dict(engine="exact", thin=2), "thin: exact draws are independent"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(given, message):
@@ -84,3 +87,26 @@ def test_pymc_names_mean_what_they_mean_in_pymc():
     assert bayes_eval.fit(example, "phuong2024", seed=11).draws.equals(seeded.draws)
     with pytest.raises(InputError, match="^random_seed: 12 and seed 11: give the seed once"):
         bayes_eval.fit(example, "phuong2024", seed=11, sampler={"random_seed": 12})
+
+
+def test_a_thinned_fit_keeps_the_last_of_every_thin_draws_and_checks_every_draw():
+    table = pd.DataFrame(
+        dict(task=["a", "b", "c"], method="end_to_end", successes=[0, 3, 9], trials=10)
+    )
+    settings = SamplerSettings(draws=900, tune=300, chains=4, target_accept=0.85)
+    whole = bayes_eval.fit(table, "end_to_end_pooled", sampler=settings, seed=3)
+    thinned = bayes_eval.fit(
+        table, "end_to_end_pooled", sampler=dataclasses.replace(settings, thin=3), seed=3
+    )
+    assert whole.diagnostics.ok and thinned.diagnostics.ok  # each the first attempt
+    every, kept = whole.tree["posterior"], thinned.tree["posterior"]
+    assert kept.sizes["draw"] == 300 and thinned.tree["sample_stats"].sizes["draw"] == 300
+    sampled = [name for name in kept.data_vars if name.startswith(("mu", "kappa", "logit"))]
+    assert sampled
+    for name in sampled:  # the same chains, one draw in three kept: the 3rd, 6th, ...
+        np.testing.assert_array_equal(kept[name].values, every[name].values[:, 2::3], err_msg=name)
+    # the divergences and E-BFMI are the whole chains', the ESS the kept draws'
+    assert thinned.diagnostics.divergences == whole.diagnostics.divergences
+    assert thinned.diagnostics.ebfmi == whole.diagnostics.ebfmi
+    provenance = thinned.summary()["provenance"].iloc[0]
+    assert "4 chains x 900 draws (tune 300, target_accept 0.85), one draw in 3 kept" in provenance

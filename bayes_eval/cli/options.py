@@ -131,6 +131,7 @@ def mcmc_options(command) -> None:
     mcmc.add_argument("--draws", help="draws per chain")
     mcmc.add_argument("--tune", help="tuning steps per chain")
     mcmc.add_argument("--chains", help="number of chains")
+    mcmc.add_argument("--thin", help="keep one draw in this many (1 keeps every draw)")
     mcmc.add_argument("--target-accept", dest="target_accept", help="NUTS target acceptance")
 
 
@@ -205,6 +206,7 @@ FLAGS = {
     "draws": "--draws",
     "tune": "--tune",
     "chains": "--chains",
+    "thin": "--thin",
     "target_accept": "--target-accept",
     "agents": "--agents",
     "tasks": "--tasks",
@@ -312,6 +314,7 @@ def sampler_of(args) -> dict:
         "draws": whole(args.draws, "--draws", 0),
         "tune": whole(args.tune, "--tune", 0),
         "chains": whole(args.chains, "--chains", 0),
+        "thin": whole(args.thin, "--thin", 0),
     }
     if args.target_accept is not None:
         out["target_accept"] = real(args.target_accept, "--target-accept")

@@ -204,7 +204,8 @@ def diagnose(tree) -> Diagnostics:
     tree : xarray.DataTree
         With a ``posterior`` group (draws over ``(chain, draw, ...)``; the sampled
         parameters and ``p_task``, where present, are checked, NaN elements, absent
-        cells, skipped) and a ``sample_stats`` group with ``diverging`` and ``energy``.
+        cells, skipped) and a ``sample_stats`` group with ``diverging`` and ``energy``
+        (of every draw sampled, where the posterior keeps one in ``thin``).
     """
     import arviz_stats
 
@@ -221,7 +222,7 @@ def diagnose(tree) -> Diagnostics:
     divergences = int(stats["diverging"].values.sum())
     messages = _messages(table, divergences, ebfmi)
     target = stats.attrs.get("target_accept")
-    advice = _advice(table, divergences, ebfmi, target, posterior.sizes["draw"]) if messages else ""
+    advice = _advice(table, divergences, ebfmi, target, stats.sizes["draw"]) if messages else ""
     return Diagnostics(not messages, tuple(messages), table, divergences, ebfmi, advice)
 
 

@@ -81,10 +81,12 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
         # (its step size collapsed) would otherwise be stuck again in the same place
         trace = sample(build(form), engine, tried, seed + attempt, key=(*key, form.key()))
-        kept, draws = finish(trace["posterior"].to_dataset())
+        kept, draws = finish(trace["posterior"].to_dataset().isel(draw=tried.kept))
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = tried.target_accept
+        # the divergences and E-BFMI of every draw, the rest of the draws kept
         diagnostics = diagnose(xr.DataTree.from_dict({"posterior": draws, "sample_stats": stats}))
+        stats = stats.isel(draw=tried.kept)
         return {"posterior": kept, "sample_stats": stats, "draws": draws}, diagnostics
 
     plans = [(form, settings)]
@@ -102,16 +104,7 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         )
         if not failed:
             break
-        if len(fits) == 1:
-            retry = _retry_settings(fits[0][1], settings)
-            # the same form and settings again would only repeat the fit
-            plans = [
-                (other, retry)
-                for other in form.refits(fits[0][1])
-                if other.key() != form.key() or retry != settings
-            ]
-        if not plans:  # a fit short only of draws: twice as many, within the budget
-            plans = _longer(fits, seconds, settings)
+        plans = _next_plans(fits, plans, seconds, settings)
         if plans:
             progress(
                 f"sampling: the fit failed its diagnostics ({failed[0]}); refitting with "
@@ -131,6 +124,27 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     return groups, _attempt(form, tried, engine) + record + chosen, diagnostics
 
 
+def _next_plans(fits, plans, seconds, settings) -> list:
+    """The refits to run after the last of ``fits`` failed, ``(form, settings)`` each:
+    after the first, its refits (``_retry_settings``, in the forms ``form.refits`` names);
+    when none is left, the best fit short only of draws with more (``_longer``); and once
+    the last fit diverged, each at target_accept ``RETRY_TARGET_ACCEPT`` (``_steeper``)."""
+    _, diagnostics, form, _ = fits[-1]
+    if len(fits) == 1:
+        retry = _retry_settings(diagnostics, settings)
+        # the same form and settings again would only repeat the fit
+        plans = [
+            (other, retry)
+            for other in form.refits(diagnostics)
+            if other.key() != form.key() or retry != settings
+        ]
+    if not plans:  # a fit short only of draws: twice as many, within the budget
+        plans = _longer(fits, seconds, settings)
+    if diagnostics.divergences:  # once a fit diverges, every refit takes smaller steps
+        plans = [(other, _steeper(planned)) for other, planned in plans]
+    return plans
+
+
 def _short_of_draws(diagnostics) -> bool:
     """Whether a fit failed only for want of draws: an ESS or R-hat short, with no
     divergence and every chain exploring the energy well."""
@@ -142,20 +156,21 @@ def _short_of_draws(diagnostics) -> bool:
 
 
 def _longer(fits, seconds, settings) -> list:
-    """The next refit of a fit short of draws (``_short_of_draws``): the best fit so far,
-    in its form and settings with twice the most draws any fit had, where that stays
+    """The next refit of a fit short of draws (``_short_of_draws``): the best such fit so
+    far, in its form and settings with twice the most draws any fit had, where that stays
     within ``REFIT_DRAWS`` times the spec's draws and its sampling, projected from the
     longest fit's time (warm-up and draws alike), within ``REFIT_SECONDS`` of sampling in
     all; none otherwise."""
-    best = min(range(len(fits)), key=lambda i: _badness(fits[i][1]))
-    _, diagnostics, form, tried = fits[best]
+    short = [i for i in range(len(fits)) if _short_of_draws(fits[i][1])]
+    if not short:
+        return []
+    _, _, form, tried = fits[min(short, key=lambda i: _badness(fits[i][1]))]
     longest = max(range(len(fits)), key=lambda i: fits[i][3].draws)
     most = fits[longest][3]
     longer = replace(tried, draws=2 * most.draws)
     projected = seconds[longest] * (longer.tune + longer.draws) / (most.tune + most.draws)
     if (
-        not _short_of_draws(diagnostics)
-        or longer.draws > REFIT_DRAWS * settings.draws
+        longer.draws > REFIT_DRAWS * settings.draws
         or longer.draws > SAMPLER_LIMITS["draws"][1]
         or sum(seconds) + projected > REFIT_SECONDS
     ):
@@ -178,6 +193,8 @@ def _attempt(form, settings, engine) -> str:
         f"{engine.name} ({engine.device}) {settings.chains} chains x {settings.draws} draws "
         f"(tune {settings.tune}, target_accept {settings.target_accept:g})"
     )
+    if settings.thin > 1:
+        text += f", one draw in {settings.thin} kept"
     return text + (f", {form.describe()}" if form.flippable else "")
 
 
@@ -194,12 +211,18 @@ def _retry_settings(diagnostics, settings):
     chains disagreed (within ``SAMPLER_LIMITS``)."""
     out = settings
     if diagnostics.divergences or min(diagnostics.ebfmi, default=1.0) < EBFMI_MIN:
-        out = replace(out, target_accept=max(RETRY_TARGET_ACCEPT, settings.target_accept))
+        out = _steeper(out)
     table = diagnostics.table
     short = (table[["ess_bulk", "ess_tail"]] < ESS_MIN).any(axis=None)
     if short or (table["r_hat"] > RHAT_MAX).any():
         out = replace(out, draws=min(2 * settings.draws, SAMPLER_LIMITS["draws"][1]))
     return out
+
+
+def _steeper(settings):
+    """``settings`` with target_accept raised to ``RETRY_TARGET_ACCEPT`` (kept where
+    higher)."""
+    return replace(settings, target_accept=max(RETRY_TARGET_ACCEPT, settings.target_accept))
 
 
 def _badness(diagnostics) -> tuple:
