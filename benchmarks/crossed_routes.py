@@ -3,6 +3,7 @@
     python benchmarks/crossed_routes.py sample PAIRS ROUTE [--draws 2000]
     python benchmarks/crossed_routes.py accuracy [--nodes 21]
     python benchmarks/crossed_routes.py redraw [--values 6648000]
+    python benchmarks/crossed_routes.py gradient PAIRS [--calls 2000]
 
 ``sample`` fits the seeded table of ``benchmarks/crossed_tables.py`` (PAIRS one of its
 sizes) with the crossed model's population and surprising pairs (no covariates), on the
@@ -19,10 +20,15 @@ quantities and divergences.
 (up to 60 runs) against the package's trapezoid rule (``log_marginal``, 1e-12), by scale.
 
 ``redraw`` times an exact draw of every pair's departure from its conditional given a
-posterior draw, as a fit that does not keep its departures would need for its rates
+posterior draw, as a fit that does not keep its departures needs for its rates
 (rejection from the hull of two tangents of each component's concave log density), on
-as many values as METR's crossed fit has (831 pairs x 8,000 draws), and checks its
-distribution against a fine grid's on one pair.
+as many values as METR's crossed fit had (831 pairs x 8,000 draws), in numpy and by the
+package's compiled C (``bayes_eval.crossed.redraw``), and checks the numpy draws'
+distribution against a fine grid's on one pair (the package's tests check its own).
+
+``gradient`` times the sampled route's log density with its gradient, as nutpie calls it,
+with each run's log-likelihood through two softplus terms and through one (the
+package's), on a table of PAIRS.
 """
 
 from __future__ import annotations
@@ -73,8 +79,10 @@ def gauss_hermite(xp, eta, scale, k, n, nodes, steps=20):
     return xp.log(np.sqrt(2) * width) + total - 0.5 * np.log(2 * np.pi)
 
 
-def model(table, route: str, nodes: int):
-    """The crossed model's population and surprising pairs on ``table``, by ``route``."""
+def model(table, route: str, nodes: int, softplus: int = 1):
+    """The crossed model's population and surprising pairs on ``table``, by ``route``; a
+    run's log-likelihood through one softplus (the package's: ``log (1 - p) = log p -
+    logit``) or two (``log p``, ``log (1 - p)`` each its own)."""
     import pandas as pd
     import pymc as pm
     import pytensor.tensor as pt
@@ -94,6 +102,8 @@ def model(table, route: str, nodes: int):
         eta = mean + ability_scale * ability_z[a] - difficulty_scale * difficulty_z[t]
 
         def binomial(x):
+            if softplus == 1:
+                return n * -pt.softplus(-x) - (n - k) * x
             return k * -pt.softplus(-x) + (n - k) * -pt.softplus(x)
 
         if route == "centred":
@@ -214,7 +224,38 @@ def draw_departures(eta, scales, log_weights, k, n, rng):
     return e, j
 
 
+def gradient(pairs: int, calls: int) -> None:
+    """Time the sampled route's log density with its gradient, as nutpie calls it (the C
+    the package compiles), with each run's log-likelihood through one softplus or two."""
+    import ctypes
+
+    from bayes_eval.inference.nutpie_model import CachedModel
+
+    table = crossed_table(*SIZES[pairs])
+    signature = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_uint64] + [ctypes.c_void_p] * 4)
+    seconds = {}
+    for softplus in (2, 1):
+        template = CachedModel.compile(model(table, "sampled", 0, softplus), "").template
+        function = signature(template.compiled_logp_func.address)
+        dim = template._n_dim
+        x = np.random.default_rng(0).normal(0.0, 0.1, dim)
+        grad, logp = np.empty(dim), np.empty(1)
+        at = [x.ctypes.data, grad.ctypes.data, logp.ctypes.data, template.user_data.ctypes.data]
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(dim, *at)
+        seconds[softplus] = (time.perf_counter() - start) / calls
+        print(
+            f"{len(table):,} pairs, {softplus} softplus a run's likelihood: "
+            f"{seconds[softplus] * 1e6:.1f} us a call, {seconds[softplus] * 1e9 / len(table):.0f} "
+            "ns a pair"
+        )
+    print(f"ratio one / two: {seconds[1] / seconds[2]:.2f}")
+
+
 def redraw(values: int) -> None:
+    from bayes_eval.crossed import redraw as compiled
+
     rng = np.random.default_rng(0)
     eta = rng.normal(-2, 3, values)
     k = rng.integers(0, 5, values).astype(float)
@@ -223,7 +264,23 @@ def redraw(values: int) -> None:
     weights = [np.full(values, np.log(0.89)), np.full(values, np.log(0.11))]
     start = time.perf_counter()
     draw_departures(eta, scales, weights, k, n, rng)
-    print(f"{values:,} departures drawn in {time.perf_counter() - start:.1f} s")
+    numpy_seconds = time.perf_counter() - start
+    print(f"{values:,} departures drawn in {numpy_seconds:.1f} s (numpy)")
+    rows = values // 1000  # the package's compiled redraw, a row of 1,000 pairs a draw
+    start = time.perf_counter()
+    compiled.redraw(
+        eta[: rows * 1000].reshape(rows, 1000),
+        (scales[0][:rows], scales[1][:rows]),
+        (weights[0][:rows], weights[1][:rows]),
+        (k[:1000], n[:1000]),
+        np.arange(rows) * 1000,
+        0,
+    )
+    seconds = time.perf_counter() - start
+    print(
+        f"{rows * 1000:,} departures drawn in {seconds:.2f} s (the package's C, "
+        f"{len(os.sched_getaffinity(0))} threads): {numpy_seconds / seconds:.1f} times as fast"
+    )
     size, (eta_, k_, n_, share) = 200_000, (-1.0, 30.0, 59.0, 0.05)
     e, j = draw_departures(
         np.full(size, eta_),
@@ -257,11 +314,16 @@ def main() -> None:
     one.add_argument("--nodes", type=int, default=11)
     commands.add_parser("accuracy").add_argument("--nodes", type=int, default=21)
     commands.add_parser("redraw").add_argument("--values", type=int, default=831 * 8000)
+    timed = commands.add_parser("gradient")
+    timed.add_argument("pairs", type=int, choices=sorted(SIZES))
+    timed.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
     if args.command == "sample":
         sample_route(args.pairs, args.route, args.draws, args.nodes)
     elif args.command == "accuracy":
         accuracy(args.nodes)
+    elif args.command == "gradient":
+        gradient(args.pairs, args.calls)
     else:
         redraw(args.values)
 

@@ -265,3 +265,105 @@ def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
         spread = 4 * math.sqrt((kurtosis - 1) / fresh.size)
         assert fresh.var() == pytest.approx(variance, rel=spread)
         assert len(np.unique(fresh)) == fresh.size
+
+
+def _mixture_cdf(departure, eta, k, n, narrow, wide, share):
+    """The conditional CDF of a run pair's departure ``d`` at ``departure`` given its
+    additive logit ``eta`` per draw: ``(1 - share) N(d; 0, narrow) + share N(d; 0, wide)``
+    times the binomial likelihood of ``k`` of ``n`` at ``eta + d``, integrated on a grid."""
+    grid = np.linspace(-14.0, 14.0, 5601)
+    x = eta[:, None] + grid[None, :]
+    log_like = k * -np.logaddexp(0.0, -x) + (n - k) * -np.logaddexp(0.0, x)
+    prior = (1 - share) * stats.norm.pdf(grid, 0, narrow) + share * stats.norm.pdf(grid, 0, wide)
+    density = np.exp(log_like - log_like.max(axis=1, keepdims=True)) * prior
+    cdf = integrate.cumulative_trapezoid(density, grid, axis=1, initial=0.0)
+    cdf /= cdf[:, -1:]
+    return np.array([np.interp(d, grid, row) for d, row in zip(departure, cdf, strict=True)])
+
+
+def test_a_fit_without_departures_draws_each_from_its_conditional(monkeypatch):
+    """A fit that keeps no ``cell_z`` (``redraw``): each run pair's departure, drawn again
+    from its conditional given the draw, the same numbers in blocks of any size; its
+    probability integral transform under the two-normal mixture times the pair's binomial
+    likelihood (a grid's integral, per draw) is uniform for every pair, 0 of 8 and 8 of 8
+    included; a pair never run departs by the mixture itself."""
+    import xarray as xr
+
+    from bayes_eval.crossed import departures
+
+    chains, draws = 2, 3000
+    rng = np.random.default_rng(5)
+    ability = rng.normal(0.0, 1.0, (chains, draws, 2))
+    post = xr.Dataset(
+        {
+            "difficulty": (("chain", "draw", "task"), rng.normal(0.0, 1.0, (chains, draws, 3))),
+            "cell_scale": (("chain", "draw"), np.full((chains, draws), 0.8)),
+            "surprise_share": (("chain", "draw"), np.full((chains, draws), 0.2)),
+            "surprise_width": (("chain", "draw"), np.full((chains, draws), 2.0)),
+        }
+    )
+    layout = SimpleNamespace(
+        pair_agent=np.array([0, 0, 1, 1]),
+        e2e_k=np.array([3, 0, 1, 8]),
+        e2e_n=np.array([8, 8, 2, 8]),
+        grading=None,
+        clusters=None,
+    )
+    design = SimpleNamespace(layout=layout, pair_task=np.array([0, 1, 0, 2]))
+    eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
+
+    def rates():
+        return departures.pair_rates(post, ability, design, np.random.default_rng(11))
+
+    p = rates()
+    np.testing.assert_array_equal(rates(), p)
+    monkeypatch.setattr(departures, "RATE_VALUES", 1)  # a run pair's own numbers, any block
+    ran = (..., layout.pair_agent, design.pair_task)
+    np.testing.assert_array_equal(rates()[ran], p[ran])
+    departure = special.logit(p) - eta
+    for i, (a, t) in enumerate(zip(layout.pair_agent, design.pair_task, strict=True)):
+        pit = _mixture_cdf(
+            departure[..., a, t].ravel(),
+            eta[..., a, t].ravel(),
+            layout.e2e_k[i],
+            layout.e2e_n[i],
+            0.8,
+            2.4,
+            0.2,
+        )
+        assert stats.kstest(pit, "uniform").pvalue > 1e-3, (a, t)
+    fresh = departure[..., 0, 2].ravel()  # agent a never ran task t2
+    mixture = lambda d: 0.8 * stats.norm.cdf(d, 0, 0.8) + 0.2 * stats.norm.cdf(d, 0, 2.4)  # noqa: E731
+    assert stats.kstest(fresh, mixture).pvalue > 1e-3
+
+
+def test_the_compiled_redraw_gives_each_component_its_share():
+    """One pair (30 of 59 runs, scales 4 and 14.8, 5% surprising), 100,000 draws: the share
+    drawn wide is the wide component's mass (a grid's integral) within 4 standard errors,
+    and the draws follow the mixture's CDF."""
+    from bayes_eval.crossed.redraw import redraw
+
+    size, eta, k, n, share = 100_000, -1.0, 30.0, 59.0, 0.05
+    z, wide = redraw(
+        np.full((size, 1), eta),
+        (np.full(size, 4.0), np.full(size, 14.8)),
+        (np.full(size, np.log1p(-share)), np.full(size, np.log(share))),
+        (np.array([k]), np.array([n])),
+        np.arange(size),
+        3,
+    )
+    grid = np.linspace(-30.0, 30.0, 600_001)
+
+    def part(scale, weight):
+        x = eta + scale * grid
+        log = (
+            np.log(weight) - 0.5 * grid**2 - k * np.logaddexp(0, -x) - (n - k) * np.logaddexp(0, x)
+        )
+        return np.exp(log + 40.0)
+
+    narrow_part, wide_part = part(4.0, 1 - share), part(14.8, share)
+    expected = wide_part.sum() / (narrow_part.sum() + wide_part.sum())
+    assert abs(wide.mean() - expected) < 4 * math.sqrt(expected * (1 - expected) / size)
+    cdf = np.cumsum(narrow_part + wide_part)
+    cdf /= cdf[-1]
+    assert stats.kstest(z[:, 0], lambda x: np.interp(x, grid, cdf)).pvalue > 1e-3

@@ -11,11 +11,20 @@ from scipy import special
 from bayes_eval.constants import SURPRISE_SHARE, SURPRISE_WIDTH, TASK
 from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
 from bayes_eval.counts.layout import Layout
+from bayes_eval.crossed import redraw
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import graded_counts, graded_pair_rates
 from bayes_eval.crossed.likelihood import surprising_scale
 
-__all__ = ["RATE_VALUES", "additive", "clustered", "pair_rates", "surprise_scales"]
+__all__ = [
+    "RATE_VALUES",
+    "additive",
+    "clustered",
+    "drawn_again",
+    "pair_rates",
+    "redrawn",
+    "surprise_scales",
+]
 
 # The most values (chains x draws x agents x tasks, 8 bytes each) of the pairs' rates drawn
 # at once: memory, not the numbers.
@@ -31,15 +40,25 @@ def additive(post, ability) -> np.ndarray:
     return eta
 
 
+def redrawn(design: Design) -> bool:
+    """Whether a fit of ``design`` keeps no departure, every reader drawing them again
+    from their conditional (``redraw``): end-to-end runs read as they are (no grader, no
+    clusters), where a C compiler is found."""
+    layout = design.layout
+    return layout.clusters is None and layout.grading is None and redraw.available()
+
+
 def pair_rates(post, ability, design: Design, rng) -> np.ndarray:
     """``(chain, draw, agent, task)``: every pair's rate per draw, a pair run from its
-    sampled departure, one never run from a fresh one (the wider for a surprising pair,
-    ``surprise_scales``). Drawn a block of draws at a time, at most ``RATE_VALUES``
+    sampled departure (or, where the fit keeps none, one drawn from its conditional given
+    the draw: ``redraw``), one never run from a fresh one (the wider for a surprising
+    pair, ``surprise_scales``). Drawn a block of draws at a time, at most ``RATE_VALUES``
     values, each block from its own generator spawned from ``rng``: the same numbers
     every time, and the memory of a block, not of the fit."""
     chains, draws, agents = ability.shape
     size = max(1, RATE_VALUES // (chains * agents * post.sizes[TASK]))
     starts = range(0, draws, size)
+    seed = None if "cell_z" in post else int(rng.integers(2**63))
     out = np.empty((chains, draws, agents, post.sizes[TASK]))
     for start, block_rng in zip(starts, rng.spawn(len(starts)), strict=True):
         at = slice(start, start + size)
@@ -47,11 +66,45 @@ def pair_rates(post, ability, design: Design, rng) -> np.ndarray:
         eta = additive(part, ability[:, at])
         scale = part["cell_scale"].values[..., None, None]
         z = block_rng.standard_normal(eta.shape)
-        z[..., design.layout.pair_agent, design.pair_task] = part["cell_z"].values
-        if SURPRISE_SHARE in part:  # a surprising pair's departure is the wider one
-            scale = surprise_scales(part, eta, z, design, block_rng)
+        if seed is not None:
+            place = np.arange(draws)[at] + draws * np.arange(chains)[:, None]
+            scale = drawn_again(part, eta, z, design, block_rng, (seed, place))
+        else:
+            z[..., design.layout.pair_agent, design.pair_task] = part["cell_z"].values
+            if SURPRISE_SHARE in part:  # a surprising pair's departure is the wider one
+                scale = surprise_scales(part, eta, z, design, block_rng)
         out[:, at] = special.expit(eta + scale * z)
     return out
+
+
+def drawn_again(post, eta, z, design: Design, rng, key) -> np.ndarray:
+    """The scale of each pair's departure per draw (``surprise_scales``), with each run
+    pair's departure and whether it surprises drawn from their conditional given the
+    draw into ``z`` (``redraw.redraw``; ``key``: the seed and each row's place among the
+    fit's chains x draws), a pair never run surprising with ``surprise_share``."""
+    layout = design.layout
+    narrow = post["cell_scale"].values
+    wide, share = narrow, np.zeros_like(narrow)
+    if SURPRISE_SHARE in post:
+        wide = surprising_scale(narrow, post[SURPRISE_WIDTH].values)
+        share = post[SURPRISE_SHARE].values
+    with np.errstate(divide="ignore"):
+        log_share, log_usual = np.log(share).ravel(), np.log1p(-share).ravel()
+    at = (..., layout.pair_agent, design.pair_task)
+    run_eta = eta[at]
+    pairs = run_eta.shape[-1]
+    seed, place = key
+    run_z, run_surprising = redraw.redraw(
+        run_eta.reshape(-1, pairs),
+        (narrow.ravel(), wide.ravel()),
+        (log_usual, log_share),
+        graded_counts(layout),
+        place.ravel() * pairs,
+        seed,
+    )
+    surprising = rng.random(eta.shape) < share[..., None, None]
+    z[at], surprising[at] = run_z.reshape(run_eta.shape), run_surprising.reshape(run_eta.shape)
+    return np.where(surprising, wide[..., None, None], narrow[..., None, None])
 
 
 def surprise_scales(post, eta, z, design: Design, rng) -> np.ndarray:

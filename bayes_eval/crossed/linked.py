@@ -83,6 +83,7 @@ __all__ = [
     "build_model",
     "centred_milestone_abilities",
     "draw_rates",
+    "redrawn_departures",
     "form_text",
     "log_likelihood",
     "simulate",
@@ -93,6 +94,13 @@ PAIR, STEP, SEVERAL = "linked_pair", "step", "milestone_rate"
 # what a fit drops once its rates are drawn (its subtasks' step_z stay: the pointwise
 # log-likelihood reads them)
 LATENT = ("ability", "cell_z", "pair_z", "milestone_z", "milestone_ability_z")
+
+
+def redrawn_departures(design, spec) -> tuple:
+    """None: a linked fit keeps every departure it samples."""
+    return ()
+
+
 LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
 MILESTONE_SCALARS = LINKED_PRIORS

@@ -98,7 +98,7 @@ from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
 from bayes_eval.counts.data import count_data_vars
 from bayes_eval.counts.grading import GRADER_RATES, grader_rates
 from bayes_eval.counts.layout import Layout, centred_text, layout_of
-from bayes_eval.crossed.departures import additive, clustered, pair_rates
+from bayes_eval.crossed.departures import additive, clustered, pair_rates, redrawn
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import (
     false_alarms,
@@ -133,6 +133,7 @@ __all__ = [
     "form_text",
     "information",
     "log_likelihood",
+    "redrawn_departures",
     "simulate",
     "structure_coords",
 ]
@@ -349,12 +350,12 @@ def build_model(design: Design, spec):
         z = pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
         given = _rate_likelihood(pm, pt, layout, spec, cells)
         logit = eta + cell_scale * z
-        each, sp = given(-pt.softplus(-logit), -pt.softplus(logit))
+        each, sp = given(*_log_rates(pt, logit))
         if SURPRISE_SHARE in priors:  # a share of the rates depart further (the module's docstring)
             share = pm.Beta(SURPRISE_SHARE, **priors[SURPRISE_SHARE].params)
             width = _lognormal(pm, SURPRISE_WIDTH, priors[SURPRISE_WIDTH])
             logit = eta + surprising_scale(cell_scale, width) * z
-            wide, _ = given(-pt.softplus(-logit), -pt.softplus(logit))
+            wide, _ = given(*_log_rates(pt, logit))
             each = pt.logaddexp(pt.log1p(-share) + each, pt.log(share) + wide)
         if not cells:
             pm.Potential(given.name, pt.sum(each))
@@ -366,6 +367,13 @@ def build_model(design: Design, spec):
             blocked = false_alarms(_tensor_add_at, k, f, pt.log1p(-sp), pt.log(sp), layout)
         pm.Potential(given.name, _blocked_mixture(pt, each, given.failed, share, layout, blocked))
     return model
+
+
+def _log_rates(pt, logit):
+    """``log p`` and ``log (1 - p)`` of the rates at ``logit``, through one softplus: ``log
+    (1 - p) = log p - logit`` exactly, so the gradient takes one sigmoid a rate, not two."""
+    log_p = -pt.softplus(-logit)
+    return log_p, log_p - logit
 
 
 def _rate_likelihood(pm, pt, layout: Layout, spec, cells: bool):
@@ -512,6 +520,12 @@ def _zero_sum(pm, name, prior, dims):
 # ---------------------------------------------------------------------------
 # draws of every (agent, task)'s rate
 # ---------------------------------------------------------------------------
+
+
+def redrawn_departures(design: Design, spec) -> tuple:
+    """The departures a fit keeps none of, its readers drawing them again from their
+    conditional (``departures.redrawn``): a pair's, of end-to-end runs read as they are."""
+    return () if model_of(spec).cell_method or not redrawn(design) else ("cell_z",)
 
 
 def draw_rates(post, design: Design, spec, rng) -> dict:

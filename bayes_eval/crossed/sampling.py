@@ -25,8 +25,8 @@ def fit_crossed(evidence, design: Design, spec, options):
     """Fit a crossed spec with MCMC: a ``Posterior`` over every (agent, task) of the
     design (``design_of``), with its covariates in the ``covariates`` group, at the level,
     seed and sampler settings of ``options`` (``FitOptions``). The fit keeps its sampled
-    draws, the departures (one per pair or cell: most of its numbers) to float32, and
-    draws its rates from them (``derivation``)."""
+    draws, the departures (one per pair or cell: most of its numbers) to float32 or not
+    at all (``compact``), and draws its rates from them (``derivation``)."""
     from bayes_eval.results.fits import McmcPosterior
 
     level, seed, sampler = options.level, options.seed, options.sampler
@@ -36,7 +36,7 @@ def fit_crossed(evidence, design: Design, spec, options):
     derivation = derivation_of_fit(design, spec, seed)
 
     def finish(trace):
-        kept = compact(trace, spec)
+        kept = compact(trace, design, spec)
         return kept, derivation.rates(kept)
 
     key = (*model_structure(layout, spec), cov.agent_raw.tobytes(), cov.task_raw.tobytes())
@@ -79,11 +79,14 @@ def fit_crossed(evidence, design: Design, spec, options):
     )
 
 
-def compact(trace, spec):
+def compact(trace, design: Design, spec):
     """The draws a crossed fit keeps: its trace, with the departures (``LATENT`` but the
     abilities, one per pair or cell and draw) in float32, 7 significant digits (their
-    rates are drawn from them in float64, the same numbers in the fit as read back)."""
-    departures = [name for name in model_of(spec).part("LATENT") if name != "ability"]
+    rates are drawn from them in float64, the same numbers in the fit as read back), or
+    none where every reader draws them again (the model's ``redrawn_departures``)."""
+    entry = model_of(spec)
+    trace = trace.drop_vars(list(entry.part("redrawn_departures")(design, spec)))
+    departures = [name for name in entry.part("LATENT") if name != "ability"]
     return trace.assign(
         {name: trace[name].astype(np.float32) for name in departures if name in trace}
     )
