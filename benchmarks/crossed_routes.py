@@ -279,7 +279,7 @@ def redraw(values: int) -> None:
     seconds = time.perf_counter() - start
     print(
         f"{rows * 1000:,} departures drawn in {seconds:.2f} s (the package's C, "
-        f"{len(os.sched_getaffinity(0))} threads): {numpy_seconds / seconds:.1f} times as fast"
+        f"{compiled.cores()} threads): {numpy_seconds / seconds:.1f} times as fast"
     )
     size, (eta_, k_, n_, share) = 200_000, (-1.0, 30.0, 59.0, 0.05)
     e, j = draw_departures(

@@ -83,9 +83,9 @@ __all__ = [
     "build_model",
     "centred_milestone_abilities",
     "draw_rates",
-    "redrawn_departures",
     "form_text",
     "log_likelihood",
+    "redrawn_departures",
     "simulate",
     "steps_of",
 ]
@@ -94,13 +94,6 @@ PAIR, STEP, SEVERAL = "linked_pair", "step", "milestone_rate"
 # what a fit drops once its rates are drawn (its subtasks' step_z stay: the pointwise
 # log-likelihood reads them)
 LATENT = ("ability", "cell_z", "pair_z", "milestone_z", "milestone_ability_z")
-
-
-def redrawn_departures(design, spec) -> tuple:
-    """None: a linked fit keeps every departure it samples."""
-    return ()
-
-
 LATENT_DIMS = (AGENT, RATE, CENTRED, NON_CENTRED, PAIR, SEVERAL)
 # The scalars of the milestone side, each with its prior role of the same name.
 MILESTONE_SCALARS = LINKED_PRIORS
@@ -210,6 +203,11 @@ def build_model(design: Design, spec):
         k, f = count_data_vars(pm, "e2e_obs", layout.e2e_k[ran], layout.e2e_n[ran])
         pm.Potential("e2e_binomial", pt.sum(k * -pt.softplus(-logit) + f * -pt.softplus(logit)))
     return model
+
+
+def redrawn_departures(design, spec) -> tuple:
+    """None: a linked fit keeps every departure it samples."""
+    return ()
 
 
 def draw_rates(post, design: Design, spec, rng) -> dict:

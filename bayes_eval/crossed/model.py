@@ -23,10 +23,12 @@ others, with scale ``cell_scale (1 + surprise_width)`` where the rest have ``cel
 (a scale mixture of normals: a departure law whose tail the data widen). The pair's one
 ``e_at`` serves both: the likelihood of its runs is ``(1 - share) L(cell_scale) + share
 L(wide)`` at its ``e_at``, the choice summed out; each posterior draw then draws whether
-the pair surprises from its probability given that draw, and a pair never run surprises
-with probability ``share``. With normal departures alone the one scale had to fit the
-surprising pairs too, and shrank the others' bounds toward the additive prediction
-hardest exactly where a pair's own runs contradicted it (docs/coverage.md).
+the pair surprises from its probability given that draw (where the fit keeps no
+departure, ``redrawn_departures``, the two together from their conditional), and a pair
+never run surprises with probability ``share``. With normal departures alone the one
+scale had to fit the surprising pairs too, and shrank the others' bounds toward the
+additive prediction hardest exactly where a pair's own runs contradicted it
+(docs/coverage.md).
 
 ``a_t`` is 1 unless the spec gives a ``discrimination_scale`` (2PL): then each task has
 its own slope of success in ability, ``log a_t = discrimination_scale w_t`` with ``w``

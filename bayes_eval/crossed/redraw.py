@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["SOURCE", "available", "redraw"]
+__all__ = ["available", "cores", "redraw"]
 
 SOURCE = r"""
 #include <math.h>
@@ -209,13 +209,20 @@ def redraw(eta, scales, log_weights, counts, place, seed: int):
             _pointer(surprising[at], ctypes.c_uint8),
         )
 
-    parts = max(1, min(len(os.sched_getaffinity(0)), rows))
+    parts = max(1, min(cores(), rows))
     bounds = np.linspace(0, rows, parts + 1).astype(int)
     with ThreadPoolExecutor(parts) as pool:
         status = list(pool.map(run, [slice(a, b) for a, b in itertools.pairwise(bounds)]))
     if any(status):
         raise RuntimeError("a departure was not drawn in 10,000 tries (a bug: please report it)")
     return z, surprising.astype(bool)
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):  # not on macOS
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _pointer(array: np.ndarray, kind):
