@@ -271,7 +271,7 @@ def _mixture_cdf(departure, eta, k, n, narrow, wide, share):
     """The conditional CDF of a run pair's departure ``d`` at ``departure`` given its
     additive logit ``eta`` per draw: ``(1 - share) N(d; 0, narrow) + share N(d; 0, wide)``
     times the binomial likelihood of ``k`` of ``n`` at ``eta + d``, integrated on a grid."""
-    grid = np.linspace(-14.0, 14.0, 5601)
+    grid = np.linspace(-14.0, 14.0, 2801)
     x = eta[:, None] + grid[None, :]
     log_like = k * -np.logaddexp(0.0, -x) + (n - k) * -np.logaddexp(0.0, x)
     prior = (1 - share) * stats.norm.pdf(grid, 0, narrow) + share * stats.norm.pdf(grid, 0, wide)
@@ -291,7 +291,7 @@ def test_a_fit_without_departures_draws_each_from_its_conditional(monkeypatch):
 
     from bayes_eval.crossed import departures
 
-    chains, draws = 2, 3000
+    chains, draws = 2, 1500
     rng = np.random.default_rng(5)
     ability = rng.normal(0.0, 1.0, (chains, draws, 2))
     post = xr.Dataset(
