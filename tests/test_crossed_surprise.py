@@ -214,18 +214,13 @@ def test_a_new_tasks_draws_do_not_depend_on_their_block(monkeypatch):
     assert np.isinf(found[0]) and found[2] == 1
 
 
-def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
-    """Every pair's rate, drawn a block of draws at a time (``RATE_VALUES``; here also one
-    draw a block): the same numbers from the same generator; a pair run departs by its
-    sampled ``z`` at the narrow or the wide scale; a pair never run by a fresh departure
-    of each block's own generator, the two-normal mixture (mean 0, variance ``(1 - s) a^2
-    + s b^2``) and never the same in two draws."""
+def _two_agents_three_tasks(rng, chains, draws, k, n):
+    """A crossed fit's draws of two agents and three tasks (``rng``'s abilities and
+    difficulties; departures' scale 0.8, a share 0.2 surprising at 2.4) and its design:
+    four pairs run, (a, t0), (a, t1), (b, t0), (b, t2), with ``k`` of ``n`` successes;
+    agent a never ran t2, b never t1."""
     import xarray as xr
 
-    from bayes_eval.crossed import departures
-
-    chains, draws = 2, 4000
-    rng = np.random.default_rng(3)
     ability = rng.normal(0.0, 1.0, (chains, draws, 2))
     post = xr.Dataset(
         {
@@ -233,18 +228,32 @@ def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
             "cell_scale": (("chain", "draw"), np.full((chains, draws), 0.8)),
             "surprise_share": (("chain", "draw"), np.full((chains, draws), 0.2)),
             "surprise_width": (("chain", "draw"), np.full((chains, draws), 2.0)),
-            "cell_z": (("chain", "draw", "rate"), rng.normal(0.0, 1.0, (chains, draws, 4))),
         }
     )
     layout = SimpleNamespace(
         pair_agent=np.array([0, 0, 1, 1]),
-        pairs=[("a", "t0"), ("a", "t1"), ("b", "t0"), ("b", "t2")],
-        e2e_k=np.array([3, 0, 1, 2]),
-        e2e_n=np.array([8, 8, 2, 5]),
+        e2e_k=np.array(k),
+        e2e_n=np.array(n),
         grading=None,
         clusters=None,
     )
-    design = SimpleNamespace(layout=layout, pair_task=np.array([0, 1, 0, 2]))
+    return post, ability, SimpleNamespace(layout=layout, pair_task=np.array([0, 1, 0, 2]))
+
+
+def test_the_pairs_rates_are_drawn_a_block_of_draws_at_a_time(monkeypatch):
+    """Every pair's rate, drawn a block of draws at a time (``RATE_VALUES``; here also one
+    draw a block): the same numbers from the same generator; a pair run departs by its
+    sampled ``z`` at the narrow or the wide scale; a pair never run by a fresh departure
+    of each block's own generator, the two-normal mixture (mean 0, variance ``(1 - s) a^2
+    + s b^2``) and never the same in two draws."""
+
+    from bayes_eval.crossed import departures
+
+    chains, draws = 2, 4000
+    rng = np.random.default_rng(3)
+    post, ability, design = _two_agents_three_tasks(rng, chains, draws, [3, 0, 1, 2], [8, 8, 2, 5])
+    post["cell_z"] = (("chain", "draw", "rate"), rng.normal(0.0, 1.0, (chains, draws, 4)))
+    layout = design.layout
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
 
     def rates():
@@ -287,29 +296,13 @@ def test_a_fit_without_departures_draws_each_from_its_conditional(monkeypatch):
     probability integral transform under the two-normal mixture times the pair's binomial
     likelihood (a grid's integral, per draw) is uniform for every pair, 0 of 8 and 8 of 8
     included; a pair never run departs by the mixture itself."""
-    import xarray as xr
 
     from bayes_eval.crossed import departures
 
     chains, draws = 2, 1500
     rng = np.random.default_rng(5)
-    ability = rng.normal(0.0, 1.0, (chains, draws, 2))
-    post = xr.Dataset(
-        {
-            "difficulty": (("chain", "draw", "task"), rng.normal(0.0, 1.0, (chains, draws, 3))),
-            "cell_scale": (("chain", "draw"), np.full((chains, draws), 0.8)),
-            "surprise_share": (("chain", "draw"), np.full((chains, draws), 0.2)),
-            "surprise_width": (("chain", "draw"), np.full((chains, draws), 2.0)),
-        }
-    )
-    layout = SimpleNamespace(
-        pair_agent=np.array([0, 0, 1, 1]),
-        e2e_k=np.array([3, 0, 1, 8]),
-        e2e_n=np.array([8, 8, 2, 8]),
-        grading=None,
-        clusters=None,
-    )
-    design = SimpleNamespace(layout=layout, pair_task=np.array([0, 1, 0, 2]))
+    post, ability, design = _two_agents_three_tasks(rng, chains, draws, [3, 0, 1, 8], [8, 8, 2, 8])
+    layout = design.layout
     eta = ability[..., :, None] - post["difficulty"].values[..., None, :]
 
     def rates():

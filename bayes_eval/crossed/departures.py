@@ -64,13 +64,13 @@ def pair_rates(post, ability, design: Design, rng) -> np.ndarray:
         at = slice(start, start + size)
         part = post.isel(draw=at)
         eta = additive(part, ability[:, at])
-        scale = part["cell_scale"].values[..., None, None]
         z = block_rng.standard_normal(eta.shape)
         if seed is not None:
             place = np.arange(draws)[at] + draws * np.arange(chains)[:, None]
             scale = drawn_again(part, eta, z, design, block_rng, (seed, place))
         else:
             z[..., design.layout.pair_agent, design.pair_task] = part["cell_z"].values
+            scale = part["cell_scale"].values[..., None, None]
             if SURPRISE_SHARE in part:  # a surprising pair's departure is the wider one
                 scale = surprise_scales(part, eta, z, design, block_rng)
         out[:, at] = special.expit(eta + scale * z)
