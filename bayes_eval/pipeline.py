@@ -8,6 +8,7 @@ command line only translates its flags into these calls.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from bayes_eval.evidence.formats import detect_format
 from bayes_eval.evidence.table import Evidence, PathLike, TableSource
 from bayes_eval.fit import fit, load_posterior
 from bayes_eval.messages import note
+from bayes_eval.outputs.drawing import Figures
 from bayes_eval.outputs.report import Report, build_report
 from bayes_eval.outputs.runfolder import write_run
 from bayes_eval.results.attempts import parse_attempts
@@ -141,6 +143,7 @@ def run(
     attempts: Sequence[int] | str | None = None,
     sensitivity: bool = False,
     audit: TableSource | None = None,
+    figures: Figures | None = None,
 ) -> Run:
     """Fit, check, and (with ``out``) write a run folder, as ``bayes-eval fit --out``.
 
@@ -164,6 +167,9 @@ def run(
         Each bound under the prior family (``bayes_eval.prior_sensitivity``): the
         summary's ``prior_*`` columns, ``Run.sensitivity`` and ``sensitivity.csv``;
         members that reweighting cannot reach are refitted with these same arguments.
+    figures : bayes_eval.outputs.drawing.Figures, optional
+        What draws the run folder's figures: by default, with ``out``, one started before
+        the fit, so that its process is ready when the fit is.
 
     A check, the report or a figure that fails after the fit is reported in
     ``Run.checks.failed``; the fit, its summary and the other checks are kept.
@@ -176,13 +182,18 @@ def run(
         attempts = parse_attempts(attempts)
     out = None if out is None else check_out(Path(out))
     given = dict(level=level, seed=seed, sampler=sampler, agents=agents, tasks=tasks)
-    posterior = fit(evidence, model, predict=predict, audit=audit, **given)
+    with contextlib.ExitStack() as stack:
+        if out is not None and figures is None:
+            figures = stack.enter_context(Figures())
+        posterior = fit(evidence, model, predict=predict, audit=audit, **given)
 
-    def refit(spec):
-        return fit(posterior.evidence, spec, predict=predict, **given)
+        def refit(spec):
+            return fit(posterior.evidence, spec, predict=predict, **given)
 
-    question = Question(threshold, attempts=attempts, sensitivity=refit if sensitivity else False)
-    return conclude(posterior, question, out=out)
+        question = Question(
+            threshold, attempts=attempts, sensitivity=refit if sensitivity else False
+        )
+        return conclude(posterior, question, out=out, figures=figures)
 
 
 # Shipped models whose fit describes an agent's task population (a new task's pass@k).
@@ -203,11 +214,11 @@ class Question:
     sensitivity: bool | Callable = False
 
 
-def conclude(posterior, question: Question = Question(), *, out=None) -> Run:
+def conclude(posterior, question: Question = Question(), *, out=None, figures=None) -> Run:
     """What ``run`` does once the fit is made, to answer ``question``: its summary, its
     checks (``check_fit``), pass@k and pass^k for its attempts, the bounds under the prior
     family where it asks for them, and with ``out`` its run folder
-    (``write_run_folder``)."""
+    (``write_run_folder``, its figures drawn by ``figures`` where given)."""
     threshold, level, attempts = question.threshold, question.level, question.attempts
     summary = posterior.summary(level=level, threshold=threshold)
     table = curves = found = None
@@ -234,6 +245,7 @@ def conclude(posterior, question: Question = Question(), *, out=None) -> Run:
             attempts=table,
             population=curves,
             sensitivity=found,
+            figures=figures,
         )
     )
     return Run(posterior, summary, checks, written, table, curves, found)
@@ -296,23 +308,33 @@ def write_run_folder(
     attempts=None,
     population=None,
     sensitivity=None,
+    figures=None,
 ) -> list[str]:
     """Write a fit's run folder and return its files' names; a report or figure that
     fails is reported in ``checks.failed`` (the fit, its summary and its checks are
     written all the same). ``attempts``, ``population`` and ``sensitivity`` (its bounds),
     where given, are written as ``attempts.csv``, ``population.csv`` and
-    ``sensitivity.csv``."""
+    ``sensitivity.csv``; ``figures`` (``outputs.drawing.Figures``) draws the figures, by
+    default a ``Figures`` of the folder's own."""
     from bayes_eval.outputs.plots import forest_plot, ppc_plot
 
-    def figures(staging: Path) -> None:
+    def report(staging: Path, figures) -> None:
         if threshold is not None:  # the report (its verdicts need the threshold) draws
-            build_report(posterior, threshold, checks=checks, sensitivity=sensitivity).write(
-                staging
-            )
-        else:  # the pairs run (a crossed fit's predictions are in the summary)
-            forest_plot(summary[summary["observed"]], staging / "forest.png", threshold)
-            if len(checks.predictive):
-                ppc_plot(checks.predictive, staging / "ppc.png")
+            build_report(
+                posterior, threshold, checks=checks, sensitivity=sensitivity, figures=figures
+            ).write(staging)
+            return
+        # the pairs run (a crossed fit's predictions are in the summary)
+        figures.draw("forest.png", forest_plot, summary[summary["observed"]], threshold=None)
+        if len(checks.predictive):
+            figures.draw("ppc.png", ppc_plot, checks.predictive)
+        for name, data in figures.drawn().items():
+            (staging / name).write_bytes(data)
+
+    def drawn(staging: Path) -> None:
+        with contextlib.ExitStack() as stack:
+            own = figures if figures is not None else stack.enter_context(Figures())
+            report(staging, own)
 
     def write(staging: Path) -> None:
         posterior.to_netcdf(staging / "posterior.nc")
@@ -325,7 +347,7 @@ def write_run_folder(
             write_csv(sensitivity.bounds, staging / "sensitivity.csv")
         if len(checks.assumption):
             write_csv(checks.assumption, staging / "milestone_check.csv")
-        guarded("the report and figures", checks.failed, figures, staging)
+        guarded("the report and figures", checks.failed, drawn, staging)
 
     return write_run(Path(out), write, command="fit")
 

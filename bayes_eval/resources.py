@@ -1,7 +1,9 @@
-"""Locate the shipped specs (``models/``) and datasets (``data/``), installed or in a checkout."""
+"""Locate the shipped specs (``models/``) and datasets (``data/``), installed or in a
+checkout, and count the cores this process may use."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -27,3 +29,10 @@ def example_evidence() -> Path:
 def shipped_datasets() -> dict[str, Path]:
     """Names and paths of the shipped CSV datasets."""
     return {p.stem: p for p in sorted(shipped_dir("data").glob("*.csv"))}
+
+
+def cores() -> int:
+    """The CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):  # not on macOS
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -137,10 +137,12 @@ def test_crossing_gives_a_lower_bound_below_the_median(pooled):
 
 def test_the_reports_deployment_section(pooled, tmp_path):
     from bayes_eval.outputs.deployment import deployment_sections
+    from bayes_eval.outputs.drawing import Figures
 
-    sections, figures = deployment_sections(pooled, 0.5, 0.975)
+    with Figures(processes=0) as figures:
+        sections = deployment_sections(pooled, 0.5, 0.975, figures)
+        assert figures.drawn()["deployment.png"].startswith(b"\x89PNG")
     assert sections[0] == ("h2", "At deployment scale")
-    assert figures["deployment.png"].startswith(b"\x89PNG")
     lists = [payload for kind, payload in sections if kind == "list"]
     crossing_items, exponents = lists
     assert all("(median); with probability 0.975 not before" in item for item in crossing_items)

@@ -125,9 +125,11 @@ def test_whether_an_agent_has_tasks_never_solved_is_drawn_from_its_conditional(t
 @pytest.mark.slow  # a report of the shared fit, about a minute
 def test_the_report_gives_each_agents_chance_of_tasks_never_solved(two_runs):
     from bayes_eval.outputs.deployment import deployment_sections
+    from bayes_eval.outputs.drawing import Figures
 
     shared, _ = two_runs
-    sections, _ = deployment_sections(shared, 0.5, 0.975)
+    with Figures(processes=0) as figures:
+        sections = deployment_sections(shared, 0.5, 0.975, figures)
     text = next(t for kind, t in sections if str(t).startswith("**Tasks never solved.**"))
     for agent in ("a0", "zero"):
         chance = float(shared.draws["any_never_solved"].sel(agent=agent).mean())
@@ -189,8 +191,10 @@ def test_one_run_per_task_passes_its_diagnostics_at_the_defaults():
     new = posterior.population([10]).query("population == 'new task'")
     assert len(new) == len(MEANS) + 1 and new["pass_at_mean"].between(0, 1).all()
     from bayes_eval.outputs.deployment import deployment_sections
+    from bayes_eval.outputs.drawing import Figures
 
-    sections, _ = deployment_sections(posterior, 0.5, 0.975)
+    with Figures(processes=0) as figures:
+        sections = deployment_sections(posterior, 0.5, 0.975, figures)
     assert ("p", spread_warning(posterior)) in sections
     assert "For every agent, each task ran once at most" in spread_warning(posterior)
 

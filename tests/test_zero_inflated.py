@@ -105,9 +105,11 @@ def test_clustered_runs_are_refused(tmp_path):
 
 def test_the_report_warns_that_large_k_bounds_rest_on_the_zeros(fitted):
     from bayes_eval.outputs.deployment import deployment_sections
+    from bayes_eval.outputs.drawing import Figures
 
     _, posterior = fitted
-    sections, _ = deployment_sections(posterior, 0.5, 0.975)
+    with Figures(processes=0) as figures:
+        sections = deployment_sections(posterior, 0.5, 0.975, figures)
     texts = [payload for kind, payload in sections if kind == "p"]
     assert any(text.startswith("**Tasks never solved.**") for text in texts)
     assert "not conservative" in posterior.population([10])["provenance"].iloc[-1]

@@ -131,7 +131,7 @@ def compare_agents(
         raise InputError(f"compare-agents: '{a}' against itself; name two agents")
     if margin is not None and not -1.0 < float(margin) < 1.0:
         raise InputError(f"margin: {margin} must lie strictly between -1 and 1 (a difference of P)")
-    summary = posterior.summary(level=level).set_index(["agent", "task"])
+    summary = posterior.summary(level=level).set_index(["agent", "task"]).to_dict("index")
     p = posterior.draws["p_task"]
     tasks = p["task"].values
     why = [[_why_not(summary, agent, task) for agent in (a, b)] for task in tasks]
@@ -184,11 +184,12 @@ def capability_order(posterior: Posterior, summary: pd.DataFrame) -> list[str]:
     return known + [a for a in agents if a not in value.index]
 
 
-def _why_not(summary, agent, task) -> str:
-    """Why a pair cannot be compared (empty where it can)."""
-    if (agent, task) not in summary.index:
+def _why_not(summary: dict, agent, task) -> str:
+    """Why a pair cannot be compared (empty where it can); ``summary``: the summary's
+    rows by (agent, task)."""
+    if (agent, task) not in summary:
         return f"{agent} has no estimate (not run)"
-    row = summary.loc[(agent, task)]
+    row = summary[(agent, task)]
     if pd.notna(row["upper"]):
         return ""
     if pd.notna(row["mean"]):
@@ -235,11 +236,12 @@ def _rows(tasks, quantity, xa, xb, level, ratio=None) -> dict:
     }
 
 
-def _observed(summary, a, b, task) -> bool:
-    """Whether both agents were run on the task (a crossed fit predicts pairs never run)."""
-    if "observed" not in summary:
-        return True
-    return bool(summary.loc[(a, task), "observed"] and summary.loc[(b, task), "observed"])
+def _observed(summary: dict, a, b, task) -> bool:
+    """Whether both agents were run on the task (a crossed fit predicts pairs never run;
+    a summary without the column has only pairs run)."""
+    return bool(
+        summary[(a, task)].get("observed", True) and summary[(b, task)].get("observed", True)
+    )
 
 
 def _across(posterior, p, a, b, common, level) -> dict:
@@ -268,6 +270,6 @@ def _trials(summary, a, b, row, margin, level) -> float:
     """End-to-end trials per agent that probably decide an undecided task (NaN otherwise)."""
     if row.verdict != UNDECIDED or row.task == ACROSS_TASKS:
         return math.nan
-    ra, rb = summary.loc[(a, row.task)], summary.loc[(b, row.task)]
+    ra, rb = summary[(a, row.task)], summary[(b, row.task)]
     trials = trials_to_separate(ra["mean"], ra["sd"], rb["mean"], rb["sd"], margin, level)
     return math.nan if trials is None else float(trials)

@@ -132,16 +132,17 @@ def _comparison(posterior, milestone_method, others):
         fits[name] = other
     if len(fits) < 2:
         return None
-    own, apart = posterior.spec.name, {}
+    own, apart, paired = posterior.spec.name, {}, {}
     for name in list(fits)[1:]:  # those that share no cell with the fit are set apart
         try:
-            compare({own: posterior, name: fits[name]}, refit=False)
+            paired[name] = compare({own: posterior, name: fits[name]}, refit=False)
         except InputError as exc:
             apart[name] = _why_apart(str(exc), name, own)
     kept = {name: fits[name] for name in fits if name not in apart}
     if len(kept) < 2:
         return "; ".join(apart.values())
-    comparison = compare(kept, refit=False)
+    # of one other fit, the comparison made to test it is the comparison
+    comparison = paired.popitem()[1] if len(paired) == 1 else compare(kept, refit=False)
     return dataclasses.replace(comparison, unscored={**comparison.unscored, **apart})
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from bayes_eval.cli.terminal import (
 )
 from bayes_eval.constants import SAMPLER_LIMITS
 from bayes_eval.errors import InputError
+from bayes_eval.outputs.drawing import Figures
 from bayes_eval.outputs.runfolder import check_out, write_run
 
 
@@ -79,6 +81,16 @@ def arguments(commands) -> None:
 
 
 def run(args) -> int:
+    out = None if args.out is None else check_out(Path(args.out))
+    with contextlib.ExitStack() as stack:
+        figures = None  # the run folder's figures' process, started before the imports
+        if out is not None and args.by is None:
+            figures = stack.enter_context(Figures())
+        return _fit(args, out, figures)
+
+
+def _fit(args, out, figures) -> int:
+    """``run`` once the run folder ``out`` is checked, ``figures`` drawing its figures."""
     from bayes_eval import pipeline
     from bayes_eval.pipeline import Question
     from bayes_eval.specs import check_level, check_probability
@@ -89,7 +101,6 @@ def run(args) -> int:
     seed = whole(args.seed, "--seed", *SAMPLER_LIMITS["seed"])
     sampler = sampler_of(args)
     sweep = sweep_options(args)
-    out = None if args.out is None else check_out(Path(args.out))
     if args.by is not None:
         question = Question(threshold, attempts=attempts, sensitivity=args.sensitivity)
         options = dict(level=level, seed=seed, sampler=sampler, **sweep)
@@ -110,6 +121,7 @@ def run(args) -> int:
         predict=args.predict_agent,
         attempts=attempts,
         sensitivity=args.sensitivity,
+        figures=figures,
     )
     posterior, summary, checks, written = done.posterior, done.summary, done.checks, done.written
     lines = check_text(checks.predictive, checks.assumption)

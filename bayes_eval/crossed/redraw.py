@@ -21,12 +21,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["available", "cores", "redraw"]
+from bayes_eval.resources import cores
+
+__all__ = ["available", "redraw"]
 
 SOURCE = r"""
 #include <math.h>
@@ -216,13 +217,6 @@ def redraw(eta, scales, log_weights, counts, place, seed: int):
     if any(status):
         raise RuntimeError("a departure was not drawn in 10,000 tries (a bug: please report it)")
     return z, surprising.astype(bool)
-
-
-def cores() -> int:
-    """The CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):  # not on macOS
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _pointer(array: np.ndarray, kind):

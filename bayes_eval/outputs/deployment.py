@@ -5,8 +5,6 @@ of attempts at which a new task's pass@k reaches the report's threshold."""
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 
@@ -33,17 +31,17 @@ TABLE_ATTEMPTS = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 FIGURE = "deployment.png"
 
 
-def deployment_sections(
-    posterior, threshold: float, level: float, attempts=None
-) -> tuple[list, dict]:
-    """The section's ``(kind, payload)`` pairs and its figure (name to PNG bytes); with
-    ``attempts`` (numbers of attempts), its table at those ``k`` and a table per pair."""
+def deployment_sections(posterior, threshold: float, level: float, figures, attempts=None) -> list:
+    """The section's ``(kind, payload)`` pairs, its figure drawn by ``figures``
+    (``outputs.drawing.Figures``); with ``attempts`` (numbers of attempts), its table at
+    those ``k`` and a table per pair."""
     from bayes_eval.outputs.plots import attempts_plot
 
     ks = TABLE_ATTEMPTS if attempts is None else tuple(attempts)
     curves = population_curves(posterior, sorted({*CURVE_ATTEMPTS, *ks}), level)
     if not len(curves):
-        return [], {}
+        return []
+    figures.draw(FIGURE, attempts_plot, curves, threshold=threshold)
     sections = [
         ("h2", "At deployment scale"),
         (
@@ -115,9 +113,7 @@ def deployment_sections(
                 ],
             )
         )
-    with tempfile.TemporaryDirectory() as folder:
-        path = attempts_plot(curves, Path(folder) / FIGURE, threshold)
-        return sections, {FIGURE: path.read_bytes()}
+    return sections
 
 
 def _any_never_solved(posterior) -> str:

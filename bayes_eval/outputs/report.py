@@ -10,6 +10,7 @@ carries the summary as JSON, so it opens offline and its numbers can be checked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from bayes_eval.families import family_of
 from bayes_eval.outputs.comparisons import milestone_comparison, ranking_sections
 from bayes_eval.outputs.defence import agent_sections, sensitivity_sections
 from bayes_eval.outputs.deployment import deployment_sections
+from bayes_eval.outputs.drawing import Figures
 from bayes_eval.outputs.grading import grader_sections
 from bayes_eval.outputs.pages import html_page, markdown
 from bayes_eval.outputs.verdicts import (
@@ -126,6 +128,7 @@ def build_report(
     sensitivity=None,
     basis: str = BASIS_MODEL,
     backtest=None,
+    figures: Figures | None = None,
 ) -> Report:
     """The report of a fitted ``Posterior`` for the question ``P < threshold``; a bound
     below its floor decides nothing unless ``allow_extrapolated`` (``verdicts``); with
@@ -137,8 +140,41 @@ def build_report(
 
     ``checks`` is what ``bayes_eval.checks.fitted.check_fit`` found of the same fit: the
     report fits nothing itself. ``backtest`` (``checks.backtest.read_backtest``) says, beside
-    each new agent's forecast, how the model's forecasts held in a backtest.
+    each new agent's forecast, how the model's forecasts held in a backtest. ``figures``
+    (``outputs.drawing.Figures``, started before the fit) draws the figures; by default,
+    one of the report's own.
     """
+    with contextlib.ExitStack() as stack:
+        if figures is None:
+            figures = stack.enter_context(Figures())
+        return _report(
+            posterior,
+            threshold,
+            level,
+            checks,
+            figures,
+            allow_extrapolated=allow_extrapolated,
+            attempts=attempts,
+            sensitivity=sensitivity,
+            basis=basis,
+            backtest=backtest,
+        )
+
+
+def _report(
+    posterior,
+    threshold,
+    level,
+    checks,
+    figures: Figures,
+    *,
+    allow_extrapolated,
+    attempts,
+    sensitivity,
+    basis,
+    backtest,
+) -> Report:
+    """``build_report``'s report, its figures drawn by ``figures``."""
     predictive, assumption = checks.predictive, checks.assumption
     level = posterior.level if level is None else level
     summary = posterior.summary(level=level, threshold=threshold)
@@ -162,23 +198,24 @@ def build_report(
             text + (f" {note}." if (note := sensitivity.note(row.agent, row.task)) else "")
             for text, row in zip(table["sentence"], table.itertuples(), strict=True)
         ]
-    figures = _figures(posterior, summary, predictive, threshold)
+    _draw_figures(figures, posterior, summary, predictive, threshold)
+    # its figure first too, so that it is drawn while the text is made
+    deployment = deployment_sections(posterior, threshold, level, figures, attempts)
     order = capability_order(posterior, summary)
     sections = _sections(posterior, table, checks, threshold, level, order, basis)
     if sensitivity is not None:
         sections += sensitivity_sections(sensitivity)
     sections += agent_sections(posterior, level, order)
     sections += ranking_sections(posterior, checks.comparison)
-    deployment, drawn = deployment_sections(posterior, threshold, level, attempts)
     sections += deployment
-    figures.update(drawn)
     if len(predictions):
         sections += _prediction_sections(posterior, predictions, threshold, level, backtest)
+    drawn = figures.drawn()
     return Report(
         table=table,
         markdown=markdown(sections),
-        html=html_page(sections, figures, summary),
-        figures=figures,
+        html=html_page(sections, drawn, summary),
+        figures=drawn,
         predictions=predictions,
     )
 
@@ -296,18 +333,16 @@ def _check_column(table, assumption, evidence) -> list[str]:
     return out
 
 
-def _figures(posterior, summary, checks, threshold) -> dict:
-    import tempfile
+def _draw_figures(figures: Figures, posterior, summary, checks, threshold) -> None:
+    """The estimates' forest and densities and, where cells were checked, the predictive
+    check, drawn by ``figures``."""
+    from bayes_eval.outputs.plots import density_draws, density_plot, forest_plot, ppc_plot
 
-    from bayes_eval.outputs.plots import density_plot, forest_plot, ppc_plot
-
-    with tempfile.TemporaryDirectory() as folder:
-        folder = Path(folder)
-        forest_plot(summary, folder / "forest.png", threshold)
-        density_plot(posterior, summary, folder / "densities.png", threshold)
-        if len(checks):
-            ppc_plot(checks, folder / "ppc.png")
-        return {path.name: path.read_bytes() for path in sorted(folder.glob("*.png"))}
+    figures.draw("forest.png", forest_plot, summary, threshold=threshold)
+    draws = density_draws(posterior.draws["p_task"], summary, threshold)
+    figures.draw("densities.png", density_plot, draws, summary, threshold=threshold)
+    if len(checks):
+        figures.draw("ppc.png", ppc_plot, checks)
 
 
 def _sections(posterior, table, checks, threshold, level, order, basis):
