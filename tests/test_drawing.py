@@ -32,6 +32,12 @@ def test_a_drawing_process_draws_the_same_bytes_and_names_a_failure(summary):
             figures.drawn()
         with pytest.raises(ValueError, match="drawn twice"):
             figures.draw("forest.png", forest_plot, summary)
+
+        def of_no_module(path):  # cannot be sent: drawn here, its error its own
+            raise OverflowError("drawn here")
+
+        with pytest.raises(OverflowError, match="drawn here"):
+            figures.draw("local.png", of_no_module)
     assert worker.poll() is not None  # stopped on leaving
 
 

@@ -7,8 +7,9 @@ ArviZ's plots and drawing four figures that need only the summary and a few pair
 imports them at once; started before the fit (``bayes_eval.pipeline.run``), it is ready
 when the fit is, each figure is sent to it as soon as its numbers are known, and
 ``Figures.drawn`` waits for them. The figures are the same bytes as drawn here; where only
-one core is free, or the process cannot start or ends before its figures are drawn, they
-are drawn in this process.
+one core is free, or the process cannot start or ends before its figures are drawn, or a
+figure's function cannot be sent (one defined in no module), they are drawn in this
+process.
 
 A job travels as a pickle file in the figures' own temporary folder and one line on the
 process's standard input (the drawing process reads nothing else); it answers one line
@@ -67,17 +68,21 @@ class Figures:
         if name in self._sent:
             raise ValueError(f"figure {name} drawn twice")
         path = Path(self._folder.name) / name
-        self._sent.append(name)
-        if not self._workers:
+        job = (function, args, kwargs, path)
+        try:
+            sent = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL) if self._workers else None
+        except (pickle.PicklingError, AttributeError, TypeError):  # a function of no module
+            sent = None
+        if sent is None:
             function(*args, path=path, **kwargs)
+            self._sent.append(name)
             return
-        job = self._job(name)
-        with job.open("wb") as file:
-            pickle.dump((function, args, kwargs, path), file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._job(name).write_bytes(sent)
+        self._sent.append(name)
         at = min(range(len(self._workers)), key=lambda n: len(self._waiting[n]))
         self._waiting[at].append(name)
         try:
-            self._workers[at].stdin.write(f"{job}\n")
+            self._workers[at].stdin.write(f"{self._job(name)}\n")
             self._workers[at].stdin.flush()
         except BrokenPipeError:  # the process ended: drawn() draws its figures here
             pass

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,12 +63,16 @@ if TYPE_CHECKING:
     from bayes_eval.exact.graded_product import GradedProduct
     from bayes_eval.inference.diagnostics import Diagnostics
 
-__all__ = ["FILE_FORMAT", "Derivation", "Posterior", "StoredFit", "read_posterior"]
+__all__ = ["FILE_FORMAT", "READ_FORMATS", "Derivation", "Posterior", "StoredFit", "read_posterior"]
 
 FACTOR = "factor"
 # Layout of the saved tree; 1 was the per-group InferenceData file of version 0.1, 2 had
-# the factor rates on the whole (agent, task, milestone) rectangle, 3 every group.
-FILE_FORMAT = 4
+# the factor rates on the whole (agent, task, milestone) rectangle, 3 every group, 4 a
+# variable equal to another twice and its long texts uncompressed.
+FILE_FORMAT = 5
+READ_FORMATS = (4, 5)
+# A group's attribute naming its variables written once, as copies of another: {copy: of}.
+COPIES = "bayes_eval_copies"
 PREDICTIVE_GROUPS = ("posterior_predictive", "observed_data", "constant_data")
 # The groups a fit makes from what it keeps, in the order of its tree.
 DERIVED_GROUPS = (
@@ -496,16 +501,17 @@ class Posterior:
         (a segmentation fault at exit); written from memory, a full disk is an ordinary
         ``OSError`` naming the file."""
         path = Path(path)
+        tree = _without_copies(self._tree)
         encoding = {
             node.path: {
-                name: {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+                name: _compressed(variable)
                 for name, variable in node.data_vars.items()
-                if variable.size >= COMPRESSED_SIZE and variable.dtype.kind in "fiub"
+                if _compressible(variable)
             }
-            for node in self._tree.subtree
+            for node in tree.subtree
         }
         with _local_scheduler():
-            data = self._tree.to_netcdf(
+            data = tree.to_netcdf(
                 engine="h5netcdf", encoding={k: v for k, v in encoding.items() if v}
             )
         try:
@@ -513,6 +519,75 @@ class Posterior:
         except OSError as exc:  # a full disk's error names no file
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         return path
+
+
+def _compressible(variable) -> bool:
+    """Whether a variable is written compressed: numbers from ``COMPRESSED_SIZE`` values,
+    texts from as many bytes as that many float64 (913 sentences of 600 characters are 2
+    MB in memory)."""
+    if variable.dtype.kind == "U":
+        return variable.nbytes >= 8 * COMPRESSED_SIZE
+    return variable.dtype.kind in "fiub" and variable.size >= COMPRESSED_SIZE
+
+
+def _compressed(variable) -> dict:
+    """The encoding of a large variable: HDF5's deflate after its byte shuffle; a text's
+    as UTF-8 characters (a text of variable length cannot be compressed), so that a
+    sentence repeated for every pair, as the provenance is, costs next to nothing (a
+    5,046-pair crossed fit's texts: 3.8 MB -> 0.25 MB)."""
+    encoding = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+    return {**encoding, "dtype": "S1"} if variable.dtype.kind == "U" else encoding
+
+
+def _without_copies(tree: xr.DataTree) -> xr.DataTree:
+    """``tree`` with each variable that equals an earlier one of its group (values, dims
+    and attributes: a crossed fit's ``difficulty`` is its ``difficulty_offset`` where the
+    difficulties are sampled centred without covariates, 8 of a 5,046-pair fit's 16 MB)
+    left out, and named in its group's ``COPIES`` attribute (``_made_whole``)."""
+    tree = tree.copy(deep=False)
+    for node in tree.subtree:
+        variables, copies = node.dataset.data_vars, {}
+        for at, (name, variable) in enumerate(variables.items()):
+            of = next(
+                (
+                    earlier
+                    for earlier, first in list(variables.items())[:at]
+                    if earlier not in copies and _same(first, variable)
+                ),
+                None,
+            )
+            if of is not None:
+                copies[name] = of
+        if copies:
+            node.dataset = node.dataset.drop_vars(list(copies))
+            node.attrs[COPIES] = json.dumps(copies)
+    return tree
+
+
+def _same(a: xr.DataArray, b: xr.DataArray) -> bool:
+    """Whether ``b`` can be written as a copy of ``a``: the same dims, type, attributes
+    and values (numbers only)."""
+    return (
+        a.dims == b.dims
+        and a.dtype == b.dtype
+        and a.dtype.kind == "f"
+        and a.attrs == b.attrs
+        and np.array_equal(a.values, b.values)
+    )
+
+
+def _made_whole(tree: xr.DataTree) -> xr.DataTree:
+    """``tree`` as written: its copies (``_without_copies``) made again, and its texts as
+    numpy strings (xarray reads texts stored as characters, ``_compressed``, as Python
+    objects)."""
+    for node in tree.subtree:
+        copies = json.loads(node.attrs.pop(COPIES, "{}"))
+        for name, of in copies.items():
+            node[name] = node[of].copy(deep=True)
+        for name, variable in node.dataset.data_vars.items():
+            if variable.dtype == object:
+                node[name] = variable.astype(str)
+    return tree
 
 
 def _local_scheduler():
@@ -565,11 +640,11 @@ def read_posterior(path: PathLike) -> StoredFit:
     check_readable(path, str(path), "posterior file")
     try:
         with xr.open_datatree(path, engine="h5netcdf") as opened:
-            tree = opened.load()
+            tree = _made_whole(opened.load())
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a bayes_eval posterior ({exc})") from exc
     attrs = tree.attrs
-    if attrs.get("bayes_eval_format") != FILE_FORMAT:
+    if attrs.get("bayes_eval_format") not in READ_FORMATS:
         raise InputError(_refusal(path, tree))
     for name in ("conjugate", "evidence"):
         if name not in tree:
@@ -618,5 +693,6 @@ def _refusal(path: Path, tree: xr.DataTree) -> str:
     return (
         f"{path}: written by bayes_eval {old['bayes_eval_version']} in file format "
         f"{old.get('bayes_eval_format', 1)}, which bayes_eval {package_version()} does not "
-        f"read (it reads format {FILE_FORMAT}); refit with: {refit} --out NEW_FOLDER"
+        f"read (it reads formats {' and '.join(map(str, READ_FORMATS))}); refit with: "
+        f"{refit} --out NEW_FOLDER"
     )
