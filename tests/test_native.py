@@ -258,7 +258,7 @@ def _model_of(table, model, options, monkeypatch):
     """The PyMC model a fit of ``table`` samples (the fit stops there)."""
     built = []
 
-    def capture(cls, pymc_model, notice):
+    def capture(cls, pymc_model, notice, unstored=()):
         built.append(pymc_model)
         raise _Built
 
@@ -360,3 +360,27 @@ def test_the_c_log_density_is_pymcs_at_random_points(table, model, options, monk
         assert expand(compiled.n_dim, got.size, x.ctypes.data, got.ctypes.data, table_pointer) == 0
         np.testing.assert_allclose(got, flat, rtol=1e-12, atol=1e-300)
     assert refused + ill_conditioned <= 20
+
+
+def test_a_free_variable_left_out_of_the_trace_is_sampled_all_the_same():
+    """The free variables named ``unstored`` (a crossed fit's departures, which its readers
+    draw again) are sampled but not kept in nutpie's trace: every other draw is the same
+    number as in a trace that keeps them, at the same seed."""
+    import pymc as pm
+
+    from bayes_eval.inference.engines import Engine, sample
+    from bayes_eval.settings import SamplerSettings
+
+    with pm.Model(coords={"pair": range(30)}) as model:
+        scale = pm.LogNormal("scale", 0.0, 1.0)
+        z = pm.Normal("z", 0.0, 1.0, dims="pair")
+        rate = pm.Deterministic("rate", pm.math.sigmoid(scale * z - 1.0), dims="pair")
+        pm.Binomial("k", n=5, p=rate, observed=np.arange(30) % 6)
+    settings = SamplerSettings("nutpie", draws=200, tune=200, chains=2)
+    nutpie = Engine("nutpie", "cpu")
+    kept = sample(model, nutpie, settings, 1, ("left out",))["posterior"]
+    left = sample(model, nutpie, settings, 1, ("left out",), ("z",))["posterior"]
+    assert "z" in kept.data_vars and "z" not in left.data_vars
+    assert set(left.data_vars) == set(kept.data_vars) - {"z"} and {"scale", "rate"} <= set(left)
+    for name in left.data_vars:
+        np.testing.assert_array_equal(left[name].values, kept[name].values)

@@ -57,6 +57,7 @@ def fit_crossed(evidence, design: Design, spec, options):
         seed,
         key,
         cells=layout.n.size + layout.e2e_n.size,
+        unstored=entry.part("redrawn_departures")(design, spec),
     )
     run_text += "; " + entry.part("form_text")(design, spec)
     if layout.clusters is not None:
@@ -85,7 +86,8 @@ def compact(trace, design: Design, spec):
     rates are drawn from them in float64, the same numbers in the fit as read back), or
     none where every reader draws them again (the model's ``redrawn_departures``)."""
     entry = model_of(spec)
-    trace = trace.drop_vars(list(entry.part("redrawn_departures")(design, spec)))
+    # (nutpie through the package's C keeps none of them in the trace already)
+    trace = trace.drop_vars(list(entry.part("redrawn_departures")(design, spec)), errors="ignore")
     departures = [name for name in entry.part("LATENT") if name != "ability"]
     return trace.assign(
         {name: trace[name].astype(np.float32) for name in departures if name in trace}

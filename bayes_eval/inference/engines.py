@@ -166,9 +166,11 @@ def _configure_jax() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-def sample(model, engine: Engine, settings, seed: int, key):
+def sample(model, engine: Engine, settings, seed: int, key, unstored: tuple = ()):
     """Sample ``model`` with NUTS on ``engine``; the trace as a ``DataTree`` (posterior,
-    sample_stats), without wall-clock attributes.
+    sample_stats), without wall-clock attributes. On nutpie through the package's C
+    (``nutpie_model``), the free variables named in ``unstored`` are sampled but not kept
+    (the other routes keep them: the caller drops what it does not keep).
 
     Parameters
     ----------
@@ -191,7 +193,7 @@ def sample(model, engine: Engine, settings, seed: int, key):
         compiled = None
         if engine.name == "nutpie":
             data = {v.name: v.get_value() for v in model.data_vars}
-            compiled = nutpie_compiled(key, lambda: model).with_data(**data)
+            compiled = nutpie_compiled(key, lambda: model, unstored).with_data(**data)
         progress(
             f"sampling: {engine.describe()}, {chains} chains x ({tune} tune + {draws} "
             f"draws), target_accept {target:g} ..."
@@ -311,26 +313,28 @@ def compile_nutpie(model):
         return nutpie.compile_pymc_model(model)
 
 
-def compile_model(model):
-    """``model`` compiled for nutpie: its callbacks in C (``nutpie_model``), or, where they
-    cannot be built so, nutpie's own compile (``compile_nutpie``), saying why. Its
-    ``with_data`` gives the model nutpie samples."""
+def compile_model(model, unstored: tuple = ()):
+    """``model`` compiled for nutpie: its callbacks in C (``nutpie_model``; the free
+    variables in ``unstored`` not kept), or, where they cannot be built so, nutpie's own
+    compile (``compile_nutpie``, which keeps them), saying why. Its ``with_data`` gives
+    the model nutpie samples."""
     try:
-        return CachedModel.compile(model, COMPILE_NOTICE)
+        return CachedModel.compile(model, COMPILE_NOTICE, unstored)
     except NotNative as exc:
         progress(f"compile: {exc}; compiling with nutpie's own compiler ({NUMBA_NOTICE}) ...")
         return compile_nutpie(model)
 
 
-def nutpie_compiled(key, build):
+def nutpie_compiled(key, build, unstored: tuple = ()):
     """The model compiled for nutpie for the structure ``key``: from this process's cache,
     else ``compile_model`` of ``build()`` (which loads it from the disk cache where it was
-    compiled before). Its data are the built model's: ``with_data`` puts others in place
-    and gives the model nutpie samples."""
+    compiled before), ``unstored`` not kept. Its data are the built model's:
+    ``with_data`` puts others in place and gives the model nutpie samples."""
+    key = (*key, tuple(unstored))
     if key in _COMPILED:
         progress("compile: cache hit, the model compiled earlier in this process")
         return _COMPILED[key]
     if len(_COMPILED) >= COMPILE_CACHE_SIZE:
         _COMPILED.pop(next(iter(_COMPILED)))
-    _COMPILED[key] = compile_model(build())
+    _COMPILED[key] = compile_model(build(), unstored)
     return _COMPILED[key]

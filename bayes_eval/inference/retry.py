@@ -33,7 +33,7 @@ REFIT_DRAWS = 8
 REFIT_SECONDS = 1200.0
 
 
-def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
+def sample_until_diagnosed(build, finish, form, settings, seed, key, cells, unstored=()):
     """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
     The engine is chosen once (``engines.choose_engine``: ``auto`` says why, as
@@ -57,6 +57,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
         The model's structure, for the compiled-model cache (``model_structure``).
     cells : int
         The table's count cells, for ``auto``'s choice.
+    unstored : tuple of str
+        Free variables sampled but not kept in the trace (``engines.sample``).
 
     Returns
     -------
@@ -80,7 +82,8 @@ def sample_until_diagnosed(build, finish, form, settings, seed, key, cells):
     def run(form, tried, attempt):
         # a refit starts its chains afresh (seed + attempt): a chain stuck in its warm-up
         # (its step size collapsed) would otherwise be stuck again in the same place
-        trace = sample(build(form), engine, tried, seed + attempt, key=(*key, form.key()))
+        model = build(form)
+        trace = sample(model, engine, tried, seed + attempt, (*key, form.key()), unstored)
         kept, draws = finish(trace["posterior"].to_dataset().isel(draw=tried.kept))
         stats = trace["sample_stats"].to_dataset()
         stats.attrs["target_accept"] = tried.target_accept
