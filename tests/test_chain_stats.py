@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from arviz_stats.base import array_stats
 
@@ -137,3 +138,15 @@ def test_a_fits_diagnostics_are_arviz_summarys_own(pooled_fit):
     np.testing.assert_allclose(table[["r_hat", "ess_bulk", "ess_tail"]], want, rtol=1e-12)
     ok = (want["r_hat"] <= RHAT_MAX) & (want["ess_bulk"] >= ESS_MIN) & (want["ess_tail"] >= ESS_MIN)
     assert table["ok"].equals(ok)
+
+
+def test_the_gate_checks_a_block_of_scalars_at_a_time_to_the_same_table(pooled_fit, monkeypatch):
+    """The gate's table copies a block of scalars at a time (``CHECKED_VALUES`` draws):
+    in blocks of one, three or every scalar, the same table, row for row."""
+    import bayes_eval.inference.diagnostics as diagnostics
+
+    whole = diagnostics.diagnose(pooled_fit.tree).table
+    draws = pooled_fit.tree["posterior"].sizes["chain"] * pooled_fit.tree["posterior"].sizes["draw"]
+    for scalars in (1, 3):
+        monkeypatch.setattr(diagnostics, "CHECKED_VALUES", scalars * draws)
+        pd.testing.assert_frame_equal(diagnostics.diagnose(pooled_fit.tree).table, whole)

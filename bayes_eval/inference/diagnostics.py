@@ -175,6 +175,9 @@ def _listed(texts: list[str], shown: int = 3) -> str:
 PARTS = ("_logit", "_z", "_upper", "_lower")
 
 
+# The most draws the checks copy at once (32 MB): a 5,046-pair crossed fit's p_task is
+# 6,250 pairs x 4,000 draws, and two whole copies of it were 400 MB of its peak.
+CHECKED_VALUES = 2**22
 # The rates drawn back exactly for every posterior draw (``p_task`` is checked on its own),
 # and whether an agent has tasks it never solves (``never_share`` is then drawn back too).
 DRAWN_BACK = ("p_task", "p_milestone", "p_step", "bypass_task", ANY_NEVER_SOLVED)
@@ -228,9 +231,10 @@ def diagnose(tree) -> Diagnostics:
 
 def _checked(data) -> pd.DataFrame:
     """R-hat and bulk and tail ESS of every scalar of ``data`` (labelled as
-    ``arviz_stats.summary`` labels them, ``p_task[a, t]``), each variable's elements at
-    once (``chain_stats.convergence``: arviz_stats' statistics over whole arrays);
-    elements with no draws (cells without evidence) are skipped."""
+    ``arviz_stats.summary`` labels them, ``p_task[a, t]``), each variable's elements a
+    block of at most ``CHECKED_VALUES`` draws at once (``chain_stats.convergence``:
+    arviz_stats' statistics over whole arrays); elements with no draws (cells without
+    evidence) are skipped."""
     from arviz_base import rcParams
     from arviz_base.labels import BaseLabeller
     from arviz_base.sel_utils import xarray_sel_iter
@@ -247,20 +251,22 @@ def _checked(data) -> pd.DataFrame:
             labels.append(labeller.make_label_flat(name, sel, isel))
             at.append(np.ravel_multi_index(tuple(isel[d] for d in dims), shape) if dims else 0)
         flat = variable.values.reshape(*variable.shape[:2], -1)
-        values = np.moveaxis(flat[..., at], -1, 0)  # (scalar, chain, draw)
-        present = ~np.isnan(values).all(axis=(1, 2))
-        # as arviz_stats.summary's tail ESS: the quantiles of its interval
-        r_hat, ess_bulk, ess_tail = convergence(values[present], rcParams["stats.ci_prob"])
-        tables.append(
-            pd.DataFrame(
-                {
-                    "variable": np.array(labels, dtype=object)[present],
-                    "r_hat": r_hat,
-                    "ess_bulk": ess_bulk,
-                    "ess_tail": ess_tail,
-                }
+        block = max(1, CHECKED_VALUES // max(1, flat.shape[0] * flat.shape[1]))
+        for start in range(0, len(at), block):  # a block of scalars at a time: a copy each
+            values = np.moveaxis(flat[..., at[start : start + block]], -1, 0)  # (scalar, ...)
+            present = ~np.isnan(values).all(axis=(1, 2))
+            # as arviz_stats.summary's tail ESS: the quantiles of its interval
+            r_hat, ess_bulk, ess_tail = convergence(values[present], rcParams["stats.ci_prob"])
+            tables.append(
+                pd.DataFrame(
+                    {
+                        "variable": np.array(labels[start : start + block], dtype=object)[present],
+                        "r_hat": r_hat,
+                        "ess_bulk": ess_bulk,
+                        "ess_tail": ess_tail,
+                    }
+                )
             )
-        )
     if not tables:
         empty = np.zeros(0)
         return pd.DataFrame(
