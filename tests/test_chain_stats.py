@@ -150,3 +150,15 @@ def test_the_gate_checks_a_block_of_scalars_at_a_time_to_the_same_table(pooled_f
     for scalars in (1, 3):
         monkeypatch.setattr(diagnostics, "CHECKED_VALUES", scalars * draws)
         pd.testing.assert_frame_equal(diagnostics.diagnose(pooled_fit.tree).table, whole)
+
+
+def test_the_summary_reads_a_block_of_pairs_at_a_time_to_the_same_table(pooled_fit, monkeypatch):
+    """An MCMC fit's summary copies a block of pairs' draws at a time (``SUMMARY_VALUES``):
+    in blocks of one, three or every pair, the same table."""
+    import bayes_eval.results.summary as summary
+
+    whole = summary.summarise(pooled_fit, 0.975, 0.05)
+    draws = pooled_fit.draws.sizes["chain"] * pooled_fit.draws.sizes["draw"]
+    for pairs in (1, 3):
+        monkeypatch.setattr(summary, "SUMMARY_VALUES", pairs * draws)
+        pd.testing.assert_frame_equal(summary.summarise(pooled_fit, 0.975, 0.05), whole)

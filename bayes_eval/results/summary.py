@@ -66,6 +66,10 @@ THRESHOLD_COLUMNS = ("prob_above", "basis")
 REFERENCE_PRIOR = (1.0, 1.0)
 
 LN10 = math.log(10)
+# The most draws an MCMC fit's summary copies at once (32 MB, a block of pairs): a
+# 5,046-pair crossed fit's draws of its pairs are 161 MB, and the copies its quantiles
+# and median made of all of them at once were 400 MB of its peak.
+SUMMARY_VALUES = 2**22
 
 
 def summarise(posterior, level: float, threshold: float | None = None) -> pd.DataFrame:
@@ -211,24 +215,33 @@ def _quantile_engine(engine: str, error: float) -> str:
 
 
 def _mcmc_rows(posterior, table, at, estimated, level, tau) -> None:
-    """An MCMC fit's columns, in place, from its draws (every cell's at once, each from
-    its own draws as a contiguous row), with each bound's context (``bound_context``)."""
+    """An MCMC fit's columns, in place, from its draws (a block of cells at once, at most
+    ``SUMMARY_VALUES`` draws, each cell from its own draws as a contiguous row), with each
+    bound's context (``bound_context``)."""
     if not estimated.size:
         return
     i, j = at[0][estimated], at[1][estimated]
     p_task = posterior.draws["p_task"].values
     count = p_task.shape[0] * p_task.shape[1]
-    flat = np.ascontiguousarray(p_task[:, :, i, j].reshape(count, estimated.size).T)
-    lower, upper = np.quantile(flat, [1.0 - level, level], axis=1)
-    columns = {
-        "mean": flat.mean(axis=1),
-        "median": np.median(flat, axis=1),
-        "sd": flat.std(ddof=1, axis=1),
-        "lower": lower,
-        "upper": upper,
-        "prob_above": np.nan if tau is None else (flat > tau).mean(axis=1),
-        "upper_mcse": quantile_mcse(flat.reshape(estimated.size, *p_task.shape[:2]), level),
-    }
+    names = ("mean", "median", "sd", "lower", "upper", "prob_above", "upper_mcse")
+    columns = {name: np.empty(estimated.size) for name in names}
+    block = max(1, SUMMARY_VALUES // count)
+    for start in range(0, estimated.size, block):  # a copy of a block of pairs' draws at once
+        at_block = slice(start, start + block)
+        flat = np.ascontiguousarray(p_task[:, :, i[at_block], j[at_block]].reshape(count, -1).T)
+        lower, upper = np.quantile(flat, [1.0 - level, level], axis=1)
+        found = {
+            "mean": flat.mean(axis=1),
+            "median": np.median(flat, axis=1),
+            "sd": flat.std(ddof=1, axis=1),
+            "lower": lower,
+            "upper": upper,
+            "prob_above": np.nan if tau is None else (flat > tau).mean(axis=1),
+            "upper_mcse": quantile_mcse(flat.reshape(len(flat), *p_task.shape[:2]), level),
+        }
+        for name, values in found.items():
+            columns[name][at_block] = values
+    upper = columns["upper"]
     columns["log10_upper"] = [math.log10(u) if u > 0 else -math.inf for u in upper]
     pairs = zip(
         table["agent"].to_numpy()[estimated], table["task"].to_numpy()[estimated], strict=True
