@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -44,11 +43,8 @@ from bayes_eval.outputs.runfolder import check_out, write_run
 def arguments(commands) -> None:
     """The command's flags."""
     fit = commands.add_parser("fit", help="validate, fit and summarise an evidence table")
-    fit.add_argument(
-        "evidence",
-        nargs="+",
-        help="evidence table (CSV or Parquet), run file, or Inspect logs and folders of them",
-    )
+    evidence = "evidence table (CSV or Parquet), run file, or Inspect logs and folders of them"
+    fit.add_argument("evidence", nargs="+", help=evidence)
     fit.add_argument("--model", default="phuong_chain", help=model_help())
     fit.add_argument("--level", help="one-sided credible level (default: the spec's)")
     fit.add_argument("--threshold", help="report P(P > TAU) for this TAU")
@@ -69,11 +65,8 @@ def arguments(commands) -> None:
     )
     reading_options(fit)
     crossed_options(fit)
-    fit.add_argument(
-        "--by",
-        choices=["agent"],
-        help="fit each agent (or checkpoint) on its own rows: one run folder each in --out",
-    )
+    by = "fit each agent (or checkpoint) on its own rows: one run folder each in --out"
+    fit.add_argument("--by", choices=["agent"], help=by)
     sweep_arguments(fit, "with --by agent")
     mcmc_options(fit)
     fit.add_argument("--quiet", action="store_true", help=QUIET_HELP)
@@ -82,15 +75,11 @@ def arguments(commands) -> None:
 
 def run(args) -> int:
     out = None if args.out is None else check_out(Path(args.out))
-    with contextlib.ExitStack() as stack:
-        figures = None  # the run folder's figures' process, started before the imports
-        if out is not None and args.by is None:
-            figures = stack.enter_context(Figures())
-        return _fit(args, out, figures)
+    with Figures(processes=None if out is not None and args.by is None else 0) as figures:
+        return _fit(args, out, figures)  # the figures' process starts before the imports
 
 
 def _fit(args, out, figures) -> int:
-    """``run`` once the run folder ``out`` is checked, ``figures`` drawing its figures."""
     from bayes_eval import pipeline
     from bayes_eval.pipeline import Question
     from bayes_eval.specs import check_level, check_probability

@@ -33,7 +33,7 @@ REFIT_DRAWS = 8
 REFIT_SECONDS = 1200.0
 
 
-def sample_until_diagnosed(build, finish, form, settings, seed, key, cells, unstored=()):
+def sample_until_diagnosed(build, finish, form, settings, seed, key, *, cells, unstored=()):
     """Sample a model until its fit passes the diagnostics gate, or the retries run out.
 
     The engine is chosen once (``engines.choose_engine``: ``auto`` says why, as

@@ -45,12 +45,14 @@ class Figures:
     processes : int, optional
         How many processes draw, each figure sent to the one with the fewest (0: this
         process draws). By default one per core beyond this process's first, at most
-        ``PROCESSES``.
+        ``PROCESSES``, where this process has not imported ArviZ's plots already: one
+        that has (a notebook, a sweep, a test session, any process that sampled with
+        nutpie) draws at no cost of imports, which a new process would pay again.
     """
 
     def __init__(self, processes: int | None = None) -> None:
         if processes is None:
-            processes = min(PROCESSES, cores() - 1)
+            processes = 0 if "arviz_plots" in sys.modules else min(PROCESSES, cores() - 1)
         self._folder = tempfile.TemporaryDirectory(prefix="bayes-eval-figures-")
         self._sent: list[str] = []
         self._workers = [worker for worker in (_start() for _ in range(processes)) if worker]
