@@ -147,77 +147,49 @@ def build_report(
     with contextlib.ExitStack() as stack:
         if figures is None:
             figures = stack.enter_context(Figures())
-        return _report(
-            posterior,
-            threshold,
-            level,
-            checks,
-            figures,
-            allow_extrapolated=allow_extrapolated,
-            attempts=attempts,
-            sensitivity=sensitivity,
-            basis=basis,
-            backtest=backtest,
+        predictive, assumption = checks.predictive, checks.assumption
+        level = posterior.level if level is None else level
+        summary = posterior.summary(level=level, threshold=threshold)
+        # A crossed fit's pairs never run are predictions: reported apart, without a verdict.
+        predictions = summary[~summary["observed"]].reset_index(drop=True)
+        summary = summary[summary["observed"]].reset_index(drop=True)
+        table = summary.copy()
+        table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
+        table[["verdict", "reason"]] = verdicts(
+            summary, assumption, threshold, predictive, allow_extrapolated, posterior.diagnostics
         )
-
-
-def _report(
-    posterior,
-    threshold,
-    level,
-    checks,
-    figures: Figures,
-    *,
-    allow_extrapolated,
-    attempts,
-    sensitivity,
-    basis,
-    backtest,
-) -> Report:
-    """``build_report``'s report, its figures drawn by ``figures``."""
-    predictive, assumption = checks.predictive, checks.assumption
-    level = posterior.level if level is None else level
-    summary = posterior.summary(level=level, threshold=threshold)
-    # A crossed fit's pairs never run are predictions: reported apart, without a verdict.
-    predictions = summary[~summary["observed"]].reset_index(drop=True)
-    summary = summary[summary["observed"]].reset_index(drop=True)
-    table = summary.copy()
-    table["milestone_check"] = _check_column(table, assumption, posterior.evidence.table)
-    table[["verdict", "reason"]] = verdicts(
-        summary, assumption, threshold, predictive, allow_extrapolated, posterior.diagnostics
-    )
-    if basis == BASIS_OWN:
-        evidence = posterior.evidence.table
-        runs = evidence[evidence["method"] == END_TO_END]
-        successes = runs.groupby(["agent", "task"])["successes"].sum().to_dict()
-        table[["verdict", "reason"]] = on_own_runs(table, threshold, level, successes)
-    table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
-    if sensitivity is not None:
-        table = sensitivity.mark(table)
-        table["sentence"] = [
-            text + (f" {note}." if (note := sensitivity.note(row.agent, row.task)) else "")
-            for text, row in zip(table["sentence"], table.itertuples(), strict=True)
-        ]
-    _draw_figures(figures, posterior, summary, predictive, threshold)
-    # its figure first too, so that it is drawn while the text is made
-    deployment = deployment_sections(posterior, threshold, level, figures, attempts)
-    order = capability_order(posterior, summary)
-    sections = _sections(posterior, table, checks, threshold, level, order, basis)
-    if sensitivity is not None:
-        sections += sensitivity_sections(sensitivity)
-    sections += agent_sections(posterior, level, order)
-    sections += ranking_sections(posterior, checks.comparison)
-    sections += deployment
-    if len(predictions):
-        sections += _prediction_sections(posterior, predictions, threshold, level, backtest)
-    drawn = figures.drawn()
-    return Report(
-        table=table,
-        markdown=markdown(sections),
-        html=html_page(sections, drawn, summary),
-        figures=drawn,
-        predictions=predictions,
-    )
+        if basis == BASIS_OWN:
+            evidence = posterior.evidence.table
+            runs = evidence[evidence["method"] == END_TO_END]
+            successes = runs.groupby(["agent", "task"])["successes"].sum().to_dict()
+            table[["verdict", "reason"]] = on_own_runs(table, threshold, level, successes)
+        table["sentence"] = [sentence(row, threshold, level) for row in table.itertuples()]
+        if sensitivity is not None:
+            table = sensitivity.mark(table)
+            table["sentence"] = [
+                text + (f" {note}." if (note := sensitivity.note(row.agent, row.task)) else "")
+                for text, row in zip(table["sentence"], table.itertuples(), strict=True)
+            ]
+        _draw_figures(figures, posterior, summary, predictive, threshold)
+        # its figure first too, so that it is drawn while the text is made
+        deployment = deployment_sections(posterior, threshold, level, figures, attempts)
+        order = capability_order(posterior, summary)
+        sections = _sections(posterior, table, checks, threshold, level, order, basis)
+        if sensitivity is not None:
+            sections += sensitivity_sections(sensitivity)
+        sections += agent_sections(posterior, level, order)
+        sections += ranking_sections(posterior, checks.comparison)
+        sections += deployment
+        if len(predictions):
+            sections += _prediction_sections(posterior, predictions, threshold, level, backtest)
+        drawn = figures.drawn()
+        return Report(
+            table=table,
+            markdown=markdown(sections),
+            html=html_page(sections, drawn, summary),
+            figures=drawn,
+            predictions=predictions,
+        )
 
 
 def _prediction_sections(posterior, predictions, threshold, level, backtest=None):
