@@ -74,7 +74,8 @@ def graph_draws(design, spec, n_draws: int, rng) -> dict:
     audit is their data, not their prior)."""
     import pymc as pm
 
-    model = model_of(spec).build()(design, spec)
+    # every departure non-centred: the rates are drawn from the standard ones (``cell_z``)
+    model = model_of(spec).build()(dataclasses.replace(design, centred_departures=None), spec)
     variables = model.free_RVs + model.deterministics
     values = pm.draw(variables, draws=n_draws, random_seed=rng)
     if n_draws == 1:

@@ -45,14 +45,18 @@ def fit_crossed(evidence, design: Design, spec, options):
     builder = entry.build()
 
     def build(form):
-        return builder(
-            replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
+        sampled = replace(
+            design,
+            centred=form.abilities,
+            centred_tasks=form.difficulties,
+            centred_departures=form.departures,
         )
+        return builder(sampled, spec)
 
     groups, run_text, diagnostics = sample_until_diagnosed(
         build,
         finish,
-        CrossedForm(design.centred, design.centred_tasks),
+        CrossedForm(design.centred, design.centred_tasks, design.centred_departures),
         sampler,
         seed,
         key,
