@@ -59,9 +59,8 @@ whether the pair is blocked from its probability given that draw.
 
 NUTS samples the abilities (centred where every agent's runs say more about its ability
 than its population does, ``centred_abilities``), the difficulties, the scales and the
-departures (centred where a pair's runs say more than their law, ``centred_departures``).
-Where runs come in clusters, each cluster's rate varies around its pair's (or milestone
-cell's) with one ``kappa_cluster`` (``bayes_eval.counts.clusters``).
+departures (non-centred). Where runs come in clusters, each cluster's rate varies around
+its pair's (or milestone cell's) with one ``kappa_cluster`` (``bayes_eval.counts.clusters``).
 
 Where an audited grader scored a pair's end-to-end runs (or a milestone cell's), each
 run is graded a success with ``q = se P + (1 - sp)(1 - P)`` (``p`` for a cell): the
