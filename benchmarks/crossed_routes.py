@@ -3,7 +3,7 @@
     python benchmarks/crossed_routes.py sample PAIRS ROUTE [--draws 2000]
     python benchmarks/crossed_routes.py accuracy [--nodes 21]
     python benchmarks/crossed_routes.py redraw [--values 6648000]
-    python benchmarks/crossed_routes.py gradient PAIRS [--calls 2000] [--flags "FLAGS" ...]
+    python benchmarks/crossed_routes.py gradient PAIRS [--calls 2000]
 
 ``sample`` fits the seeded table of ``benchmarks/crossed_tables.py`` (PAIRS one of its
 sizes) with the crossed model's population and surprising pairs (no covariates), on the
@@ -28,8 +28,7 @@ distribution against a fine grid's on one pair (the package's tests check its ow
 
 ``gradient`` times the sampled route's log density with its gradient, as nutpie calls it,
 with each run's log-likelihood through two softplus terms and through one (the
-package's), on a table of PAIRS; and, with ``--flags``, the package's C compiled with
-each set of flags instead of its own, as a ratio to its own in the same run.
+package's), on a table of PAIRS.
 """
 
 from __future__ import annotations
@@ -225,54 +224,33 @@ def draw_departures(eta, scales, log_weights, k, n, rng):
     return e, j
 
 
-def gradient(pairs: int, calls: int, flags: list[str]) -> None:
+def gradient(pairs: int, calls: int) -> None:
     """Time the sampled route's log density with its gradient, as nutpie calls it (the C
-    the package compiles), with each run's log-likelihood through one softplus or two;
-    then, through one, compiled with each of ``flags`` (a compiler's flags, in place of
-    the package's ``FLAGS``) against the package's, in the same run."""
-    from bayes_eval.inference.native import library
+    the package compiles), with each run's log-likelihood through one softplus or two."""
+    import ctypes
+
+    from bayes_eval.inference.nutpie_model import CachedModel
 
     table = crossed_table(*SIZES[pairs])
+    signature = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_uint64] + [ctypes.c_void_p] * 4)
     seconds = {}
     for softplus in (2, 1):
-        seconds[softplus] = _call_time(model(table, "sampled", 0, softplus), calls)
+        template = CachedModel.compile(model(table, "sampled", 0, softplus), "").template
+        function = signature(template.compiled_logp_func.address)
+        dim = template._n_dim
+        x = np.random.default_rng(0).normal(0.0, 0.1, dim)
+        grad, logp = np.empty(dim), np.empty(1)
+        at = [x.ctypes.data, grad.ctypes.data, logp.ctypes.data, template.user_data.ctypes.data]
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(dim, *at)
+        seconds[softplus] = (time.perf_counter() - start) / calls
         print(
             f"{len(table):,} pairs, {softplus} softplus a run's likelihood: "
             f"{seconds[softplus] * 1e6:.1f} us a call, {seconds[softplus] * 1e9 / len(table):.0f} "
             "ns a pair"
         )
     print(f"ratio one / two: {seconds[1] / seconds[2]:.2f}")
-    package = library.FLAGS
-    for text in flags:
-        library.FLAGS = tuple(text.split())
-        try:
-            took = _call_time(model(table, "sampled", 0, 1), calls)
-        finally:
-            library.FLAGS = package
-        print(
-            f"compiled with {text}: {took * 1e6:.1f} us a call, {took / seconds[1]:.2f} of the "
-            f"package's ({' '.join(package)})"
-        )
-
-
-def _call_time(pymc_model, calls: int) -> float:
-    """Seconds a call of ``pymc_model``'s compiled log density with its gradient takes,
-    over ``calls`` calls at one point."""
-    import ctypes
-
-    from bayes_eval.inference.nutpie_model import CachedModel
-
-    signature = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_uint64] + [ctypes.c_void_p] * 4)
-    template = CachedModel.compile(pymc_model, "").template
-    function = signature(template.compiled_logp_func.address)
-    dim = template._n_dim
-    x = np.random.default_rng(0).normal(0.0, 0.1, dim)
-    grad, logp = np.empty(dim), np.empty(1)
-    at = [x.ctypes.data, grad.ctypes.data, logp.ctypes.data, template.user_data.ctypes.data]
-    start = time.perf_counter()
-    for _ in range(calls):
-        function(dim, *at)
-    return (time.perf_counter() - start) / calls
 
 
 def redraw(values: int) -> None:
@@ -339,14 +317,13 @@ def main() -> None:
     timed = commands.add_parser("gradient")
     timed.add_argument("pairs", type=int, choices=sorted(SIZES))
     timed.add_argument("--calls", type=int, default=2000)
-    timed.add_argument("--flags", nargs="*", default=[], help="compiler flags to try, each quoted")
     args = parser.parse_args()
     if args.command == "sample":
         sample_route(args.pairs, args.route, args.draws, args.nodes)
     elif args.command == "accuracy":
         accuracy(args.nodes)
     elif args.command == "gradient":
-        gradient(args.pairs, args.calls, args.flags)
+        gradient(args.pairs, args.calls)
     else:
         redraw(args.values)
 

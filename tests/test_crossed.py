@@ -293,15 +293,8 @@ def test_a_horizon_quantile_among_unbounded_draws_is_unbounded():
 
 
 def test_sbc_of_the_crossed_model(tmp_path):
-    from bayes_eval.crossed.model import design_of
-    from bayes_eval.fit import usable_rows
-
     table, _ = _design(seed=5, agents=4, tasks=8, missing=0.3, zero_agent=False)
     evidence = load_evidence(table, keep_columns=True)
-    spec = load_spec(str(_spec(tmp_path)))
-    with collected():
-        centred = design_of(usable_rows(evidence, spec), spec, evidence).centred_departures
-    assert 0 < centred.sum() < centred.size  # both forms of departure are sampled
     result = sbc(evidence, str(_spec(tmp_path)), simulations=96, draws=99, bins=4, seed=2)
     assert result.passed(), result.p_values.sort_values().head()
 
@@ -774,67 +767,3 @@ def test_a_pair_whose_successes_a_grader_scored_may_be_blocked():
         expected = 0.3 * alarms[pair] / (0.3 * alarms[pair] + 0.7 * likelihood)
         observed = blocked[..., pair].mean()
         assert abs(observed - expected) < 4 * np.sqrt(expected * (1 - expected) / draws)
-
-
-def test_departures_centred_where_runs_say_more_than_their_prior_integrate_the_same():
-    """A pair's departure is sampled centred where ``n p (1 - p) >= 1`` at ``p = (k +
-    1/2) / (n + 1)`` (``centred_departures``). Integrated over the departures, the
-    centred model's density is the non-centred one's at every population draw: the same
-    posterior of everything else, whose rates the fit draws from their conditional."""
-    from dataclasses import replace
-
-    from bayes_eval.crossed.model import build_model, design_of
-    from bayes_eval.fit import usable_rows
-
-    counts = {("a0", "t0"): (2, 4), ("a0", "t1"): (1, 2), ("a1", "t0"): (0, 8)}
-    counts[("a1", "t1")] = (5, 10)  # n p (1 - p): 1.0, 0.5, 0.42 and 2.5
-    table = pd.DataFrame(
-        [(a, t, "end_to_end", k, n) for (a, t), (k, n) in counts.items()],
-        columns=["agent", "task", "method", "successes", "trials"],
-    )
-    spec = load_spec("crossed")
-    evidence = load_evidence(table)
-    with collected():
-        design = design_of(usable_rows(evidence, spec), spec, evidence)
-    pairs = [tuple(pair) for pair in design.layout.pairs]
-    expected = [counts[pair] in ((2, 4), (5, 10)) for pair in pairs]
-    assert list(design.centred_departures) == expected
-    centred, plain = (
-        build_model(d, spec) for d in (design, replace(design, centred_departures=None))
-    )
-    logp_centred, logp_plain = centred.compile_logp(), plain.compile_logp()
-    rng = np.random.default_rng(3)
-    at = np.flatnonzero(expected)
-    for _ in range(3):
-        point = {
-            name: value + rng.normal(0, 0.5, np.shape(value))
-            for name, value in plain.initial_point().items()
-        }
-        point["cell_z"] = rng.normal(0, 1, len(pairs))
-        base = {
-            **point,
-            "cell_z": point["cell_z"][~np.asarray(expected)],
-            "cell_d": np.zeros(at.size),
-        }
-
-        def integrated(logp, start, name, slots):
-            """``log`` of ``exp(logp)`` integrated over ``start[name][slot]`` for each
-            slot, the rest held (the pairs' terms are separate given the population)."""
-            held = float(logp(start))
-            total = held
-            for slot in slots:
-
-                def term(x, slot=slot):
-                    values = start[name].copy()
-                    values[slot] = x
-                    return float(logp({**start, name: values})) - held
-
-                area, _ = integrate.quad(
-                    lambda x, term=term: np.exp(term(x)), -60, 60, limit=400, points=[0.0]
-                )
-                total += np.log(area)
-            return total
-
-        got = integrated(logp_centred, base, "cell_d", range(at.size))
-        want = integrated(logp_plain, point, "cell_z", at)
-        assert got == pytest.approx(want, abs=1e-7)

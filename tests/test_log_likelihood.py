@@ -332,8 +332,6 @@ def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
     binomial coefficient, ``L(z)`` the pair's own term of the graph's ``k_binomial`` (the
     vector the potential sums: the mixture of the usual and the surprising departure) as
     its ``cell_z`` moves, by scipy's adaptive quadrature."""
-    import dataclasses
-
     import pytensor.tensor as pt
     import xarray as xr
 
@@ -346,9 +344,7 @@ def test_the_crossed_pointwise_likelihood_integrates_the_graphs_own_terms():
     evidence = bayes_eval.load_evidence(_sparse_end_to_end())
     with collected():
         design = design_of(usable_rows(evidence, spec), spec, evidence)
-    # every departure non-centred, each pair's term a function of its cell_z (the centred
-    # form integrates to the same: tests/test_crossed.py)
-    model = build_model(dataclasses.replace(design, centred_departures=None), spec)
+    model = build_model(design, spec)
     (total,) = model.replace_rvs_by_values([model["k_binomial"]])
     assert isinstance(total.owner.op, pt.math.Sum)  # the potential sums one term per pair
     each = model.compile_fn(

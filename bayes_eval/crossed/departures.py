@@ -15,12 +15,10 @@ from bayes_eval.crossed import redraw
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import graded_counts, graded_pair_rates
 from bayes_eval.crossed.likelihood import surprising_scale
-from bayes_eval.registry import model_of
 
 __all__ = [
     "RATE_VALUES",
     "additive",
-    "centred_departures",
     "clustered",
     "drawn_again",
     "pair_rates",
@@ -48,32 +46,6 @@ def redrawn(design: Design) -> bool:
     clusters), where a C compiler is found."""
     layout = design.layout
     return layout.clusters is None and layout.grading is None and redraw.available()
-
-
-def centred_departures(design: Design, spec) -> np.ndarray | None:
-    """Which run pairs' departures to sample centred (on the logit scale, the departures'
-    law their prior): those whose own runs say more about the departure than its prior
-    does at the scale's prior median ``m``, ``n p (1 - p) >= 1 / m ** 2`` at the pair's
-    rate ``p = (k + 1/2) / (n + 1)``; None (every departure non-centred) where no pair
-    is, or the fit keeps its departures (milestone runs, a grader, clusters, no C
-    compiler: the rates are drawn from each pair's standard departure).
-
-    A departure's form changes no number the fit reports but by Monte Carlo error: a
-    fit keeps none, and draws each again from its exact conditional given the draw
-    (``redrawn``). It changes how fast the population mixes: on METR's runs (236 of
-    831 pairs centred) the bulk ESS of ``cell_scale`` went from 433 to 880 and of
-    ``surprise_share`` from 523 to 1,583 of the same 4,000 draws, at the same leapfrog
-    steps a draw (31); non-centred, an informative pair's standard departure moves
-    with the scale, and a surprising one sits at two places, one per scale.
-    """
-    layout = design.layout
-    if model_of(spec).cell_method or not redrawn(design):
-        return None
-    k, n = layout.e2e_k.astype(float), layout.e2e_n.astype(float)
-    rate = (k + 0.5) / (n + 1.0)
-    median = np.exp(spec.priors["cell_scale"].params["mu"])
-    centred = n * rate * (1.0 - rate) >= 1.0 / median**2
-    return centred if centred.any() else None
 
 
 def pair_rates(post, ability, design: Design, rng) -> np.ndarray:

@@ -22,8 +22,7 @@ class Design:
     of milestones (the most any agent's runs have; 0 for the end-to-end kind);
     ``centred`` marks the agents whose abilities are sampled centred
     (``centred_abilities``); ``centred_tasks``, whether the difficulties are
-    (``centred_difficulties``); ``centred_departures``, which pairs' departures are
-    (``centred_departures``; None: none of them, as sampled in every form before).
+    (``centred_difficulties``).
     """
 
     layout: Layout
@@ -34,7 +33,6 @@ class Design:
     centred_tasks: bool
     predicted: tuple = ()
     predicted_raw: np.ndarray | None = None
-    centred_departures: np.ndarray | None = None
 
     @property
     def agents(self) -> list:

@@ -79,7 +79,7 @@ ability_scale z`` with ``z`` drawn anew per posterior draw.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -100,13 +100,7 @@ from bayes_eval.counts.clusters import array_add_at, log_given_each_rate
 from bayes_eval.counts.data import count_data_vars
 from bayes_eval.counts.grading import GRADER_RATES, grader_rates
 from bayes_eval.counts.layout import Layout, centred_text, layout_of
-from bayes_eval.crossed.departures import (
-    additive,
-    centred_departures,
-    clustered,
-    pair_rates,
-    redrawn,
-)
+from bayes_eval.crossed.departures import additive, clustered, pair_rates, redrawn
 from bayes_eval.crossed.design import Design
 from bayes_eval.crossed.grader import (
     false_alarms,
@@ -173,21 +167,19 @@ class CrossedForm:
 
     abilities: np.ndarray
     difficulties: bool
-    departures: np.ndarray | None = None  # which pairs' (``centred_departures``), in every form
     flippable = True
 
     def key(self) -> tuple:
-        departures = b"" if self.departures is None else self.departures.tobytes()
-        return self.abilities.tobytes(), self.difficulties, departures
+        return self.abilities.tobytes(), self.difficulties
 
     def flipped(self) -> CrossedForm:
         centred = not (self.abilities.any() or self.difficulties)
-        return replace(self, abilities=np.full_like(self.abilities, centred), difficulties=centred)
+        return CrossedForm(np.full_like(self.abilities, centred), centred)
 
     def refits(self, diagnostics) -> list:
         """The forms to refit in, in order, after a first fit that failed ``diagnostics``."""
         if self.difficulties and implicated_part(diagnostics) == TASK:
-            return [replace(self, difficulties=False), self]
+            return [CrossedForm(self.abilities, False), self]
         return [self, self.flipped()]
 
     def describe(self) -> str:
@@ -250,8 +242,7 @@ def _design(layout, spec, covariates, names: tuple, raw) -> Design:
         np.maximum.at(milestones, pair_task[layout.cell_pair], layout.cell_factor)
     centred = centred_abilities(layout, spec)
     tasks = centred_difficulties(layout, spec, pair_task)
-    design = Design(layout, covariates, pair_task, milestones, centred, tasks, names, raw)
-    return replace(design, centred_departures=centred_departures(design, spec))
+    return Design(layout, covariates, pair_task, milestones, centred, tasks, names, raw)
 
 
 def centred_abilities(layout: Layout, spec) -> np.ndarray:
@@ -290,12 +281,9 @@ def centred_difficulties(layout: Layout, spec, pair_task: np.ndarray) -> bool:
 
 
 def form_text(design: Design, spec) -> str:
-    """How the departures are sampled, for the provenance."""
-    centred, text = design.centred_departures, "departures non-centred"
-    if centred is not None:
-        text = f"departures centred for {int(centred.sum())} of {centred.size} pairs (their "
-        text += "runs say more than the departures' prior), non-centred for the rest"
-    return text
+    """How the parts sampled besides the abilities and difficulties are, for the
+    provenance."""
+    return "departures non-centred"
 
 
 def information(
@@ -361,24 +349,16 @@ def build_model(design: Design, spec):
         if cells:  # the rates are the milestone cells
             eta = eta[layout.cell_pair]
         cell_scale = _lognormal(pm, "cell_scale", priors["cell_scale"])
-        centred = design.centred_departures
-        if centred is None:
-            z = pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
-        else:  # the others are centred, ``cell_d`` (``_departures``)
-            z = pm.Normal("cell_z", 0.0, 1.0, shape=int((~centred).sum()))
+        z = pm.Normal("cell_z", 0.0, 1.0, dims=RATE)
         given = _rate_likelihood(pm, pt, layout, spec, cells)
-        scales, share = [cell_scale], None
+        logit = eta + cell_scale * z
+        each, sp = given(*_log_rates(pt, logit))
         if SURPRISE_SHARE in priors:  # a share of the rates depart further (the module's docstring)
             share = pm.Beta(SURPRISE_SHARE, **priors[SURPRISE_SHARE].params)
             width = _lognormal(pm, SURPRISE_WIDTH, priors[SURPRISE_WIDTH])
-            scales.append(surprising_scale(cell_scale, width))
-        offsets = _departures(pm, pt, centred, z, scales, share)
-        each, sp = given(*_log_rates(pt, eta + offsets[0]))
-        if share is not None:
-            wide, _ = given(*_log_rates(pt, eta + offsets[1]))
-            each_mixed = pt.logaddexp(pt.log1p(-share) + each, pt.log(share) + wide)
-            # a centred departure's law is its prior: its runs' likelihood is one binomial
-            each = each_mixed if centred is None else pt.switch(centred, each, each_mixed)
+            logit = eta + surprising_scale(cell_scale, width) * z
+            wide, _ = given(*_log_rates(pt, logit))
+            each = pt.logaddexp(pt.log1p(-share) + each, pt.log(share) + wide)
         if not cells:
             pm.Potential(given.name, pt.sum(each))
             return model
@@ -389,27 +369,6 @@ def build_model(design: Design, spec):
             blocked = false_alarms(_tensor_add_at, k, f, pt.log1p(-sp), pt.log(sp), layout)
         pm.Potential(given.name, _blocked_mixture(pt, each, given.failed, share, layout, blocked))
     return model
-
-
-def _departures(pm, pt, centred, z, scales, share) -> list:
-    """Each rate's departure on the logit scale under each of ``scales``: ``scale z``, or
-    where ``centred`` (``centred_departures``) ``cell_d`` itself, the departures' law its
-    prior (normal, or the two normals' mixture with the surprising ``share``)."""
-    if centred is None:
-        return [scale * z for scale in scales]
-    at, rest = np.flatnonzero(centred), np.flatnonzero(~centred)
-    if share is None:
-        departure = pm.Normal("cell_d", 0.0, scales[0], shape=at.size)
-    else:
-        departure = pm.NormalMixture(
-            "cell_d",
-            w=pt.stack([1 - share, share]),
-            mu=np.zeros(2),
-            sigma=pt.stack(scales),
-            shape=at.size,
-        )
-    empty = pt.zeros(centred.size)
-    return [pt.set_subtensor(pt.set_subtensor(empty[rest], s * z)[at], departure) for s in scales]
 
 
 def _log_rates(pt, logit):
@@ -568,7 +527,7 @@ def _zero_sum(pm, name, prior, dims):
 def redrawn_departures(design: Design, spec) -> tuple:
     """The departures a fit keeps none of, its readers drawing them again from their
     conditional (``departures.redrawn``): a pair's, of end-to-end runs read as they are."""
-    return () if model_of(spec).cell_method or not redrawn(design) else ("cell_z", "cell_d")
+    return () if model_of(spec).cell_method or not redrawn(design) else ("cell_z",)
 
 
 def draw_rates(post, design: Design, spec, rng) -> dict:

@@ -74,8 +74,7 @@ def graph_draws(design, spec, n_draws: int, rng) -> dict:
     audit is their data, not their prior)."""
     import pymc as pm
 
-    # every departure non-centred: the rates are drawn from the standard ones (``cell_z``)
-    model = model_of(spec).build()(dataclasses.replace(design, centred_departures=None), spec)
+    model = model_of(spec).build()(design, spec)
     variables = model.free_RVs + model.deterministics
     values = pm.draw(variables, draws=n_draws, random_seed=rng)
     if n_draws == 1:

@@ -45,18 +45,14 @@ def fit_crossed(evidence, design: Design, spec, options):
     builder = entry.build()
 
     def build(form):
-        sampled = replace(
-            design,
-            centred=form.abilities,
-            centred_tasks=form.difficulties,
-            centred_departures=form.departures,
+        return builder(
+            replace(design, centred=form.abilities, centred_tasks=form.difficulties), spec
         )
-        return builder(sampled, spec)
 
     groups, run_text, diagnostics = sample_until_diagnosed(
         build,
         finish,
-        CrossedForm(design.centred, design.centred_tasks, design.centred_departures),
+        CrossedForm(design.centred, design.centred_tasks),
         sampler,
         seed,
         key,

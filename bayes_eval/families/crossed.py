@@ -125,7 +125,6 @@ class CrossedFamily:
 
         from bayes_eval.counts.grading import audit_draw
         from bayes_eval.counts.layout import model_structure
-        from bayes_eval.crossed.model import CrossedForm
         from bayes_eval.families.simulation import (
             ranks,
             rate_ranks,
@@ -154,13 +153,10 @@ class CrossedFamily:
                 model_data = compile_model(build_model(simulated, spec)).with_data()
             else:  # compiled once per structure in each process, then given the counts
                 simulated = dataclasses.replace(design, layout=with_counts(layout, spec, data))
-                form = CrossedForm(design.centred, design.centred_tasks, design.centred_departures)
-                key = ("sbc crossed", *model_structure(layout, spec), form.key())
+                key = ("sbc crossed", *model_structure(layout, spec))
                 compiled = nutpie_compiled(key, lambda: build_model(design, spec))
                 model_data = compiled.with_data(**data)
             post, keep = thinned(model_data, setup, index)
-        # the departures a fit keeps none of: its rates drawn from their conditional
-        post = post.drop_vars(list(entry.part("redrawn_departures")(design, spec)), errors="ignore")
         row = ranks(post, truth, [name for name in setup.ranked if name in truth], keep, rng)
         positions = zip(layout.pair_agent, design.pair_task, strict=True)
         rates = draw_rates(post, simulated, spec, rng)["p_task"][1]
